@@ -1,0 +1,501 @@
+//! A2A v1.0 wire types: the canonical internal model.
+//!
+//! Field names and presence follow `specification/a2a.proto` (ProtoJSON, camelCase). REQUIRED
+//! fields are always emitted; optional ones are omitted when unset or empty. Unknown input
+//! fields are ignored (no `deny_unknown_fields`). No `kind`, no `final` anywhere in v1.0.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A free-form JSON object (`google.protobuf.Struct`).
+pub type Metadata = Map<String, Value>;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `TaskState`, serialized by its proto name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum TaskState {
+    #[default]
+    #[serde(rename = "TASK_STATE_UNSPECIFIED")]
+    Unspecified,
+    #[serde(rename = "TASK_STATE_SUBMITTED")]
+    Submitted,
+    #[serde(rename = "TASK_STATE_WORKING")]
+    Working,
+    #[serde(rename = "TASK_STATE_COMPLETED")]
+    Completed,
+    #[serde(rename = "TASK_STATE_FAILED")]
+    Failed,
+    #[serde(rename = "TASK_STATE_CANCELED")]
+    Canceled,
+    #[serde(rename = "TASK_STATE_INPUT_REQUIRED")]
+    InputRequired,
+    #[serde(rename = "TASK_STATE_REJECTED")]
+    Rejected,
+    #[serde(rename = "TASK_STATE_AUTH_REQUIRED")]
+    AuthRequired,
+}
+
+impl TaskState {
+    /// Completed, failed, canceled, rejected: nothing more happens to the task.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+        )
+    }
+
+    /// Input-required and auth-required: the task waits for the client.
+    pub fn is_interrupted(self) -> bool {
+        matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+
+    /// The proto enum name, e.g. `TASK_STATE_WORKING`.
+    pub fn as_proto_name(self) -> &'static str {
+        match self {
+            TaskState::Unspecified => "TASK_STATE_UNSPECIFIED",
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+            TaskState::AuthRequired => "TASK_STATE_AUTH_REQUIRED",
+        }
+    }
+
+    /// Parses a proto name (`TASK_STATE_WORKING`), also accepting the v0.3 REST spelling
+    /// `TASK_STATE_CANCELLED` and the v0.3 JSON-RPC names (`working`, `input-required`).
+    pub fn parse_lenient(s: &str) -> Option<TaskState> {
+        let all = [
+            TaskState::Unspecified,
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+            TaskState::InputRequired,
+            TaskState::Rejected,
+            TaskState::AuthRequired,
+        ];
+        if let Some(st) = all.iter().find(|st| st.as_proto_name() == s) {
+            return Some(*st);
+        }
+        match s {
+            "TASK_STATE_CANCELLED" => Some(TaskState::Canceled),
+            _ => crate::protocol::v03::TaskState03::parse(s).map(Into::into),
+        }
+    }
+}
+
+/// `Role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Role {
+    #[default]
+    #[serde(rename = "ROLE_UNSPECIFIED")]
+    Unspecified,
+    #[serde(rename = "ROLE_USER")]
+    User,
+    #[serde(rename = "ROLE_AGENT")]
+    Agent,
+}
+
+/// `Part`: exactly one of `text`, `raw`, `url`, `data`, plus optional metadata, filename and
+/// media type. The member name is the discriminator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// base64 bytes, kept encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Any JSON value. `Some(Value::Null)` is a data part holding `null`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_present"
+    )]
+    pub data: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+}
+
+/// Makes a present `null` become `Some(Value::Null)` instead of `None`.
+fn deserialize_present<'de, D>(d: D) -> Result<Option<Value>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Value::deserialize(d).map(Some)
+}
+
+impl Part {
+    pub fn text(text: impl Into<String>) -> Part {
+        Part {
+            text: Some(text.into()),
+            ..Part::default()
+        }
+    }
+
+    pub fn data(data: Value) -> Part {
+        Part {
+            data: Some(data),
+            ..Part::default()
+        }
+    }
+
+    /// How many content members are set (a valid part has exactly one).
+    pub fn content_count(&self) -> usize {
+        [
+            self.text.is_some(),
+            self.raw.is_some(),
+            self.url.is_some(),
+            self.data.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count()
+    }
+}
+
+/// `Message`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub message_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_task_ids: Vec<String>,
+}
+
+impl Message {
+    /// A message from the agent with the given parts.
+    pub fn agent(parts: Vec<Part>, task_id: &str, context_id: &str) -> Message {
+        Message {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            context_id: Some(context_id.to_string()),
+            task_id: Some(task_id.to_string()),
+            role: Role::Agent,
+            parts,
+            ..Message::default()
+        }
+    }
+
+    /// The text parts joined with blank lines.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .parts
+            .iter()
+            .filter_map(|p| p.text.as_deref())
+            .collect();
+        texts.join("\n\n")
+    }
+}
+
+/// `TaskStatus`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatus {
+    pub state: TaskState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// ISO 8601 UTC with milliseconds and `Z`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+}
+
+/// `Artifact`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub artifact_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+}
+
+/// `Task`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context_id: String,
+    pub status: TaskStatus,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<Artifact>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `TaskStatusUpdateEvent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatusUpdateEvent {
+    pub task_id: String,
+    pub context_id: String,
+    pub status: TaskStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `TaskArtifactUpdateEvent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskArtifactUpdateEvent {
+    pub task_id: String,
+    pub context_id: String,
+    pub artifact: Artifact,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub append: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub last_chunk: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `StreamResponse`: one of task, message, status update, artifact update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StreamResponse {
+    Task(Task),
+    Message(Message),
+    StatusUpdate(TaskStatusUpdateEvent),
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+/// `SendMessageResponse`: a task or a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SendMessageResponse {
+    Task(Task),
+    Message(Message),
+}
+
+/// `AuthenticationInfo` (push notifications).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationInfo {
+    pub scheme: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+}
+
+/// `TaskPushNotificationConfig`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<AuthenticationInfo>,
+}
+
+/// `SendMessageConfiguration`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageConfiguration {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_output_modes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_push_notification_config: Option<TaskPushNotificationConfig>,
+    /// Presence matters: unset = no limit, 0 = no history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub return_immediately: bool,
+}
+
+/// `SendMessageRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub message: Message,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<SendMessageConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `GetTaskRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetTaskRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+}
+
+/// `ListTasksRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_timestamp_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_artifacts: Option<bool>,
+}
+
+/// `ListTasksResponse`: all four fields REQUIRED, emitted even when empty or zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResponse {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub page_size: i32,
+    pub total_size: i32,
+}
+
+/// `CancelTaskRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelTaskRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// `SubscribeToTaskRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribeToTaskRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    pub id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn task_omits_empty_optionals_and_keeps_required() {
+        let t = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                ..TaskStatus::default()
+            },
+            ..Task::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&t).unwrap(),
+            json!({"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_WORKING"}})
+        );
+    }
+
+    #[test]
+    fn part_discriminates_by_member_and_keeps_null_data() {
+        let p: Part = serde_json::from_value(json!({"data": null, "extra": 1})).unwrap();
+        assert_eq!(p.data, Some(Value::Null));
+        assert_eq!(p.content_count(), 1);
+        let p: Part =
+            serde_json::from_value(json!({"text": "hi", "mediaType": "text/plain"})).unwrap();
+        assert_eq!(p.text.as_deref(), Some("hi"));
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"text":"hi","mediaType":"text/plain"})
+        );
+    }
+
+    #[test]
+    fn stream_response_is_wrapped_by_member_name() {
+        let ev = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Completed,
+                ..TaskStatus::default()
+            },
+            metadata: None,
+        });
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            json!({"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}})
+        );
+    }
+
+    #[test]
+    fn list_response_always_has_all_four_fields() {
+        let r = ListTasksResponse {
+            tasks: vec![],
+            next_page_token: String::new(),
+            page_size: 50,
+            total_size: 0,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"tasks":[],"nextPageToken":"","pageSize":50,"totalSize":0})
+        );
+    }
+
+    #[test]
+    fn state_parsing_is_lenient_across_versions() {
+        assert_eq!(
+            TaskState::parse_lenient("TASK_STATE_CANCELLED"),
+            Some(TaskState::Canceled)
+        );
+        assert_eq!(
+            TaskState::parse_lenient("input-required"),
+            Some(TaskState::InputRequired)
+        );
+        assert_eq!(
+            TaskState::parse_lenient("TASK_STATE_WORKING"),
+            Some(TaskState::Working)
+        );
+        assert_eq!(TaskState::parse_lenient("bogus"), None);
+    }
+}
