@@ -3,6 +3,7 @@
 
 use super::*;
 use std::future::Future;
+use std::path::PathBuf;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -412,4 +413,60 @@ fn group_alive_sees_ourselves_only() {
     assert!(group_alive(me));
     // pid_max is at most 2^22 on Linux, so this group cannot exist.
     assert!(!group_alive(4_194_304 + 17));
+}
+
+/// The fake-agent binary next to the test executable (target/debug/fake-agent), if built.
+fn fake_agent() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("fake-agent");
+    bin.exists().then_some(bin)
+}
+
+fn fake_agent_spec(bin: &std::path::Path, prompt: &str) -> SpawnSpec {
+    let stdin = StdinMode::Write {
+        initial: Vec::new(),
+        keep_open: true,
+    };
+    let mut spec = sh("", IoMode::Pipes, stdin);
+    spec.program = bin.to_path_buf();
+    spec.args = vec![prompt.to_string()];
+    spec
+}
+
+/// Runner and fake-agent together, as the adapters use them. Skipped (with a note) when the
+/// fake-agent binary has not been built, e.g. by a bare `cargo test --lib`.
+#[tokio::test]
+async fn fake_agent_end_to_end() {
+    let Some(bin) = fake_agent() else {
+        eprintln!("fake_agent_end_to_end skipped: build the fake-agent binary first");
+        return;
+    };
+    within(async {
+        let mut p = Process::spawn(fake_agent_spec(&bin, "approval noise stderr")).expect("spawn");
+        while !next_line(&mut p).await.contains("approval_required") {}
+        let allow = b"{\"type\":\"approval_response\",\"id\":\"appr-1\",\"decision\":\"allow\"}\n";
+        p.write_stdin(allow).await.expect("write");
+        let rest = collect(&mut p).await;
+        assert!(rest.iter().any(|o| matches!(o, Output::Stderr(_))));
+        assert!(
+            matches!(rest.last(), Some(Output::Line(l)) if l.contains("\"done\"")),
+            "{rest:?}"
+        );
+        assert_eq!(p.wait(Duration::from_secs(1)).await.code, Some(0));
+
+        let mut p = Process::spawn(fake_agent_spec(&bin, "grandchild")).expect("spawn");
+        while !next_line(&mut p).await.contains("grandchild pid") {}
+        let exit = p.terminate(Duration::from_secs(2)).await;
+        assert_eq!(exit.signal, Some(15));
+        assert!(!group_alive(p.pid()));
+
+        let mut p = Process::spawn(fake_agent_spec(&bin, "ignore-sigterm")).expect("spawn");
+        while !next_line(&mut p).await.contains("SIGTERM") {}
+        let exit = p.terminate(Duration::from_millis(300)).await;
+        assert_eq!(exit.signal, Some(9));
+
+        let mut p = Process::spawn(fake_agent_spec(&bin, "crash")).expect("spawn");
+        assert_eq!(p.wait(Duration::from_secs(1)).await.signal, Some(6));
+    })
+    .await;
 }
