@@ -443,11 +443,21 @@ async fn fake_agent_end_to_end() {
     };
     within(async {
         let mut p = Process::spawn(fake_agent_spec(&bin, "approval noise stderr")).expect("spawn");
-        while !next_line(&mut p).await.contains("approval_required") {}
+        let mut seen = Vec::new();
+        while let Some(o) = p.next().await {
+            let asked = matches!(&o, Output::Line(l) if l.contains("approval_required"));
+            seen.push(o);
+            if asked {
+                break;
+            }
+        }
         let allow = b"{\"type\":\"approval_response\",\"id\":\"appr-1\",\"decision\":\"allow\"}\n";
         p.write_stdin(allow).await.expect("write");
         let rest = collect(&mut p).await;
-        assert!(rest.iter().any(|o| matches!(o, Output::Stderr(_))));
+        assert!(seen
+            .iter()
+            .chain(&rest)
+            .any(|o| matches!(o, Output::Stderr(_))));
         assert!(
             matches!(rest.last(), Some(Output::Line(l)) if l.contains("\"done\"")),
             "{rest:?}"
