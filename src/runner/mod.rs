@@ -1,1 +1,459 @@
-//! runner
+//! Child processes: the only place in the crate that spawns processes, opens ptys or sends signals.
+//!
+//! A [`Process`] is one coding-agent CLI run. The child always leads its own process group
+//! (pid == pgid) so that cancel reaches everything it started (shells, dev servers, relaunched
+//! node processes). Output arrives line by line through [`Process::next`]; see [`Output`].
+
+mod lines;
+mod pty;
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use lines::{pump, Stream};
+
+/// Capacity of the output channel: how many lines may wait for a slow consumer before the
+/// reader stops reading (and the child blocks on its full pipe).
+const OUTPUT_CHANNEL: usize = 256;
+/// How often group membership is polled while waiting for a group to go away.
+const POLL: Duration = Duration::from_millis(20);
+/// After SIGKILL, how long to keep checking (and re-killing) before giving up on a group
+/// (a process stuck in uninterruptible sleep cannot be killed at once).
+const KILL_SETTLE: Duration = Duration::from_secs(5);
+
+/// How the child's stdio is connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    /// stdout and stderr are separate pipes; stdin per [`StdinMode`].
+    Pipes,
+    /// stdout and stderr are one raw, wide pseudo-terminal (500 x 50); stdin is the terminal too
+    /// unless [`StdinMode::Null`]. The child leads a new session with the pty as controlling tty.
+    Pty,
+}
+
+/// What the child reads on stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdinMode {
+    /// stdin is /dev/null (one-shot CLIs: `codex exec` waits for EOF forever otherwise)
+    Null,
+    /// write `initial` right after spawn; then close stdin unless `keep_open` (keep_open = a
+    /// writer stays available for approvals answers).
+    ///
+    /// In [`IoMode::Pty`] stdin is the terminal, which cannot signal EOF in raw mode: with
+    /// `keep_open: false` the initial bytes are written and no further writes are accepted.
+    Write { initial: Vec<u8>, keep_open: bool },
+}
+
+/// Everything needed to start one child.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// The COMPLETE environment of the child: the runner calls env_clear() and sets exactly these.
+    pub env: Vec<(String, String)>,
+    pub io: IoMode,
+    pub stdin: StdinMode,
+    /// longest stdout line kept (default used by callers: 16 MiB); longer lines become Output::TooLong
+    pub max_line_bytes: usize,
+}
+
+/// One piece of the child's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// one stdout line (for pty: the merged terminal output), without `\r` and ANSI escapes
+    Line(String),
+    /// a stdout line longer than max_line_bytes was discarded; `bytes` = its length
+    TooLong { bytes: usize },
+    /// one stderr line (pipes mode only), cleaned like stdout. An over-long stderr line is
+    /// replaced by a short note saying how long it was.
+    Stderr(String),
+}
+
+/// How the leader exited: `code` for a normal exit, `signal` if it was killed by one.
+/// Both are `None` only if its status could not be collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+#[derive(thiserror::Error, Debug)]
+pub enum RunnerError {
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot set up a pseudo-terminal: {0}")]
+    Pty(#[source] io::Error),
+    #[error("the child's stdin is closed")]
+    StdinClosed,
+    #[error("writing to the child's stdin failed: {0}")]
+    Stdin(#[source] io::Error),
+}
+
+/// A write request for the stdin writer task, answered when the bytes are written.
+type StdinRequest = (Vec<u8>, oneshot::Sender<io::Result<()>>);
+
+/// A running (or finished) child and its process group.
+pub struct Process {
+    pid: u32,
+    child: Child,
+    output: mpsc::Receiver<Output>,
+    /// `None` once stdin is closed (or was never open).
+    stdin: Option<mpsc::Sender<StdinRequest>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The leader's exit, once reaped.
+    exit: Option<ExitInfo>,
+    /// The group has been checked empty after the leader was reaped.
+    group_gone: bool,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("pid", &self.pid)
+            .field("exit", &self.exit)
+            .field("group_gone", &self.group_gone)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Process {
+    /// Start the child. Must be called inside a tokio runtime.
+    pub fn spawn(spec: SpawnSpec) -> Result<Process, RunnerError> {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .kill_on_drop(false);
+        let spawn_err = |source| RunnerError::Spawn {
+            program: spec.program.display().to_string(),
+            source,
+        };
+        let (tx, rx) = mpsc::channel(OUTPUT_CHANNEL);
+        let max = spec.max_line_bytes;
+        let mut tasks = Vec::new();
+        let (initial, keep_open) = match spec.stdin {
+            StdinMode::Null => (None, false),
+            StdinMode::Write { initial, keep_open } => (Some(initial), keep_open),
+        };
+
+        let (child, writer): (Child, Option<Box<dyn AsyncWrite + Send + Unpin>>) = match spec.io {
+            IoMode::Pipes => {
+                cmd.process_group(0)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .stdin(if initial.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    });
+                let mut child = cmd.spawn().map_err(spawn_err)?;
+                if let Some(out) = child.stdout.take() {
+                    tasks.push(tokio::spawn(pump(out, Stream::Stdout, max, tx.clone())));
+                }
+                if let Some(err) = child.stderr.take() {
+                    tasks.push(tokio::spawn(pump(err, Stream::Stderr, max, tx)));
+                }
+                let writer = child
+                    .stdin
+                    .take()
+                    .map(|w| Box::new(w) as Box<dyn AsyncWrite + Send + Unpin>);
+                (child, writer)
+            }
+            IoMode::Pty => {
+                let pty = pty::open_pty().map_err(RunnerError::Pty)?;
+                let slave = |p: &pty::Pty| {
+                    p.slave
+                        .try_clone()
+                        .map(Stdio::from)
+                        .map_err(RunnerError::Pty)
+                };
+                cmd.stdout(slave(&pty)?).stderr(slave(&pty)?);
+                cmd.stdin(if initial.is_some() {
+                    slave(&pty)?
+                } else {
+                    Stdio::null()
+                });
+                // SAFETY: the hook runs in the forked child before exec and only makes
+                // async-signal-safe calls (setsid, ioctl); it allocates nothing.
+                unsafe {
+                    cmd.pre_exec(pty::become_session_leader);
+                }
+                let spawned = cmd.spawn();
+                // Close every parent copy of the slave (the Stdio values live in `cmd`), so that
+                // reading the master reports EOF once the child side is gone.
+                drop(cmd);
+                drop(pty.slave);
+                let child = spawned.map_err(spawn_err)?;
+                let master = pty::Master::new(pty.master).map_err(RunnerError::Pty)?;
+                tasks.push(tokio::spawn(pump(master.clone(), Stream::Stdout, max, tx)));
+                let writer = initial
+                    .is_some()
+                    .then(|| Box::new(master) as Box<dyn AsyncWrite + Send + Unpin>);
+                (child, writer)
+            }
+        };
+
+        // The leader's pid is known until it is reaped, which only we do.
+        let pid = child.id().ok_or_else(|| {
+            spawn_err(io::Error::other(
+                "child exited and was reaped before its pid was read",
+            ))
+        })?;
+
+        let mut stdin = None;
+        if let Some(writer) = writer {
+            let (req_tx, req_rx) = mpsc::channel(16);
+            tasks.push(tokio::spawn(write_stdin_task(
+                writer,
+                initial.unwrap_or_default(),
+                req_rx,
+            )));
+            if keep_open {
+                stdin = Some(req_tx);
+            }
+        }
+
+        Ok(Process {
+            pid,
+            child,
+            output: rx,
+            stdin,
+            tasks,
+            exit: None,
+            group_gone: false,
+        })
+    }
+
+    /// The child's pid, which is also its process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn pgid(&self) -> Pid {
+        // pids fit in i32 on every supported platform (Linux: at most 2^22).
+        Pid::from_raw(self.pid as i32)
+    }
+
+    /// Next piece of output; `None` once stdout AND stderr have reached EOF (which waits for
+    /// every process holding them, e.g. a background grandchild). Cancel-safe.
+    pub async fn next(&mut self) -> Option<Output> {
+        self.output.recv().await
+    }
+
+    /// Write to the child's stdin (pipes) or to the pty master (pty).
+    pub async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError> {
+        let sender = self.stdin.as_ref().ok_or(RunnerError::StdinClosed)?;
+        let (done_tx, done_rx) = oneshot::channel();
+        sender
+            .send((bytes.to_vec(), done_tx))
+            .await
+            .map_err(|_| RunnerError::StdinClosed)?;
+        match done_rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(RunnerError::Stdin(e)),
+            Err(_) => Err(RunnerError::StdinClosed),
+        }
+    }
+
+    /// Close stdin (pipes: the child sees EOF once pending writes are done). Idempotent.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Wait for the leader to exit and reap it; afterwards, if anything is left in the process
+    /// group (a CLI's background shell or dev server), SIGTERM the group, wait up to `grace`,
+    /// SIGKILL what is left. Returns the leader's exit.
+    pub async fn wait(&mut self, grace: Duration) -> ExitInfo {
+        let exit = self.reap().await;
+        if !self.group_gone && group_alive(self.pid) {
+            self.signal_group(Signal::SIGTERM);
+            wait_group_gone(self.pid, Instant::now() + grace).await;
+        }
+        self.kill_rest().await;
+        exit
+    }
+
+    /// Cancel: SIGTERM to the whole group, wait up to `grace` for the group to exit, then SIGKILL
+    /// to the group, reap the leader, and make sure no member of the group is left. Idempotent;
+    /// works if the leader already exited.
+    pub async fn terminate(&mut self, grace: Duration) -> ExitInfo {
+        if let (Some(exit), true) = (self.exit, self.group_gone) {
+            return exit;
+        }
+        let deadline = Instant::now() + grace;
+        self.signal_group(Signal::SIGTERM);
+        if self.exit.is_none() {
+            // A timeout here just means the leader ignored SIGTERM; SIGKILL follows.
+            let _ = tokio::time::timeout_at(deadline, self.reap()).await;
+        }
+        // The leader may have gone while helpers are still shutting down: give them the rest
+        // of the grace period too.
+        wait_group_gone(self.pid, deadline).await;
+        self.signal_group(Signal::SIGKILL);
+        let exit = self.reap().await;
+        self.kill_rest().await;
+        exit
+    }
+
+    /// Reap the leader (once) and remember its exit.
+    async fn reap(&mut self) -> ExitInfo {
+        if let Some(exit) = self.exit {
+            return exit;
+        }
+        let exit = match self.child.wait().await {
+            Ok(status) => ExitInfo {
+                code: status.code(),
+                signal: status.signal(),
+            },
+            Err(e) => {
+                tracing::warn!(pid = self.pid, error = %e, "cannot collect the exit status");
+                ExitInfo {
+                    code: None,
+                    signal: None,
+                }
+            }
+        };
+        self.exit = Some(exit);
+        exit
+    }
+
+    /// With the leader reaped: SIGKILL whatever is left in the group until it is empty.
+    async fn kill_rest(&mut self) {
+        if self.group_gone {
+            return;
+        }
+        let deadline = Instant::now() + KILL_SETTLE;
+        while group_alive(self.pid) {
+            self.signal_group(Signal::SIGKILL);
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    pgid = self.pid,
+                    "process group still has members after SIGKILL"
+                );
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        self.group_gone = true;
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        match killpg(self.pgid(), signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => tracing::warn!(pgid = self.pid, ?signal, error = %e, "killpg failed"),
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if !self.group_gone {
+            // Nothing may outlive a dropped Process. tokio reaps the dropped leader in the background.
+            self.signal_group(Signal::SIGKILL);
+        }
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Writes `initial`, then every request, to the child's stdin. Ends (closing stdin) when the
+/// request channel is closed.
+async fn write_stdin_task(
+    mut writer: Box<dyn AsyncWrite + Send + Unpin>,
+    initial: Vec<u8>,
+    mut requests: mpsc::Receiver<StdinRequest>,
+) {
+    if !initial.is_empty() {
+        if let Err(e) = write_all(&mut writer, &initial).await {
+            tracing::debug!(error = %e, "writing the initial stdin failed");
+        }
+    }
+    while let Some((bytes, done)) = requests.recv().await {
+        let result = write_all(&mut writer, &bytes).await;
+        // The caller may have stopped waiting; nothing to do then.
+        let _ = done.send(result);
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn write_all(writer: &mut (dyn AsyncWrite + Send + Unpin), bytes: &[u8]) -> io::Result<()> {
+    writer.write_all(bytes).await?;
+    writer.flush().await
+}
+
+/// Poll until no process of group `pgid` is left or `deadline` passes.
+async fn wait_group_gone(pgid: u32, deadline: Instant) {
+    while group_alive(pgid) && Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// true if any non-zombie process has process group id `pgid`.
+#[cfg(target_os = "linux")]
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return killpg_probe(pgid);
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // The process may vanish between listing and reading: then it is not alive.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((state, group)) = parse_stat(&stat) {
+            if group == pgid && state != 'Z' && state != 'X' {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// true if any process has process group id `pgid` (zombies included: no portable way to tell).
+#[cfg(not(target_os = "linux"))]
+pub fn group_alive(pgid: u32) -> bool {
+    killpg_probe(pgid)
+}
+
+fn killpg_probe(pgid: u32) -> bool {
+    // EPERM means the group exists but belongs to someone else.
+    !matches!(killpg(Pid::from_raw(pgid as i32), None), Err(Errno::ESRCH))
+}
+
+/// From `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."): the state and the process group.
+/// `comm` may contain spaces and parentheses, so fields are counted after its last `)`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn parse_stat(stat: &str) -> Option<(char, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! Bounded line splitting and cleaning of a child's output streams.
+//!
+//! Lines are split on `\n`, kept up to `max_line_bytes` (longer lines are skipped without being
+//! buffered and reported as [`Output::TooLong`]), decoded as lossy UTF-8, and cleaned of `\r` and
+//! ANSI escape sequences. Empty lines (after cleaning) are dropped.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
+
+use super::Output;
+
+/// Which stream a reader serves; decides the [`Output`] variant of its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What the splitter found in a chunk of input.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// A complete line (cleaned, non-empty).
+    Line(String),
+    /// A line of `bytes` bytes (without its `\n`) that was over the limit and discarded.
+    TooLong(usize),
+}
+
+/// Incremental, bounded line splitter.
+#[derive(Debug)]
+pub(crate) struct LineSplitter {
+    max: usize,
+    buf: Vec<u8>,
+    /// `Some(n)`: we are skipping an over-long line of which `n` bytes were seen so far.
+    skipping: Option<usize>,
+}
+
+impl LineSplitter {
+    pub(crate) fn new(max_line_bytes: usize) -> Self {
+        LineSplitter {
+            max: max_line_bytes,
+            buf: Vec::new(),
+            skipping: None,
+        }
+    }
+
+    /// Feed a chunk; complete lines are appended to `out`.
+    pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut Vec<Piece>) {
+        while !chunk.is_empty() {
+            let newline = chunk.iter().position(|&b| b == b'\n');
+            let (part, rest) = match newline {
+                Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
+                None => (chunk, None),
+            };
+            if let Some(seen) = self.skipping.as_mut() {
+                *seen += part.len();
+            } else if self.buf.len() + part.len() > self.max {
+                self.skipping = Some(self.buf.len() + part.len());
+                self.buf = Vec::new();
+            } else {
+                self.buf.extend_from_slice(part);
+            }
+            match rest {
+                Some(rest) => {
+                    self.finish_line(out);
+                    chunk = rest;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// End of input: deliver a last line that had no trailing newline.
+    pub(crate) fn finish(&mut self, out: &mut Vec<Piece>) {
+        if self.skipping.is_some() || !self.buf.is_empty() {
+            self.finish_line(out);
+        }
+    }
+
+    fn finish_line(&mut self, out: &mut Vec<Piece>) {
+        if let Some(bytes) = self.skipping.take() {
+            out.push(Piece::TooLong(bytes));
+            return;
+        }
+        let line = clean(&self.buf);
+        self.buf.clear();
+        if !line.is_empty() {
+            out.push(Piece::Line(line));
+        }
+    }
+}
+
+/// Lossy UTF-8 decoding with every `\r` and ANSI escape sequence removed.
+///
+/// Safe for JSON lines: valid JSON never contains a raw ESC or CR byte, so the fast path (no
+/// ESC, no CR) leaves them untouched.
+pub(crate) fn clean(line: &[u8]) -> String {
+    if !line.iter().any(|&b| b == 0x1b || b == b'\r') {
+        return String::from_utf8_lossy(line).into_owned();
+    }
+    let mut kept = Vec::with_capacity(line.len());
+    let mut i = 0;
+    while i < line.len() {
+        match line[i] {
+            b'\r' => i += 1,
+            0x1b => i = skip_escape(line, i),
+            b => {
+                kept.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// `line[start]` is ESC; returns the index just past the escape sequence.
+fn skip_escape(line: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    let Some(&kind) = line.get(i) else {
+        return i;
+    };
+    i += 1;
+    match kind {
+        // CSI: parameter and intermediate bytes 0x20..=0x3F, then one final byte 0x40..=0x7E.
+        b'[' => {
+            while i < line.len() && (0x20..=0x3f).contains(&line[i]) {
+                i += 1;
+            }
+            if i < line.len() && (0x40..=0x7e).contains(&line[i]) {
+                i += 1;
+            }
+            i
+        }
+        // OSC, DCS, SOS, PM, APC: a string terminated by BEL or ST (ESC \).
+        b']' | b'P' | b'X' | b'^' | b'_' => {
+            while i < line.len() {
+                match line[i] {
+                    0x07 => return i + 1,
+                    0x1b if line.get(i + 1) == Some(&b'\\') => return i + 2,
+                    _ => i += 1,
+                }
+            }
+            i
+        }
+        // nF sequences such as `ESC ( B`: intermediates 0x20..=0x2F, then one final byte.
+        0x20..=0x2f => {
+            while i < line.len() && (0x20..=0x2f).contains(&line[i]) {
+                i += 1;
+            }
+            if i < line.len() && (0x30..=0x7e).contains(&line[i]) {
+                i += 1;
+            }
+            i
+        }
+        // Any other two-byte sequence (`ESC =`, `ESC 7`, `ESC M`, ...).
+        _ => i,
+    }
+}
+
+/// Read `reader` to EOF, sending its lines to `tx`. Stops early if the receiver is gone.
+///
+/// The bounded channel gives backpressure: while the consumer is slow, this task stops reading
+/// and the child blocks on a full pipe instead of our memory growing.
+pub(crate) async fn pump<R>(mut reader: R, stream: Stream, max: usize, tx: mpsc::Sender<Output>)
+where
+    R: AsyncRead + Unpin,
+{
+    let mut splitter = LineSplitter::new(max);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut pieces = Vec::new();
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::debug!(?stream, error = %e, "reading child output failed; treating as EOF");
+                0
+            }
+        };
+        if n == 0 {
+            splitter.finish(&mut pieces);
+        } else {
+            splitter.push(&chunk[..n], &mut pieces);
+        }
+        for piece in pieces.drain(..) {
+            if tx.send(to_output(piece, stream)).await.is_err() {
+                return;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+fn to_output(piece: Piece, stream: Stream) -> Output {
+    match (piece, stream) {
+        (Piece::Line(l), Stream::Stdout) => Output::Line(l),
+        (Piece::Line(l), Stream::Stderr) => Output::Stderr(l),
+        (Piece::TooLong(bytes), Stream::Stdout) => Output::TooLong { bytes },
+        (Piece::TooLong(bytes), Stream::Stderr) => Output::Stderr(format!(
+            "[stderr line of {bytes} bytes discarded: too long]"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(max: usize, chunks: &[&[u8]]) -> Vec<Piece> {
+        let mut s = LineSplitter::new(max);
+        let mut out = Vec::new();
+        for c in chunks {
+            s.push(c, &mut out);
+        }
+        s.finish(&mut out);
+        out
+    }
+
+    fn line(s: &str) -> Piece {
+        Piece::Line(s.to_string())
+    }
+
+    #[test]
+    fn splits_across_chunks_and_keeps_final_line() {
+        let out = split(100, &[b"ab", b"c\nde", b"f\n\ng"]);
+        assert_eq!(out, vec![line("abc"), line("def"), line("g")]);
+    }
+
+    #[test]
+    fn too_long_line_is_skipped_and_counted() {
+        let long = vec![b'x'; 5000];
+        let mut chunks: Vec<&[u8]> = vec![b"ok\n"];
+        for c in long.chunks(333) {
+            chunks.push(c);
+        }
+        chunks.push(b"\nnext\n");
+        let out = split(1000, &chunks);
+        assert_eq!(out, vec![line("ok"), Piece::TooLong(5000), line("next")]);
+    }
+
+    #[test]
+    fn line_at_exact_limit_is_kept() {
+        let out = split(3, &[b"abc\nabcd\n"]);
+        assert_eq!(out, vec![line("abc"), Piece::TooLong(4)]);
+    }
+
+    #[test]
+    fn too_long_final_line_without_newline() {
+        let out = split(2, &[b"abcdef"]);
+        assert_eq!(out, vec![Piece::TooLong(6)]);
+    }
+
+    #[test]
+    fn cleans_cr_and_ansi() {
+        assert_eq!(clean(b"hello\r"), "hello");
+        assert_eq!(clean(b"\x1b[1;31mred\x1b[0m text"), "red text");
+        assert_eq!(clean(b"\x1b]0;title\x07after"), "after");
+        assert_eq!(clean(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
+        assert_eq!(clean(b"\x1b(Bplain\x1b=\x1b[?25h"), "plain");
+        assert_eq!(clean(b"trailing esc\x1b"), "trailing esc");
+        assert_eq!(clean("caf\u{e9} \x1b[2K\r".as_bytes()), "caf\u{e9} ");
+        assert_eq!(clean(b"{\"a\":\"b\"}"), "{\"a\":\"b\"}");
+        assert_eq!(clean(b"bad \xff utf8"), "bad \u{fffd} utf8");
+    }
+
+    #[test]
+    fn lines_empty_after_cleaning_are_dropped() {
+        let out = split(100, &[b"\r\n\x1b[0m\r\nx\r\n"]);
+        assert_eq!(out, vec![line("x")]);
+    }
+
+    #[tokio::test]
+    async fn pump_delivers_and_stops_at_eof() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let data: &[u8] = b"one\r\ntwo";
+        pump(data, Stream::Stderr, 100, tx).await;
+        assert_eq!(rx.recv().await, Some(Output::Stderr("one".into())));
+        assert_eq!(rx.recv().await, Some(Output::Stderr("two".into())));
+        assert_eq!(rx.recv().await, None);
+    }
+}
