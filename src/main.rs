@@ -1,1 +1,39 @@
-fn main() {}
+//! `agent-host`: parse the command line, set up logging, run.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use agent_host::cli::{self, Cli, Command};
+use agent_host::settings::{LogFormat, Settings};
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            let settings = Settings::resolve(&args)?;
+            init_logging(settings.log_format);
+            cli::serve(settings).await?;
+        }
+        Command::Adapters(args) => {
+            let settings = Settings::resolve(&args)?;
+            print!("{}", cli::list_adapters(&settings)?);
+        }
+        Command::Card(args) => {
+            let settings = Settings::resolve(&args)?;
+            println!("{}", cli::print_card(&settings)?);
+        }
+    }
+    Ok(())
+}

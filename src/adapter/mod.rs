@@ -1,1 +1,276 @@
-//! adapter
+//! Adapters: what to run for a CLI and how to read it (no I/O).
+//!
+//! An adapter is a TOML file (`adapters/*.toml`, embedded in the binary; a directory named in
+//! the config overrides by `id`). [`AdapterSpec`] is its schema; `adapters/README.md`
+//! documents it. [`wire`] holds one parser per output format, producing [`AgentEvent`]s.
+
+pub mod event;
+pub mod wire;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+pub use event::{AgentEvent, ApprovalOption, Usage};
+
+/// How the prompt reaches the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptVia {
+    /// As the last command-line argument.
+    #[default]
+    Arg,
+    /// Written to stdin.
+    Stdin,
+}
+
+/// What happens to stdin after the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StdinPolicy {
+    /// Closed (or /dev/null): one-shot CLIs that wait for EOF.
+    #[default]
+    Close,
+    /// Kept open: answers to approvals are written there.
+    Keep,
+}
+
+/// Pipes or a pseudo-terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Io {
+    #[default]
+    Pipes,
+    Pty,
+}
+
+/// Environment of the CLI: the host's environment is never passed wholesale.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSpec {
+    /// Host variables passed through (on top of the base allow-list: PATH, HOME, LANG, ...).
+    #[serde(default)]
+    pub pass: Vec<String>,
+    /// Variables set for the CLI.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+/// Per-adapter limits; unset values take the host's settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub max_line_bytes: Option<usize>,
+    pub timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub cancel_grace_ms: Option<u64>,
+}
+
+/// A skill shown in the agent card.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillSpec {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub examples: Vec<String>,
+}
+
+/// One adapter definition (the schema of `adapters/*.toml`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterSpec {
+    /// Name used in `AGENT_ADAPTER`.
+    pub id: String,
+    /// Display name for the card.
+    pub name: String,
+    pub description: String,
+    /// Program to run: a name looked up next to the agent-host binary and on PATH, or a path.
+    /// `<ID>_PATH` (e.g. `CLAUDE_CODE_PATH`) overrides it.
+    #[serde(default)]
+    pub binary: String,
+    /// Arguments before the prompt. `{model}`, `{session_id}` and `{cwd}` are substituted.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added when a model is configured (`AGENT_MODEL`).
+    #[serde(default)]
+    pub model_args: Vec<String>,
+    /// Added on the first turn of a context when the CLI accepts a host-chosen session id.
+    #[serde(default)]
+    pub session_args: Vec<String>,
+    /// Added on a follow-up turn to resume the context's CLI session.
+    #[serde(default)]
+    pub resume_args: Vec<String>,
+    /// Added when approvals are skipped (`AGENT_FORCE=true`).
+    #[serde(default)]
+    pub force_args: Vec<String>,
+    #[serde(default)]
+    pub prompt: PromptVia,
+    #[serde(default)]
+    pub stdin: StdinPolicy,
+    #[serde(default)]
+    pub io: Io,
+    /// Output format, one of [`wire::FORMATS`].
+    pub wire: String,
+    /// Considered when `AGENT_ADAPTER` is unset: the first installed one is served.
+    #[serde(default)]
+    pub detect: bool,
+    #[serde(default)]
+    pub env: EnvSpec,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub skills: Vec<SkillSpec>,
+}
+
+/// An adapter file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("adapter {source_name}: {message}")]
+    Invalid {
+        source_name: String,
+        message: String,
+    },
+    #[error("unknown adapter '{0}' (known: {1})")]
+    Unknown(String, String),
+}
+
+impl AdapterSpec {
+    /// Parses one TOML file; `source_name` names it in errors (which carry line and column).
+    pub fn from_toml(source_name: &str, text: &str) -> Result<AdapterSpec, AdapterError> {
+        let spec: AdapterSpec = toml::from_str(text).map_err(|e| AdapterError::Invalid {
+            source_name: source_name.to_string(),
+            message: e.to_string(),
+        })?;
+        if !wire::FORMATS.contains(&spec.wire.as_str()) {
+            return Err(AdapterError::Invalid {
+                source_name: source_name.to_string(),
+                message: format!(
+                    "unknown wire format '{}' (known: {})",
+                    spec.wire,
+                    wire::FORMATS.join(", ")
+                ),
+            });
+        }
+        if spec.id.is_empty() {
+            return Err(AdapterError::Invalid {
+                source_name: source_name.to_string(),
+                message: "id must not be empty".into(),
+            });
+        }
+        Ok(spec)
+    }
+
+    /// The environment variable that overrides the binary: `claude-code` → `CLAUDE_CODE_PATH`.
+    pub fn path_env_var(&self) -> String {
+        let mut s: String = self
+            .id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        s.push_str("_PATH");
+        s
+    }
+}
+
+/// The adapters built into the binary, in detection order.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("demo.toml", include_str!("../../adapters/demo.toml")),
+    ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+];
+
+/// All known adapters: the built-in ones, overridden or extended by extra files.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    adapters: Vec<AdapterSpec>,
+}
+
+impl Registry {
+    /// The built-in adapters.
+    pub fn builtin() -> Result<Registry, AdapterError> {
+        let mut adapters = Vec::new();
+        for (name, text) in BUILTIN {
+            adapters.push(AdapterSpec::from_toml(name, text)?);
+        }
+        Ok(Registry { adapters })
+    }
+
+    /// Adds or replaces (same `id`) an adapter.
+    pub fn insert(&mut self, spec: AdapterSpec) {
+        if let Some(existing) = self.adapters.iter_mut().find(|a| a.id == spec.id) {
+            *existing = spec;
+        } else {
+            self.adapters.push(spec);
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Result<&AdapterSpec, AdapterError> {
+        self.adapters
+            .iter()
+            .find(|a| a.id == id)
+            .ok_or_else(|| AdapterError::Unknown(id.to_string(), self.ids().join(", ")))
+    }
+
+    pub fn ids(&self) -> Vec<&str> {
+        self.adapters.iter().map(|a| a.id.as_str()).collect()
+    }
+
+    pub fn all(&self) -> &[AdapterSpec] {
+        &self.adapters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_adapters_parse() {
+        let r = Registry::builtin().unwrap();
+        assert!(r.get("demo").is_ok());
+        assert!(r.get("jsonl").is_ok());
+        assert!(r.get("nope").unwrap_err().to_string().contains("demo"));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_line_and_column() {
+        let err = AdapterSpec::from_toml(
+            "x.toml",
+            "id = \"x\"\nname = \"X\"\ndescription = \"d\"\nwire = \"agent-host-jsonl\"\nbinnary = \"x\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("binnary"), "{err}");
+        assert!(err.contains("line 5"), "{err}");
+    }
+
+    #[test]
+    fn unknown_wire_format_is_an_error() {
+        let err = AdapterSpec::from_toml(
+            "x.toml",
+            "id = \"x\"\nname = \"X\"\ndescription = \"d\"\nwire = \"nope\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown wire format"), "{err}");
+    }
+
+    #[test]
+    fn path_env_var_names() {
+        let mut r = Registry::builtin().unwrap();
+        let mut spec = r.get("demo").unwrap().clone();
+        spec.id = "claude-code".into();
+        assert_eq!(spec.path_env_var(), "CLAUDE_CODE_PATH");
+        r.insert(spec);
+        assert!(r.get("claude-code").is_ok());
+    }
+}

@@ -1,1 +1,134 @@
-//! server
+//! The HTTP server: axum router, JSON-RPC (v1.0 and v0.3), SSE, the agent card, health.
+//!
+//! [`app`] builds the router (testable without a socket); [`serve`] runs it on a listener
+//! until a shutdown signal, then ends every task before returning.
+
+pub mod card;
+mod jsonrpc;
+pub mod sse;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::engine::Engine;
+pub use card::CardSettings;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Engine,
+    pub card: CardSettings,
+    pub local_addr: SocketAddr,
+    pub started_at: SystemTime,
+    /// Interval of SSE keep-alive comments.
+    pub keepalive: Duration,
+}
+
+/// Limits of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Largest request body accepted (larger → 413).
+    pub body_limit: usize,
+}
+
+/// The router with every route.
+pub fn app(state: AppState, limits: &HttpLimits) -> Router {
+    Router::new()
+        .route("/", post(jsonrpc::handle))
+        .route("/a2a", post(jsonrpc::handle))
+        .route("/a2a/jsonrpc", post(jsonrpc::handle))
+        .route("/.well-known/agent-card.json", get(card::get_card))
+        .route("/.well-known/agent.json", get(card::get_card))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limits.body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
+        .with_state(state)
+}
+
+async fn health() -> Response {
+    Json(json!({"status": "healthy"})).into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"error": "Not Found", "message": format!("no route for {method} {}", uri.path())})),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        Json(json!({"error": "Method Not Allowed", "message": format!("{method} is not allowed on {}", uri.path())})),
+    )
+        .into_response()
+}
+
+fn panic_response(_err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    let mut resp = (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32603, "message": "Internal error"}})),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Serves until `shutdown` resolves; then stops accepting, ends every task (their CLIs are
+/// stopped and they reach a terminal state, which also ends their streams) and waits for open
+/// connections to close, at most `drain` longer.
+pub async fn serve<F>(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    limits: HttpLimits,
+    shutdown: F,
+    drain: Duration,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let engine = state.engine.clone();
+    let router = app(state, &limits);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // When `shutdown` resolves the server stops accepting; requests in flight (open streams
+    // among them) go on until they finish.
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stop_tx.send(());
+    });
+    let mut server = tokio::spawn(async move { server.await });
+    tokio::select! {
+        r = &mut server => return r.map_err(std::io::Error::other)?,
+        _ = stop_rx => {}
+    }
+    tracing::info!(
+        live_tasks = engine.live_count(),
+        "shutting down: ending running tasks"
+    );
+    engine.shutdown().await;
+    match tokio::time::timeout(drain, server).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(std::io::Error::other(e)),
+        Err(_) => {
+            tracing::warn!("connections still open after the drain period; exiting anyway");
+            Ok(())
+        }
+    }
+}

@@ -1,1 +1,79 @@
-//! store
+//! Task storage: the [`TaskStore`] trait and its implementations.
+//!
+//! A store holds each task (kept current by applying events in place) and each task's event
+//! log, so that a client that drops can resubscribe from any sequence number.
+
+pub mod memory;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::protocol::v1::{Task, TaskState};
+use crate::task::{LoggedEvent, TaskEvent};
+
+pub use memory::MemoryStore;
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("task {0} not found")]
+    NotFound(String),
+    #[error("task {0} already exists")]
+    Exists(String),
+    #[error("invalid page token")]
+    BadPageToken,
+    #[error("storage error: {0}")]
+    Backend(String),
+}
+
+/// A task and the sequence number of the last event applied to it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub task: Task,
+    pub last_seq: u64,
+}
+
+/// Filters and paging of a task listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is at or after this (ISO 8601, same format).
+    pub status_after: Option<String>,
+    pub page_size: usize,
+    pub page_token: Option<String>,
+}
+
+/// One page of tasks, newest status first.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    pub total_size: usize,
+}
+
+/// Where tasks and their event logs live.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Stores a new task; its first log entry (sequence 1) is a snapshot of it.
+    async fn create(&self, task: Task) -> Result<u64, StoreError>;
+
+    /// Appends events to a task's log and applies them to the task. Returns the last sequence
+    /// number.
+    async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError>;
+
+    /// The task as it is now.
+    async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError>;
+
+    /// Up to `limit` log entries with sequence numbers greater than `after`.
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<LoggedEvent>>, StoreError>;
+
+    /// Tasks matching the query, newest status first; artifacts only `with_artifacts`.
+    async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError>;
+}

@@ -1,1 +1,273 @@
-//! task
+//! The task model (no I/O): task events and how they change a task, the event log entry,
+//! id rules, and the mapping from [`AgentEvent`](crate::adapter::AgentEvent)s to A2A updates.
+//!
+//! A task is one turn of a CLI. Every change to a task is a [`TaskEvent`], appended to the
+//! task's log with a sequence number and applied to the stored task in place: an update costs
+//! the size of the update, never a copy of the whole task.
+
+pub mod mapping;
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
+
+use crate::protocol::v1::{Artifact, Message, Part, StreamResponse, Task, TaskState};
+
+pub use mapping::{ExitReason, TurnMapper};
+
+/// One change to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskEvent {
+    /// An update clients see on their streams (task snapshot, status, artifact).
+    Stream(StreamResponse),
+    /// A user message added to the task's history (not streamed).
+    UserMessage(Message),
+}
+
+impl TaskEvent {
+    /// True when a stream following the task ends after this event: the task reached a
+    /// terminal state or waits for input.
+    pub fn ends_stream(&self) -> bool {
+        match self {
+            TaskEvent::Stream(StreamResponse::StatusUpdate(u)) => {
+                u.status.state.is_terminal() || u.status.state.is_interrupted()
+            }
+            TaskEvent::Stream(StreamResponse::Task(t)) => t.status.state.is_terminal(),
+            _ => false,
+        }
+    }
+}
+
+/// An event in a task's log, with its sequence number (1, 2, ...) and lazily cached wire
+/// encodings, so that many subscribers of one task serialize each event once.
+#[derive(Debug)]
+pub struct LoggedEvent {
+    pub seq: u64,
+    pub event: TaskEvent,
+    /// Cache for the v1.0 JSON of the stream event.
+    pub v1_json: OnceLock<Arc<str>>,
+    /// Cache for the v0.3 JSON of the stream event.
+    pub v03_json: OnceLock<Arc<str>>,
+}
+
+impl LoggedEvent {
+    pub fn new(seq: u64, event: TaskEvent) -> LoggedEvent {
+        LoggedEvent {
+            seq,
+            event,
+            v1_json: OnceLock::new(),
+            v03_json: OnceLock::new(),
+        }
+    }
+}
+
+/// Applies one event to a task in place.
+pub fn apply(task: &mut Task, event: &TaskEvent) {
+    match event {
+        TaskEvent::UserMessage(m) => task.history.push(m.clone()),
+        TaskEvent::Stream(StreamResponse::Task(t)) => *task = t.clone(),
+        TaskEvent::Stream(StreamResponse::Message(m)) => task.history.push(m.clone()),
+        TaskEvent::Stream(StreamResponse::StatusUpdate(u)) => {
+            task.status = u.status.clone();
+            if let Some(md) = &u.metadata {
+                merge_metadata(&mut task.metadata, md);
+            }
+            let state = u.status.state;
+            if state.is_terminal() || state.is_interrupted() {
+                if let Some(m) = &u.status.message {
+                    task.history.push(m.clone());
+                }
+            }
+        }
+        TaskEvent::Stream(StreamResponse::ArtifactUpdate(u)) => {
+            let existing = task
+                .artifacts
+                .iter_mut()
+                .find(|a| a.artifact_id == u.artifact.artifact_id);
+            match existing {
+                Some(a) if u.append => append_parts(a, &u.artifact.parts),
+                Some(a) => *a = u.artifact.clone(),
+                None => task.artifacts.push(u.artifact.clone()),
+            }
+        }
+    }
+}
+
+/// Appends parts to an artifact, merging consecutive plain text so that a streamed answer is
+/// one growing text part rather than thousands of small ones.
+fn append_parts(artifact: &mut Artifact, parts: &[Part]) {
+    for p in parts {
+        let plain_text = p.metadata.is_none() && p.media_type.is_none() && p.filename.is_none();
+        if let (Some(text), true) = (&p.text, plain_text) {
+            if let Some(last) = artifact.parts.last_mut() {
+                if let (Some(acc), None, None) = (&mut last.text, &last.metadata, &last.filename) {
+                    acc.push_str(text);
+                    continue;
+                }
+            }
+        }
+        artifact.parts.push(p.clone());
+    }
+}
+
+fn merge_metadata(target: &mut Option<Map<String, Value>>, add: &Map<String, Value>) {
+    let t = target.get_or_insert_with(Map::new);
+    for (k, v) in add {
+        t.insert(k.clone(), v.clone());
+    }
+}
+
+/// A copy of the task as a client asked for it: the last `history_length` messages (0 = none,
+/// unset = all) and, when `include_artifacts` is false, no artifacts.
+pub fn view(task: &Task, history_length: Option<i32>, include_artifacts: bool) -> Task {
+    let history = match history_length {
+        Some(n) if n <= 0 => Vec::new(),
+        Some(n) => {
+            let n = n as usize;
+            let skip = task.history.len().saturating_sub(n);
+            task.history[skip..].to_vec()
+        }
+        None => task.history.clone(),
+    };
+    Task {
+        id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        artifacts: if include_artifacts {
+            task.artifacts.clone()
+        } else {
+            Vec::new()
+        },
+        history,
+        metadata: task.metadata.clone(),
+    }
+}
+
+/// The current time as A2A writes it: ISO 8601 UTC with milliseconds and `Z`.
+pub fn now_timestamp() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// Longest task or context id accepted from a client.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Checks a client-supplied task or context id: 1–128 characters of letters, digits and
+/// `_ . : -`. Returns what is wrong, for the error message.
+pub fn validate_id(what: &str, id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err(format!("{what} must not be empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(format!("{what} is longer than {MAX_ID_LEN} characters"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
+        return Err(format!(
+            "{what} contains '{}'; allowed are letters, digits and _ . : -",
+            c.escape_default()
+        ));
+    }
+    Ok(())
+}
+
+/// True if the state is one a task can be canceled from.
+pub fn cancelable(state: TaskState) -> bool {
+    !state.is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::v1::{TaskArtifactUpdateEvent, TaskStatus, TaskStatusUpdateEvent};
+
+    fn artifact_update(text: &str, append: bool) -> TaskEvent {
+        TaskEvent::Stream(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact: Artifact {
+                artifact_id: "a".into(),
+                parts: vec![Part::text(text)],
+                ..Artifact::default()
+            },
+            append,
+            last_chunk: false,
+            metadata: None,
+        }))
+    }
+
+    #[test]
+    fn appended_text_merges_into_one_part() {
+        let mut t = Task::default();
+        apply(&mut t, &artifact_update("Hello", false));
+        apply(&mut t, &artifact_update(", ", true));
+        apply(&mut t, &artifact_update("world", true));
+        assert_eq!(t.artifacts.len(), 1);
+        assert_eq!(t.artifacts[0].parts.len(), 1);
+        assert_eq!(
+            t.artifacts[0].parts[0].text.as_deref(),
+            Some("Hello, world")
+        );
+        // Not appending replaces.
+        apply(&mut t, &artifact_update("new", false));
+        assert_eq!(t.artifacts[0].parts[0].text.as_deref(), Some("new"));
+    }
+
+    #[test]
+    fn terminal_status_message_goes_to_history_and_metadata_merges() {
+        let mut t = Task::default();
+        let mut md = Map::new();
+        md.insert("sessionId".into(), Value::String("s".into()));
+        let msg = Message::agent(vec![Part::text("done")], "t", "c");
+        apply(
+            &mut t,
+            &TaskEvent::Stream(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus {
+                    state: TaskState::Completed,
+                    message: Some(msg),
+                    timestamp: None,
+                },
+                metadata: Some(md),
+            })),
+        );
+        assert_eq!(t.status.state, TaskState::Completed);
+        assert_eq!(t.history.len(), 1);
+        assert_eq!(t.metadata.unwrap()["sessionId"], "s");
+    }
+
+    #[test]
+    fn history_length_zero_means_none_and_unset_means_all() {
+        let mut t = Task::default();
+        for i in 0..3 {
+            t.history.push(Message {
+                message_id: i.to_string(),
+                ..Message::default()
+            });
+        }
+        assert_eq!(view(&t, Some(0), true).history.len(), 0);
+        assert_eq!(view(&t, None, true).history.len(), 3);
+        let last2 = view(&t, Some(2), true).history;
+        assert_eq!(last2[0].message_id, "1");
+        assert_eq!(last2[1].message_id, "2");
+    }
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(validate_id("contextId", "ctx-1.a:b_c").is_ok());
+        assert!(validate_id("contextId", "").is_err());
+        assert!(validate_id("contextId", &"x".repeat(129)).is_err());
+        assert!(validate_id("contextId", "a/b").unwrap_err().contains("'/'"));
+    }
+
+    #[test]
+    fn timestamps_have_millis_and_z() {
+        let ts = now_timestamp();
+        assert!(ts.ends_with('Z'));
+        assert_eq!(ts.len(), "2026-01-01T00:00:00.000Z".len());
+    }
+}

@@ -1,0 +1,219 @@
+//! `agent-host-jsonl`: agent-host's own line protocol, one JSON object per line, one per
+//! [`AgentEvent`] kind. Any program can speak it; `fake-agent` does. Documented in
+//! `adapters/README.md`.
+
+use serde_json::{json, Value};
+
+use super::{Decision, WireParser};
+use crate::adapter::{AgentEvent, ApprovalOption, Usage};
+
+pub const FORMAT: &str = "agent-host-jsonl";
+
+/// Parser state (none needed beyond counting unknown lines).
+#[derive(Debug, Default)]
+pub struct NativeParser;
+
+fn str_of(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn u64_of(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+impl WireParser for NativeParser {
+    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            return;
+        }
+        let v: Value = match serde_json::from_str(trimmed) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                out.push(AgentEvent::Warning {
+                    message: format!("non-JSON output: {}", truncate(trimmed, 200)),
+                });
+                return;
+            }
+        };
+        let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+        let ev = match ty {
+            "init" => AgentEvent::Init {
+                session_id: str_of(&v, "session_id"),
+                model: str_of(&v, "model"),
+                cwd: str_of(&v, "cwd"),
+                tools: v
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| t.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            "text" => AgentEvent::Text {
+                text: str_of(&v, "text").unwrap_or_default(),
+                delta: v.get("delta").and_then(Value::as_bool).unwrap_or(true),
+            },
+            "thinking" => AgentEvent::Thinking {
+                text: str_of(&v, "text").unwrap_or_default(),
+            },
+            "tool_use" => AgentEvent::ToolUse {
+                id: str_of(&v, "id").unwrap_or_default(),
+                name: str_of(&v, "name").unwrap_or_else(|| "tool".into()),
+                input: v.get("input").cloned().unwrap_or(Value::Null),
+            },
+            "tool_result" => AgentEvent::ToolResult {
+                id: str_of(&v, "id").unwrap_or_default(),
+                output: match v.get("output") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                },
+                is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+            },
+            "approval_required" => AgentEvent::ApprovalRequired {
+                id: str_of(&v, "id").unwrap_or_default(),
+                kind: str_of(&v, "kind").unwrap_or_else(|| "permission".into()),
+                target: str_of(&v, "target"),
+                detail: str_of(&v, "detail"),
+                options: v
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|o| {
+                                let id = str_of(o, "id")?;
+                                let label = str_of(o, "label").unwrap_or_else(|| id.clone());
+                                Some(ApprovalOption { id, label })
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            "usage" => AgentEvent::Usage(Usage {
+                input_tokens: u64_of(&v, "input_tokens"),
+                output_tokens: u64_of(&v, "output_tokens"),
+                cost_usd: v.get("cost_usd").and_then(Value::as_f64),
+                duration_ms: u64_of(&v, "duration_ms"),
+            }),
+            "done" => AgentEvent::Done {
+                result: str_of(&v, "result"),
+                is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+            },
+            "error" => AgentEvent::Error {
+                message: str_of(&v, "message").unwrap_or_else(|| "agent reported an error".into()),
+                kind: str_of(&v, "kind"),
+            },
+            // Unknown types are ignored: a newer agent may say more than we understand.
+            _ => return,
+        };
+        out.push(ev);
+    }
+
+    fn encode_decision(&self, d: &Decision) -> Option<Vec<u8>> {
+        let mut obj = json!({
+            "type": "approval_response",
+            "id": d.id,
+            "decision": if d.allow { "allow" } else { "deny" },
+        });
+        if let Some(option) = &d.option {
+            obj["option"] = json!(option);
+        }
+        if let Some(message) = &d.message {
+            obj["message"] = json!(message);
+        }
+        let mut bytes = obj.to_string().into_bytes();
+        bytes.push(b'\n');
+        Some(bytes)
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Vec<AgentEvent> {
+        let mut out = Vec::new();
+        NativeParser.parse_line(line, &mut out);
+        out
+    }
+
+    #[test]
+    fn every_kind_parses_regardless_of_key_order() {
+        assert_eq!(
+            parse(r#"{"session_id":"s1","type":"init","model":"m","tools":["Bash"]}"#),
+            vec![AgentEvent::Init {
+                session_id: Some("s1".into()),
+                model: Some("m".into()),
+                cwd: None,
+                tools: vec!["Bash".into()]
+            }]
+        );
+        assert_eq!(
+            parse(r#"{"type":"text","text":"hi","delta":false}"#),
+            vec![AgentEvent::Text {
+                text: "hi".into(),
+                delta: false
+            }]
+        );
+        assert!(matches!(
+            parse(r#"{"type":"tool_result","id":"1","output":{"a":1},"is_error":true}"#)[0],
+            AgentEvent::ToolResult { is_error: true, ref output, .. } if output == r#"{"a":1}"#
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"approval_required","id":"a","kind":"command","options":[{"id":"allow"}]}"#)[0],
+            AgentEvent::ApprovalRequired { ref options, .. } if options[0].label == "allow"
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"done","result":"ok"}"#)[0],
+            AgentEvent::Done {
+                is_error: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn noise_is_a_warning_and_unknown_types_are_ignored() {
+        assert!(matches!(
+            parse("hello there")[0],
+            AgentEvent::Warning { .. }
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"#)[0],
+            AgentEvent::Warning { .. }
+        ));
+        assert!(parse(r#"{"type":"brand_new","x":1}"#).is_empty());
+        assert!(parse("   ").is_empty());
+    }
+
+    #[test]
+    fn decisions_encode_as_one_line() {
+        let bytes = NativeParser
+            .encode_decision(&Decision {
+                id: "a1".into(),
+                allow: false,
+                option: None,
+                message: Some("no".into()),
+            })
+            .unwrap();
+        let s = String::from_utf8(bytes).unwrap();
+        assert!(s.ends_with('\n'));
+        let v: Value = serde_json::from_str(s.trim()).unwrap();
+        assert_eq!(v["decision"], "deny");
+        assert_eq!(v["message"], "no");
+    }
+}

@@ -1,0 +1,232 @@
+//! The command line: `serve`, `adapters`, `card`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clap::{Parser, Subcommand};
+
+use crate::adapter::{AdapterSpec, Registry};
+use crate::engine::launch::{child_env, resolve_program, Launch};
+use crate::engine::Engine;
+use crate::server::{self, AppState, CardSettings, HttpLimits};
+use crate::settings::{ServeArgs, Settings};
+use crate::store::MemoryStore;
+
+/// agent-host serves local coding-agent CLIs (Claude Code, Codex, Gemini CLI, ... or any
+/// program that prints JSON lines) over the A2A protocol, v1.0 and v0.3, JSON-RPC and SSE.
+#[derive(Debug, Parser)]
+#[command(name = "agent-host", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the A2A server (127.0.0.1:41242 by default).
+    ///
+    /// Every option also comes from its environment variable and from the config file
+    /// (--config); precedence: defaults < config file < environment < flags.
+    Serve(ServeArgs),
+    /// List the known adapters and whether their program is installed.
+    Adapters(ServeArgs),
+    /// Print the agent card the server would serve.
+    Card(ServeArgs),
+}
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    #[error(transparent)]
+    Adapter(#[from] crate::adapter::AdapterError),
+    #[error(transparent)]
+    Launch(#[from] crate::engine::launch::LaunchError),
+    #[error("cannot read adapters directory {0}: {1}")]
+    AdaptersDir(String, std::io::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(String, std::io::Error),
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+}
+
+fn host_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// The built-in adapters plus those of the configured directory.
+pub fn registry(settings: &Settings) -> Result<Registry, StartError> {
+    let mut r = Registry::builtin()?;
+    if let Some(dir) = &settings.adapters_dir {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| StartError::AdaptersDir(dir.display().to_string(), e))?;
+        let mut files: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| StartError::AdaptersDir(f.display().to_string(), e))?;
+            r.insert(AdapterSpec::from_toml(&f.display().to_string(), &text)?);
+        }
+    }
+    Ok(r)
+}
+
+/// The adapter to serve: the configured one, else the first installed CLI whose adapter
+/// says `detect = true`, else `demo`. Logs which and why.
+pub fn choose_adapter(
+    settings: &Settings,
+    registry: &Registry,
+    env: &[(String, String)],
+) -> Result<AdapterSpec, StartError> {
+    if let Some(id) = &settings.adapter {
+        let a = registry.get(id)?.clone();
+        tracing::info!(adapter = %a.id, "serving the adapter named by AGENT_ADAPTER");
+        return Ok(a);
+    }
+    let mut looked = Vec::new();
+    for a in registry.all().iter().filter(|a| a.detect) {
+        if resolve_program(a, None, env, &settings.repo_path).is_ok() {
+            tracing::info!(adapter = %a.id, "AGENT_ADAPTER is not set; serving the first installed known CLI");
+            return Ok(a.clone());
+        }
+        looked.push(format!("{} ({})", a.id, a.binary));
+    }
+    let demo = registry.get("demo")?.clone();
+    if looked.is_empty() {
+        tracing::info!("AGENT_ADAPTER is not set; serving the demo agent");
+    } else {
+        tracing::info!(looked_for = %looked.join(", "), "AGENT_ADAPTER is not set and no known CLI is installed; serving the demo agent");
+    }
+    Ok(demo)
+}
+
+/// Everything the engine needs, from settings.
+pub fn launch_for(settings: &Settings, adapter: AdapterSpec) -> Result<Launch, StartError> {
+    let env = host_env();
+    let program = resolve_program(
+        &adapter,
+        settings.binary.as_deref(),
+        &env,
+        &settings.repo_path,
+    )?;
+    let child_env = child_env(&adapter, &env, &settings.pass_env);
+    let l = &adapter.limits;
+    Ok(Launch {
+        program,
+        extra_args: settings.args.clone(),
+        prompt_via: settings.prompt_via.unwrap_or(adapter.prompt),
+        cwd: settings.repo_path.clone(),
+        env: child_env,
+        model: settings.model.clone(),
+        force: settings.force,
+        max_line_bytes: l.max_line_bytes.unwrap_or(settings.max_line_bytes),
+        timeout: l
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(settings.timeout),
+        idle_timeout: l
+            .idle_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(settings.idle_timeout),
+        cancel_grace: l
+            .cancel_grace_ms
+            .map(Duration::from_millis)
+            .unwrap_or(settings.cancel_grace),
+        adapter,
+    })
+}
+
+fn card_settings(s: &Settings) -> CardSettings {
+    CardSettings {
+        name: s.card_name.clone(),
+        description: s.card_description.clone(),
+        legacy_v03_fields: s.card_legacy_v03,
+        public_url: s.public_url.clone(),
+    }
+}
+
+/// Resolves when SIGINT or SIGTERM arrives.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                _ = t.recv() => tracing::info!("SIGTERM received"),
+                _ = i.recv() => tracing::info!("SIGINT received"),
+            }
+        }
+        _ => {
+            tracing::warn!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await
+        }
+    }
+}
+
+/// `agent-host serve`.
+pub async fn serve(settings: Settings) -> Result<(), StartError> {
+    let registry = registry(&settings)?;
+    let adapter = choose_adapter(&settings, &registry, &host_env())?;
+    let launch = launch_for(&settings, adapter)?;
+    tracing::info!(adapter = %launch.adapter.id, program = %launch.program.display(), cwd = %launch.cwd.display(), "agent");
+    let engine = Engine::new(Arc::new(MemoryStore::new()), launch);
+    let listener = tokio::net::TcpListener::bind(settings.bind)
+        .await
+        .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
+    let state = AppState {
+        engine,
+        card: card_settings(&settings),
+        local_addr,
+        started_at: SystemTime::now(),
+        keepalive: settings.sse_keepalive,
+    };
+    tracing::info!("agent-host listening on http://{local_addr} (card: http://{local_addr}/.well-known/agent-card.json)");
+    let limits = HttpLimits {
+        body_limit: settings.body_limit,
+    };
+    let drain = settings.cancel_grace + Duration::from_secs(10);
+    server::serve(listener, state, limits, shutdown_signal(), drain)
+        .await
+        .map_err(StartError::Serve)?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `agent-host adapters`: one line per adapter.
+pub fn list_adapters(settings: &Settings) -> Result<String, StartError> {
+    let registry = registry(settings)?;
+    let env = host_env();
+    let mut out = String::new();
+    for a in registry.all() {
+        let status = match resolve_program(a, settings.binary.as_deref(), &env, &settings.repo_path)
+        {
+            Ok(p) => format!("installed: {}", p.display()),
+            Err(e) => format!("not available: {e}"),
+        };
+        out.push_str(&format!("{:<14} {:<18} {}\n", a.id, a.wire, status));
+    }
+    Ok(out)
+}
+
+/// `agent-host card`: the card as served at the configured address.
+pub fn print_card(settings: &Settings) -> Result<String, StartError> {
+    let registry = registry(settings)?;
+    let adapter = choose_adapter(settings, &registry, &host_env())?;
+    let base = settings
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}/", settings.bind));
+    let card = server::card::build(&adapter, &card_settings(settings), &base);
+    Ok(serde_json::to_string_pretty(&card.to_json(settings.card_legacy_v03)).unwrap_or_default())
+}

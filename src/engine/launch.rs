@@ -1,0 +1,318 @@
+//! How a turn's process is started: the program (found once at start), its arguments for a
+//! first or a follow-up turn, its environment (clean, plus an allow-list and the adapter's
+//! own variables) and its limits.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::adapter::{AdapterSpec, Io, PromptVia, StdinPolicy};
+use crate::runner::{IoMode, SpawnSpec, StdinMode};
+
+/// Host variables every CLI gets (when set): what a program needs to run at all.
+pub const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+];
+
+/// Why the adapter's program cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("adapter '{adapter}' names no program; set {hint}")]
+    NoProgram { adapter: String, hint: String },
+    #[error("'{program}' (adapter '{adapter}') was not found next to agent-host or on PATH; install it or set {env_var}")]
+    NotFound {
+        adapter: String,
+        program: String,
+        env_var: String,
+    },
+}
+
+/// Everything needed to start the adapter's program for any turn.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub adapter: AdapterSpec,
+    pub program: PathBuf,
+    /// Extra arguments from the configuration (`AGENT_ARGS`), before the adapter's own.
+    pub extra_args: Vec<String>,
+    pub prompt_via: PromptVia,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub model: Option<String>,
+    pub force: bool,
+    pub max_line_bytes: usize,
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    pub cancel_grace: Duration,
+}
+
+/// Session arguments for one turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionArgs {
+    /// First turn; the host chose this session id (adapter has `session_args`).
+    New(String),
+    /// Follow-up turn resuming this CLI session.
+    Resume(String),
+    /// Nothing to pass.
+    None,
+}
+
+impl Launch {
+    /// The process to spawn for one turn.
+    pub fn spawn_spec(&self, prompt: &str, session: &SessionArgs) -> SpawnSpec {
+        let a = &self.adapter;
+        let session_id = match session {
+            SessionArgs::New(s) | SessionArgs::Resume(s) => s.as_str(),
+            SessionArgs::None => "",
+        };
+        let cwd = self.cwd.to_string_lossy();
+        let subst = |arg: &String| {
+            arg.replace("{model}", self.model.as_deref().unwrap_or(""))
+                .replace("{session_id}", session_id)
+                .replace("{cwd}", &cwd)
+        };
+        let mut args: Vec<String> = self.extra_args.clone();
+        args.extend(a.args.iter().map(subst));
+        if self.model.is_some() {
+            args.extend(a.model_args.iter().map(subst));
+        }
+        match session {
+            SessionArgs::New(_) => args.extend(a.session_args.iter().map(subst)),
+            SessionArgs::Resume(_) => args.extend(a.resume_args.iter().map(subst)),
+            SessionArgs::None => {}
+        }
+        if self.force {
+            args.extend(a.force_args.iter().map(subst));
+        }
+        let keep_open = a.stdin == StdinPolicy::Keep;
+        let stdin = match self.prompt_via {
+            PromptVia::Arg => {
+                args.push(prompt.to_string());
+                if keep_open {
+                    StdinMode::Write {
+                        initial: Vec::new(),
+                        keep_open: true,
+                    }
+                } else {
+                    StdinMode::Null
+                }
+            }
+            PromptVia::Stdin => StdinMode::Write {
+                initial: prompt.as_bytes().to_vec(),
+                keep_open,
+            },
+        };
+        SpawnSpec {
+            program: self.program.clone(),
+            args,
+            cwd: self.cwd.clone(),
+            env: self.env.clone(),
+            io: match a.io {
+                Io::Pipes => IoMode::Pipes,
+                Io::Pty => IoMode::Pty,
+            },
+            stdin,
+            max_line_bytes: self.max_line_bytes,
+        }
+    }
+
+    /// True when the adapter lets the host choose the session id of a new context.
+    pub fn host_chooses_session(&self) -> bool {
+        !self.adapter.session_args.is_empty()
+    }
+
+    /// True when follow-up turns can resume the CLI's session.
+    pub fn can_resume(&self) -> bool {
+        !self.adapter.resume_args.is_empty()
+    }
+}
+
+/// The environment of a CLI: the base allow-list and the adapter's `env.pass` taken from
+/// `host_env`, then the adapter's `env.set`. Nothing else of the host's environment (its
+/// tokens, keys) reaches the CLI.
+pub fn child_env(
+    adapter: &AdapterSpec,
+    host_env: &[(String, String)],
+    extra_pass: &[String],
+) -> Vec<(String, String)> {
+    let passes = |k: &str| {
+        BASE_ENV.contains(&k)
+            || adapter.env.pass.iter().any(|p| p == k)
+            || extra_pass.iter().any(|p| p == k)
+    };
+    let mut env: Vec<(String, String)> = host_env
+        .iter()
+        .filter(|(k, _)| passes(k))
+        .cloned()
+        .collect();
+    for (k, v) in &adapter.env.set {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+/// Finds the adapter's program: `<ID>_PATH` from `host_env`, else `configured` (AGENT_BINARY),
+/// else the adapter's `binary`; a bare name is looked up next to the agent-host executable,
+/// then on PATH.
+pub fn resolve_program(
+    adapter: &AdapterSpec,
+    configured: Option<&str>,
+    host_env: &[(String, String)],
+    cwd: &Path,
+) -> Result<PathBuf, LaunchError> {
+    let env_var = adapter.path_env_var();
+    let from_env = host_env
+        .iter()
+        .find(|(k, v)| *k == env_var && !v.is_empty())
+        .map(|(_, v)| v.clone());
+    let name = from_env
+        .or_else(|| configured.filter(|c| !c.is_empty()).map(str::to_string))
+        .unwrap_or_else(|| adapter.binary.clone());
+    if name.is_empty() {
+        return Err(LaunchError::NoProgram {
+            adapter: adapter.id.clone(),
+            hint: format!("AGENT_BINARY or {env_var}"),
+        });
+    }
+    let not_found = || LaunchError::NotFound {
+        adapter: adapter.id.clone(),
+        program: name.clone(),
+        env_var: env_var.clone(),
+    };
+    if name.contains('/') {
+        let p = cwd.join(&name);
+        return if p.is_file() { Ok(p) } else { Err(not_found()) };
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        let sibling = dir.join(&name);
+        if sibling.is_file() {
+            return Ok(sibling);
+        }
+        // `cargo test` puts test binaries in target/debug/deps, next to target/debug.
+        if let Some(parent) = dir.parent() {
+            let up = parent.join(&name);
+            if dir.ends_with("deps") && up.is_file() {
+                return Ok(up);
+            }
+        }
+    }
+    let path = host_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    which::which_in(&name, Some(path), cwd).map_err(|_| not_found())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::Registry;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn child_env_is_an_allow_list() {
+        let r = Registry::builtin().unwrap();
+        let demo = r.get("demo").unwrap();
+        let host = env(&[
+            ("PATH", "/bin"),
+            ("AGENT_HOST_TOKEN", "secret"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("HOME", "/h"),
+        ]);
+        let e = child_env(demo, &host, &[]);
+        assert!(e.iter().any(|(k, _)| k == "PATH"));
+        assert!(e.iter().any(|(k, v)| k == "NO_COLOR" && v == "1"));
+        assert!(!e.iter().any(|(k, _)| k == "AGENT_HOST_TOKEN"));
+        assert!(!e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
+        let e = child_env(demo, &host, &["ANTHROPIC_API_KEY".to_string()]);
+        assert!(e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn arguments_for_first_and_follow_up_turns() {
+        let r = Registry::builtin().unwrap();
+        let launch = Launch {
+            adapter: r.get("demo").unwrap().clone(),
+            program: PathBuf::from("/bin/true"),
+            extra_args: vec!["--x".into()],
+            prompt_via: PromptVia::Arg,
+            cwd: PathBuf::from("/tmp"),
+            env: vec![],
+            model: Some("m1".into()),
+            force: false,
+            max_line_bytes: 1024,
+            timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            cancel_grace: Duration::from_secs(1),
+        };
+        let first = launch.spawn_spec("hello", &SessionArgs::New("s1".into()));
+        assert_eq!(
+            first.args,
+            ["--x", "--model", "m1", "--session-id", "s1", "hello"]
+        );
+        let next = launch.spawn_spec("again", &SessionArgs::Resume("s1".into()));
+        assert_eq!(
+            next.args,
+            ["--x", "--model", "m1", "--resume", "s1", "again"]
+        );
+        let mut via_stdin = launch.clone();
+        via_stdin.prompt_via = PromptVia::Stdin;
+        let spec = via_stdin.spawn_spec("p", &SessionArgs::None);
+        assert!(
+            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial == b"p")
+        );
+    }
+
+    #[test]
+    fn program_lookup_prefers_the_path_variable_and_reports_what_to_set() {
+        let r = Registry::builtin().unwrap();
+        let demo = r.get("demo").unwrap();
+        let host = env(&[("DEMO_PATH", "/bin/sh"), ("PATH", "/nonexistent")]);
+        assert_eq!(
+            resolve_program(demo, None, &host, Path::new("/")).unwrap(),
+            PathBuf::from("/bin/sh")
+        );
+        let jsonl = r.get("jsonl").unwrap();
+        let err = resolve_program(jsonl, None, &env(&[]), Path::new("/")).unwrap_err();
+        assert!(err.to_string().contains("AGENT_BINARY"), "{err}");
+        let err = resolve_program(
+            jsonl,
+            Some("no-such-program-xyz"),
+            &env(&[("PATH", "/bin")]),
+            Path::new("/"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("JSONL_PATH"), "{err}");
+        assert!(resolve_program(
+            jsonl,
+            Some("sh"),
+            &env(&[("PATH", "/bin:/usr/bin")]),
+            Path::new("/")
+        )
+        .is_ok());
+    }
+}

@@ -1,0 +1,267 @@
+//! One turn: the tokio task that owns a CLI process from spawn to reap.
+//!
+//! It reads the CLI's output, parses it into AgentEvents, maps those to task updates and
+//! publishes them; it writes answers to the CLI; it enforces the idle and hard timeouts; it
+//! stops the process group on cancel and shutdown. Whatever happens, it publishes exactly one
+//! terminal state (the mapper guarantees at most one; `on_exit` at least one).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::{input, Control, Inner, SessionArgs};
+use crate::adapter::wire::{parser_for, WireParser};
+use crate::adapter::AgentEvent;
+use crate::protocol::A2AError;
+use crate::runner::{ExitInfo, Output, Process};
+use crate::task::{ExitReason, TurnMapper};
+
+/// Everything a turn needs to start.
+pub(super) struct Turn {
+    pub task_id: String,
+    pub context_id: String,
+    pub prompt: String,
+    pub session: SessionArgs,
+    pub notify: Arc<watch::Sender<u64>>,
+    pub control: mpsc::UnboundedReceiver<Control>,
+}
+
+/// Lines of stderr kept for the failure message.
+const STDERR_TAIL_LINES: usize = 10;
+/// Bytes of each stderr line kept.
+const STDERR_LINE_MAX: usize = 300;
+
+/// How the main loop ended.
+enum End {
+    /// Output reached EOF: wait for the exit code.
+    Eof,
+    /// The host stopped the process for this reason.
+    Stopped(ExitReason, Option<tokio::sync::oneshot::Sender<()>>),
+}
+
+pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
+    use tracing::Instrument;
+    let span = tracing::info_span!("task", task = %turn.task_id, context = %turn.context_id, adapter = %inner.launch.adapter.id);
+    let (task_id, context_id) = (turn.task_id.clone(), turn.context_id.clone());
+    drive(&inner, turn).instrument(span).await;
+    inner.finish_turn(&task_id, &context_id);
+}
+
+/// Runs the turn to its terminal state.
+async fn drive(inner: &Arc<Inner>, turn: Turn) {
+    let Turn {
+        task_id,
+        context_id,
+        prompt,
+        session,
+        notify,
+        mut control,
+    } = turn;
+    let launch = &inner.launch;
+    let mut mapper = TurnMapper::new(&task_id, &context_id);
+    mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
+    let started = mapper.started();
+    inner.publish(&task_id, &notify, started).await;
+
+    let Some(mut parser) = parser_for(&launch.adapter.wire) else {
+        let ev = mapper.on_exit(ExitReason::SpawnFailed(format!(
+            "unknown wire format '{}'",
+            launch.adapter.wire
+        )));
+        inner.publish(&task_id, &notify, ev).await;
+        return;
+    };
+
+    let spec = launch.spawn_spec(&prompt, &session);
+    // fork/exec off the async workers, so a burst of new tasks never delays other streams.
+    let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
+    let mut proc = match spawned {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not start the agent");
+            let ev = mapper.on_exit(ExitReason::SpawnFailed(
+                "the agent's program could not be started (see the host log)".into(),
+            ));
+            inner.publish(&task_id, &notify, ev).await;
+            return;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "spawn task failed");
+            let ev = mapper.on_exit(ExitReason::SpawnFailed("internal error".into()));
+            inner.publish(&task_id, &notify, ev).await;
+            return;
+        }
+    };
+    tracing::info!(pid = proc.pid(), "agent started");
+    if let SessionArgs::New(s) | SessionArgs::Resume(s) = &session {
+        tracing::debug!(session = %s, "session");
+    }
+
+    let grace = launch.cancel_grace;
+    let mut stderr_tail: VecDeque<String> = VecDeque::new();
+    let mut events: Vec<AgentEvent> = Vec::new();
+    let hard_deadline = Instant::now() + launch.timeout;
+    let idle = launch.idle_timeout;
+    let idle_sleep = tokio::time::sleep(idle);
+    tokio::pin!(idle_sleep);
+    let hard_sleep = tokio::time::sleep_until(hard_deadline);
+    tokio::pin!(hard_sleep);
+    // After the CLI reported the end of its turn it gets `grace` to exit by itself.
+    let linger_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
+    tokio::pin!(linger_sleep);
+    let mut lingering = false;
+    let mut session_recorded = false;
+
+    let end = loop {
+        let waiting = mapper.state().is_interrupted();
+        tokio::select! {
+            ctl = control.recv() => match ctl {
+                Some(Control::Reply(msg, ack)) => {
+                    let res = deliver_answer(&mut proc, parser.as_mut(), &mut mapper, &msg).await;
+                    match res {
+                        Ok(note) => {
+                            let ev = mapper.resumed(&note);
+                            inner.publish(&task_id, &notify, ev).await;
+                            idle_sleep.as_mut().reset(Instant::now() + idle);
+                            let _ = ack.send(Ok(()));
+                        }
+                        Err(e) => {
+                            let _ = ack.send(Err(e));
+                        }
+                    }
+                }
+                Some(Control::Cancel(ack)) => break End::Stopped(ExitReason::Canceled, Some(ack)),
+                Some(Control::Shutdown) | None => break End::Stopped(ExitReason::Shutdown, None),
+            },
+            out = proc.next() => match out {
+                Some(Output::Line(line)) => {
+                    idle_sleep.as_mut().reset(Instant::now() + idle);
+                    events.clear();
+                    parser.parse_line(&line, &mut events);
+                    let mut updates = Vec::new();
+                    for ev in events.drain(..) {
+                        match &ev {
+                            AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
+                                inner.set_session(&context_id, s);
+                                session_recorded = true;
+                            }
+                            AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
+                            AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
+                            _ => {}
+                        }
+                        updates.extend(mapper.on_event(ev));
+                    }
+                    inner.publish(&task_id, &notify, updates).await;
+                    if mapper.state().is_terminal() && !lingering {
+                        lingering = true;
+                        proc.close_stdin();
+                        linger_sleep.as_mut().reset(Instant::now() + grace);
+                    }
+                }
+                Some(Output::Stderr(line)) => {
+                    idle_sleep.as_mut().reset(Instant::now() + idle);
+                    tracing::debug!(stderr = %line);
+                    if stderr_tail.len() == STDERR_TAIL_LINES {
+                        stderr_tail.pop_front();
+                    }
+                    stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
+                }
+                Some(Output::TooLong { bytes }) => {
+                    idle_sleep.as_mut().reset(Instant::now() + idle);
+                    tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
+                }
+                None => break End::Eof,
+            },
+            _ = &mut idle_sleep, if !waiting && !lingering => {
+                break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
+            }
+            _ = &mut hard_sleep => {
+                break End::Stopped(ExitReason::HardTimeout { secs: launch.timeout.as_secs() }, None);
+            }
+            _ = &mut linger_sleep, if lingering => {
+                tracing::debug!("the agent finished its turn but did not exit; stopping it");
+                let exit = proc.terminate(grace).await;
+                break End::Stopped(exited(exit, &stderr_tail), None);
+            }
+        }
+    };
+
+    match end {
+        End::Eof => {
+            let exit = match tokio::time::timeout(grace, proc.wait(grace)).await {
+                Ok(exit) => exit,
+                Err(_) => proc.terminate(grace).await,
+            };
+            tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent exited");
+            let ev = mapper.on_exit(exited(exit, &stderr_tail));
+            inner.publish(&task_id, &notify, ev).await;
+        }
+        End::Stopped(reason, ack) => {
+            tracing::info!(reason = ?reason, "stopping the agent");
+            let exit = proc.terminate(grace).await;
+            tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
+            let reason = match reason {
+                // The turn may have finished properly just before being stopped.
+                ExitReason::Exited { .. } => exited(exit, &stderr_tail),
+                other => other,
+            };
+            let ev = mapper.on_exit(reason);
+            inner.publish(&task_id, &notify, ev).await;
+            if let Some(ack) = ack {
+                let _ = ack.send(());
+            }
+        }
+    }
+}
+
+fn exited(exit: ExitInfo, stderr_tail: &VecDeque<String>) -> ExitReason {
+    let tail: Vec<&str> = stderr_tail.iter().map(String::as_str).collect();
+    ExitReason::Exited {
+        code: exit.code,
+        signal: exit.signal,
+        stderr_tail: tail.join("\n"),
+    }
+}
+
+/// Writes the user's answer to the CLI. Returns a note for the status message.
+async fn deliver_answer(
+    proc: &mut Process,
+    parser: &mut dyn WireParser,
+    mapper: &mut TurnMapper,
+    msg: &crate::protocol::v1::Message,
+) -> Result<String, A2AError> {
+    let Some((id, kind)) = mapper.pending_approval() else {
+        return Err(A2AError::UnsupportedOperation(
+            "the task is not waiting for an answer".into(),
+        ));
+    };
+    let decision = input::decision_of(msg, id, kind)?;
+    let Some(bytes) = parser.encode_decision(&decision) else {
+        return Err(A2AError::UnsupportedOperation(
+            "this agent cannot take answers".into(),
+        ));
+    };
+    proc.write_stdin(&bytes).await.map_err(|e| {
+        tracing::warn!(error = %e, "could not write the answer to the agent");
+        A2AError::UnsupportedOperation("the agent is no longer reading answers".into())
+    })?;
+    Ok(if decision.allow {
+        "Approved; the agent continues".to_string()
+    } else {
+        "Denied; the agent continues".to_string()
+    })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

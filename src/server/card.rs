@@ -1,0 +1,142 @@
+//! The agent card route: built from the adapter and the settings, with caching headers.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use crate::adapter::AdapterSpec;
+use crate::protocol::card::{
+    AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill,
+};
+
+/// What the card says beyond the adapter.
+#[derive(Debug, Clone)]
+pub struct CardSettings {
+    /// Overrides the adapter's display name.
+    pub name: Option<String>,
+    /// Overrides the adapter's description.
+    pub description: Option<String>,
+    /// Add the v0.3 top-level fields (`url`, `preferredTransport`, ...) for v0.3 clients.
+    pub legacy_v03_fields: bool,
+    /// Base URL clients should use (e.g. behind a proxy); default: from the request's Host.
+    pub public_url: Option<String>,
+}
+
+/// Media types the agent reads.
+pub const INPUT_MODES: &[&str] = &["text/plain", "application/json"];
+/// Media types the agent writes.
+pub const OUTPUT_MODES: &[&str] = &["text/plain", "application/json"];
+
+/// The card for clients reaching the server at `base_url` (ending in `/`).
+pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str) -> AgentCard {
+    let skills = adapter
+        .skills
+        .iter()
+        .map(|s| AgentSkill {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            tags: if s.tags.is_empty() {
+                vec![adapter.id.clone()]
+            } else {
+                s.tags.clone()
+            },
+            examples: s.examples.clone(),
+            ..AgentSkill::default()
+        })
+        .collect();
+    let iface = |version: &str| AgentInterface {
+        url: base_url.to_string(),
+        protocol_binding: "JSONRPC".into(),
+        tenant: None,
+        protocol_version: version.into(),
+    };
+    AgentCard {
+        name: cs.name.clone().unwrap_or_else(|| adapter.name.clone()),
+        description: cs
+            .description
+            .clone()
+            .unwrap_or_else(|| adapter.description.clone()),
+        supported_interfaces: vec![iface("1.0"), iface("0.3")],
+        provider: Some(AgentProvider {
+            url: "https://github.com/agent-host/agent-host".into(),
+            organization: "agent-host".into(),
+        }),
+        version: env!("CARGO_PKG_VERSION").into(),
+        documentation_url: None,
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            ..AgentCapabilities::default()
+        },
+        security_schemes: Default::default(),
+        security_requirements: vec![],
+        default_input_modes: INPUT_MODES.iter().map(|s| s.to_string()).collect(),
+        default_output_modes: OUTPUT_MODES.iter().map(|s| s.to_string()).collect(),
+        skills,
+        signatures: vec![],
+        icon_url: None,
+    }
+}
+
+/// The base URL of this server as the client reached it.
+pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if let Some(u) = &state.card.public_url {
+        let mut u = u.clone();
+        if !u.ends_with('/') {
+            u.push('/');
+        }
+        return u;
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| state.local_addr.to_string());
+    format!("http://{host}/")
+}
+
+/// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).
+pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let base = base_url(&state, &headers);
+    let card = build(&state.engine.launch().adapter, &state.card, &base);
+    let body = card.to_json(state.card.legacy_v03_fields).to_string();
+    let digest = Sha256::digest(body.as_bytes());
+    let etag = format!("\"{}\"", hex::encode(&digest[..16]));
+    let last_modified = httpdate::fmt_http_date(state.started_at);
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(',')
+                .map(|t| t.trim().trim_start_matches("W/"))
+                .any(|t| t == etag || t == "*")
+        })
+        .unwrap_or(false);
+    let mut resp = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (StatusCode::OK, body).into_response()
+    };
+    let h = resp.headers_mut();
+    if !matches {
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&last_modified) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=60"),
+    );
+    resp
+}

@@ -1,0 +1,496 @@
+//! JSON-RPC 2.0 over HTTP, both method sets: v1.0 (`SendMessage`, ...) and v0.3
+//! (`message/send`, ...). Checks in the order clients expect: content type (415 / -32005),
+//! JSON (-32700), envelope (-32600), method (-32601), version (-32009), params (-32602).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::sse::{self, Flavor};
+use super::AppState;
+use crate::protocol::v03::{self, decode_params};
+use crate::protocol::v1::{
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SendMessageResponse,
+    StreamResponse, SubscribeToTaskRequest,
+};
+use crate::protocol::A2AError;
+use crate::task;
+
+/// Protocol version of a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V03,
+}
+
+const V1_METHODS: &[&str] = &[
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+];
+
+const V03_METHODS: &[&str] = &[
+    "message/send",
+    "message/stream",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/resubscribe",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+    "agent/getAuthenticatedExtendedCard",
+];
+
+/// A JSON-RPC error response (HTTP 200, as JSON-RPC errors travel).
+fn error_response(id: &Value, err: &A2AError, version: Option<Version>) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": err.to_jsonrpc_error(version == Some(Version::V1)),
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn result_response(id: &Value, result: Value) -> Response {
+    json_response(
+        StatusCode::OK,
+        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+    )
+}
+
+/// True for `application/json` and `application/a2a+json` (parameters ignored).
+fn acceptable_content_type(headers: &HeaderMap) -> bool {
+    match headers.get(header::CONTENT_TYPE) {
+        // Lenient: a client that sends no content type at all is not refused.
+        None => true,
+        Some(v) => {
+            let s = v.to_str().unwrap_or("").to_ascii_lowercase();
+            let base = s.split(';').next().unwrap_or("").trim();
+            base == "application/json" || base == "application/a2a+json"
+        }
+    }
+}
+
+/// The requested protocol version: the `A2A-Version` header or query parameter.
+fn requested_version(
+    headers: &HeaderMap,
+    query: &std::collections::HashMap<String, String>,
+) -> Option<String> {
+    headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .or_else(|| query.get("A2A-Version").map(|s| s.trim().to_string()))
+        .filter(|s| !s.is_empty())
+}
+
+/// Checks the requested version against the method's. An absent header is accepted for both
+/// method sets (their names are disjoint); an explicit version must match the method's major
+/// (1.x for v1.0 methods, 0.3 for v0.3 methods).
+fn check_version(
+    requested: Option<&str>,
+    method_version: Version,
+    method: &str,
+) -> Result<(), A2AError> {
+    let Some(req) = requested else {
+        return Ok(());
+    };
+    let mut parts = req.split('.');
+    let major = parts.next().unwrap_or("");
+    let minor = parts.next().unwrap_or("0");
+    let ok = match method_version {
+        Version::V1 => major == "1",
+        Version::V03 => major == "0" && minor == "3",
+    };
+    if ok {
+        return Ok(());
+    }
+    let supported = major == "1" || (major == "0" && minor == "3");
+    Err(A2AError::VersionNotSupported(if supported {
+        match method_version {
+            Version::V1 => format!("method {method} is A2A 1.0 but the request says A2A-Version {req}"),
+            Version::V03 => format!("method {method} is A2A 0.3 but the request says A2A-Version {req}; use the 1.0 method names with A2A-Version 1.0"),
+        }
+    } else {
+        format!("A2A-Version {req} is not supported; this server speaks 1.0 and 0.3")
+    }))
+}
+
+fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
+    decode_params(params)
+}
+
+/// `POST /` (and `/a2a`, `/a2a/jsonrpc`).
+pub async fn handle(
+    State(state): State<AppState>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if !acceptable_content_type(&headers) {
+        let ct = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let err = A2AError::ContentTypeNotSupported(format!(
+            "Content-Type '{ct}' is not supported; send application/json"
+        ));
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": err.to_jsonrpc_error(true)});
+        return json_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, body.to_string());
+    }
+    let body = match body {
+        Ok(b) => b,
+        Err(rej) => {
+            let status = rej.status();
+            let msg = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "request body is larger than the server's limit".to_string()
+            } else {
+                format!("could not read the request body: {rej}")
+            };
+            let err = A2AError::InvalidRequest(msg);
+            let body = json!({"jsonrpc": "2.0", "id": null, "error": err.to_jsonrpc_error(false)});
+            return json_response(status, body.to_string());
+        }
+    };
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                &Value::Null,
+                &A2AError::Parse(format!("Invalid JSON payload: {e}")),
+                None,
+            )
+        }
+    };
+    let Value::Object(mut obj) = req else {
+        let what = if req.is_array() {
+            "batch requests are not supported; send one JSON-RPC request object"
+        } else {
+            "the request must be a JSON-RPC 2.0 request object"
+        };
+        return error_response(&Value::Null, &A2AError::InvalidRequest(what.into()), None);
+    };
+    let id = obj.remove("id").unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return error_response(
+            &Value::Null,
+            &A2AError::InvalidRequest("id must be a string, a number or null".into()),
+            None,
+        );
+    }
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return error_response(
+            &id,
+            &A2AError::InvalidRequest("jsonrpc must be \"2.0\"".into()),
+            None,
+        );
+    }
+    let Some(method) = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return error_response(
+            &id,
+            &A2AError::InvalidRequest("method must be a string".into()),
+            None,
+        );
+    };
+    let version = if V1_METHODS.contains(&method.as_str()) {
+        Version::V1
+    } else if V03_METHODS.contains(&method.as_str()) {
+        Version::V03
+    } else {
+        return error_response(
+            &id,
+            &A2AError::MethodNotFound(format!("Method not found: {method}")),
+            None,
+        );
+    };
+    let requested = requested_version(&headers, &query);
+    if let Err(e) = check_version(requested.as_deref(), version, &method) {
+        return error_response(&id, &e, Some(Version::V1));
+    }
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return error_response(
+                &id,
+                &A2AError::InvalidParams("params must be an object".into()),
+                Some(version),
+            )
+        }
+    };
+    let result = dispatch(&state, &headers, &id, &method, params).await;
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            if let A2AError::Internal(detail) = &e {
+                tracing::error!(method = %method, error = %detail, "internal error");
+                return error_response(
+                    &id,
+                    &A2AError::Internal("Internal error".into()),
+                    Some(version),
+                );
+            }
+            error_response(&id, &e, Some(version))
+        }
+    }
+}
+
+fn id_json(id: &Value) -> String {
+    id.to_string()
+}
+
+async fn dispatch(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &Value,
+    method: &str,
+    params: Value,
+) -> Result<Response, A2AError> {
+    let engine = &state.engine;
+    match method {
+        "SendMessage" => {
+            let req: SendMessageRequest = decode(params)?;
+            let task = send_blocking(state, req).await?;
+            let v = serde_json::to_value(SendMessageResponse::Task(task))
+                .map_err(|e| A2AError::Internal(e.to_string()))?;
+            Ok(result_response(id, v))
+        }
+        "message/send" => {
+            let p: v03::MessageSendParams03 = decode(params)?;
+            let req = SendMessageRequest::try_from(p)?;
+            let task = send_blocking(state, req).await?;
+            let v = serde_json::to_value(v03::task_to_v03(&task))
+                .map_err(|e| A2AError::Internal(e.to_string()))?;
+            Ok(result_response(id, v))
+        }
+        "SendStreamingMessage" => {
+            let req: SendMessageRequest = decode(params)?;
+            stream_send(state, req, Flavor::V1JsonRpc { id: id_json(id) }).await
+        }
+        "message/stream" => {
+            let p: v03::MessageSendParams03 = decode(params)?;
+            let req = SendMessageRequest::try_from(p)?;
+            stream_send(state, req, Flavor::V03JsonRpc { id: id_json(id) }).await
+        }
+        "GetTask" => {
+            let req: GetTaskRequest = decode(params)?;
+            let t = engine.get(&req.id, req.history_length).await?;
+            Ok(result_response(id, to_value(&t)?))
+        }
+        "tasks/get" => {
+            let p: v03::TaskQueryParams03 = decode(params)?;
+            let req = GetTaskRequest::try_from(p)?;
+            let t = engine.get(&req.id, req.history_length).await?;
+            Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
+        }
+        "ListTasks" => {
+            let req: ListTasksRequest = decode(params)?;
+            let r = engine.list(req).await?;
+            Ok(result_response(id, to_value(&r)?))
+        }
+        "CancelTask" => {
+            let req: CancelTaskRequest = decode(params)?;
+            let t = engine.cancel(&req.id).await?;
+            Ok(result_response(id, to_value(&t)?))
+        }
+        "tasks/cancel" => {
+            let p: v03::TaskIdParams03 = decode(params)?;
+            let req = CancelTaskRequest::from(p);
+            let t = engine.cancel(&req.id).await?;
+            Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
+        }
+        "SubscribeToTask" => {
+            let req: SubscribeToTaskRequest = decode(params)?;
+            subscribe(
+                state,
+                headers,
+                &req.id,
+                Flavor::V1JsonRpc { id: id_json(id) },
+            )
+            .await
+        }
+        "tasks/resubscribe" => {
+            let p: v03::TaskIdParams03 = decode(params)?;
+            let req = SubscribeToTaskRequest::from(p);
+            subscribe(
+                state,
+                headers,
+                &req.id,
+                Flavor::V03JsonRpc { id: id_json(id) },
+            )
+            .await
+        }
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig"
+        | "tasks/pushNotificationConfig/set"
+        | "tasks/pushNotificationConfig/get"
+        | "tasks/pushNotificationConfig/list"
+        | "tasks/pushNotificationConfig/delete" => Err(A2AError::PushNotificationNotSupported),
+        "GetExtendedAgentCard" => Err(A2AError::UnsupportedOperation(
+            "this agent has no extended agent card".into(),
+        )),
+        "agent/getAuthenticatedExtendedCard" => Err(A2AError::ExtendedAgentCardNotConfigured),
+        other => Err(A2AError::MethodNotFound(format!(
+            "Method not found: {other}"
+        ))),
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, A2AError> {
+    serde_json::to_value(v).map_err(|e| A2AError::Internal(e.to_string()))
+}
+
+/// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
+async fn send_blocking(
+    state: &AppState,
+    req: SendMessageRequest,
+) -> Result<crate::protocol::v1::Task, A2AError> {
+    let cfg = req.configuration.clone().unwrap_or_default();
+    if let Some(n) = cfg.history_length {
+        if n < 0 {
+            return Err(A2AError::InvalidParams(
+                "configuration.historyLength must not be negative".into(),
+            ));
+        }
+    }
+    if cfg.task_push_notification_config.is_some() {
+        return Err(A2AError::PushNotificationNotSupported);
+    }
+    let acc = state.engine.send(req).await?;
+    let snap = if cfg.return_immediately {
+        state.engine.get_snapshot(&acc.task_id).await?
+    } else {
+        state
+            .engine
+            .wait_settled(&acc.task_id, acc.from_seq)
+            .await?
+    };
+    Ok(task::view(&snap.task, cfg.history_length, true))
+}
+
+/// Sends and streams the task: a new task from its first event (the task as submitted); an
+/// answer from the task as it is now.
+async fn stream_send(
+    state: &AppState,
+    req: SendMessageRequest,
+    flavor: Flavor,
+) -> Result<Response, A2AError> {
+    if req
+        .configuration
+        .as_ref()
+        .is_some_and(|c| c.task_push_notification_config.is_some())
+    {
+        return Err(A2AError::PushNotificationNotSupported);
+    }
+    let acc = state.engine.send(req).await?;
+    if acc.new_task {
+        let events = state.engine.subscribe(&acc.task_id, 0).await?;
+        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+    }
+    follow_from_snapshot(state, &acc.task_id, flavor).await
+}
+
+/// Streams the current task, then its events.
+async fn follow_from_snapshot(
+    state: &AppState,
+    task_id: &str,
+    flavor: Flavor,
+) -> Result<Response, A2AError> {
+    let snap = state.engine.get_snapshot(task_id).await?;
+    let events = state.engine.subscribe(task_id, snap.last_seq).await?;
+    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
+    Ok(sse::response(vec![first], events, flavor, state.keepalive))
+}
+
+/// `SubscribeToTask` / `tasks/resubscribe`. With `Last-Event-ID`, replays what the client
+/// missed after that event; otherwise sends the task as it is now, then what follows.
+async fn subscribe(
+    state: &AppState,
+    headers: &HeaderMap,
+    task_id: &str,
+    flavor: Flavor,
+) -> Result<Response, A2AError> {
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    if let Some(raw) = last_event_id {
+        let after: u64 = raw.parse().map_err(|_| {
+            A2AError::InvalidRequest(format!(
+                "Last-Event-ID '{raw}' is not an event id of this server (a number)"
+            ))
+        })?;
+        let events = state.engine.subscribe(task_id, after).await?;
+        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+    }
+    let snap = state.engine.get_snapshot(task_id).await?;
+    if snap.task.status.state.is_terminal() {
+        return Err(A2AError::UnsupportedOperation(format!(
+            "task {task_id} has already ended; read it with GetTask (or resubscribe with Last-Event-ID to replay its events)"
+        )));
+    }
+    follow_from_snapshot(state, task_id, flavor).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_rules() {
+        assert!(check_version(None, Version::V1, "SendMessage").is_ok());
+        assert!(check_version(None, Version::V03, "message/send").is_ok());
+        assert!(check_version(Some("1.0"), Version::V1, "SendMessage").is_ok());
+        assert!(check_version(Some("1.1"), Version::V1, "SendMessage").is_ok());
+        assert!(check_version(Some("0.3"), Version::V03, "message/send").is_ok());
+        assert!(check_version(Some("0.3.0"), Version::V03, "message/send").is_ok());
+        assert_eq!(
+            check_version(Some("99.0"), Version::V1, "SendMessage")
+                .unwrap_err()
+                .code(),
+            -32009
+        );
+        assert_eq!(
+            check_version(Some("1.0"), Version::V03, "message/send")
+                .unwrap_err()
+                .code(),
+            -32009
+        );
+        assert_eq!(
+            check_version(Some("0.3"), Version::V1, "SendMessage")
+                .unwrap_err()
+                .code(),
+            -32009
+        );
+    }
+}

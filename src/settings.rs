@@ -1,0 +1,498 @@
+//! Settings: built-in defaults < config file < environment < command-line flags.
+//!
+//! [`ServeArgs`] are the flags (each also read from its environment variable by clap);
+//! [`FileConfig`] is the TOML file (`config/agent-host.toml` is an annotated example);
+//! [`Settings::resolve`] merges them and checks the result.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+use crate::adapter::PromptVia;
+
+/// Default port (compatible with coding-agent-a2a).
+pub const DEFAULT_PORT: u16 = 41242;
+/// Default hard limit of a task: 30 minutes.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// Default idle limit (no output): 10 minutes.
+pub const DEFAULT_IDLE_MS: u64 = 10 * 60 * 1000;
+/// Default grace between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE_MS: u64 = 5000;
+/// Default longest output line kept.
+pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
+/// Default largest request body.
+pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+/// Default interval of SSE keep-alive comments.
+pub const DEFAULT_KEEPALIVE_MS: u64 = 15_000;
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        other => Err(format!("'{other}' is not a boolean (use true or false)")),
+    }
+}
+
+fn parse_prompt_via(s: &str) -> Result<PromptVia, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "arg" | "argument" => Ok(PromptVia::Arg),
+        "stdin" => Ok(PromptVia::Stdin),
+        other => Err(format!("'{other}' is not one of arg, stdin")),
+    }
+}
+
+/// Flags of `agent-host serve`; every one can also come from the environment variable named
+/// in its help, and from the config file.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServeArgs {
+    /// TOML config file (see config/agent-host.toml)
+    #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Adapter to serve (demo, jsonl, ...); unset: the first installed known CLI, else demo
+    #[arg(long, env = "AGENT_ADAPTER", value_name = "ID")]
+    pub adapter: Option<String>,
+    /// Port to listen on [default: 41242]
+    #[arg(long, env = "PORT")]
+    pub port: Option<u16>,
+    /// Address to bind, ADDR or ADDR:PORT [default: 127.0.0.1]
+    #[arg(long, env = "AGENT_HOST_BIND", value_name = "ADDR[:PORT]")]
+    pub bind: Option<String>,
+    /// Base URL advertised in the agent card [default: from the request's Host header]
+    #[arg(long, env = "AGENT_HOST_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// Hard time limit of a task in ms [default: 1800000 = 30 min]
+    #[arg(long, env = "AGENT_TIMEOUT_MS", value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// A task whose agent prints nothing for this long fails, in ms [default: 600000 = 10 min]
+    #[arg(long, env = "AGENT_IDLE_EXIT_MS", value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when stopping an agent, in ms [default: 5000]
+    #[arg(long, env = "AGENT_CANCEL_GRACE_MS", value_name = "MS")]
+    pub cancel_grace_ms: Option<u64>,
+    /// Working directory of the agents [default: the current directory]
+    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    pub repo_path: Option<PathBuf>,
+    /// Skip the agents' approval prompts (adapters' force_args) [default: false]
+    #[arg(long, env = "AGENT_FORCE", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub force: Option<bool>,
+    /// Model passed to the agent (adapters' model_args)
+    #[arg(long, env = "AGENT_MODEL")]
+    pub model: Option<String>,
+    /// Program to run (for the jsonl adapter; overrides any adapter's binary)
+    #[arg(long, env = "AGENT_BINARY", value_name = "PROGRAM")]
+    pub binary: Option<String>,
+    /// Extra arguments for the program, shell-style words
+    #[arg(
+        long = "args",
+        env = "AGENT_ARGS",
+        value_name = "WORDS",
+        allow_hyphen_values = true
+    )]
+    pub agent_args: Option<String>,
+    /// How the prompt reaches the program: arg (last argument) or stdin
+    #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin", value_parser = parse_prompt_via)]
+    pub prompt_via: Option<PromptVia>,
+    /// Directory of adapter TOML files that add to or override the built-in ones (same id wins)
+    #[arg(long, env = "AGENT_HOST_ADAPTERS_DIR", value_name = "DIR")]
+    pub adapters_dir: Option<PathBuf>,
+    /// Extra host environment variables passed to the agents, comma-separated
+    #[arg(
+        long,
+        env = "AGENT_PASS_ENV",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub pass_env: Option<Vec<String>>,
+    /// Longest agent output line kept, in bytes [default: 16 MiB]
+    #[arg(long, env = "AGENT_MAX_LINE_BYTES", value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Largest request body, in bytes [default: 4 MiB]
+    #[arg(long, env = "AGENT_HOST_BODY_LIMIT", value_name = "BYTES")]
+    pub body_limit: Option<usize>,
+    /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
+    #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool)]
+    pub card_legacy_v03: Option<bool>,
+    /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
+    #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
+    pub log_format: Option<String>,
+}
+
+/// The config file. Unknown keys are errors (with line and column).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub agent: AgentSection,
+    #[serde(default)]
+    pub card: CardSection,
+    #[serde(default)]
+    pub log: LogSection,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub bind: Option<String>,
+    pub port: Option<u16>,
+    pub public_url: Option<String>,
+    pub body_limit_bytes: Option<usize>,
+    pub sse_keepalive_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    pub adapter: Option<String>,
+    pub adapters_dir: Option<PathBuf>,
+    pub repo_path: Option<PathBuf>,
+    pub timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub cancel_grace_ms: Option<u64>,
+    pub force: Option<bool>,
+    pub model: Option<String>,
+    pub binary: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub prompt_via: Option<PromptVia>,
+    pub pass_env: Option<Vec<String>>,
+    pub max_line_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CardSection {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub legacy_v03_fields: Option<bool>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    pub format: Option<String>,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// The merged, checked settings of `serve`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub bind: SocketAddr,
+    pub public_url: Option<String>,
+    pub adapter: Option<String>,
+    pub adapters_dir: Option<PathBuf>,
+    pub repo_path: PathBuf,
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    pub cancel_grace: Duration,
+    pub force: bool,
+    pub model: Option<String>,
+    pub binary: Option<String>,
+    pub args: Vec<String>,
+    pub prompt_via: Option<PromptVia>,
+    pub pass_env: Vec<String>,
+    pub max_line_bytes: usize,
+    pub body_limit: usize,
+    pub sse_keepalive: Duration,
+    pub card_name: Option<String>,
+    pub card_description: Option<String>,
+    pub card_legacy_v03: bool,
+    pub log_format: LogFormat,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| SettingsError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+fn positive(name: &str, v: u64) -> Result<u64, SettingsError> {
+    if v == 0 {
+        return Err(SettingsError::Invalid(format!(
+            "{name} must be greater than 0"
+        )));
+    }
+    Ok(v)
+}
+
+/// `ADDR` or `ADDR:PORT` (IPv6 as `[::1]:PORT`); `localhost` means 127.0.0.1.
+fn parse_bind(s: &str, port: u16) -> Result<SocketAddr, SettingsError> {
+    let s = s.trim();
+    if let Ok(sa) = s.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    let host = s.trim_start_matches('[').trim_end_matches(']');
+    let ip: IpAddr = if host == "localhost" {
+        IpAddr::from([127, 0, 0, 1])
+    } else if let Some((h, p)) = s.rsplit_once(':').filter(|(h, _)| *h == "localhost") {
+        let p: u16 = p.parse().map_err(|_| {
+            SettingsError::Invalid(format!("bind address '{s}': '{p}' is not a port"))
+        })?;
+        let _ = h;
+        return Ok(SocketAddr::new(IpAddr::from([127, 0, 0, 1]), p));
+    } else {
+        host.parse().map_err(|_| {
+            SettingsError::Invalid(format!(
+                "bind address '{s}' is not an IP address or IP:PORT (e.g. 127.0.0.1, 0.0.0.0:8080, [::1]:41242)"
+            ))
+        })?
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+impl Settings {
+    /// Merges flags/environment (`args`) over the config file over defaults.
+    pub fn resolve(args: &ServeArgs) -> Result<Settings, SettingsError> {
+        let file = match &args.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        let (srv, ag, card, log) = (&file.server, &file.agent, &file.card, &file.log);
+        let port = args.port.or(srv.port).unwrap_or(DEFAULT_PORT);
+        let bind_s = args
+            .bind
+            .clone()
+            .or_else(|| srv.bind.clone())
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let bind = parse_bind(&bind_s, port)?;
+        let repo_path = match args.repo_path.clone().or_else(|| ag.repo_path.clone()) {
+            Some(p) => p,
+            None => std::env::current_dir().map_err(|e| {
+                SettingsError::Invalid(format!("cannot read the current directory: {e}"))
+            })?,
+        };
+        if !repo_path.is_dir() {
+            return Err(SettingsError::Invalid(format!(
+                "AGENT_REPO_PATH '{}' is not a directory",
+                repo_path.display()
+            )));
+        }
+        let agent_args = match (&args.agent_args, &ag.args) {
+            (Some(s), _) => shell_words::split(s).map_err(|e| {
+                SettingsError::Invalid(format!("AGENT_ARGS cannot be split into words: {e}"))
+            })?,
+            (None, Some(v)) => v.clone(),
+            (None, None) => Vec::new(),
+        };
+        let log_format = match args
+            .log_format
+            .clone()
+            .or_else(|| log.format.clone())
+            .unwrap_or_else(|| "human".into())
+            .as_str()
+        {
+            "human" | "text" => LogFormat::Human,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(SettingsError::Invalid(format!(
+                    "log format '{other}' is not one of human, json"
+                )))
+            }
+        };
+        Ok(Settings {
+            bind,
+            public_url: args.public_url.clone().or_else(|| srv.public_url.clone()),
+            adapter: args
+                .adapter
+                .clone()
+                .or_else(|| ag.adapter.clone())
+                .filter(|a| !a.is_empty()),
+            adapters_dir: args
+                .adapters_dir
+                .clone()
+                .or_else(|| ag.adapters_dir.clone()),
+            repo_path,
+            timeout: Duration::from_millis(positive(
+                "AGENT_TIMEOUT_MS",
+                args.timeout_ms
+                    .or(ag.timeout_ms)
+                    .unwrap_or(DEFAULT_TIMEOUT_MS),
+            )?),
+            idle_timeout: Duration::from_millis(positive(
+                "AGENT_IDLE_EXIT_MS",
+                args.idle_timeout_ms
+                    .or(ag.idle_timeout_ms)
+                    .unwrap_or(DEFAULT_IDLE_MS),
+            )?),
+            cancel_grace: Duration::from_millis(
+                args.cancel_grace_ms
+                    .or(ag.cancel_grace_ms)
+                    .unwrap_or(DEFAULT_GRACE_MS),
+            ),
+            force: args.force.or(ag.force).unwrap_or(false),
+            model: args
+                .model
+                .clone()
+                .or_else(|| ag.model.clone())
+                .filter(|m| !m.is_empty()),
+            binary: args
+                .binary
+                .clone()
+                .or_else(|| ag.binary.clone())
+                .filter(|b| !b.is_empty()),
+            args: agent_args,
+            prompt_via: args.prompt_via.or(ag.prompt_via),
+            pass_env: args
+                .pass_env
+                .clone()
+                .or_else(|| ag.pass_env.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            max_line_bytes: positive(
+                "AGENT_MAX_LINE_BYTES",
+                args.max_line_bytes
+                    .or(ag.max_line_bytes)
+                    .unwrap_or(DEFAULT_MAX_LINE) as u64,
+            )? as usize,
+            body_limit: positive(
+                "AGENT_HOST_BODY_LIMIT",
+                args.body_limit
+                    .or(srv.body_limit_bytes)
+                    .unwrap_or(DEFAULT_BODY_LIMIT) as u64,
+            )? as usize,
+            sse_keepalive: Duration::from_millis(positive(
+                "server.sse_keepalive_ms",
+                srv.sse_keepalive_ms.unwrap_or(DEFAULT_KEEPALIVE_MS),
+            )?),
+            card_name: card.name.clone(),
+            card_description: card.description.clone(),
+            card_legacy_v03: args
+                .card_legacy_v03
+                .or(card.legacy_v03_fields)
+                .unwrap_or(true),
+            log_format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let s = Settings::resolve(&ServeArgs::default()).unwrap();
+        assert_eq!(s.bind, "127.0.0.1:41242".parse().unwrap());
+        assert_eq!(s.timeout, Duration::from_secs(1800));
+        assert_eq!(s.idle_timeout, Duration::from_secs(600));
+        assert!(!s.force);
+        assert!(s.card_legacy_v03);
+    }
+
+    #[test]
+    fn file_under_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(
+            &p,
+            "[server]\nport = 9000\nbind = \"0.0.0.0\"\n[agent]\ntimeout_ms = 5000\nforce = true\nargs = [\"-v\"]\n[card]\nlegacy_v03_fields = false\n",
+        )
+        .unwrap();
+        let mut args = ServeArgs {
+            config: Some(p.clone()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.bind, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(s.timeout, Duration::from_secs(5));
+        assert!(s.force);
+        assert_eq!(s.args, ["-v"]);
+        assert!(!s.card_legacy_v03);
+        args.port = Some(9100);
+        args.force = Some(false);
+        args.agent_args = Some("--a 'b c'".into());
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.bind.port(), 9100);
+        assert!(!s.force);
+        assert_eq!(s.args, ["--a", "b c"]);
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[agent]\ntimeout = 5\n").unwrap();
+        let err = Settings::resolve(&ServeArgs {
+            config: Some(p),
+            ..ServeArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("timeout") && err.contains("line 2"), "{err}");
+        let err = Settings::resolve(&ServeArgs {
+            bind: Some("nonsense".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("nonsense"), "{err}");
+        let err = Settings::resolve(&ServeArgs {
+            timeout_ms: Some(0),
+            ..ServeArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("AGENT_TIMEOUT_MS"), "{err}");
+    }
+
+    #[test]
+    fn bind_forms() {
+        assert_eq!(
+            parse_bind("0.0.0.0:8080", 1).unwrap(),
+            "0.0.0.0:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_bind("127.0.0.1", 7).unwrap(),
+            "127.0.0.1:7".parse().unwrap()
+        );
+        assert_eq!(
+            parse_bind("[::1]:9", 7).unwrap(),
+            "[::1]:9".parse().unwrap()
+        );
+        assert_eq!(parse_bind("::1", 7).unwrap(), "[::1]:7".parse().unwrap());
+        assert_eq!(
+            parse_bind("localhost", 7).unwrap(),
+            "127.0.0.1:7".parse().unwrap()
+        );
+        assert_eq!(
+            parse_bind("localhost:8", 7).unwrap(),
+            "127.0.0.1:8".parse().unwrap()
+        );
+        assert!(parse_bool("yes").unwrap());
+        assert!(!parse_bool("0").unwrap());
+        assert!(parse_bool("maybe").is_err());
+    }
+}

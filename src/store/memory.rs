@@ -1,0 +1,334 @@
+//! The in-memory store: tasks and logs in maps, gone when the host stops.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+
+use super::{ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use crate::protocol::v1::{StreamResponse, Task};
+use crate::task::{apply, LoggedEvent, TaskEvent};
+
+struct Record {
+    task: Task,
+    log: Vec<Arc<LoggedEvent>>,
+}
+
+/// Tasks in memory. Each task has its own lock, so appends to different tasks do not wait on
+/// each other beyond a read lock of the index.
+#[derive(Default)]
+pub struct MemoryStore {
+    tasks: RwLock<HashMap<String, Arc<Mutex<Record>>>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn record(&self, id: &str) -> Result<Option<Arc<Mutex<Record>>>, StoreError> {
+        let map = self.tasks.read().map_err(|_| poisoned())?;
+        Ok(map.get(id).cloned())
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend("a store lock was poisoned by a panic".into())
+}
+
+/// Sort key: newest status timestamp first, then id (descending) to break ties.
+fn key(t: &Task) -> (String, String) {
+    (t.status.timestamp.clone().unwrap_or_default(), t.id.clone())
+}
+
+pub(crate) fn encode_token(k: &(String, String)) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}\n{}", k.0, k.1))
+}
+
+pub(crate) fn decode_token(token: &str) -> Result<(String, String), StoreError> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| StoreError::BadPageToken)?;
+    let s = String::from_utf8(bytes).map_err(|_| StoreError::BadPageToken)?;
+    let (ts, id) = s.split_once('\n').ok_or(StoreError::BadPageToken)?;
+    Ok((ts.to_string(), id.to_string()))
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, task: Task) -> Result<u64, StoreError> {
+        let mut map = self.tasks.write().map_err(|_| poisoned())?;
+        if map.contains_key(&task.id) {
+            return Err(StoreError::Exists(task.id));
+        }
+        let first = Arc::new(LoggedEvent::new(
+            1,
+            TaskEvent::Stream(StreamResponse::Task(task.clone())),
+        ));
+        map.insert(
+            task.id.clone(),
+            Arc::new(Mutex::new(Record {
+                task,
+                log: vec![first],
+            })),
+        );
+        Ok(1)
+    }
+
+    async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError> {
+        let rec = self
+            .record(task_id)?
+            .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+        let mut rec = rec.lock().map_err(|_| poisoned())?;
+        let mut seq = rec.log.len() as u64;
+        for ev in events {
+            apply(&mut rec.task, &ev);
+            seq += 1;
+            rec.log.push(Arc::new(LoggedEvent::new(seq, ev)));
+        }
+        Ok(seq)
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let Some(rec) = self.record(task_id)? else {
+            return Ok(None);
+        };
+        let rec = rec.lock().map_err(|_| poisoned())?;
+        Ok(Some(Snapshot {
+            task: rec.task.clone(),
+            last_seq: rec.log.len() as u64,
+        }))
+    }
+
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        let rec = self
+            .record(task_id)?
+            .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+        let rec = rec.lock().map_err(|_| poisoned())?;
+        // Sequence n is at index n - 1.
+        let start = (after as usize).min(rec.log.len());
+        let end = start.saturating_add(limit).min(rec.log.len());
+        Ok(rec.log[start..end].to_vec())
+    }
+
+    async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {
+        let after_key = match &query.page_token {
+            Some(t) if !t.is_empty() => Some(decode_token(t)?),
+            _ => None,
+        };
+        let records: Vec<Arc<Mutex<Record>>> = {
+            let map = self.tasks.read().map_err(|_| poisoned())?;
+            map.values().cloned().collect()
+        };
+        let mut matching: Vec<((String, String), Arc<Mutex<Record>>)> = Vec::new();
+        for rec in records {
+            let r = rec.lock().map_err(|_| poisoned())?;
+            let t = &r.task;
+            if query
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != t.context_id)
+            {
+                continue;
+            }
+            if query.state.is_some_and(|s| s != t.status.state) {
+                continue;
+            }
+            if let Some(after) = &query.status_after {
+                if t.status.timestamp.as_deref().unwrap_or("") < after.as_str() {
+                    continue;
+                }
+            }
+            let k = key(t);
+            drop(r);
+            matching.push((k, rec));
+        }
+        matching.sort_by(|a, b| b.0.cmp(&a.0));
+        let total_size = matching.len();
+        let start = match &after_key {
+            Some(k) => matching
+                .iter()
+                .position(|(mk, _)| mk < k)
+                .unwrap_or(total_size),
+            None => 0,
+        };
+        let end = (start + query.page_size).min(total_size);
+        let mut tasks = Vec::with_capacity(end - start);
+        for (_, rec) in &matching[start..end] {
+            let r = rec.lock().map_err(|_| poisoned())?;
+            let mut t = Task {
+                id: r.task.id.clone(),
+                context_id: r.task.context_id.clone(),
+                status: r.task.status.clone(),
+                artifacts: Vec::new(),
+                history: r.task.history.clone(),
+                metadata: r.task.metadata.clone(),
+            };
+            if with_artifacts {
+                t.artifacts = r.task.artifacts.clone();
+            }
+            tasks.push(t);
+        }
+        let next_page_token = if end < total_size {
+            matching[end - 1..end]
+                .first()
+                .map(|(k, _)| encode_token(k))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(ListPage {
+            tasks,
+            next_page_token,
+            total_size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::v1::{TaskState, TaskStatus, TaskStatusUpdateEvent};
+
+    fn task(id: &str, ctx: &str, ts: &str) -> Task {
+        Task {
+            id: id.into(),
+            context_id: ctx.into(),
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: Some(ts.into()),
+            },
+            ..Task::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn log_and_snapshot_stay_in_step() {
+        let s = MemoryStore::new();
+        assert_eq!(
+            s.create(task("t1", "c", "2026-01-01T00:00:00.000Z"))
+                .await
+                .unwrap(),
+            1
+        );
+        let upd = TaskEvent::Stream(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t1".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                ..TaskStatus::default()
+            },
+            metadata: None,
+        }));
+        assert_eq!(s.append("t1", vec![upd.clone(), upd]).await.unwrap(), 3);
+        let snap = s.get("t1").await.unwrap().unwrap();
+        assert_eq!(snap.last_seq, 3);
+        assert_eq!(snap.task.status.state, TaskState::Working);
+        let evs = s.events_after("t1", 1, 10).await.unwrap();
+        assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert!(s.events_after("t1", 3, 10).await.unwrap().is_empty());
+        assert!(s.events_after("t1", 99, 10).await.unwrap().is_empty());
+        assert!(matches!(
+            s.append("nope", vec![]).await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            s.create(task("t1", "c", "x")).await,
+            Err(StoreError::Exists(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn listing_pages_newest_first_and_filters() {
+        let s = MemoryStore::new();
+        for i in 0..5 {
+            let ctx = if i % 2 == 0 { "even" } else { "odd" };
+            s.create(task(
+                &format!("t{i}"),
+                ctx,
+                &format!("2026-01-01T00:00:0{i}.000Z"),
+            ))
+            .await
+            .unwrap();
+        }
+        let q = ListQuery {
+            page_size: 2,
+            ..ListQuery::default()
+        };
+        let p1 = s.list(&q, false).await.unwrap();
+        assert_eq!(p1.total_size, 5);
+        assert_eq!(
+            p1.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["t4", "t3"]
+        );
+        let p2 = s
+            .list(
+                &ListQuery {
+                    page_token: Some(p1.next_page_token.clone()),
+                    ..q.clone()
+                },
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            p2.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["t2", "t1"]
+        );
+        let p3 = s
+            .list(
+                &ListQuery {
+                    page_token: Some(p2.next_page_token.clone()),
+                    ..q.clone()
+                },
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(p3.tasks.len(), 1);
+        assert_eq!(p3.next_page_token, "");
+        let even = s
+            .list(
+                &ListQuery {
+                    context_id: Some("even".into()),
+                    page_size: 50,
+                    ..ListQuery::default()
+                },
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(even.total_size, 3);
+        let recent = s
+            .list(
+                &ListQuery {
+                    status_after: Some("2026-01-01T00:00:03.000Z".into()),
+                    page_size: 50,
+                    ..ListQuery::default()
+                },
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(recent.total_size, 2);
+        assert!(matches!(
+            s.list(
+                &ListQuery {
+                    page_token: Some("!!".into()),
+                    page_size: 1,
+                    ..ListQuery::default()
+                },
+                false
+            )
+            .await,
+            Err(StoreError::BadPageToken)
+        ));
+    }
+}
