@@ -284,6 +284,14 @@ fn run_session(
         "cwd": cwd.display().to_string(),
         "tools": ["Bash", "Read"],
     }))?;
+    if kw.stderr {
+        for line in [
+            "fake-agent: warning: this is stderr",
+            "fake-agent: debug: still stderr",
+        ] {
+            out.err_line(line)?;
+        }
+    }
 
     if kw.ignore_sigterm {
         out.text("Ignoring SIGTERM; only SIGKILL stops me.")?;
@@ -306,14 +314,6 @@ fn run_session(
     )?;
     if kw.noise {
         out.noise()?;
-    }
-    if kw.stderr {
-        for line in [
-            "fake-agent: warning: this is stderr",
-            "fake-agent: debug: still stderr",
-        ] {
-            out.err_line(line)?;
-        }
     }
 
     let mut chosen_file = None;

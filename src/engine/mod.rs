@@ -263,6 +263,7 @@ impl Engine {
             )));
         };
         msg.context_id = Some(snap.task.context_id.clone());
+        msg.task_id = Some(task_id.to_string());
         let (ack_tx, ack_rx) = oneshot::channel();
         control
             .send(Control::Reply(msg, ack_tx))
@@ -499,17 +500,27 @@ impl Engine {
 }
 
 impl Inner {
-    /// Appends events and wakes subscribers.
+    /// Appends stream events and wakes subscribers.
     async fn publish(
         &self,
         task_id: &str,
         notify: &watch::Sender<u64>,
         events: Vec<StreamResponse>,
     ) {
+        let events = events.into_iter().map(TaskEvent::Stream).collect();
+        self.publish_events(task_id, notify, events).await;
+    }
+
+    /// Appends events and wakes subscribers.
+    async fn publish_events(
+        &self,
+        task_id: &str,
+        notify: &watch::Sender<u64>,
+        events: Vec<TaskEvent>,
+    ) {
         if events.is_empty() {
             return;
         }
-        let events = events.into_iter().map(TaskEvent::Stream).collect();
         match self.store.append(task_id, events).await {
             Ok(seq) => {
                 notify.send_replace(seq);

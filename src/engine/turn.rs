@@ -17,7 +17,7 @@ use crate::adapter::wire::{parser_for, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
 use crate::runner::{ExitInfo, Output, Process};
-use crate::task::{ExitReason, TurnMapper};
+use crate::task::{ExitReason, TaskEvent, TurnMapper};
 
 /// Everything a turn needs to start.
 pub(super) struct Turn {
@@ -123,8 +123,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     let res = deliver_answer(&mut proc, parser.as_mut(), &mut mapper, &msg).await;
                     match res {
                         Ok(note) => {
-                            let ev = mapper.resumed(&note);
-                            inner.publish(&task_id, &notify, ev).await;
+                            let mut ev = vec![TaskEvent::UserMessage(msg)];
+                            ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
+                            inner.publish_events(&task_id, &notify, ev).await;
                             idle_sleep.as_mut().reset(Instant::now() + idle);
                             let _ = ack.send(Ok(()));
                         }

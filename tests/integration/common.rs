@@ -1,0 +1,331 @@
+//! Test harness: a server on 127.0.0.1:0 running fake-agent, and small HTTP/SSE helpers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agent_host::adapter::{PromptVia, Registry};
+use agent_host::engine::launch::{child_env, Launch};
+use agent_host::engine::Engine;
+use agent_host::server::{self, AppState, CardSettings, HttpLimits};
+use agent_host::store::MemoryStore;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+/// Every test body runs under this limit: a hang is a failure.
+pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+pub struct Options {
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    pub grace: Duration,
+    pub max_line_bytes: usize,
+    pub body_limit: usize,
+    pub program: Option<PathBuf>,
+    pub legacy_card: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            grace: Duration::from_millis(500),
+            max_line_bytes: 16 * 1024 * 1024,
+            body_limit: 4 * 1024 * 1024,
+            program: None,
+            legacy_card: true,
+        }
+    }
+}
+
+pub struct TestServer {
+    pub base: String,
+    pub client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn fake_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent"))
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        TestServer::with(Options::default()).await
+    }
+
+    pub async fn with(o: Options) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("README.md"), "test project\n").expect("write");
+        let adapter = Registry::builtin()
+            .expect("registry")
+            .get("demo")
+            .expect("demo")
+            .clone();
+        let host_env: Vec<(String, String)> = std::env::vars().collect();
+        let launch = Launch {
+            env: child_env(&adapter, &host_env, &[]),
+            adapter,
+            program: o.program.unwrap_or_else(fake_agent),
+            extra_args: vec![],
+            prompt_via: PromptVia::Arg,
+            cwd: dir.path().to_path_buf(),
+            model: None,
+            force: false,
+            max_line_bytes: o.max_line_bytes,
+            timeout: o.timeout,
+            idle_timeout: o.idle_timeout,
+            cancel_grace: o.grace,
+        };
+        let engine = Engine::new(Arc::new(MemoryStore::new()), launch);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = AppState {
+            engine,
+            card: CardSettings {
+                name: None,
+                description: None,
+                legacy_v03_fields: o.legacy_card,
+                public_url: None,
+            },
+            local_addr: addr,
+            started_at: SystemTime::now(),
+            keepalive: Duration::from_millis(200),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let limits = HttpLimits {
+            body_limit: o.body_limit,
+        };
+        let handle = tokio::spawn(server::serve(
+            listener,
+            state,
+            limits,
+            async move {
+                let _ = rx.await;
+            },
+            Duration::from_secs(10),
+        ));
+        TestServer {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            stop: Some(tx),
+            handle: Some(handle),
+            _dir: dir,
+        }
+    }
+
+    /// Stops the server like SIGTERM would, and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let r = tokio::time::timeout(Duration::from_secs(20), h).await;
+            assert!(r.is_ok(), "server did not stop in time");
+        }
+    }
+
+    /// A JSON-RPC call; returns the whole response object.
+    pub async fn rpc_with(&self, method: &str, params: Value, version: Option<&str>) -> Value {
+        let mut req = self
+            .client
+            .post(format!("{}/", self.base))
+            .header("content-type", "application/json")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        if let Some(v) = version {
+            req = req.header("A2A-Version", v);
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(
+            resp.status(),
+            200,
+            "JSON-RPC responses travel with HTTP 200"
+        );
+        resp.json().await.expect("json body")
+    }
+
+    /// A v1.0 call (with `A2A-Version: 1.0`).
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.rpc_with(method, params, Some("1.0")).await
+    }
+
+    /// A v0.3 call (no version header).
+    pub async fn rpc03(&self, method: &str, params: Value) -> Value {
+        self.rpc_with(method, params, None).await
+    }
+
+    /// Opens a streaming call.
+    pub async fn open_stream(
+        &self,
+        method: &str,
+        params: Value,
+        last_event_id: Option<u64>,
+    ) -> SseReader {
+        let mut req = self
+            .client
+            .post(format!("{}/", self.base))
+            .header("content-type", "application/json")
+            .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}));
+        if !method.contains('/') {
+            req = req.header("A2A-Version", "1.0");
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id.to_string());
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(resp.status(), 200);
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        SseReader {
+            is_sse: ct.starts_with("text/event-stream"),
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+            pings: 0,
+        }
+    }
+
+    /// Streams a call to its end; returns the frames.
+    pub async fn stream(&self, method: &str, params: Value) -> Vec<Frame> {
+        let mut r = self.open_stream(method, params, None).await;
+        assert!(r.is_sse, "streaming methods answer text/event-stream");
+        r.all().await
+    }
+
+    /// Polls GetTask until `pred` holds.
+    pub async fn wait_task(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..400 {
+            let r = self.rpc("GetTask", json!({"id": id})).await;
+            if pred(&r["result"]) {
+                return r["result"].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("task {id} never reached the expected state");
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// One SSE frame.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub id: Option<u64>,
+    pub data: Value,
+}
+
+pub struct SseReader {
+    pub is_sse: bool,
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+    pub pings: usize,
+}
+
+impl SseReader {
+    /// The next data frame (keep-alive comments are counted and skipped); None at the end.
+    pub async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(pos) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..pos + 2).collect();
+                let mut id = None;
+                let mut data = String::new();
+                for line in raw.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    } else if line.starts_with(':') {
+                        self.pings += 1;
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                let data = serde_json::from_str(&data).expect("frame data is JSON");
+                return Some(Frame { id, data });
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.buf.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Err(_)) | None => return None,
+            }
+        }
+    }
+
+    pub async fn all(&mut self) -> Vec<Frame> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next().await {
+            out.push(f);
+        }
+        out
+    }
+}
+
+/// A v1.0 SendMessageRequest with one text part.
+pub fn send_params(text: &str) -> Value {
+    json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// A v0.3 MessageSendParams with one text part.
+pub fn send_params03(text: &str) -> Value {
+    json!({"message": {"kind": "message", "messageId": uuid(), "role": "user", "parts": [{"kind": "text", "text": text}]}})
+}
+
+pub fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The v1.0 state of each status update / task among frames.
+pub fn states(frames: &[Frame]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let r = &f.data["result"];
+            r["statusUpdate"]["status"]["state"]
+                .as_str()
+                .or(r["task"]["status"]["state"].as_str())
+                .or(r["status"]["state"].as_str())
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// True if a process with this pid exists and is not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let after = s
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start())
+                .unwrap_or("");
+            !after.starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+/// The process group of a live process.
+pub fn pgrp_of(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    after.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Runs a test body under [`TEST_LIMIT`].
+pub async fn limit<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::time::timeout(TEST_LIMIT, f)
+        .await
+        .expect("test took longer than its limit (a hang)");
+}

@@ -1,0 +1,269 @@
+//! Processes: every exit path ends the task with one terminal state and leaves nothing
+//! running.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_host::runner::group_alive;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn status_text(t: &Value) -> String {
+    t["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+async fn start_task(s: &TestServer, prompt: &str) -> String {
+    let mut p = send_params(prompt);
+    p["configuration"] = json!({"returnImmediately": true});
+    s.rpc("SendMessage", p).await["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn final_state(s: &TestServer, prompt: &str) -> Value {
+    let id = start_task(s, prompt).await;
+    s.wait_task(&id, |t| {
+        matches!(
+            t["status"]["state"].as_str(),
+            Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED" | "TASK_STATE_CANCELED")
+        )
+    })
+    .await
+}
+
+/// Waits (bounded) until nothing of the group is left.
+async fn group_gone(pgid: u32) -> bool {
+    for _ in 0..100 {
+        if !group_alive(pgid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn cancel_kills_the_whole_process_tree() {
+    limit(async {
+        let s = TestServer::start().await;
+        let id = start_task(&s, "grandchild").await;
+        let t = s
+            .wait_task(&id, |t| status_text(t).contains("grandchild pid"))
+            .await;
+        let text = status_text(&t);
+        let pid: u32 = text
+            .split("grandchild pid ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .expect("pid in the tool result");
+        assert!(process_alive(pid));
+        let pgid = pgrp_of(pid).expect("grandchild's group");
+        assert_ne!(pgid, pid, "the grandchild is in the CLI's group");
+        assert_ne!(
+            pgid as i32,
+            nix::unistd::getpgrp().as_raw(),
+            "the CLI leads its own group"
+        );
+        let c = s.rpc("CancelTask", json!({"id": id})).await;
+        assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
+        assert!(group_gone(pgid).await, "a process of the task survived");
+        assert!(!process_alive(pid));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    limit(async {
+        let s = TestServer::with(Options {
+            grace: Duration::from_millis(300),
+            ..Options::default()
+        })
+        .await;
+        let id = start_task(&s, "ignore-sigterm").await;
+        s.wait_task(&id, |t| {
+            t["artifacts"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["artifactId"] == "assistant-response"))
+        })
+        .await;
+        let started = std::time::Instant::now();
+        let c = s.rpc("CancelTask", json!({"id": id})).await;
+        assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn hard_and_idle_timeouts_fail_the_task() {
+    limit(async {
+        let s = TestServer::with(Options {
+            timeout: Duration::from_millis(1500),
+            idle_timeout: Duration::from_secs(30),
+            grace: Duration::from_millis(200),
+            ..Options::default()
+        })
+        .await;
+        let t = final_state(&s, "hang").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(status_text(&t).contains("limit"), "{}", status_text(&t));
+
+        let s = TestServer::with(Options {
+            idle_timeout: Duration::from_millis(600),
+            grace: Duration::from_millis(200),
+            ..Options::default()
+        })
+        .await;
+        let t = final_state(&s, "hang").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(status_text(&t).contains("idle"), "{}", status_text(&t));
+        // Waiting for an approval is not idleness.
+        let id = start_task(&s, "approval").await;
+        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED")
+            .await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let t = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        s.rpc("CancelTask", json!({"id": id})).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn crashes_errors_and_exit_codes_fail_the_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let t = final_state(&s, "crash").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(status_text(&t).contains("signal 6"), "{}", status_text(&t));
+        let t = final_state(&s, "exit=3").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(status_text(&t).contains("code 3"), "{}", status_text(&t));
+        assert_eq!(t["metadata"]["exitCode"], 3);
+        let t = final_state(&s, "fail").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(
+            status_text(&t).contains("simulated failure"),
+            "{}",
+            status_text(&t)
+        );
+        // Stderr of a failing agent is part of the message.
+        let t = final_state(&s, "exit=4 stderr").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        assert!(
+            status_text(&t).contains("still stderr"),
+            "{}",
+            status_text(&t)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_floods_and_long_lines_do_not_break_a_task() {
+    limit(async {
+        let s = TestServer::with(Options {
+            max_line_bytes: 4096,
+            ..Options::default()
+        })
+        .await;
+        let t = final_state(&s, "noise").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        let t = final_state(&s, "long-line=100000").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        let t = final_state(&s, "flood=3000").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        let answer = t["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["artifactId"] == "assistant-response")
+            .unwrap();
+        assert_eq!(
+            answer["parts"].as_array().unwrap().len(),
+            1,
+            "chunks merge into one part"
+        );
+        let frames = s
+            .stream("SendStreamingMessage", send_params("flood=2000"))
+            .await;
+        let chunks = frames
+            .iter()
+            .filter(|f| {
+                f.data["result"]["artifactUpdate"]["artifact"]["artifactId"] == "assistant-response"
+            })
+            .count();
+        assert!(chunks >= 2000, "every chunk streamed: {chunks}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_the_task_with_a_clear_message() {
+    limit(async {
+        let s = TestServer::with(Options {
+            program: Some(PathBuf::from("/nonexistent/agent-binary")),
+            ..Options::default()
+        })
+        .await;
+        let t = final_state(&s, "hello").await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        let text = status_text(&t);
+        assert!(text.contains("could not be started"), "{text}");
+        assert!(
+            !text.contains("/nonexistent"),
+            "no local paths in errors: {text}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn shutdown_ends_every_task_and_its_processes() {
+    limit(async {
+        let s = TestServer::with(Options {
+            grace: Duration::from_millis(300),
+            ..Options::default()
+        })
+        .await;
+        let id = start_task(&s, "grandchild").await;
+        let t = s
+            .wait_task(&id, |t| status_text(t).contains("grandchild pid"))
+            .await;
+        let pid: u32 = status_text(&t)
+            .split("grandchild pid ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap();
+        let pgid = pgrp_of(pid).unwrap();
+        let mut stream = s
+            .open_stream("SubscribeToTask", json!({"id": id}), None)
+            .await;
+        stream.next().await.unwrap();
+        let client = s.client.clone();
+        let base = s.base.clone();
+        s.shutdown().await;
+        let rest = stream.all().await;
+        assert_eq!(
+            states(&rest).last().map(String::as_str),
+            Some("TASK_STATE_FAILED")
+        );
+        assert!(
+            group_gone(pgid).await,
+            "a process of the task survived shutdown"
+        );
+        assert!(
+            client.get(format!("{base}/health")).send().await.is_err(),
+            "server stopped"
+        );
+    })
+    .await;
+}

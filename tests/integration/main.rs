@@ -1,0 +1,7 @@
+//! Integration tests: the real server on 127.0.0.1:0 with fake-agent as the CLI.
+
+mod common;
+mod errors;
+mod lifecycle;
+mod streaming;
+mod tasks;

@@ -1,0 +1,258 @@
+//! SSE: streamed sends in both versions, resubscribe with replay, disconnects.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn has_key_anywhere(v: &Value, key: &str) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(key) || m.values().any(|x| has_key_anywhere(x, key)),
+        Value::Array(a) => a.iter().any(|x| has_key_anywhere(x, key)),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn v1_stream_goes_task_working_artifacts_completed() {
+    limit(async {
+        let s = TestServer::start().await;
+        let frames = s.stream("SendStreamingMessage", send_params("hello")).await;
+        assert!(frames.len() >= 5, "{frames:?}");
+        assert!(
+            frames[0].data["result"]["task"].is_object(),
+            "first event is the task"
+        );
+        assert_eq!(
+            frames[0].data["id"], "s1",
+            "JSON-RPC id echoed in every frame"
+        );
+        let ids: Vec<u64> = frames
+            .iter()
+            .map(|f| f.id.expect("every frame has an id"))
+            .collect();
+        assert!(ids.windows(2).all(|w| w[1] > w[0]), "ids increase: {ids:?}");
+        let st = states(&frames);
+        assert_eq!(st.first().map(String::as_str), Some("TASK_STATE_SUBMITTED"));
+        assert!(st.contains(&"TASK_STATE_WORKING".to_string()));
+        assert_eq!(st.last().map(String::as_str), Some("TASK_STATE_COMPLETED"));
+        assert!(frames
+            .iter()
+            .any(
+                |f| f.data["result"]["artifactUpdate"]["artifact"]["artifactId"]
+                    == "assistant-response"
+            ));
+        for f in &frames {
+            assert!(
+                !has_key_anywhere(&f.data, "kind"),
+                "no kind in v1.0: {}",
+                f.data
+            );
+            assert!(!has_key_anywhere(&f.data, "final"), "no final in v1.0");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn v03_stream_marks_the_last_event_final() {
+    limit(async {
+        let s = TestServer::start().await;
+        let frames = s.stream("message/stream", send_params03("hello")).await;
+        assert_eq!(frames[0].data["result"]["kind"], "task");
+        let last = &frames.last().unwrap().data["result"];
+        assert_eq!(last["kind"], "status-update");
+        assert_eq!(last["status"]["state"], "completed");
+        assert_eq!(last["final"], true);
+        let finals = frames
+            .iter()
+            .filter(|f| f.data["result"]["final"] == true)
+            .count();
+        assert_eq!(finals, 1);
+        assert!(frames
+            .iter()
+            .any(|f| f.data["result"]["kind"] == "artifact-update"));
+        // An input-required status ends the stream too, marked final.
+        let frames = s.stream("message/stream", send_params03("approval")).await;
+        let last = &frames.last().unwrap().data["result"];
+        assert_eq!(last["status"]["state"], "input-required");
+        assert_eq!(last["final"], true);
+        let id = last["taskId"].as_str().unwrap().to_string();
+        // Answering by stream: the task as it is now, then the rest of the turn.
+        let mut p = send_params03("yes");
+        p["message"]["taskId"] = json!(id);
+        let frames = s.stream("message/stream", p).await;
+        assert_eq!(frames[0].data["result"]["kind"], "task");
+        assert_eq!(
+            frames.last().unwrap().data["result"]["status"]["state"],
+            "completed"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn resubscribe_with_last_event_id_replays_what_was_missed() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut r = s
+            .open_stream("SendStreamingMessage", send_params("slow"), None)
+            .await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(r.next().await.expect("frame"));
+        }
+        let task_id = seen[0].data["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        drop(r); // the client drops the connection
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let last = seen.last().unwrap().id.unwrap();
+        let mut r = s
+            .open_stream("SubscribeToTask", json!({"id": task_id}), Some(last))
+            .await;
+        let rest = r.all().await;
+        assert!(!rest.is_empty());
+        let ids: Vec<u64> = seen
+            .iter()
+            .chain(rest.iter())
+            .map(|f| f.id.unwrap())
+            .collect();
+        let expected: Vec<u64> = (1..=ids.len() as u64).collect();
+        assert_eq!(ids, expected, "no event lost, none repeated");
+        assert_eq!(
+            states(&rest).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED")
+        );
+        // The same over v0.3.
+        let mut r = s
+            .open_stream("message/stream", send_params03("slow"), None)
+            .await;
+        let first = r.next().await.unwrap();
+        let task_id = first.data["result"]["id"].as_str().unwrap().to_string();
+        drop(r);
+        let mut r = s
+            .open_stream("tasks/resubscribe", json!({"id": task_id}), first.id)
+            .await;
+        let rest = r.all().await;
+        assert_eq!(rest[0].id, Some(first.id.unwrap() + 1));
+        assert_eq!(rest.last().unwrap().data["result"]["final"], true);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn subscribe_starts_with_the_task_and_ends_at_terminal() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut p = send_params("slow");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let frames = s.stream("SubscribeToTask", json!({"id": id})).await;
+        assert_eq!(frames[0].data["result"]["task"]["id"], id.as_str());
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED")
+        );
+        // Two subscribers see the same events in the same order.
+        let mut p = send_params("slow");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (a, b) = tokio::join!(
+            s.stream("SubscribeToTask", json!({"id": id})),
+            s.stream("SubscribeToTask", json!({"id": id}))
+        );
+        let tail = |f: &[Frame]| -> Vec<u64> { f.iter().skip(1).map(|x| x.id.unwrap()).collect() };
+        let (ta, tb) = (tail(&a), tail(&b));
+        let common = ta.iter().filter(|i| tb.contains(i)).count();
+        assert!(common > 0 && ta.ends_with(&tb[tb.len() - common..]));
+        // A terminal task cannot be subscribed to (without Last-Event-ID).
+        let v = s.rpc("SubscribeToTask", json!({"id": id})).await;
+        assert_eq!(v["error"]["code"], -32004, "{v}");
+        // With Last-Event-ID its log can still be replayed.
+        let mut r = s
+            .open_stream("SubscribeToTask", json!({"id": id}), Some(1))
+            .await;
+        assert!(r.is_sse);
+        let replay = r.all().await;
+        assert_eq!(replay[0].id, Some(2));
+        let v = s.rpc("SubscribeToTask", json!({"id": "nope"})).await;
+        assert_eq!(v["error"]["code"], -32001);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_does_not_cancel_the_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut r = s
+            .open_stream("SendStreamingMessage", send_params("slow"), None)
+            .await;
+        let first = r.next().await.unwrap();
+        drop(r);
+        let id = first.data["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let t = s
+            .wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .await;
+        assert!(t["artifacts"].is_array());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn keep_alive_comments_flow_while_the_agent_is_quiet() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut r = s
+            .open_stream("SendStreamingMessage", send_params("hang"), None)
+            .await;
+        let first = r.next().await.unwrap();
+        let id = first.data["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Read until the init status; then the agent prints nothing: pings only.
+        while states(&[r.next().await.unwrap()])
+            .first()
+            .map(String::as_str)
+            != Some("TASK_STATE_WORKING")
+        {}
+        let canceler = {
+            let client = s.client.clone();
+            let base = s.base.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(900)).await;
+                client
+                    .post(format!("{base}/"))
+                    .header("content-type", "application/json")
+                    .header("A2A-Version", "1.0")
+                    .json(
+                        &json!({"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id": id}}),
+                    )
+                    .send()
+                    .await
+                    .unwrap();
+            })
+        };
+        let rest = r.all().await;
+        canceler.await.unwrap();
+        assert!(r.pings >= 2, "pings: {}", r.pings);
+        assert_eq!(
+            states(&rest).last().map(String::as_str),
+            Some("TASK_STATE_CANCELED")
+        );
+    })
+    .await;
+}
