@@ -110,9 +110,11 @@ impl Launch {
                     StdinMode::Null
                 }
             }
+            // A program that reads its prompt from stdin reads to EOF, so stdin is closed
+            // after the prompt; answers to approvals need the prompt as an argument.
             PromptVia::Stdin => StdinMode::Write {
                 initial: prompt.as_bytes().to_vec(),
-                keep_open,
+                keep_open: false,
             },
         };
         SpawnSpec {

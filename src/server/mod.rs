@@ -114,21 +114,26 @@ where
         let _ = stop_tx.send(());
     });
     let mut server = tokio::spawn(async move { server.await });
-    tokio::select! {
-        r = &mut server => return r.map_err(std::io::Error::other)?,
-        _ = stop_rx => {}
-    }
+    let finished = tokio::select! {
+        biased;
+        _ = stop_rx => None,
+        r = &mut server => Some(r),
+    };
     tracing::info!(
         live_tasks = engine.live_count(),
         "shutting down: ending running tasks"
     );
     engine.shutdown().await;
-    match tokio::time::timeout(drain, server).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(std::io::Error::other(e)),
-        Err(_) => {
-            tracing::warn!("connections still open after the drain period; exiting anyway");
-            Ok(())
-        }
-    }
+    let result = match finished {
+        Some(r) => r,
+        None => match tokio::time::timeout(drain, &mut server).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!("connections still open after the drain period; exiting anyway");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    result.map_err(std::io::Error::other)?
 }

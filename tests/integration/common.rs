@@ -23,6 +23,8 @@ pub struct Options {
     pub body_limit: usize,
     pub program: Option<PathBuf>,
     pub legacy_card: bool,
+    pub adapter: &'static str,
+    pub prompt_via: PromptVia,
 }
 
 impl Default for Options {
@@ -35,6 +37,8 @@ impl Default for Options {
             body_limit: 4 * 1024 * 1024,
             program: None,
             legacy_card: true,
+            adapter: "demo",
+            prompt_via: PromptVia::Arg,
         }
     }
 }
@@ -70,7 +74,7 @@ impl TestServer {
             adapter,
             program: o.program.unwrap_or_else(fake_agent),
             extra_args: vec![],
-            prompt_via: PromptVia::Arg,
+            prompt_via: o.prompt_via,
             cwd: dir.path().to_path_buf(),
             model: None,
             force: false,

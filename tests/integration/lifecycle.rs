@@ -267,3 +267,26 @@ async fn shutdown_ends_every_task_and_its_processes() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_jsonl_adapter_runs_any_program_speaking_the_native_protocol() {
+    limit(async {
+        use agent_host::adapter::PromptVia;
+        for via in [PromptVia::Arg, PromptVia::Stdin] {
+            let s = TestServer::with(Options {
+                adapter: "jsonl",
+                prompt_via: via,
+                ..Options::default()
+            })
+            .await;
+            let v = s.rpc("SendMessage", send_params("echo this prompt")).await;
+            let t = &v["result"]["task"];
+            assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{via:?}: {v}");
+            assert_eq!(
+                t["status"]["message"]["parts"][0]["text"],
+                "echo this prompt"
+            );
+        }
+    })
+    .await;
+}
