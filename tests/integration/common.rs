@@ -65,8 +65,8 @@ impl TestServer {
         std::fs::write(dir.path().join("README.md"), "test project\n").expect("write");
         let adapter = Registry::builtin()
             .expect("registry")
-            .get("demo")
-            .expect("demo")
+            .get(o.adapter)
+            .expect("adapter")
             .clone();
         let host_env: Vec<(String, String)> = std::env::vars().collect();
         let launch = Launch {
