@@ -15,7 +15,13 @@ use crate::store::MemoryStore;
 /// agent-host serves local coding-agent CLIs (Claude Code, Codex, Gemini CLI, ... or any
 /// program that prints JSON lines) over the A2A protocol, v1.0 and v0.3, JSON-RPC and SSE.
 #[derive(Debug, Parser)]
-#[command(name = "agent-host", version, about, long_about = None)]
+#[command(
+    name = "agent-host",
+    version,
+    about,
+    long_about = None,
+    after_help = "Quick start:\n  agent-host serve                      # demo agent on http://127.0.0.1:41242\n  AGENT_ADAPTER=jsonl AGENT_BINARY=./my-agent agent-host serve\n  curl -s http://127.0.0.1:41242/.well-known/agent-card.json\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=agent_host=debug) for more."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -1,4 +1,38 @@
-//! agent-host: serves local coding-agent CLIs over the A2A protocol (v1.0 and v0.3).
+//! agent-host serves local coding-agent CLIs over the A2A protocol (v1.0 and v0.3): each A2A
+//! task runs the CLI that the adapter names, its output becomes A2A status and artifact
+//! updates streamed over SSE, its questions become `input-required`, and cancel stops it and
+//! everything it started.
+//!
+//! # Layout
+//!
+//! Dependencies point inward: [`protocol`] ← [`task`], [`adapter`] (pure, no I/O) ←
+//! [`runner`], [`store`], [`engine`], [`server`] (I/O at the edges).
+//!
+//! - [`protocol`]: A2A wire types. v1.0 ([`protocol::v1`]) is the internal model; v0.3
+//!   ([`protocol::v03`]) is converted at the edge; the agent card; error codes
+//!   ([`protocol::A2AError`], the one place that maps errors to JSON-RPC codes).
+//! - [`adapter`]: adapter definitions (`adapters/*.toml`, embedded; [`adapter::AdapterSpec`]),
+//!   the normalized [`adapter::AgentEvent`], and one parser per CLI output format in
+//!   [`adapter::wire`] (the native `agent-host-jsonl` protocol first).
+//! - [`task`]: the task model: [`task::TaskEvent`]s applied to a task in place, the event log
+//!   entry, id rules, and [`task::TurnMapper`] (AgentEvent → A2A updates, exactly one terminal
+//!   state per turn).
+//! - [`runner`]: the only place with child processes, ptys and signals: spawn in its own
+//!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
+//!   group, grace, SIGKILL, reap.
+//! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs)
+//!   and the in-memory store.
+//! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
+//!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
+//!   turn's process from the adapter and settings ([`engine::launch`]).
+//! - [`server`]: the axum router: JSON-RPC for both versions, SSE with replay, the agent card,
+//!   health; graceful shutdown.
+//! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
+//! - [`cli`]: the `serve`, `adapters` and `card` commands (`src/main.rs` only parses and logs).
+//!
+//! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
+//! double CLI that speaks the native protocol and replays recorded transcripts.
+
 pub mod adapter;
 pub mod cli;
 pub mod engine;

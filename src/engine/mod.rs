@@ -2,7 +2,7 @@
 //!
 //! A message without `taskId` creates a task (one turn). Turns of one context run one at a
 //! time (a follow-up that arrives while a turn runs is queued); different contexts run
-//! concurrently. Each running turn is owned by one tokio task ([`turn`]) that owns the CLI
+//! concurrently. Each running turn is owned by one tokio task (`turn.rs`) that owns the CLI
 //! process; everyone else talks to it through a control channel. Every change to a task is
 //! appended to the store and announced on the task's watch channel; subscribers read the log
 //! from their own position, so a slow subscriber never blocks the CLI and never misses events.
