@@ -40,7 +40,8 @@ fn parse_prompt_via(s: &str) -> Result<PromptVia, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "arg" | "argument" => Ok(PromptVia::Arg),
         "stdin" => Ok(PromptVia::Stdin),
-        other => Err(format!("'{other}' is not one of arg, stdin")),
+        "protocol" => Ok(PromptVia::Protocol),
+        other => Err(format!("'{other}' is not one of arg, stdin, protocol")),
     }
 }
 

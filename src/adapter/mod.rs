@@ -20,8 +20,11 @@ pub enum PromptVia {
     /// As the last command-line argument.
     #[default]
     Arg,
-    /// Written to stdin.
+    /// Written to stdin (which is then closed).
     Stdin,
+    /// Sent in the CLI's own input protocol by its wire parser (e.g. a stream-json user
+    /// message, an ACP `session/prompt`); stdin stays open for the conversation.
+    Protocol,
 }
 
 /// What happens to stdin after the prompt.

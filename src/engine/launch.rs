@@ -110,6 +110,10 @@ impl Launch {
                     StdinMode::Null
                 }
             }
+            PromptVia::Protocol => StdinMode::Write {
+                initial: Vec::new(),
+                keep_open: true,
+            },
             // A program that reads its prompt from stdin reads to EOF, so stdin is closed
             // after the prompt; answers to approvals need the prompt as an argument.
             PromptVia::Stdin => StdinMode::Write {
@@ -285,7 +289,14 @@ mod tests {
         via_stdin.prompt_via = PromptVia::Stdin;
         let spec = via_stdin.spawn_spec("p", &SessionArgs::None);
         assert!(
-            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial == b"p")
+            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: false } if initial == b"p")
+        );
+        let mut via_protocol = launch.clone();
+        via_protocol.prompt_via = PromptVia::Protocol;
+        let spec = via_protocol.spawn_spec("p", &SessionArgs::None);
+        assert!(!spec.args.contains(&"p".to_string()));
+        assert!(
+            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial.is_empty())
         );
     }
 

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::{input, Control, Inner, SessionArgs};
-use crate::adapter::wire::{parser_for, WireParser};
+use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
 use crate::runner::{ExitInfo, Output, Process};
@@ -96,13 +96,29 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         }
     };
     tracing::info!(pid = proc.pid(), "agent started");
-    if let SessionArgs::New(s) | SessionArgs::Resume(s) = &session {
-        tracing::debug!(session = %s, "session");
+    let (session_id, resume) = match &session {
+        SessionArgs::New(s) => (Some(s.as_str()), false),
+        SessionArgs::Resume(s) => (Some(s.as_str()), true),
+        SessionArgs::None => (None, false),
+    };
+    let cwd = launch.cwd.to_string_lossy();
+    let opening = parser.start(&TurnStart {
+        prompt: &prompt,
+        session_id,
+        resume,
+        cwd: &cwd,
+        model: launch.model.as_deref(),
+    });
+    if !opening.is_empty() {
+        if let Err(e) = proc.write_stdin(&opening).await {
+            tracing::warn!(error = %e, "could not write the opening message to the agent");
+        }
     }
 
     let grace = launch.cancel_grace;
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let mut events: Vec<AgentEvent> = Vec::new();
+    let mut reply: Vec<u8> = Vec::new();
     let hard_deadline = Instant::now() + launch.timeout;
     let idle = launch.idle_timeout;
     let idle_sleep = tokio::time::sleep(idle);
@@ -141,7 +157,8 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 Some(Output::Line(line)) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
                     events.clear();
-                    parser.parse_line(&line, &mut events);
+                    reply.clear();
+                    parser.parse_line(&line, &mut events, &mut reply);
                     let mut updates = Vec::new();
                     for ev in events.drain(..) {
                         match &ev {
@@ -156,6 +173,11 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         updates.extend(mapper.on_event(ev));
                     }
                     inner.publish(&task_id, &notify, updates).await;
+                    if !reply.is_empty() {
+                        if let Err(e) = proc.write_stdin(&reply).await {
+                            tracing::debug!(error = %e, "could not answer the agent");
+                        }
+                    }
                     if mapper.state().is_terminal() && !lingering {
                         lingering = true;
                         proc.close_stdin();
@@ -202,6 +224,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         }
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
+            if let Some(bytes) = parser.interrupt() {
+                interrupt(&mut proc, &bytes, grace).await;
+            }
             let exit = proc.terminate(grace).await;
             tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
             let reason = match reason {
@@ -265,4 +290,17 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+/// Asks the CLI to end its turn by itself, and gives it `grace` to finish its output. What
+/// it prints meanwhile is not mapped: the task ends the way the host decided.
+async fn interrupt(proc: &mut Process, bytes: &[u8], grace: Duration) {
+    if proc.write_stdin(bytes).await.is_err() {
+        return;
+    }
+    proc.close_stdin();
+    let drain = async { while proc.next().await.is_some() {} };
+    if tokio::time::timeout(grace, drain).await.is_err() {
+        tracing::debug!("the agent did not end its turn after the interrupt");
+    }
 }

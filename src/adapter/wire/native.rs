@@ -22,7 +22,7 @@ fn u64_of(v: &Value, key: &str) -> Option<u64> {
 }
 
 impl WireParser for NativeParser {
-    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
+    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
         let trimmed = line.trim();
         if trimmed.is_empty() {
             return;
@@ -112,7 +112,7 @@ impl WireParser for NativeParser {
         out.push(ev);
     }
 
-    fn encode_decision(&self, d: &Decision) -> Option<Vec<u8>> {
+    fn encode_decision(&mut self, d: &Decision) -> Option<Vec<u8>> {
         let mut obj = json!({
             "type": "approval_response",
             "id": d.id,
@@ -147,7 +147,7 @@ mod tests {
 
     fn parse(line: &str) -> Vec<AgentEvent> {
         let mut out = Vec::new();
-        NativeParser.parse_line(line, &mut out);
+        NativeParser.parse_line(line, &mut out, &mut Vec::new());
         out
     }
 
