@@ -47,8 +47,12 @@ pub enum AgentEvent {
     },
     /// The CLI asks the user something (a permission or a question) and waits.
     ApprovalRequired {
+        /// The CLI's id for the request (used to answer it).
         id: String,
+        /// `command`, `file-edit`, `tool`, `question` or `other`.
         kind: String,
+        /// The tool that asks (e.g. `Bash`), when the CLI says.
+        tool: Option<String>,
         target: Option<String>,
         detail: Option<String>,
         options: Vec<ApprovalOption>,

@@ -188,6 +188,7 @@ impl TurnMapper {
             AgentEvent::ApprovalRequired {
                 id,
                 kind,
+                tool,
                 target,
                 detail,
                 options,
@@ -201,15 +202,7 @@ impl TurnMapper {
                     .iter()
                     .map(|o| json!({"id": o.id, "label": o.label}))
                     .collect();
-                let data = json!({
-                    "kind": "approval",
-                    "approvalId": &id,
-                    "approvalKind": &kind,
-                    "target": target,
-                    "detail": detail,
-                    "options": options,
-                    "reply": "Answer with a message on this task: text 'yes'/'allow' or 'no'/'deny', or a data part {\"decision\":\"allow\"|\"deny\"}",
-                });
+                let data = approval_data(&id, &kind, tool.as_deref(), target.as_deref(), detail.as_deref(), &options);
                 self.pending_approval = Some((id, kind));
                 let msg = Message::agent(
                     vec![Part::text(what), Part::data(data)],
@@ -350,6 +343,32 @@ impl TurnMapper {
             metadata: None,
         })
     }
+}
+
+/// The cross-CLI shape of an approval request, sent as a data part of the input-required
+/// status message: `approvalId`, `kind` (command, file-edit, tool, question, other), `tool`,
+/// `target`, `detail`, `options` (each `{id, label}`), and how to answer.
+pub fn approval_data(
+    id: &str,
+    kind: &str,
+    tool: Option<&str>,
+    target: Option<&str>,
+    detail: Option<&str>,
+    options: &[crate::adapter::ApprovalOption],
+) -> Value {
+    let options: Vec<Value> = options
+        .iter()
+        .map(|o| json!({"id": o.id, "label": o.label}))
+        .collect();
+    json!({
+        "approvalId": id,
+        "kind": kind,
+        "tool": tool,
+        "target": target,
+        "detail": detail,
+        "options": options,
+        "answer": "Reply on this task: text yes/no, or a data part {\"approvalId\": ..., \"decision\": \"allow\"|\"deny\"}",
+    })
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -519,6 +538,7 @@ mod tests {
         let out = m.on_event(AgentEvent::ApprovalRequired {
             id: "a1".into(),
             kind: "command".into(),
+            tool: Some("Bash".into()),
             target: Some("rm -rf build".into()),
             detail: None,
             options: vec![],

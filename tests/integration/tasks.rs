@@ -209,7 +209,8 @@ async fn approval_round_trip_allow_and_deny() {
                 .iter()
                 .find_map(|p| p.get("data"))
                 .expect("approval data part");
-            assert_eq!(data["kind"], "approval");
+            assert_eq!(data["kind"], "command");
+            assert_eq!(data["tool"], "Bash");
             assert!(data["approvalId"].is_string());
             let id = t["id"].as_str().unwrap().to_string();
             let ctx = t["contextId"].as_str().unwrap().to_string();

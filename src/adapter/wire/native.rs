@@ -75,7 +75,8 @@ impl WireParser for NativeParser {
             },
             "approval_required" => AgentEvent::ApprovalRequired {
                 id: str_of(&v, "id").unwrap_or_default(),
-                kind: str_of(&v, "kind").unwrap_or_else(|| "permission".into()),
+                kind: str_of(&v, "kind").unwrap_or_else(|| "other".into()),
+                tool: str_of(&v, "tool"),
                 target: str_of(&v, "target"),
                 detail: str_of(&v, "detail"),
                 options: v
