@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Drive agent-host with the official Python A2A SDK (a2a-sdk 1.3.0).
+
+Usage: python py_client.py BASE_URL VERSION      (VERSION: 1.0 or 0.3)
+
+The protocol version is pinned by keeping only the card's supportedInterfaces
+of that version, so the SDK picks its native v1.0 transport or its v0.3 compat
+transport. Each step prints one line; any deviation exits non-zero with a
+message saying what was expected and what came back. Every network await is
+bounded by a timeout so a misbehaving server cannot hang CI.
+"""
+
+import asyncio
+import sys
+import uuid
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+
+TIMEOUT = 30.0  # seconds, for every single await / whole stream
+
+
+class Deviation(Exception):
+    pass
+
+
+def state_name(state):
+    try:
+        return TaskState.Name(state)
+    except ValueError:
+        return f'<unknown state {state}>'
+
+
+def check(cond, what):
+    if not cond:
+        raise Deviation(what)
+
+
+async def bounded(awaitable, what):
+    try:
+        return await asyncio.wait_for(awaitable, TIMEOUT)
+    except asyncio.TimeoutError:
+        raise Deviation(f'{what}: no answer within {TIMEOUT:.0f} s') from None
+
+
+async def drain(agen, what):
+    """Collect every event of an SDK stream, bounded as a whole."""
+
+    async def run():
+        return [ev async for ev in agen]
+
+    return await bounded(run(), what)
+
+
+def step(name, detail):
+    print(f'{name:<10} ok  {detail}', flush=True)
+
+
+def message(text, task_id=None):
+    msg = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]
+    )
+    if task_id:
+        msg.task_id = task_id
+    return msg
+
+
+def artifact_text(task):
+    return ''.join(p.text for a in task.artifacts for p in a.parts if p.text)
+
+
+def describe(ev):
+    kind = ev.WhichOneof('payload')
+    if kind == 'task':
+        return f'task({state_name(ev.task.status.state)})'
+    if kind == 'status_update':
+        return f'status_update({state_name(ev.status_update.status.state)})'
+    return kind or '<empty>'
+
+
+def check_stream(events, what, task_id=None):
+    """First event a task, then updates, last status COMPLETED; returns the task id."""
+    kinds = [describe(e) for e in events]
+    check(events, f'{what}: the stream ended without any event')
+    check(
+        events[0].WhichOneof('payload') == 'task',
+        f'{what}: expected the first event to be a task, got {kinds}',
+    )
+    tid = events[0].task.id
+    check(tid, f'{what}: the first task event has an empty id')
+    if task_id:
+        check(tid == task_id, f'{what}: the stream is about task {tid}, expected {task_id}')
+    for e in events[1:]:
+        k = e.WhichOneof('payload')
+        check(
+            k in ('status_update', 'artifact_update'),
+            f'{what}: expected only status/artifact updates after the task, got {kinds}',
+        )
+        ev_tid = getattr(e, k).task_id
+        check(ev_tid == tid, f'{what}: {k} for task {ev_tid!r}, expected {tid!r}')
+    statuses = [e.status_update.status.state for e in events if e.HasField('status_update')]
+    last = statuses[-1] if statuses else events[0].task.status.state
+    check(
+        last == TaskState.TASK_STATE_COMPLETED,
+        f'{what}: expected the last status to be TASK_STATE_COMPLETED, got {state_name(last)} (events {kinds})',
+    )
+    return tid, kinds
+
+
+async def main(base, version):
+    http = httpx.AsyncClient(timeout=TIMEOUT)
+    try:
+        # 1. card, pinned to one protocol version
+        card = await bounded(A2ACardResolver(http, base).get_agent_card(), 'card')
+        check(card.name, 'card: name is empty')
+        check(card.capabilities.streaming, 'card: capabilities.streaming is not true')
+        keep = [i for i in card.supported_interfaces if i.protocol_version == version]
+        check(
+            keep,
+            f'card: no supportedInterfaces entry with protocolVersion {version!r} '
+            f'(have {[(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]})',
+        )
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(keep)
+
+        def config(streaming):
+            return ClientConfig(
+                streaming=streaming,
+                supported_protocol_bindings=['JSONRPC'],
+                httpx_client=http,
+            )
+
+        plain = await create_client(card, config(False))
+        streaming = await create_client(card, config(True))
+        step('card', f'{card.name!r} via {type(plain._transport).__name__} {version}')
+
+        # 2. blocking send
+        events = await drain(plain.send_message(SendMessageRequest(message=message('hello'))), 'send')
+        check(len(events) == 1, f'send: expected one result, got {[describe(e) for e in events]}')
+        check(events[0].HasField('task'), f'send: expected a task, got {describe(events[0])}')
+        task = events[0].task
+        check(
+            task.status.state == TaskState.TASK_STATE_COMPLETED,
+            f'send: expected TASK_STATE_COMPLETED for a blocking send, got {state_name(task.status.state)}',
+        )
+        check(task.artifacts, 'send: the completed task has no artifacts')
+        check(artifact_text(task).strip(), 'send: the artifacts have no text')
+        step('send', f'task {task.id} {state_name(task.status.state)}, artifact text {artifact_text(task)[:40]!r}')
+
+        # 3. get task with history_length=1
+        got = await bounded(plain.get_task(GetTaskRequest(id=task.id, history_length=1)), 'get')
+        check(got.id == task.id, f'get: asked for {task.id}, got {got.id}')
+        check(
+            got.status.state == TaskState.TASK_STATE_COMPLETED,
+            f'get: expected TASK_STATE_COMPLETED, got {state_name(got.status.state)}',
+        )
+        check(len(got.history) <= 1, f'get: history_length=1 but {len(got.history)} messages came back')
+        step('get', f'{state_name(got.status.state)}, history {len(got.history)}')
+
+        # 4. list tasks (v1.0 only: v0.3 has no tasks/list)
+        if version == '1.0':
+            listed = await bounded(plain.list_tasks(ListTasksRequest()), 'list')
+            ids = [t.id for t in listed.tasks]
+            check(task.id in ids, f'list: task {task.id} is not among the {len(ids)} listed tasks')
+            step('list', f'{len(ids)} task(s), ours included')
+        else:
+            print(f'{"list":<10} --  skipped (no tasks/list in v0.3)', flush=True)
+
+        # 5. non-blocking send of a hanging prompt, then cancel it
+        req = SendMessageRequest(
+            message=message('please hang'),
+            configuration=SendMessageConfiguration(return_immediately=True),
+        )
+        events = await drain(plain.send_message(req), 'send-nb')
+        check(len(events) == 1 and events[0].HasField('task'), f'send-nb: expected a task, got {[describe(e) for e in events]}')
+        hung = events[0].task
+        check(
+            hung.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING),
+            f'send-nb: expected SUBMITTED or WORKING right after a non-blocking send, got {state_name(hung.status.state)}',
+        )
+        step('send-nb', f'task {hung.id} {state_name(hung.status.state)}')
+
+        canceled = await bounded(plain.cancel_task(CancelTaskRequest(id=hung.id)), 'cancel')
+        check(canceled.id == hung.id, f'cancel: asked for {hung.id}, got {canceled.id}')
+        check(
+            canceled.status.state == TaskState.TASK_STATE_CANCELED,
+            f'cancel: expected TASK_STATE_CANCELED, got {state_name(canceled.status.state)}',
+        )
+        step('cancel', state_name(canceled.status.state))
+
+        # 6. streaming send
+        events = await drain(streaming.send_message(SendMessageRequest(message=message('hello'))), 'stream')
+        _, kinds = check_stream(events, 'stream')
+        check(
+            any(e.HasField('status_update') for e in events),
+            f'stream: expected at least one status update, got {kinds}',
+        )
+        check(
+            any(e.HasField('artifact_update') for e in events),
+            f'stream: expected at least one artifact update, got {kinds}',
+        )
+        step('stream', f'{len(events)} events: {kinds[0]}, ..., {kinds[-1]}')
+
+        # 7. non-blocking "slow" send, then subscribe to it
+        req = SendMessageRequest(
+            message=message('slow hello'),
+            configuration=SendMessageConfiguration(return_immediately=True),
+        )
+        events = await drain(plain.send_message(req), 'send-slow')
+        check(len(events) == 1 and events[0].HasField('task'), f'send-slow: expected a task, got {[describe(e) for e in events]}')
+        slow = events[0].task
+        check(
+            slow.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING),
+            f'send-slow: expected SUBMITTED or WORKING, got {state_name(slow.status.state)}',
+        )
+        events = await drain(streaming.subscribe(SubscribeToTaskRequest(id=slow.id)), 'subscribe')
+        _, kinds = check_stream(events, 'subscribe', task_id=slow.id)
+        step('subscribe', f'{len(events)} events: {kinds[0]}, ..., {kinds[-1]}')
+    finally:
+        await http.aclose()
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 3 or sys.argv[2] not in ('1.0', '0.3'):
+        sys.exit('usage: py_client.py BASE_URL 1.0|0.3')
+    base_url, ver = sys.argv[1].rstrip('/'), sys.argv[2]
+    try:
+        asyncio.run(main(base_url, ver))
+    except Deviation as e:
+        print(f'FAIL py {ver}: {e}', file=sys.stderr, flush=True)
+        sys.exit(1)
+    except Exception as e:  # SDK errors: show type and message, not just a traceback
+        print(f'FAIL py {ver}: {type(e).__name__}: {e}', file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(f'PASS py {ver}', flush=True)

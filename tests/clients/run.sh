@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Real-client tests: the official A2A SDKs (Python a2a-sdk, JS @a2a-js/sdk) run
+# their flows against one agent-host server, in both protocol versions.
+#
+# Usage: tests/clients/run.sh [PATH_TO_AGENT_HOST]
+#   binary: the argument, else $AGENT_HOST_BIN, else target/debug/agent-host
+#   (relative to the repo root). Builds nothing: build the server first
+#   (`cargo build`, which also builds fake-agent, the demo agent's program).
+# Client dependencies live in tests/clients/.venv and tests/clients/node_modules
+# (git-ignored) and are installed from the pinned files when missing.
+# Prints one summary line per combination, then "N passed, M failed"; exits
+# non-zero if any combination failed or the server could not be started.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+
+bin="${1:-${AGENT_HOST_BIN:-$root/target/debug/agent-host}}"
+if [[ ! -x "$bin" ]]; then
+    echo "run.sh: agent-host binary '$bin' not found or not executable (build it with cargo build)" >&2
+    exit 2
+fi
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+
+py_timeout=120
+health_wait_s=20
+
+# --- client dependencies (only when missing; .ci/run installs them up front) ---
+venv="$here/.venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "run.sh: creating $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet -r "$here/requirements.txt"
+fi
+if [[ ! -d "$here/node_modules/@a2a-js/sdk" ]]; then
+    echo "run.sh: installing node_modules (npm ci)"
+    (cd "$here" && npm ci --no-audit --no-fund)
+fi
+
+# --- server ---
+work="$(mktemp -d "${TMPDIR:-/tmp}/agent-host-clients.XXXXXX")"
+server_pid=""
+cleanup() {
+    if [[ -n "$server_pid" ]]; then
+        # setsid made the server a process group leader: stop it and its agents.
+        kill -TERM -- "-$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 30); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL -- "-$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+base="http://127.0.0.1:$port"
+log="$work/server.log"
+
+# The demo adapter is pinned (an installed real CLI would otherwise be served);
+# settings that could come from the caller's environment are cleared.
+(
+    cd "$work"
+    exec env -u AGENT_HOST_CONFIG -u AGENT_BINARY -u AGENT_ARGS -u AGENT_PROMPT_VIA \
+        -u AGENT_HOST_ADAPTERS_DIR -u AGENT_HOST_PUBLIC_URL -u AGENT_HOST_CARD_LEGACY_V03 \
+        AGENT_ADAPTER=demo AGENT_HOST_BIND=127.0.0.1 PORT="$port" AGENT_REPO_PATH="$work" \
+        setsid "$bin" serve
+) >"$log" 2>&1 &
+server_pid=$!
+
+echo "run.sh: server $bin (pid $server_pid) at $base, log $log"
+if ! python3 - "$base/health" "$health_wait_s" "$server_pid" <<'EOF'; then
+import os, sys, time, urllib.request
+url, wait, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+deadline = time.monotonic() + wait
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit(f"the server exited before answering {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+sys.exit(f"no 200 from {url} within {wait:.0f} s")
+EOF
+    echo "run.sh: the server did not become healthy; its log:" >&2
+    sed 's/^/    server| /' "$log" >&2 || true
+    echo "0 passed, 4 failed"
+    exit 1
+fi
+
+# --- the four combinations ---
+passed=0
+failed=0
+summary=()
+run_one() { # name, command...
+    local name="$1"
+    shift
+    local out="$work/$(echo "$name" | tr ' .' '__').out"
+    local start rc=0
+    start=$(date +%s.%N)
+    echo
+    echo "=== $name ==="
+    (cd "$here" && timeout "$py_timeout" "$@" "$base" "${name##* }") >"$out" 2>&1 || rc=$?
+    sed 's/^/    /' "$out"
+    local took
+    took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
+    if [[ $rc -eq 0 ]]; then
+        passed=$((passed + 1))
+        summary+=("PASS  $name  (${took} s)")
+    else
+        failed=$((failed + 1))
+        local why
+        if [[ $rc -eq 124 ]]; then
+            why="timed out after ${py_timeout} s"
+        else
+            why="exit $rc: $(grep -m1 '^FAIL' "$out" || tail -n1 "$out")"
+        fi
+        summary+=("FAIL  $name  (${took} s)  $why")
+    fi
+}
+
+run_one "py 1.0" "$venv/bin/python" py_client.py
+run_one "py 0.3" "$venv/bin/python" py_client.py
+run_one "js 1.0" node js_client.mjs
+run_one "js 0.3" node js_client.mjs
+
+if ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "run.sh: the server died during the tests" >&2
+fi
+if [[ $failed -gt 0 ]]; then
+    echo
+    echo "--- server log (last 60 lines) ---"
+    tail -n 60 "$log" | sed 's/^/    server| /'
+fi
+
+echo
+echo "--- real clients ---"
+for line in "${summary[@]}"; do echo "$line"; done
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
