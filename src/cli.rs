@@ -38,6 +38,12 @@ pub enum Command {
     Adapters(ServeArgs),
     /// Print the agent card the server would serve.
     Card(ServeArgs),
+    /// Run the built-in demo agent (what the `demo` adapter starts; see `fake-agent --help`).
+    #[command(hide = true, disable_help_flag = true)]
+    FakeAgent {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Failure to start.

@@ -36,6 +36,7 @@
 pub mod adapter;
 pub mod cli;
 pub mod engine;
+pub mod fake_agent;
 pub mod protocol;
 pub mod runner;
 pub mod server;

@@ -17,10 +17,19 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {
+    if let Command::FakeAgent { args } = cli.command {
+        agent_host::fake_agent::main_with(args.into_iter());
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli.command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
             init_logging(settings.log_format);
@@ -34,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
             let settings = Settings::resolve(&args)?;
             println!("{}", cli::print_card(&settings)?);
         }
+        Command::FakeAgent { args } => agent_host::fake_agent::main_with(args.into_iter()),
     }
     Ok(())
 }

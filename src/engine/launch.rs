@@ -28,11 +28,17 @@ pub const BASE_ENV: &[&str] = &[
     "XDG_RUNTIME_DIR",
 ];
 
+/// An adapter `binary` naming the running agent-host executable itself (the demo agent is
+/// `agent-host fake-agent`).
+pub const SELF_BINARY: &str = "{self}";
+
 /// Why the adapter's program cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("adapter '{adapter}' names no program; set {hint}")]
     NoProgram { adapter: String, hint: String },
+    #[error("'{path}' (adapter '{adapter}') is not an executable file")]
+    NotExecutable { adapter: String, path: String },
     #[error("'{program}' (adapter '{adapter}') was not found next to agent-host or on PATH; install it or set {env_var}")]
     NotFound {
         adapter: String,
@@ -194,27 +200,42 @@ pub fn resolve_program(
             hint: format!("AGENT_BINARY or {env_var}"),
         });
     }
+    if name == SELF_BINARY {
+        return std::env::current_exe().map_err(|_| LaunchError::NotFound {
+            adapter: adapter.id.clone(),
+            program: name.clone(),
+            env_var: env_var.clone(),
+        });
+    }
     let not_found = || LaunchError::NotFound {
         adapter: adapter.id.clone(),
         program: name.clone(),
         env_var: env_var.clone(),
     };
     if name.contains('/') {
-        let p = cwd.join(&name);
-        return if p.is_file() { Ok(p) } else { Err(not_found()) };
+        let base = std::env::current_dir().unwrap_or_else(|_| cwd.to_path_buf());
+        let p = base.join(&name);
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(LaunchError::NotExecutable {
+                adapter: adapter.id.clone(),
+                path: name.clone(),
+            })
+        };
     }
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
     {
         let sibling = dir.join(&name);
-        if sibling.is_file() {
+        if is_executable(&sibling) {
             return Ok(sibling);
         }
         // `cargo test` puts test binaries in target/debug/deps, next to target/debug.
         if let Some(parent) = dir.parent() {
             let up = parent.join(&name);
-            if dir.ends_with("deps") && up.is_file() {
+            if dir.ends_with("deps") && is_executable(&up) {
                 return Ok(up);
             }
         }
@@ -225,6 +246,11 @@ pub fn resolve_program(
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     which::which_in(&name, Some(path), cwd).map_err(|_| not_found())
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -278,12 +304,28 @@ mod tests {
         let first = launch.spawn_spec("hello", &SessionArgs::New("s1".into()));
         assert_eq!(
             first.args,
-            ["--x", "--model", "m1", "--session-id", "s1", "hello"]
+            [
+                "--x",
+                "fake-agent",
+                "--model",
+                "m1",
+                "--session-id",
+                "s1",
+                "hello"
+            ]
         );
         let next = launch.spawn_spec("again", &SessionArgs::Resume("s1".into()));
         assert_eq!(
             next.args,
-            ["--x", "--model", "m1", "--resume", "s1", "again"]
+            [
+                "--x",
+                "fake-agent",
+                "--model",
+                "m1",
+                "--resume",
+                "s1",
+                "again"
+            ]
         );
         let mut via_stdin = launch.clone();
         via_stdin.prompt_via = PromptVia::Stdin;

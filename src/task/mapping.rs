@@ -193,16 +193,16 @@ impl TurnMapper {
                 detail,
                 options,
             } => {
-                let what = match (&target, &detail) {
-                    (Some(t), _) => format!("The agent asks for approval ({kind}): {t}"),
-                    (None, Some(d)) => format!("The agent asks ({kind}): {d}"),
-                    (None, None) => format!("The agent asks for approval ({kind})"),
-                };
-                let options: Vec<Value> = options
-                    .iter()
-                    .map(|o| json!({"id": o.id, "label": o.label}))
-                    .collect();
-                let data = approval_data(&id, &kind, tool.as_deref(), target.as_deref(), detail.as_deref(), &options);
+                let what =
+                    approval_text(&kind, tool.as_deref(), target.as_deref(), detail.as_deref());
+                let data = approval_data(
+                    &id,
+                    &kind,
+                    tool.as_deref(),
+                    target.as_deref(),
+                    detail.as_deref(),
+                    &options,
+                );
                 self.pending_approval = Some((id, kind));
                 let msg = Message::agent(
                     vec![Part::text(what), Part::data(data)],
@@ -343,6 +343,35 @@ impl TurnMapper {
             metadata: None,
         })
     }
+}
+
+/// The readable text of an approval request: a question as asked; a permission request as
+/// "The agent asks to use Bash: rm -rf build (detail)".
+fn approval_text(
+    kind: &str,
+    tool: Option<&str>,
+    target: Option<&str>,
+    detail: Option<&str>,
+) -> String {
+    if kind == "question" {
+        return detail
+            .or(target)
+            .map(str::to_string)
+            .unwrap_or_else(|| "The agent asks a question".to_string());
+    }
+    let mut s = match tool {
+        Some(t) => format!("The agent asks for approval to use {t}"),
+        None => format!("The agent asks for approval ({kind})"),
+    };
+    if let Some(t) = target {
+        s.push_str(": ");
+        s.push_str(t);
+    }
+    if let Some(d) = detail.filter(|d| Some(*d) != target) {
+        s.push_str(&format!(" ({d})"));
+    }
+    s.push_str(". Answer yes or no.");
+    s
 }
 
 /// The cross-CLI shape of an approval request, sent as a data part of the input-required

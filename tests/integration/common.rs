@@ -72,7 +72,14 @@ impl TestServer {
         let launch = Launch {
             env: child_env(&adapter, &host_env, &[]),
             adapter,
-            program: o.program.unwrap_or_else(fake_agent),
+            // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
+            program: o.program.unwrap_or_else(|| {
+                if o.adapter == "demo" {
+                    PathBuf::from(env!("CARGO_BIN_EXE_agent-host"))
+                } else {
+                    fake_agent()
+                }
+            }),
             extra_args: vec![],
             prompt_via: o.prompt_via,
             cwd: dir.path().to_path_buf(),
