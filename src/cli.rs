@@ -129,7 +129,7 @@ pub fn launch_for(settings: &Settings, adapter: AdapterSpec) -> Result<Launch, S
         &settings.repo_path,
     )?;
     let child_env = child_env(&adapter, &env, &settings.pass_env);
-    let l = &adapter.limits;
+    let limits = settings.limits.resolve(&adapter.limits);
     Ok(Launch {
         program,
         extra_args: settings.args.clone(),
@@ -138,19 +138,10 @@ pub fn launch_for(settings: &Settings, adapter: AdapterSpec) -> Result<Launch, S
         env: child_env,
         model: settings.model.clone(),
         force: settings.force,
-        max_line_bytes: l.max_line_bytes.unwrap_or(settings.max_line_bytes),
-        timeout: l
-            .timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(settings.timeout),
-        idle_timeout: l
-            .idle_timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(settings.idle_timeout),
-        cancel_grace: l
-            .cancel_grace_ms
-            .map(Duration::from_millis)
-            .unwrap_or(settings.cancel_grace),
+        max_line_bytes: limits.max_line_bytes,
+        timeout: limits.timeout,
+        idle_timeout: limits.idle_timeout,
+        cancel_grace: limits.cancel_grace,
         adapter,
     })
 }
@@ -189,6 +180,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let adapter = choose_adapter(&settings, &registry, &host_env())?;
     let launch = launch_for(&settings, adapter)?;
     tracing::info!(adapter = %launch.adapter.id, program = %launch.program.display(), cwd = %launch.cwd.display(), "agent");
+    let launch_grace = launch.cancel_grace;
     let engine = Engine::new(Arc::new(MemoryStore::new()), launch);
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
@@ -207,7 +199,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let limits = HttpLimits {
         body_limit: settings.body_limit,
     };
-    let drain = settings.cancel_grace + Duration::from_secs(10);
+    let drain = launch_grace + Duration::from_secs(10);
     server::serve(listener, state, limits, shutdown_signal(), drain)
         .await
         .map_err(StartError::Serve)?;

@@ -55,7 +55,7 @@ pub struct ServeArgs {
     /// Adapter to serve (demo, jsonl, ...); unset: the first installed known CLI, else demo
     #[arg(long, env = "AGENT_ADAPTER", value_name = "ID")]
     pub adapter: Option<String>,
-    /// Port to listen on [default: 41242]
+    /// Port to listen on [default: 41242]; ignored when --bind includes a port
     #[arg(long, env = "PORT")]
     pub port: Option<u16>,
     /// Address to bind, ADDR or ADDR:PORT [default: 127.0.0.1]
@@ -67,7 +67,7 @@ pub struct ServeArgs {
     /// Hard time limit of a task in ms [default: 1800000 = 30 min]
     #[arg(long, env = "AGENT_TIMEOUT_MS", value_name = "MS")]
     pub timeout_ms: Option<u64>,
-    /// A task whose agent prints nothing for this long fails, in ms [default: 600000 = 10 min]
+    /// A task whose agent prints nothing for this long fails, in ms; paused while the task waits for input [default: 600000 = 10 min]
     #[arg(long, env = "AGENT_IDLE_EXIT_MS", value_name = "MS")]
     pub idle_timeout_ms: Option<u64>,
     /// Time between SIGTERM and SIGKILL when stopping an agent, in ms [default: 5000]
@@ -82,10 +82,10 @@ pub struct ServeArgs {
     /// Model passed to the agent (adapters' model_args)
     #[arg(long, env = "AGENT_MODEL")]
     pub model: Option<String>,
-    /// Program to run (for the jsonl adapter; overrides any adapter's binary)
+    /// Program to run: required by the jsonl adapter, replaces any adapter's binary (<ID>_PATH still wins)
     #[arg(long, env = "AGENT_BINARY", value_name = "PROGRAM")]
     pub binary: Option<String>,
-    /// Extra arguments for the program, shell-style words
+    /// Extra arguments for the program, shell-style words, placed before the adapter's own
     #[arg(
         long = "args",
         env = "AGENT_ARGS",
@@ -93,7 +93,7 @@ pub struct ServeArgs {
         allow_hyphen_values = true
     )]
     pub agent_args: Option<String>,
-    /// How the prompt reaches the program: arg (last argument) or stdin
+    /// How the prompt reaches the program: arg (last argument), stdin (then closed) or protocol [default: the adapter's `prompt`]
     #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin", value_parser = parse_prompt_via)]
     pub prompt_via: Option<PromptVia>,
     /// Directory of adapter TOML files that add to or override the built-in ones (same id wins)
@@ -114,7 +114,7 @@ pub struct ServeArgs {
     #[arg(long, env = "AGENT_HOST_BODY_LIMIT", value_name = "BYTES")]
     pub body_limit: Option<usize>,
     /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
-    #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool)]
+    #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub card_legacy_v03: Option<bool>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
@@ -206,22 +206,64 @@ pub struct Settings {
     pub adapter: Option<String>,
     pub adapters_dir: Option<PathBuf>,
     pub repo_path: PathBuf,
-    pub timeout: Duration,
-    pub idle_timeout: Duration,
-    pub cancel_grace: Duration,
+    /// Limits set by the config file, environment or flags (they win over an adapter's own).
+    pub limits: TurnLimits,
     pub force: bool,
     pub model: Option<String>,
     pub binary: Option<String>,
     pub args: Vec<String>,
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Vec<String>,
-    pub max_line_bytes: usize,
     pub body_limit: usize,
     pub sse_keepalive: Duration,
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
     pub log_format: LogFormat,
+}
+
+/// Limits of a turn as configured; unset ones fall back to the adapter's `[limits]`, then to
+/// the built-in defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnLimits {
+    pub timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub cancel_grace: Option<Duration>,
+    pub max_line_bytes: Option<usize>,
+}
+
+/// Limits of a turn after the fallbacks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResolvedLimits {
+    pub timeout: Duration,
+    pub idle_timeout: Duration,
+    pub cancel_grace: Duration,
+    pub max_line_bytes: usize,
+}
+
+impl TurnLimits {
+    /// Configured values, else the adapter's, else the defaults.
+    pub fn resolve(&self, adapter: &crate::adapter::Limits) -> ResolvedLimits {
+        let ms = Duration::from_millis;
+        ResolvedLimits {
+            timeout: self
+                .timeout
+                .or(adapter.timeout_ms.map(ms))
+                .unwrap_or(ms(DEFAULT_TIMEOUT_MS)),
+            idle_timeout: self
+                .idle_timeout
+                .or(adapter.idle_timeout_ms.map(ms))
+                .unwrap_or(ms(DEFAULT_IDLE_MS)),
+            cancel_grace: self
+                .cancel_grace
+                .or(adapter.cancel_grace_ms.map(ms))
+                .unwrap_or(ms(DEFAULT_GRACE_MS)),
+            max_line_bytes: self
+                .max_line_bytes
+                .or(adapter.max_line_bytes)
+                .unwrap_or(DEFAULT_MAX_LINE),
+        }
+    }
 }
 
 impl FileConfig {
@@ -333,23 +375,27 @@ impl Settings {
                 .clone()
                 .or_else(|| ag.adapters_dir.clone()),
             repo_path,
-            timeout: Duration::from_millis(positive(
-                "AGENT_TIMEOUT_MS",
-                args.timeout_ms
+            limits: TurnLimits {
+                timeout: args
+                    .timeout_ms
                     .or(ag.timeout_ms)
-                    .unwrap_or(DEFAULT_TIMEOUT_MS),
-            )?),
-            idle_timeout: Duration::from_millis(positive(
-                "AGENT_IDLE_EXIT_MS",
-                args.idle_timeout_ms
+                    .map(|v| positive("AGENT_TIMEOUT_MS", v).map(Duration::from_millis))
+                    .transpose()?,
+                idle_timeout: args
+                    .idle_timeout_ms
                     .or(ag.idle_timeout_ms)
-                    .unwrap_or(DEFAULT_IDLE_MS),
-            )?),
-            cancel_grace: Duration::from_millis(
-                args.cancel_grace_ms
+                    .map(|v| positive("AGENT_IDLE_EXIT_MS", v).map(Duration::from_millis))
+                    .transpose()?,
+                cancel_grace: args
+                    .cancel_grace_ms
                     .or(ag.cancel_grace_ms)
-                    .unwrap_or(DEFAULT_GRACE_MS),
-            ),
+                    .map(Duration::from_millis),
+                max_line_bytes: args
+                    .max_line_bytes
+                    .or(ag.max_line_bytes)
+                    .map(|v| positive("AGENT_MAX_LINE_BYTES", v as u64).map(|v| v as usize))
+                    .transpose()?,
+            },
             force: args.force.or(ag.force).unwrap_or(false),
             model: args
                 .model
@@ -372,12 +418,6 @@ impl Settings {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
-            max_line_bytes: positive(
-                "AGENT_MAX_LINE_BYTES",
-                args.max_line_bytes
-                    .or(ag.max_line_bytes)
-                    .unwrap_or(DEFAULT_MAX_LINE) as u64,
-            )? as usize,
             body_limit: positive(
                 "AGENT_HOST_BODY_LIMIT",
                 args.body_limit
@@ -407,8 +447,21 @@ mod tests {
     fn defaults() {
         let s = Settings::resolve(&ServeArgs::default()).unwrap();
         assert_eq!(s.bind, "127.0.0.1:41242".parse().unwrap());
-        assert_eq!(s.timeout, Duration::from_secs(1800));
-        assert_eq!(s.idle_timeout, Duration::from_secs(600));
+        let l = s.limits.resolve(&crate::adapter::Limits::default());
+        assert_eq!(l.timeout, Duration::from_secs(1800));
+        assert_eq!(l.idle_timeout, Duration::from_secs(600));
+        assert_eq!(l.cancel_grace, Duration::from_secs(5));
+        // An adapter's limits apply where the configuration says nothing, not over it.
+        let adapter = crate::adapter::Limits {
+            timeout_ms: Some(1000),
+            idle_timeout_ms: Some(2000),
+            ..Default::default()
+        };
+        let mut configured = s.limits.clone();
+        configured.idle_timeout = Some(Duration::from_secs(7));
+        let l = configured.resolve(&adapter);
+        assert_eq!(l.timeout, Duration::from_secs(1));
+        assert_eq!(l.idle_timeout, Duration::from_secs(7));
         assert!(!s.force);
         assert!(s.card_legacy_v03);
     }
@@ -428,7 +481,7 @@ mod tests {
         };
         let s = Settings::resolve(&args).unwrap();
         assert_eq!(s.bind, "0.0.0.0:9000".parse().unwrap());
-        assert_eq!(s.timeout, Duration::from_secs(5));
+        assert_eq!(s.limits.timeout, Some(Duration::from_secs(5)));
         assert!(s.force);
         assert_eq!(s.args, ["-v"]);
         assert!(!s.card_legacy_v03);

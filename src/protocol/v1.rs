@@ -14,8 +14,10 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// `TaskState`, serialized by its proto name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+/// `TaskState`, serialized by its proto name. Read liberally, as ProtoJSON parsers do: the
+/// proto name, its number, or (for clients of both versions) a v0.3 name; an unknown name is
+/// `TASK_STATE_UNSPECIFIED` (what the JS SDK sends as `"UNRECOGNIZED"` for an unset filter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Default)]
 pub enum TaskState {
     #[default]
     #[serde(rename = "TASK_STATE_UNSPECIFIED")]
@@ -91,8 +93,8 @@ impl TaskState {
     }
 }
 
-/// `Role`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// `Role`. Read liberally like [`TaskState`]: name, number, or v0.3 `user`/`agent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum Role {
     #[default]
     #[serde(rename = "ROLE_UNSPECIFIED")]
@@ -101,6 +103,66 @@ pub enum Role {
     User,
     #[serde(rename = "ROLE_AGENT")]
     Agent,
+}
+
+impl TaskState {
+    /// The state with this proto number.
+    pub fn from_number(n: i64) -> Option<TaskState> {
+        Some(match n {
+            0 => TaskState::Unspecified,
+            1 => TaskState::Submitted,
+            2 => TaskState::Working,
+            3 => TaskState::Completed,
+            4 => TaskState::Failed,
+            5 => TaskState::Canceled,
+            6 => TaskState::InputRequired,
+            7 => TaskState::Rejected,
+            8 => TaskState::AuthRequired,
+            _ => return None,
+        })
+    }
+}
+
+/// Reads a proto enum given as a name or a number; `Ok(None)` for an unknown one.
+fn enum_value<'de, D, T>(
+    d: D,
+    by_name: impl Fn(&str) -> Option<T>,
+    by_number: impl Fn(i64) -> Option<T>,
+) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    match Value::deserialize(d)? {
+        Value::String(s) => Ok(by_name(&s)),
+        Value::Number(n) => Ok(n.as_i64().and_then(by_number)),
+        Value::Null => Ok(None),
+        other => Err(D::Error::custom(format!(
+            "expected an enum name or number, found {other}"
+        ))),
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(enum_value(d, TaskState::parse_lenient, TaskState::from_number)?.unwrap_or_default())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let by_name = |s: &str| match s {
+            "ROLE_USER" | "user" => Some(Role::User),
+            "ROLE_AGENT" | "agent" => Some(Role::Agent),
+            _ => None,
+        };
+        let by_number = |n: i64| match n {
+            1 => Some(Role::User),
+            2 => Some(Role::Agent),
+            _ => None,
+        };
+        Ok(enum_value(d, by_name, by_number)?.unwrap_or_default())
+    }
 }
 
 /// `Part`: exactly one of `text`, `raw`, `url`, `data`, plus optional metadata, filename and
@@ -480,6 +542,23 @@ mod tests {
             serde_json::to_value(&r).unwrap(),
             json!({"tasks":[],"nextPageToken":"","pageSize":50,"totalSize":0})
         );
+    }
+
+    #[test]
+    fn enums_read_names_numbers_and_unknowns() {
+        let st: TaskState = serde_json::from_value(json!("UNRECOGNIZED")).unwrap();
+        assert_eq!(st, TaskState::Unspecified);
+        let st: TaskState = serde_json::from_value(json!(3)).unwrap();
+        assert_eq!(st, TaskState::Completed);
+        let st: TaskState = serde_json::from_value(json!("TASK_STATE_WORKING")).unwrap();
+        assert_eq!(st, TaskState::Working);
+        assert!(serde_json::from_value::<TaskState>(json!([1])).is_err());
+        let r: Role = serde_json::from_value(json!(1)).unwrap();
+        assert_eq!(r, Role::User);
+        let r: Role = serde_json::from_value(json!("ROLE_AGENT")).unwrap();
+        assert_eq!(r, Role::Agent);
+        let r: Role = serde_json::from_value(json!("nobody")).unwrap();
+        assert_eq!(r, Role::Unspecified);
     }
 
     #[test]

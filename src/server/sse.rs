@@ -120,6 +120,8 @@ pub fn response(
                     Some(e) => {
                         if let Some(json) = st.flavor.payload(&e) {
                             let f = frame(e.seq, &st.flavor.wrap(&json));
+                            // Keep-alives only on a quiet stream.
+                            st.keepalive.reset();
                             return Some((Ok(f), st));
                         }
                     }
