@@ -118,6 +118,19 @@ pub struct AdapterSpec {
     pub io: Io,
     /// Output format, one of [`wire::FORMATS`].
     pub wire: String,
+    /// Settings of the wire format (e.g. the JSON-pointer rules of `jsonl-rules`, the prompt
+    /// pattern of `text`); each format documents its keys.
+    #[serde(default)]
+    pub wire_options: toml::Table,
+    /// Arguments that make the program print its version (`agent-host adapters`).
+    #[serde(default = "default_version_args")]
+    pub version_args: Vec<String>,
+    /// Versions of the CLI that the tests cover (recorded transcripts, CI runs).
+    #[serde(default)]
+    pub tested_versions: Vec<String>,
+    /// How to install the CLI, for the message when it is missing.
+    #[serde(default)]
+    pub install: String,
     /// Considered when `AGENT_ADAPTER` is unset: the first installed one is served.
     #[serde(default)]
     pub detect: bool,
@@ -127,6 +140,10 @@ pub struct AdapterSpec {
     pub limits: Limits,
     #[serde(default)]
     pub skills: Vec<SkillSpec>,
+}
+
+fn default_version_args() -> Vec<String> {
+    vec!["--version".to_string()]
 }
 
 /// An adapter file that could not be read.

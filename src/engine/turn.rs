@@ -66,7 +66,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     let started = mapper.started();
     inner.publish(&task_id, &notify, started).await;
 
-    let Some(mut parser) = parser_for(&launch.adapter.wire) else {
+    let Some(mut parser) = parser_for(&launch.adapter) else {
         let ev = mapper.on_exit(ExitReason::SpawnFailed(format!(
             "unknown wire format '{}'",
             launch.adapter.wire

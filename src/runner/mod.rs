@@ -24,6 +24,11 @@ use tokio::time::Instant;
 
 use lines::{pump, Stream};
 
+/// Cleans one line as the runner does: lossy UTF-8, CR and ANSI escape sequences removed.
+pub fn clean_line(line: &[u8]) -> String {
+    lines::clean(line)
+}
+
 /// Capacity of the output channel: how many lines may wait for a slow consumer before the
 /// reader stops reading (and the child blocks on its full pipe).
 const OUTPUT_CHANNEL: usize = 256;

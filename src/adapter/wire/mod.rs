@@ -3,7 +3,7 @@
 
 pub mod native;
 
-use super::AgentEvent;
+use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
 pub const FORMATS: &[&str] = &[native::FORMAT];
@@ -62,10 +62,96 @@ pub trait WireParser: Send {
     }
 }
 
-/// A parser for the named format.
-pub fn parser_for(format: &str) -> Option<Box<dyn WireParser>> {
-    match format {
+/// A parser for the adapter's format (configured by its `wire_options`).
+pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
+    match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
         _ => None,
+    }
+}
+
+/// Golden tests: replaying recorded CLI output (tests/fixtures/transcripts) through a parser
+/// and the task mapping.
+#[cfg(test)]
+pub(crate) mod golden {
+    use super::*;
+    use crate::task::TurnMapper;
+    use serde_json::Value;
+
+    /// The lines a CLI printed on stdout, from a fixture under tests/fixtures/transcripts/.
+    /// A `.transcript.jsonl` (a driven run) gives its `"dir":"out"` messages and its
+    /// `out-nonjson` lines; any other file gives its lines.
+    pub fn stdout_lines(fixture: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/transcripts")
+            .join(fixture);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+        if !fixture.ends_with(".transcript.jsonl") {
+            // Cleaned as the runner cleans what a CLI prints (CR and escape codes removed).
+            return text
+                .split('\n')
+                .map(|l| crate::runner::clean_line(l.as_bytes()))
+                .filter(|l| !l.is_empty())
+                .collect();
+        }
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| match v["dir"].as_str() {
+                Some("out") => Some(v["msg"].to_string()),
+                Some("out-nonjson") => v["msg"].as_str().map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The events a parser makes of the fixture's lines.
+    pub fn events(parser: &mut dyn WireParser, fixture: &str) -> Vec<AgentEvent> {
+        let mut out = Vec::new();
+        let mut reply = Vec::new();
+        for line in stdout_lines(fixture) {
+            parser.parse_line(&line, &mut out, &mut reply);
+        }
+        out
+    }
+
+    /// The A2A updates (v1.0 JSON) the events become, with the parts that change from run to
+    /// run (timestamps, generated message ids) replaced by placeholders.
+    pub fn updates(events: &[AgentEvent]) -> Vec<Value> {
+        let mut m = TurnMapper::new("task-1", "context-1");
+        let mut out: Vec<Value> = m
+            .started()
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap_or_default())
+            .collect();
+        for ev in events {
+            out.extend(
+                m.on_event(ev.clone())
+                    .iter()
+                    .map(|u| serde_json::to_value(u).unwrap_or_default()),
+            );
+        }
+        for v in &mut out {
+            scrub(v);
+        }
+        out
+    }
+
+    fn scrub(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if k == "timestamp" {
+                        *x = Value::String("[timestamp]".into());
+                    } else if k == "messageId" {
+                        *x = Value::String("[message-id]".into());
+                    } else {
+                        scrub(x);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(scrub),
+            _ => {}
+        }
     }
 }

@@ -202,6 +202,25 @@ mod tests {
     }
 
     #[test]
+    fn golden_fake_agent_session_with_noise() {
+        let events =
+            crate::adapter::wire::golden::events(&mut NativeParser, "fake-agent/0.1.0/noise.jsonl");
+        let warnings = events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::Warning { .. }))
+            .count();
+        assert_eq!(
+            warnings, 8,
+            "three text lines and one broken JSON line, twice"
+        );
+        insta::assert_debug_snapshot!(events
+            .iter()
+            .filter(|e| !matches!(e, AgentEvent::Warning { .. }))
+            .collect::<Vec<_>>());
+        insta::assert_json_snapshot!(crate::adapter::wire::golden::updates(&events));
+    }
+
+    #[test]
     fn decisions_encode_as_one_line() {
         let bytes = NativeParser
             .encode_decision(&Decision {
