@@ -7,10 +7,10 @@ use clap::{Parser, Subcommand};
 
 use crate::adapter::{AdapterSpec, Registry};
 use crate::engine::launch::{child_env, resolve_program, Launch};
-use crate::engine::Engine;
+use crate::engine::{Engine, Recovery};
 use crate::server::{self, AppState, CardSettings, HttpLimits};
-use crate::settings::{ServeArgs, Settings};
-use crate::store::MemoryStore;
+use crate::settings::{ServeArgs, Settings, StoreChoice};
+use crate::store::{MemoryStore, SqliteStore, StoreError, TaskStore};
 
 /// agent-host serves local coding-agent CLIs (Claude Code, Codex, Gemini CLI, ... or any
 /// program that prints JSON lines) over the A2A protocol, v1.0 and v0.3, JSON-RPC and SSE.
@@ -61,6 +61,8 @@ pub enum StartError {
     Bind(String, std::io::Error),
     #[error("server error: {0}")]
     Serve(std::io::Error),
+    #[error("task store: {0}")]
+    Store(StoreError),
 }
 
 fn host_env() -> Vec<(String, String)> {
@@ -181,7 +183,29 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let launch = launch_for(&settings, adapter)?;
     tracing::info!(adapter = %launch.adapter.id, program = %launch.program.display(), cwd = %launch.cwd.display(), "agent");
     let launch_grace = launch.cancel_grace;
-    let engine = Engine::new(Arc::new(MemoryStore::new()), launch);
+    let store: Arc<dyn TaskStore> = match &settings.store {
+        StoreChoice::Memory => {
+            tracing::info!("store: memory (tasks are gone when agent-host stops)");
+            Arc::new(MemoryStore::new())
+        }
+        StoreChoice::Sqlite(path) => {
+            let s = SqliteStore::open(path).map_err(StartError::Store)?;
+            tracing::info!(path = %path.display(), "store: sqlite");
+            Arc::new(s)
+        }
+    };
+    let engine = Engine::new(store, launch);
+    let r = engine.recover().await.map_err(StartError::Store)?;
+    if r != Recovery::default() {
+        tracing::info!(
+            resumed = r.resumed,
+            queued = r.queued,
+            waiting_for_input = r.waiting,
+            failed = r.failed,
+            stale_processes_stopped = r.stale_processes,
+            "picked up the tasks a previous agent-host left unfinished"
+        );
+    }
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;

@@ -116,6 +116,9 @@ pub struct ServeArgs {
     /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
     #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub card_legacy_v03: Option<bool>,
+    /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
+    #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
+    pub store: Option<String>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,
@@ -138,6 +141,7 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
+    pub store: Option<String>,
     pub bind: Option<String>,
     pub port: Option<u16>,
     pub public_url: Option<String>,
@@ -220,6 +224,50 @@ pub struct Settings {
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
     pub log_format: LogFormat,
+    pub store: StoreChoice,
+}
+
+/// Where tasks are kept.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreChoice {
+    /// In memory: gone when the host stops.
+    Memory,
+    /// An SQLite database file.
+    Sqlite(PathBuf),
+}
+
+/// The default database: `$XDG_DATA_HOME/agent-host/agent-host.db`, else
+/// `$HOME/.local/share/agent-host/agent-host.db`.
+pub fn default_db_path() -> Result<PathBuf, SettingsError> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        })
+        .ok_or_else(|| {
+            SettingsError::Invalid(
+                "neither XDG_DATA_HOME nor HOME is set; choose a database with --store sqlite:PATH"
+                    .into(),
+            )
+        })?;
+    Ok(data.join("agent-host").join("agent-host.db"))
+}
+
+fn parse_store(s: &str) -> Result<StoreChoice, SettingsError> {
+    match s.trim() {
+        "memory" => Ok(StoreChoice::Memory),
+        "sqlite" | "" => Ok(StoreChoice::Sqlite(default_db_path()?)),
+        other => match other.strip_prefix("sqlite:") {
+            Some(p) if !p.is_empty() => Ok(StoreChoice::Sqlite(PathBuf::from(p))),
+            _ => Err(SettingsError::Invalid(format!(
+                "store '{other}' is not one of sqlite, sqlite:PATH, memory"
+            ))),
+        },
+    }
 }
 
 /// Limits of a turn as configured; unset ones fall back to the adapter's `[limits]`, then to
@@ -347,6 +395,12 @@ impl Settings {
             (None, Some(v)) => v.clone(),
             (None, None) => Vec::new(),
         };
+        let store = parse_store(
+            args.store
+                .as_deref()
+                .or(srv.store.as_deref())
+                .unwrap_or("sqlite"),
+        )?;
         let log_format = match args
             .log_format
             .clone()
@@ -435,6 +489,7 @@ impl Settings {
                 .or(card.legacy_v03_fields)
                 .unwrap_or(true),
             log_format,
+            store,
         })
     }
 }
@@ -520,6 +575,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("AGENT_TIMEOUT_MS"), "{err}");
+    }
+
+    #[test]
+    fn store_choices() {
+        assert_eq!(parse_store("memory").unwrap(), StoreChoice::Memory);
+        assert_eq!(
+            parse_store("sqlite:/tmp/x.db").unwrap(),
+            StoreChoice::Sqlite(PathBuf::from("/tmp/x.db"))
+        );
+        match parse_store("sqlite").unwrap() {
+            StoreChoice::Sqlite(p) => assert!(p.ends_with("agent-host/agent-host.db"), "{p:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_store("postgres://x").is_err());
     }
 
     #[test]

@@ -50,6 +50,8 @@ struct Live {
 struct Pending {
     task_id: String,
     prompt: String,
+    /// The task ran before (a host restart cut it off): the turn resumes it.
+    continuing: bool,
 }
 
 #[derive(Default)]
@@ -77,6 +79,24 @@ struct Inner {
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
+}
+
+/// The prompt of a turn that resumes a task a host restart cut off.
+pub const RESTART_PROMPT: &str = "agent-host restarted while you were working on the previous request, and your process was stopped. Continue the work where you left off and finish the request.";
+
+/// What [`Engine::recover`] found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovery {
+    /// Running tasks whose CLI session is resumed.
+    pub resumed: usize,
+    /// Tasks that never started, queued again.
+    pub queued: usize,
+    /// Tasks waiting for input that stay answerable.
+    pub waiting: usize,
+    /// Tasks that could not be resumed and were failed.
+    pub failed: usize,
+    /// Processes a previous host left running, stopped.
+    pub stale_processes: usize,
 }
 
 /// A message the engine accepted.
@@ -171,12 +191,13 @@ impl Engine {
                 ctx.queue.push_back(Pending {
                     task_id: task_id.clone(),
                     prompt,
+                    continuing: false,
                 });
                 tracing::info!(task = %task_id, context = %context_id, "queued behind the context's running turn");
                 None
             } else {
                 ctx.running = Some(task_id.clone());
-                Some(self.prepare_turn(&mut st, &task_id, &context_id, prompt))
+                Some(self.prepare_turn(&mut st, &task_id, &context_id, prompt, false))
             }
         };
         if let Some(t) = start {
@@ -196,6 +217,7 @@ impl Engine {
         task_id: &str,
         context_id: &str,
         prompt: String,
+        continuing: bool,
     ) -> turn::Turn {
         let launch = &self.inner.launch;
         let ctx = st.contexts.entry(context_id.to_string()).or_default();
@@ -223,6 +245,7 @@ impl Engine {
             session,
             notify,
             control: rx,
+            continuing,
         }
     }
 
@@ -255,15 +278,27 @@ impl Engine {
         }
         let control = {
             let st = lock(&self.inner.state);
-            st.live.get(task_id).and_then(|l| l.control.clone())
-        };
-        let Some(control) = control else {
-            return Err(A2AError::UnsupportedOperation(format!(
-                "task {task_id} can no longer be answered"
-            )));
+            match st.live.get(task_id) {
+                Some(l) => Ok(l.control.clone()),
+                None => Err(()),
+            }
         };
         msg.context_id = Some(snap.task.context_id.clone());
         msg.task_id = Some(task_id.to_string());
+        let control = match control {
+            Ok(Some(c)) => c,
+            // Waiting since before a restart: the answer resumes the CLI's session.
+            Ok(None) => {
+                return self
+                    .answer_after_restart(task_id, &snap.task.context_id, msg)
+                    .await
+            }
+            Err(()) => {
+                return Err(A2AError::UnsupportedOperation(format!(
+                    "task {task_id} can no longer be answered"
+                )))
+            }
+        };
         let (ack_tx, ack_rx) = oneshot::channel();
         control
             .send(Control::Reply(msg, ack_tx))
@@ -288,6 +323,148 @@ impl Engine {
             from_seq: snap.last_seq,
             new_task: false,
         })
+    }
+
+    /// The answer to a task that was waiting for input when the host restarted: its CLI
+    /// process is gone, so a turn resumes the CLI's session with the answer as the prompt.
+    async fn answer_after_restart(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        msg: crate::protocol::v1::Message,
+    ) -> Result<Accepted, A2AError> {
+        let answer = match input::decision_of(&msg, "", "question") {
+            Ok(d) => d
+                .message
+                .unwrap_or_else(|| if d.allow { "yes".into() } else { "no".into() }),
+            Err(_) => input::prompt_of(&msg),
+        };
+        let prompt = format!(
+            "agent-host restarted while you were waiting for the user, and your process was \
+             stopped. The user's answer to what you last asked: {answer}"
+        );
+        let notify = self.inner.notify_of(task_id);
+        self.inner
+            .publish_events(task_id, &notify, vec![TaskEvent::UserMessage(msg)])
+            .await;
+        let turn = {
+            let mut st = lock(&self.inner.state);
+            self.prepare_turn(&mut st, task_id, context_id, prompt, true)
+        };
+        tokio::spawn(turn::run(self.inner.clone(), turn));
+        let snap = self.snapshot(task_id).await?;
+        Ok(Accepted {
+            task_id: task_id.to_string(),
+            from_seq: snap.last_seq,
+            new_task: false,
+        })
+    }
+
+    /// Picks up what a previous host left: stops the process groups it left running,
+    /// restores the contexts' CLI sessions, and for each unfinished task: a task that never
+    /// started is queued again; a running one resumes its CLI session (when the adapter can
+    /// resume and the session is known) or fails with a message that says the host
+    /// restarted; one waiting for input stays answerable where its session can be resumed.
+    pub async fn recover(&self) -> Result<Recovery, StoreError> {
+        let store = &self.inner.store;
+        let mut r = Recovery::default();
+        for (task_id, pgid, start) in store.recorded_processes().await? {
+            let n = crate::runner::kill_stale_group(pgid, start);
+            if n > 0 {
+                tracing::warn!(task = %task_id, pgid, processes = n, "stopped processes a previous agent-host left running");
+                r.stale_processes += n;
+            }
+            store.forget_process(&task_id).await?;
+        }
+        {
+            let sessions = store.sessions().await?;
+            let mut st = lock(&self.inner.state);
+            for (ctx, sid) in sessions {
+                st.contexts.entry(ctx).or_default().session = Some(sid);
+            }
+        }
+        let can_resume = self.inner.launch.can_resume();
+        for snap in store.unfinished().await? {
+            let t = &snap.task;
+            let id = t.id.clone();
+            let ctx_id = t.context_id.clone();
+            let kept = {
+                let mut st = lock(&self.inner.state);
+                let resumable = can_resume
+                    && st
+                        .contexts
+                        .get(&ctx_id)
+                        .is_some_and(|c| c.session.is_some());
+                let keep = match t.status.state {
+                    TaskState::Submitted => {
+                        let prompt = t.history.first().map(input::prompt_of).unwrap_or_default();
+                        let ctx = st.contexts.entry(ctx_id.clone()).or_default();
+                        ctx.queue.push_back(Pending {
+                            task_id: id.clone(),
+                            prompt,
+                            continuing: false,
+                        });
+                        r.queued += 1;
+                        true
+                    }
+                    TaskState::Working if resumable => {
+                        let ctx = st.contexts.entry(ctx_id.clone()).or_default();
+                        ctx.queue.push_back(Pending {
+                            task_id: id.clone(),
+                            prompt: RESTART_PROMPT.to_string(),
+                            continuing: true,
+                        });
+                        r.resumed += 1;
+                        true
+                    }
+                    TaskState::InputRequired if resumable => {
+                        st.contexts.entry(ctx_id.clone()).or_default().running = Some(id.clone());
+                        r.waiting += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if keep {
+                    st.live.insert(
+                        id.clone(),
+                        Live {
+                            context_id: ctx_id.clone(),
+                            notify: Arc::new(watch::channel(snap.last_seq).0),
+                            control: None,
+                        },
+                    );
+                }
+                keep
+            };
+            if kept {
+                continue;
+            }
+            let mut m = TurnMapper::new(&id, &ctx_id);
+            let events = m.on_exit(ExitReason::Restarted);
+            self.inner.publish_final(&id, events).await;
+            r.failed += 1;
+        }
+        let turns: Vec<turn::Turn> = {
+            let mut st = lock(&self.inner.state);
+            let free: Vec<(String, Pending)> = st
+                .contexts
+                .iter_mut()
+                .filter(|(_, c)| c.running.is_none())
+                .filter_map(|(id, c)| c.queue.pop_front().map(|p| (id.clone(), p)))
+                .collect();
+            free.into_iter()
+                .map(|(ctx_id, p)| {
+                    if let Some(c) = st.contexts.get_mut(&ctx_id) {
+                        c.running = Some(p.task_id.clone());
+                    }
+                    self.prepare_turn(&mut st, &p.task_id, &ctx_id, p.prompt, p.continuing)
+                })
+                .collect()
+        };
+        for t in turns {
+            tokio::spawn(turn::run(self.inner.clone(), t));
+        }
+        Ok(r)
     }
 
     async fn snapshot(&self, task_id: &str) -> Result<Snapshot, A2AError> {
@@ -385,33 +562,49 @@ impl Engine {
             )));
         }
         enum Action {
-            Dequeued(String),
+            /// Not running a process: queued, or waiting for an answer after a restart.
+            Finalize {
+                context_id: String,
+                holds_context: bool,
+            },
             Signal(mpsc::UnboundedSender<Control>),
-            Orphan(String),
-            Nothing,
         }
         let action = {
             let mut st = lock(&self.inner.state);
             match st.live.get(task_id) {
-                Some(live) => match &live.control {
-                    Some(c) => Action::Signal(c.clone()),
-                    None => {
-                        let ctx_id = live.context_id.clone();
-                        if let Some(ctx) = st.contexts.get_mut(&ctx_id) {
-                            ctx.queue.retain(|p| p.task_id != task_id);
-                        }
-                        Action::Dequeued(ctx_id)
+                Some(Live {
+                    control: Some(c), ..
+                }) => Action::Signal(c.clone()),
+                Some(live) => {
+                    let context_id = live.context_id.clone();
+                    let ctx = st.contexts.entry(context_id.clone()).or_default();
+                    ctx.queue.retain(|p| p.task_id != task_id);
+                    let holds_context = ctx.running.as_deref() == Some(task_id);
+                    Action::Finalize {
+                        context_id,
+                        holds_context,
                     }
+                }
+                None => Action::Finalize {
+                    context_id: snap.task.context_id.clone(),
+                    holds_context: false,
                 },
-                None if snap.task.status.state.is_terminal() => Action::Nothing,
-                None => Action::Orphan(snap.task.context_id.clone()),
             }
         };
         match action {
-            Action::Dequeued(ctx) | Action::Orphan(ctx) => {
-                let mut m = TurnMapper::new(task_id, &ctx);
+            Action::Finalize {
+                context_id,
+                holds_context,
+            } => {
+                let mut m = TurnMapper::new(task_id, &context_id);
                 let events = m.on_exit(ExitReason::Canceled);
-                self.inner.publish_final(task_id, events).await;
+                if holds_context {
+                    let notify = self.inner.notify_of(task_id);
+                    self.inner.publish(task_id, &notify, events).await;
+                    self.inner.finish_turn(task_id, &context_id);
+                } else {
+                    self.inner.publish_final(task_id, events).await;
+                }
             }
             Action::Signal(c) => {
                 let (tx, rx) = oneshot::channel();
@@ -422,7 +615,6 @@ impl Engine {
                     let _ = tokio::time::timeout(grace + Duration::from_secs(5), rx).await;
                 }
             }
-            Action::Nothing => {}
         }
         let snap = self.snapshot(task_id).await?;
         Ok(task::view(&snap.task, None, true))
@@ -529,13 +721,18 @@ impl Inner {
         }
     }
 
+    /// The watch channel of a live task (a fresh one for a task that is not live).
+    fn notify_of(&self, task_id: &str) -> Arc<watch::Sender<u64>> {
+        let st = lock(&self.state);
+        st.live
+            .get(task_id)
+            .map(|l| l.notify.clone())
+            .unwrap_or_else(|| Arc::new(watch::channel(0).0))
+    }
+
     /// Publishes the final events of a task that never ran (queued, or shut down) and forgets it.
     async fn publish_final(self: &Arc<Self>, task_id: &str, events: Vec<StreamResponse>) {
-        let notify = {
-            let st = lock(&self.state);
-            st.live.get(task_id).map(|l| l.notify.clone())
-        };
-        let notify = notify.unwrap_or_else(|| Arc::new(watch::channel(0).0));
+        let notify = self.notify_of(task_id);
         self.publish(task_id, &notify, events).await;
         lock(&self.state).live.remove(task_id);
         self.turn_ended.notify_waiters();
@@ -557,7 +754,13 @@ impl Inner {
                     let engine = Engine {
                         inner: self.clone(),
                     };
-                    Some(engine.prepare_turn(&mut st, &p.task_id, context_id, p.prompt))
+                    Some(engine.prepare_turn(
+                        &mut st,
+                        &p.task_id,
+                        context_id,
+                        p.prompt,
+                        p.continuing,
+                    ))
                 }
                 Some(p) => {
                     ctx.queue.push_front(p);
@@ -578,10 +781,15 @@ impl Inner {
     }
 
     /// Remembers the CLI session of a context, for resuming it on the next turn.
-    fn set_session(&self, context_id: &str, session_id: &str) {
-        let mut st = lock(&self.state);
-        if let Some(ctx) = st.contexts.get_mut(context_id) {
-            ctx.session = Some(session_id.to_string());
+    async fn set_session(&self, context_id: &str, session_id: &str) {
+        {
+            let mut st = lock(&self.state);
+            if let Some(ctx) = st.contexts.get_mut(context_id) {
+                ctx.session = Some(session_id.to_string());
+            }
+        }
+        if let Err(e) = self.store.set_session(context_id, session_id).await {
+            tracing::error!(context = %context_id, error = %e, "could not store the context's session");
         }
     }
 }

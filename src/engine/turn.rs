@@ -16,7 +16,7 @@ use super::{input, Control, Inner, SessionArgs};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
-use crate::runner::{ExitInfo, Output, Process};
+use crate::runner::{start_ticks, ExitInfo, Output, Process};
 use crate::task::{ExitReason, TaskEvent, TurnMapper};
 
 /// Everything a turn needs to start.
@@ -27,6 +27,8 @@ pub(super) struct Turn {
     pub session: SessionArgs,
     pub notify: Arc<watch::Sender<u64>>,
     pub control: mpsc::UnboundedReceiver<Control>,
+    /// The task ran before and this turn resumes it (after a host restart).
+    pub continuing: bool,
 }
 
 /// Lines of stderr kept for the failure message.
@@ -59,11 +61,17 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         session,
         notify,
         mut control,
+        continuing,
     } = turn;
     let launch = &inner.launch;
     let mut mapper = TurnMapper::new(&task_id, &context_id);
     mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
-    let started = mapper.started();
+    let started = if continuing {
+        mapper.continue_answer();
+        mapper.resumed("Resuming the agent's session after an agent-host restart")
+    } else {
+        mapper.started()
+    };
     inner.publish(&task_id, &notify, started).await;
 
     let Some(mut parser) = parser_for(&launch.adapter) else {
@@ -96,6 +104,14 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         }
     };
     tracing::info!(pid = proc.pid(), "agent started");
+    let pid = proc.pid();
+    if let Err(e) = inner
+        .store
+        .record_process(&task_id, pid, start_ticks(pid).unwrap_or(0))
+        .await
+    {
+        tracing::warn!(error = %e, "could not record the agent's process group");
+    }
     let (session_id, resume) = match &session {
         SessionArgs::New(s) => (Some(s.as_str()), false),
         SessionArgs::Resume(s) => (Some(s.as_str()), true),
@@ -163,7 +179,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     for ev in events.drain(..) {
                         match &ev {
                             AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
-                                inner.set_session(&context_id, s);
+                                inner.set_session(&context_id, s).await;
                                 session_recorded = true;
                             }
                             AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
@@ -240,6 +256,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 let _ = ack.send(());
             }
         }
+    }
+    if let Err(e) = inner.store.forget_process(&task_id).await {
+        tracing::warn!(error = %e, "could not forget the agent's process group");
     }
 }
 

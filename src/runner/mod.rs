@@ -5,6 +5,9 @@
 //! node processes). Output arrives line by line through [`Process::next`]; see [`Output`].
 
 mod lines;
+mod stale;
+
+pub use stale::{kill_stale_group, start_ticks};
 mod pty;
 
 use std::io;

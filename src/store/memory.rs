@@ -20,6 +20,8 @@ struct Record {
 #[derive(Default)]
 pub struct MemoryStore {
     tasks: RwLock<HashMap<String, Arc<Mutex<Record>>>>,
+    sessions: Mutex<HashMap<String, String>>,
+    processes: Mutex<HashMap<String, (u32, u64)>>,
 }
 
 impl MemoryStore {
@@ -35,6 +37,12 @@ impl MemoryStore {
 
 fn poisoned() -> StoreError {
     StoreError::Backend("a store lock was poisoned by a panic".into())
+}
+
+/// When the task was created: the timestamp of its first history message's task snapshot,
+/// approximated by the status timestamp (tasks are created submitted).
+fn first_timestamp(t: &Task) -> String {
+    t.status.timestamp.clone().unwrap_or_default()
 }
 
 /// Sort key: newest status timestamp first, then id (descending) to break ties.
@@ -188,6 +196,58 @@ impl TaskStore for MemoryStore {
             next_page_token,
             total_size,
         })
+    }
+
+    async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        let records: Vec<Arc<Mutex<Record>>> = {
+            let map = self.tasks.read().map_err(|_| poisoned())?;
+            map.values().cloned().collect()
+        };
+        let mut out = Vec::new();
+        for rec in records {
+            let r = rec.lock().map_err(|_| poisoned())?;
+            if !r.task.status.state.is_terminal() {
+                out.push(Snapshot {
+                    task: r.task.clone(),
+                    last_seq: r.log.len() as u64,
+                });
+            }
+        }
+        out.sort_by_key(|s| first_timestamp(&s.task));
+        Ok(out)
+    }
+
+    async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError> {
+        let mut m = self.sessions.lock().map_err(|_| poisoned())?;
+        m.insert(context_id.to_string(), session_id.to_string());
+        Ok(())
+    }
+
+    async fn sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let m = self.sessions.lock().map_err(|_| poisoned())?;
+        Ok(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    async fn record_process(
+        &self,
+        task_id: &str,
+        pgid: u32,
+        start_ticks: u64,
+    ) -> Result<(), StoreError> {
+        let mut m = self.processes.lock().map_err(|_| poisoned())?;
+        m.insert(task_id.to_string(), (pgid, start_ticks));
+        Ok(())
+    }
+
+    async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
+        let mut m = self.processes.lock().map_err(|_| poisoned())?;
+        m.remove(task_id);
+        Ok(())
+    }
+
+    async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
+        let m = self.processes.lock().map_err(|_| poisoned())?;
+        Ok(m.iter().map(|(k, (p, s))| (k.clone(), *p, *s)).collect())
     }
 }
 

@@ -4,6 +4,7 @@
 //! log, so that a client that drops can resubscribe from any sequence number.
 
 pub mod memory;
+pub mod sqlite;
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use crate::protocol::v1::{Task, TaskState};
 use crate::task::{LoggedEvent, TaskEvent};
 
 pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -76,4 +78,29 @@ pub trait TaskStore: Send + Sync {
 
     /// Tasks matching the query, newest status first; artifacts only `with_artifacts`.
     async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError>;
+
+    /// Tasks not in a terminal state, oldest first (what a restarted host must pick up).
+    async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError>;
+
+    /// Records the CLI session of a context, so that later turns (also after a restart)
+    /// resume it.
+    async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError>;
+
+    /// The recorded CLI session of every context: (context id, session id).
+    async fn sessions(&self) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Records the process group running a task's CLI and its leader's start time, so that
+    /// a host restarted after a crash can stop what the dead host left running.
+    async fn record_process(
+        &self,
+        task_id: &str,
+        pgid: u32,
+        start_ticks: u64,
+    ) -> Result<(), StoreError>;
+
+    /// The task's process group is gone.
+    async fn forget_process(&self, task_id: &str) -> Result<(), StoreError>;
+
+    /// Every recorded process group: (task id, pgid, start ticks).
+    async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError>;
 }

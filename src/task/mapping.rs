@@ -56,6 +56,8 @@ pub enum ExitReason {
     Canceled,
     /// The host is shutting down.
     Shutdown,
+    /// The host restarted while the task ran, and its CLI session cannot be resumed.
+    Restarted,
 }
 
 /// Maps one turn's AgentEvents to task updates.
@@ -98,6 +100,12 @@ impl TurnMapper {
     /// Adds metadata sent with the next status update (and merged into the task).
     pub fn add_metadata(&mut self, key: &str, value: Value) {
         self.pending_metadata.insert(key.to_string(), value);
+    }
+
+    /// The turn continues a task that already streamed part of its answer: new text is
+    /// appended to it.
+    pub fn continue_answer(&mut self) {
+        self.answer_started = true;
     }
 
     /// The task started running.
@@ -288,6 +296,10 @@ impl TurnMapper {
             ExitReason::Shutdown => (
                 TaskState::Failed,
                 "agent-host shut down before the task finished".to_string(),
+            ),
+            ExitReason::Restarted => (
+                TaskState::Failed,
+                "agent-host restarted while this task was running, and the agent's session cannot be resumed; send the message again".to_string(),
             ),
         };
         let msg = self.agent_text(&text);
@@ -551,6 +563,7 @@ mod tests {
             (ExitReason::HardTimeout { secs: 1 }, TaskState::Failed),
             (ExitReason::Canceled, TaskState::Canceled),
             (ExitReason::Shutdown, TaskState::Failed),
+            (ExitReason::Restarted, TaskState::Failed),
         ];
         for (reason, want) in cases {
             let mut m = TurnMapper::new("t", "c");

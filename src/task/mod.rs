@@ -15,8 +15,10 @@ use crate::protocol::v1::{Artifact, Message, Part, StreamResponse, Task, TaskSta
 
 pub use mapping::{ExitReason, TurnMapper};
 
-/// One change to a task.
-#[derive(Debug, Clone, PartialEq)]
+/// One change to a task. Stored as JSON: `{"stream": StreamResponse}` or
+/// `{"userMessage": Message}`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum TaskEvent {
     /// An update clients see on their streams (task snapshot, status, artifact).
     Stream(StreamResponse),

@@ -68,6 +68,7 @@ log="$work/server.log"
     exec env -u AGENT_HOST_CONFIG -u AGENT_BINARY -u AGENT_ARGS -u AGENT_PROMPT_VIA \
         -u AGENT_HOST_ADAPTERS_DIR -u AGENT_HOST_PUBLIC_URL -u AGENT_HOST_CARD_LEGACY_V03 \
         AGENT_ADAPTER=demo AGENT_HOST_BIND=127.0.0.1 PORT="$port" AGENT_REPO_PATH="$work" \
+        AGENT_HOST_STORE="sqlite:$work/agent-host.db" \
         setsid "$bin" serve
 ) >"$log" 2>&1 &
 server_pid=$!

@@ -8,7 +8,7 @@ use agent_host::adapter::{PromptVia, Registry};
 use agent_host::engine::launch::{child_env, Launch};
 use agent_host::engine::Engine;
 use agent_host::server::{self, AppState, CardSettings, HttpLimits};
-use agent_host::store::MemoryStore;
+use agent_host::store::{MemoryStore, SqliteStore, TaskStore};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -25,6 +25,8 @@ pub struct Options {
     pub legacy_card: bool,
     pub adapter: &'static str,
     pub prompt_via: PromptVia,
+    /// Keep tasks in a SQLite database in the test's directory instead of memory.
+    pub sqlite: bool,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             legacy_card: true,
             adapter: "demo",
             prompt_via: PromptVia::Arg,
+            sqlite: false,
         }
     }
 }
@@ -90,7 +93,12 @@ impl TestServer {
             idle_timeout: o.idle_timeout,
             cancel_grace: o.grace,
         };
-        let engine = Engine::new(Arc::new(MemoryStore::new()), launch);
+        let store: Arc<dyn TaskStore> = if o.sqlite {
+            Arc::new(SqliteStore::open(&dir.path().join("tasks.db")).expect("sqlite store"))
+        } else {
+            Arc::new(MemoryStore::new())
+        };
+        let engine = Engine::new(store, launch);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

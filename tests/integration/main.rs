@@ -3,5 +3,6 @@
 mod common;
 mod errors;
 mod lifecycle;
+mod restart;
 mod streaming;
 mod tasks;

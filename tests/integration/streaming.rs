@@ -256,3 +256,61 @@ async fn keep_alive_comments_flow_while_the_agent_is_quiet() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_sqlite_store_serves_the_same_flows() {
+    limit(async {
+        let s = TestServer::with(Options {
+            sqlite: true,
+            ..Options::default()
+        })
+        .await;
+        let v = s.rpc("SendMessage", send_params("hello")).await;
+        assert_eq!(
+            v["result"]["task"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        let frames = s
+            .stream("SendStreamingMessage", send_params("flood=300"))
+            .await;
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED")
+        );
+        let id = frames[0].data["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut r = s
+            .open_stream("SubscribeToTask", json!({"id": id}), Some(5))
+            .await;
+        let replay = r.all().await;
+        let ids: Vec<u64> = replay.iter().map(|f| f.id.unwrap()).collect();
+        assert_eq!(
+            ids,
+            (6..=frames.last().unwrap().id.unwrap()).collect::<Vec<_>>()
+        );
+        let t = s
+            .rpc("GetTask", json!({"id": id, "historyLength": 1}))
+            .await["result"]
+            .clone();
+        let answer = t["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["artifactId"] == "assistant-response")
+            .unwrap()["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            answer.ends_with(" chunk 300"),
+            "{}",
+            &answer[answer.len() - 40..]
+        );
+        let list = s.rpc("ListTasks", json!({"pageSize": 1})).await["result"].clone();
+        assert_eq!(list["totalSize"], 2);
+        assert_eq!(list["tasks"][0]["id"], id.as_str());
+    })
+    .await;
+}

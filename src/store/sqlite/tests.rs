@@ -1,0 +1,339 @@
+//! The SQLite store: round trips, reopening, migrations, concurrent writers, compaction.
+
+use super::*;
+use crate::protocol::v1::{
+    Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+
+fn task(id: &str, ctx: &str, ts: &str) -> Task {
+    Task {
+        id: id.into(),
+        context_id: ctx.into(),
+        status: TaskStatus {
+            state: TaskState::Submitted,
+            message: None,
+            timestamp: Some(ts.into()),
+        },
+        ..Task::default()
+    }
+}
+
+fn status(id: &str, state: TaskState, ts: &str) -> TaskEvent {
+    TaskEvent::Stream(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: id.into(),
+        context_id: "c".into(),
+        status: TaskStatus {
+            state,
+            message: None,
+            timestamp: Some(ts.into()),
+        },
+        metadata: None,
+    }))
+}
+
+fn chunk(id: &str, text: &str, append: bool) -> TaskEvent {
+    TaskEvent::Stream(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        task_id: id.into(),
+        context_id: "c".into(),
+        artifact: Artifact {
+            artifact_id: "answer".into(),
+            parts: vec![Part::text(text)],
+            ..Artifact::default()
+        },
+        append,
+        last_chunk: false,
+        metadata: None,
+    }))
+}
+
+fn answer(t: &Task) -> String {
+    t.artifacts
+        .iter()
+        .flat_map(|a| a.parts.iter())
+        .filter_map(|p| p.text.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn round_trip_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/agent-host.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            s.create(task("t1", "c", "2026-01-01T00:00:00.000Z"))
+                .await
+                .unwrap(),
+            1
+        );
+        assert!(matches!(
+            s.create(task("t1", "c", "x")).await,
+            Err(StoreError::Exists(_))
+        ));
+        let seq = s
+            .append(
+                "t1",
+                vec![
+                    status("t1", TaskState::Working, "2026-01-01T00:00:01.000Z"),
+                    chunk("t1", "Hel", false),
+                    chunk("t1", "lo", true),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(seq, 4);
+        let snap = s.get("t1").await.unwrap().unwrap();
+        assert_eq!(snap.last_seq, 4);
+        assert_eq!(snap.task.status.state, TaskState::Working);
+        assert_eq!(answer(&snap.task), "Hello");
+        // From the in-memory window.
+        let evs = s.events_after("t1", 1, 10).await.unwrap();
+        assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert!(matches!(
+            s.append("nope", vec![chunk("nope", "x", false)]).await,
+            Err(StoreError::NotFound(_))
+        ));
+        s.set_session("c", "session-1").await.unwrap();
+        assert_eq!(s.path(), path);
+    }
+    // A new store on the same file (a restart) sees everything.
+    let s = SqliteStore::open(&path).unwrap();
+    let snap = s.get("t1").await.unwrap().unwrap();
+    assert_eq!(snap.last_seq, 4);
+    assert_eq!(answer(&snap.task), "Hello");
+    let evs = s.events_after("t1", 2, 10).await.unwrap();
+    assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4]);
+    assert!(matches!(
+        evs[0].event,
+        TaskEvent::Stream(StreamResponse::ArtifactUpdate(_))
+    ));
+    assert!(matches!(
+        s.events_after("nope", 0, 10).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Appending after the restart continues the sequence.
+    assert_eq!(
+        s.append(
+            "t1",
+            vec![status(
+                "t1",
+                TaskState::Completed,
+                "2026-01-01T00:00:02.000Z"
+            )]
+        )
+        .await
+        .unwrap(),
+        5
+    );
+    assert_eq!(s.unfinished().await.unwrap().len(), 0);
+    assert_eq!(
+        s.sessions().await.unwrap(),
+        vec![("c".to_string(), "session-1".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn an_older_schema_is_migrated_and_its_tasks_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let fixture = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/schema-v1.sql"),
+    )
+    .unwrap();
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&fixture)
+        .unwrap();
+    let s = SqliteStore::open(&path).unwrap();
+    let version: i64 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version as usize, SCHEMA_VERSION);
+    let done = s.get("t-done").await.unwrap().unwrap();
+    assert_eq!(done.task.status.state, TaskState::Completed);
+    assert_eq!(answer(&done.task), "Hi there");
+    assert_eq!(done.task.history.len(), 2);
+    let unfinished = s.unfinished().await.unwrap();
+    assert_eq!(unfinished.len(), 1);
+    assert_eq!(unfinished[0].task.id, "t-stuck");
+    s.set_session("c-2", "s").await.unwrap();
+    let page = s
+        .list(
+            &ListQuery {
+                page_size: 10,
+                ..ListQuery::default()
+            },
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.total_size, 2);
+    assert_eq!(page.tasks[0].id, "t-stuck", "newest status first");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let err = SqliteStore::open(&path).err().unwrap().to_string();
+    assert!(err.contains("newer"), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_writers_keep_every_log_whole_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(SqliteStore::open(&dir.path().join("c.db")).unwrap());
+    let mut handles = Vec::new();
+    for t in 0..16 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let id = format!("task-{t}");
+            s.create(task(&id, "c", "2026-01-01T00:00:00.000Z"))
+                .await
+                .unwrap();
+            for i in 0..150 {
+                s.append(&id, vec![chunk(&id, &format!("{i},"), i > 0)])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    drop(s);
+    let s = SqliteStore::open(&dir.path().join("c.db")).unwrap();
+    for t in 0..16 {
+        let id = format!("task-{t}");
+        let evs = s.events_after(&id, 0, 1000).await.unwrap();
+        let seqs: Vec<u64> = evs.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=151).collect::<Vec<u64>>());
+        let snap = s.get(&id).await.unwrap().unwrap();
+        let expected: String = (0..150).map(|i| format!("{i},")).collect();
+        assert_eq!(answer(&snap.task), expected);
+    }
+}
+
+#[tokio::test]
+async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("long", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let n = SNAPSHOT_EVERY as usize + 200;
+    for i in 0..n {
+        s.append("long", vec![chunk("long", "x", i > 0)])
+            .await
+            .unwrap();
+    }
+    let snapshot_seq: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT snapshot_seq FROM tasks WHERE id = 'long'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(snapshot_seq > 1, "a snapshot was folded");
+    let snap = s.get("long").await.unwrap().unwrap();
+    assert_eq!(answer(&snap.task).len(), n);
+    // Old events beyond the memory window come from the database.
+    let evs = s.events_after("long", 1, 5).await.unwrap();
+    assert_eq!(evs[0].seq, 2);
+    s.append(
+        "long",
+        vec![status(
+            "long",
+            TaskState::Completed,
+            "2026-01-01T00:00:09.000Z",
+        )],
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.live.lock().unwrap().is_empty(),
+        "ended tasks leave memory"
+    );
+    let snap = s.get("long").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    assert_eq!(answer(&snap.task).len(), n);
+}
+
+#[tokio::test]
+async fn listing_filters_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(&dir.path().join("p.db")).unwrap();
+    for i in 0..5 {
+        let ctx = if i % 2 == 0 { "even" } else { "odd" };
+        s.create(task(
+            &format!("t{i}"),
+            ctx,
+            &format!("2026-01-01T00:00:0{i}.000Z"),
+        ))
+        .await
+        .unwrap();
+    }
+    let q = ListQuery {
+        page_size: 2,
+        ..ListQuery::default()
+    };
+    let p1 = s.list(&q, false).await.unwrap();
+    assert_eq!(p1.total_size, 5);
+    let ids = |p: &ListPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&p1), ["t4", "t3"]);
+    let p2 = s
+        .list(
+            &ListQuery {
+                page_token: Some(p1.next_page_token.clone()),
+                ..q.clone()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&p2), ["t2", "t1"]);
+    let p3 = s
+        .list(
+            &ListQuery {
+                page_token: Some(p2.next_page_token.clone()),
+                ..q.clone()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&p3), ["t0"]);
+    assert_eq!(p3.next_page_token, "");
+    let even = s
+        .list(
+            &ListQuery {
+                context_id: Some("even".into()),
+                state: Some(TaskState::Submitted),
+                page_size: 50,
+                ..ListQuery::default()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(even.total_size, 3);
+    let recent = s
+        .list(
+            &ListQuery {
+                status_after: Some("2026-01-01T00:00:03.000Z".into()),
+                page_size: 50,
+                ..ListQuery::default()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(recent.total_size, 2);
+}

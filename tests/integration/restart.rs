@@ -1,0 +1,236 @@
+//! Nothing lost: the host killed with SIGKILL mid-task and started again on the same database.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+/// The agent-host binary serving the demo agent on a SQLite database.
+struct Host {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Host {
+    async fn start(db: &Path, repo: &Path) -> Host {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--adapter", "demo", "--port", &port.to_string()])
+            .arg("--store")
+            .arg(format!("sqlite:{}", db.display()))
+            .env("AGENT_REPO_PATH", repo)
+            .env("AGENT_CANCEL_GRACE_MS", "300")
+            .env_remove("AGENT_HOST_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start agent-host");
+        let host = Host {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+        };
+        for _ in 0..200 {
+            if host
+                .client
+                .get(format!("{}/health", host.base))
+                .send()
+                .await
+                .is_ok()
+            {
+                return host;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("agent-host did not start");
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.client
+            .post(format!("{}/", self.base))
+            .header("content-type", "application/json")
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("send")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    async fn wait_state(&self, id: &str, want: &str) -> Value {
+        for _ in 0..600 {
+            let t = self.rpc("GetTask", json!({"id": id})).await["result"].clone();
+            if t["status"]["state"] == want {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("task {id} never became {want}");
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+fn pid_in(text: &str) -> Option<u32> {
+    text.split("grandchild pid ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[tokio::test]
+async fn a_host_killed_mid_task_loses_nothing_and_leaves_nothing_running() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agent-host.db");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let mut a = Host::start(&db, &repo).await;
+
+        // A running task, streamed partly; a task waiting for approval; a task whose
+        // process tree must not survive the host.
+        let mut p = send_params("slow");
+        p["configuration"] = json!({"returnImmediately": true});
+        let slow = a.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let asking = a.rpc("SendMessage", send_params("approval")).await["result"]["task"].clone();
+        assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        let asking = asking["id"].as_str().unwrap().to_string();
+        let mut p = send_params("grandchild");
+        p["configuration"] = json!({"returnImmediately": true});
+        let tree = a.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut grandchild = None;
+        for _ in 0..400 {
+            let t = a.rpc("GetTask", json!({"id": tree})).await["result"].clone();
+            grandchild = pid_in(
+                t["status"]["message"]["parts"][0]["text"]
+                    .as_str()
+                    .unwrap_or(""),
+            );
+            if grandchild.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let grandchild = grandchild.expect("the grandchild's pid");
+        a.wait_state(&slow, "TASK_STATE_WORKING").await;
+        let seen = a.rpc("GetTask", json!({"id": slow})).await["result"].clone();
+        assert_eq!(seen["status"]["state"], "TASK_STATE_WORKING");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+
+        a.kill9();
+        assert!(
+            process_alive(grandchild),
+            "SIGKILL of the host leaves its CLIs orphaned"
+        );
+
+        let b = Host::start(&db, &repo).await;
+        // The new host stopped what the dead one left running.
+        for _ in 0..100 {
+            if !process_alive(grandchild) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            !process_alive(grandchild),
+            "a process of the dead host survived the restart"
+        );
+
+        // The running task resumed its CLI session and finished.
+        let done = b.wait_state(&slow, "TASK_STATE_COMPLETED").await;
+        let answer: String = done["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["artifactId"] == "result")
+            .flat_map(|a| a["parts"].as_array().unwrap().clone())
+            .filter_map(|p| p["text"].as_str().map(str::to_string))
+            .collect();
+        assert!(answer.contains("Resuming session"), "{answer}");
+        // The task with the process tree was resumed too (same session, continued).
+        let t = b.rpc("GetTask", json!({"id": tree})).await["result"].clone();
+        assert_ne!(t["status"]["state"], "TASK_STATE_SUBMITTED");
+        b.rpc("CancelTask", json!({"id": tree})).await;
+
+        // The task waiting for approval is still waiting, and answerable.
+        let t = b.rpc("GetTask", json!({"id": asking})).await["result"].clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        let mut reply = send_params("yes");
+        reply["message"]["taskId"] = json!(asking);
+        let r = b.rpc("SendMessage", reply).await;
+        assert_eq!(
+            r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+
+        // Replay after the restart: every event after the one a client saw, ids without gaps.
+        let resp = b
+            .client
+            .post(format!("{}/", b.base))
+            .header("content-type", "application/json")
+            .header("A2A-Version", "1.0")
+            .header("Last-Event-ID", "2")
+            .json(&json!({"jsonrpc":"2.0","id":9,"method":"SubscribeToTask","params":{"id": slow}}))
+            .send()
+            .await
+            .unwrap();
+        let body = resp.text().await.unwrap();
+        let ids: Vec<u64> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(ids.first(), Some(&3));
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+        assert!(body.contains("TASK_STATE_COMPLETED"));
+
+        // Nothing is stuck: every task is terminal.
+        let all = b.rpc("ListTasks", json!({})).await["result"].clone();
+        assert_eq!(all["totalSize"], 3);
+        for t in all["tasks"].as_array().unwrap() {
+            let st = t["status"]["state"].as_str().unwrap();
+            assert!(
+                matches!(
+                    st,
+                    "TASK_STATE_COMPLETED" | "TASK_STATE_CANCELED" | "TASK_STATE_FAILED"
+                ),
+                "{st}"
+            );
+        }
+    })
+    .await;
+}
