@@ -8,9 +8,11 @@ use clap::{Parser, Subcommand};
 use crate::adapter::{AdapterSpec, Registry};
 use crate::engine::launch::{child_env, resolve_program, Launch};
 use crate::engine::{Engine, Recovery};
+use crate::push::{PushService, Sealer};
 use crate::server::{self, AppState, CardSettings, HttpLimits};
+use crate::settings::PushKey;
 use crate::settings::{ServeArgs, Settings, StoreChoice};
-use crate::store::{MemoryStore, SqliteStore, StoreError, TaskStore};
+use crate::store::{MemoryStore, PushStore, SqliteStore, StoreError, TaskStore};
 
 /// agent-host serves local coding-agent CLIs (Claude Code, Codex, Gemini CLI, ... or any
 /// program that prints JSON lines) over the A2A protocol, v1.0 and v0.3, JSON-RPC and SSE.
@@ -63,6 +65,8 @@ pub enum StartError {
     Serve(std::io::Error),
     #[error("task store: {0}")]
     Store(StoreError),
+    #[error("push notifications: {0}")]
+    PushKey(crate::push::seal::SealError),
 }
 
 fn host_env() -> Vec<(String, String)> {
@@ -183,18 +187,39 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let launch = launch_for(&settings, adapter)?;
     tracing::info!(adapter = %launch.adapter.id, program = %launch.program.display(), cwd = %launch.cwd.display(), "agent");
     let launch_grace = launch.cancel_grace;
-    let store: Arc<dyn TaskStore> = match &settings.store {
+    let (store, push_store): (Arc<dyn TaskStore>, Arc<dyn PushStore>) = match &settings.store {
         StoreChoice::Memory => {
             tracing::info!("store: memory (tasks are gone when agent-host stops)");
-            Arc::new(MemoryStore::new())
+            let s = Arc::new(MemoryStore::new());
+            (s.clone(), s)
         }
         StoreChoice::Sqlite(path) => {
-            let s = SqliteStore::open(path).map_err(StartError::Store)?;
+            let s = Arc::new(SqliteStore::open(path).map_err(StartError::Store)?);
             tracing::info!(path = %path.display(), "store: sqlite");
-            Arc::new(s)
+            (s.clone(), s)
         }
     };
-    let engine = Engine::new(store, launch);
+    let engine = Engine::new(store.clone(), launch);
+    let push = match &settings.push {
+        Some(p) => {
+            let sealer = match &p.key {
+                PushKey::Hex(h) => Sealer::from_hex(h),
+                PushKey::File(f) => Sealer::from_file(f),
+            }
+            .map_err(StartError::PushKey)?;
+            let svc = PushService::start(p.delivery.clone(), push_store, store.clone(), sealer)
+                .await
+                .map_err(StartError::Store)?;
+            let hook = svc.clone();
+            engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
+            tracing::info!(
+                allow_private = p.delivery.allow_private,
+                "push notifications on"
+            );
+            Some(svc)
+        }
+        None => None,
+    };
     let r = engine.recover().await.map_err(StartError::Store)?;
     if r != Recovery::default() {
         tracing::info!(
@@ -218,6 +243,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         local_addr,
         started_at: SystemTime::now(),
         keepalive: settings.sse_keepalive,
+        push,
     };
     tracing::info!("agent-host listening on http://{local_addr} (card: http://{local_addr}/.well-known/agent-card.json)");
     let limits = HttpLimits {
@@ -255,7 +281,12 @@ pub fn print_card(settings: &Settings) -> Result<String, StartError> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}/", settings.bind));
-    let card = server::card::build(&adapter, &card_settings(settings), &base);
+    let card = server::card::build(
+        &adapter,
+        &card_settings(settings),
+        &base,
+        settings.push.is_some(),
+    );
     Ok(serde_json::to_string_pretty(&card.to_json(settings.card_legacy_v03)).unwrap_or_default())
 }
 

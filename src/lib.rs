@@ -6,7 +6,7 @@
 //! # Layout
 //!
 //! Dependencies point inward: [`protocol`] ← [`task`], [`adapter`] (pure, no I/O) ←
-//! [`runner`], [`store`], [`engine`], [`server`] (I/O at the edges).
+//! [`runner`], [`store`], [`engine`], [`push`], [`server`] (I/O at the edges).
 //!
 //! - [`protocol`]: A2A wire types. v1.0 ([`protocol::v1`]) is the internal model; v0.3
 //!   ([`protocol::v03`]) is converted at the edge; the agent card; error codes
@@ -20,11 +20,15 @@
 //! - [`runner`]: the only place with child processes, ptys and signals: spawn in its own
 //!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
 //!   group, grace, SIGKILL, reap.
-//! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs)
-//!   and the in-memory store.
+//! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs,
+//!   context sessions, process groups) and [`store::PushStore`]; the SQLite store (the
+//!   default, with migrations) and the in-memory one.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
 //!   turn's process from the adapter and settings ([`engine::launch`]).
+//! - [`push`]: push notifications: webhook configs, in-order at-least-once delivery from each
+//!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
+//!   sealed at rest.
 //! - [`server`]: the axum router: JSON-RPC for both versions, SSE with replay, the agent card,
 //!   health; graceful shutdown.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
@@ -38,6 +42,7 @@ pub mod cli;
 pub mod engine;
 pub mod fake_agent;
 pub mod protocol;
+pub mod push;
 pub mod runner;
 pub mod server;
 pub mod settings;

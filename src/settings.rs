@@ -119,6 +119,20 @@ pub struct ServeArgs {
     /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
     #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
     pub store: Option<String>,
+    /// Push notifications (webhooks) on [default: false]
+    #[arg(long, env = "AGENT_PUSH", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub push: Option<bool>,
+    /// Allow webhooks to loopback, private and link-local addresses (local testing only) [default: false]
+    #[arg(long, env = "AGENT_PUSH_ALLOW_PRIVATE", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub push_allow_private: Option<bool>,
+    /// Key sealing push secrets at rest, 64 hex digits [default: a key file next to the database]
+    #[arg(
+        long,
+        env = "AGENT_PUSH_KEY",
+        value_name = "HEX",
+        hide_env_values = true
+    )]
+    pub push_key: Option<String>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,
@@ -136,6 +150,21 @@ pub struct FileConfig {
     pub card: CardSection,
     #[serde(default)]
     pub log: LogSection,
+    #[serde(default)]
+    pub push: PushSection,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PushSection {
+    pub enabled: Option<bool>,
+    pub allow_private: Option<bool>,
+    pub max_attempts: Option<u32>,
+    pub retry_base_ms: Option<u64>,
+    pub retry_max_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub key: Option<String>,
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -225,6 +254,23 @@ pub struct Settings {
     pub card_legacy_v03: bool,
     pub log_format: LogFormat,
     pub store: StoreChoice,
+    /// Push notifications; None when off.
+    pub push: Option<PushConfig>,
+}
+
+/// Push notification settings, when on.
+#[derive(Debug, Clone)]
+pub struct PushConfig {
+    pub delivery: crate::push::PushSettings,
+    /// The sealing key: 64 hex digits, or a file holding them (created when missing).
+    pub key: PushKey,
+}
+
+/// Where the push sealing key comes from.
+#[derive(Debug, Clone)]
+pub enum PushKey {
+    Hex(String),
+    File(PathBuf),
 }
 
 /// Where tasks are kept.
@@ -255,6 +301,46 @@ pub fn default_db_path() -> Result<PathBuf, SettingsError> {
             )
         })?;
     Ok(data.join("agent-host").join("agent-host.db"))
+}
+
+fn resolve_push(
+    args: &ServeArgs,
+    p: &PushSection,
+    store: &StoreChoice,
+) -> Result<Option<PushConfig>, SettingsError> {
+    if !args.push.or(p.enabled).unwrap_or(false) {
+        return Ok(None);
+    }
+    let d = crate::push::PushSettings::default();
+    let ms = Duration::from_millis;
+    let delivery = crate::push::PushSettings {
+        allow_private: args.push_allow_private.or(p.allow_private).unwrap_or(false),
+        max_attempts: match p.max_attempts {
+            Some(0) => {
+                return Err(SettingsError::Invalid(
+                    "push.max_attempts must be at least 1".into(),
+                ))
+            }
+            Some(n) => n,
+            None => d.max_attempts,
+        },
+        retry_base: p.retry_base_ms.map(ms).unwrap_or(d.retry_base),
+        retry_max: p.retry_max_ms.map(ms).unwrap_or(d.retry_max),
+        timeout: p.timeout_ms.map(ms).unwrap_or(d.timeout),
+    };
+    let key = match (args.push_key.clone().or_else(|| p.key.clone()), &p.key_file) {
+        (Some(hex), _) => {
+            crate::push::Sealer::from_hex(&hex)
+                .map_err(|e| SettingsError::Invalid(format!("AGENT_PUSH_KEY: {e}")))?;
+            PushKey::Hex(hex)
+        }
+        (None, Some(f)) => PushKey::File(f.clone()),
+        (None, None) => PushKey::File(match store {
+            StoreChoice::Sqlite(db) => db.with_file_name("push.key"),
+            StoreChoice::Memory => default_db_path()?.with_file_name("push.key"),
+        }),
+    };
+    Ok(Some(PushConfig { delivery, key }))
 }
 
 fn parse_store(s: &str) -> Result<StoreChoice, SettingsError> {
@@ -401,6 +487,7 @@ impl Settings {
                 .or(srv.store.as_deref())
                 .unwrap_or("sqlite"),
         )?;
+        let push = resolve_push(args, &file.push, &store)?;
         let log_format = match args
             .log_format
             .clone()
@@ -490,6 +577,7 @@ impl Settings {
                 .unwrap_or(true),
             log_format,
             store,
+            push,
         })
     }
 }

@@ -68,11 +68,15 @@ struct State {
     shutting_down: bool,
 }
 
+/// Called with a task id after new events of that task were stored.
+pub type UpdateHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 struct Inner {
     store: Arc<dyn TaskStore>,
     launch: Launch,
     state: Mutex<State>,
     turn_ended: Notify,
+    hook: std::sync::OnceLock<UpdateHook>,
 }
 
 /// The task engine. Cheap to clone.
@@ -131,8 +135,15 @@ impl Engine {
                 launch,
                 state: Mutex::new(State::default()),
                 turn_ended: Notify::new(),
+                hook: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Sets the function told about every stored update (push notifications). Only the
+    /// first call has an effect.
+    pub fn set_update_hook(&self, hook: UpdateHook) {
+        let _ = self.inner.hook.set(hook);
     }
 
     /// The adapter this engine runs.
@@ -716,6 +727,9 @@ impl Inner {
         match self.store.append(task_id, events).await {
             Ok(seq) => {
                 notify.send_replace(seq);
+                if let Some(hook) = self.hook.get() {
+                    hook(task_id);
+                }
             }
             Err(e) => tracing::error!(task = %task_id, error = %e, "could not store task events"),
         }

@@ -30,7 +30,7 @@ pub const INPUT_MODES: &[&str] = &["text/plain", "application/json"];
 pub const OUTPUT_MODES: &[&str] = &["text/plain", "application/json"];
 
 /// The card for clients reaching the server at `base_url` (ending in `/`).
-pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str) -> AgentCard {
+pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str, push: bool) -> AgentCard {
     let skills = adapter
         .skills
         .iter()
@@ -68,7 +68,7 @@ pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str) -> AgentC
         documentation_url: None,
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            push_notifications: Some(false),
+            push_notifications: Some(push),
             ..AgentCapabilities::default()
         },
         security_schemes: Default::default(),
@@ -102,7 +102,12 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 /// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).
 pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = base_url(&state, &headers);
-    let card = build(&state.engine.launch().adapter, &state.card, &base);
+    let card = build(
+        &state.engine.launch().adapter,
+        &state.card,
+        &base,
+        state.push.is_some(),
+    );
     let body = card.to_json(state.card.legacy_v03_fields).to_string();
     let digest = Sha256::digest(body.as_bytes());
     let etag = format!("\"{}\"", hex::encode(&digest[..16]));

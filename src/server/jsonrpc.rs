@@ -11,13 +11,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::sse::{self, Flavor};
-use super::AppState;
+use super::{push_rpc, AppState};
 use crate::protocol::v03::{self, decode_params};
 use crate::protocol::v1::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SendMessageResponse,
     StreamResponse, SubscribeToTaskRequest,
 };
 use crate::protocol::A2AError;
+use crate::push;
 use crate::task;
 
 /// Protocol version of a method.
@@ -274,10 +275,13 @@ async fn dispatch(
     params: Value,
 ) -> Result<Response, A2AError> {
     let engine = &state.engine;
+    if let Some(r) = push_rpc::dispatch(state, method, params.clone()).await {
+        return r.map(|v| result_response(id, v));
+    }
     match method {
         "SendMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            let task = send_blocking(state, req).await?;
+            let task = send_blocking(state, req, push::V1).await?;
             let v = serde_json::to_value(SendMessageResponse::Task(task))
                 .map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
@@ -285,19 +289,25 @@ async fn dispatch(
         "message/send" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
-            let task = send_blocking(state, req).await?;
+            let task = send_blocking(state, req, push::V03).await?;
             let v = serde_json::to_value(v03::task_to_v03(&task))
                 .map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
         }
         "SendStreamingMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            stream_send(state, req, Flavor::V1JsonRpc { id: id_json(id) }).await
+            stream_send(state, req, Flavor::V1JsonRpc { id: id_json(id) }, push::V1).await
         }
         "message/stream" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
-            stream_send(state, req, Flavor::V03JsonRpc { id: id_json(id) }).await
+            stream_send(
+                state,
+                req,
+                Flavor::V03JsonRpc { id: id_json(id) },
+                push::V03,
+            )
+            .await
         }
         "GetTask" => {
             let req: GetTaskRequest = decode(params)?;
@@ -347,14 +357,6 @@ async fn dispatch(
             )
             .await
         }
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig"
-        | "tasks/pushNotificationConfig/set"
-        | "tasks/pushNotificationConfig/get"
-        | "tasks/pushNotificationConfig/list"
-        | "tasks/pushNotificationConfig/delete" => Err(A2AError::PushNotificationNotSupported),
         "GetExtendedAgentCard" => Err(A2AError::UnsupportedOperation(
             "this agent has no extended agent card".into(),
         )),
@@ -373,6 +375,7 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, A2AError> {
 async fn send_blocking(
     state: &AppState,
     req: SendMessageRequest,
+    version: &str,
 ) -> Result<crate::protocol::v1::Task, A2AError> {
     let cfg = req.configuration.clone().unwrap_or_default();
     if let Some(n) = cfg.history_length {
@@ -382,10 +385,9 @@ async fn send_blocking(
             ));
         }
     }
-    if cfg.task_push_notification_config.is_some() {
-        return Err(A2AError::PushNotificationNotSupported);
-    }
+    let push_cfg = push_rpc::inline_config(state, &req).await?;
     let acc = state.engine.send(req).await?;
+    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
     let snap = if cfg.return_immediately {
         state.engine.get_snapshot(&acc.task_id).await?
     } else {
@@ -403,15 +405,11 @@ async fn stream_send(
     state: &AppState,
     req: SendMessageRequest,
     flavor: Flavor,
+    version: &str,
 ) -> Result<Response, A2AError> {
-    if req
-        .configuration
-        .as_ref()
-        .is_some_and(|c| c.task_push_notification_config.is_some())
-    {
-        return Err(A2AError::PushNotificationNotSupported);
-    }
+    let push_cfg = push_rpc::inline_config(state, &req).await?;
     let acc = state.engine.send(req).await?;
+    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
     if acc.new_task {
         let events = state.engine.subscribe(&acc.task_id, 0).await?;
         return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));

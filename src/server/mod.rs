@@ -5,6 +5,7 @@
 
 pub mod card;
 mod jsonrpc;
+mod push_rpc;
 pub mod sse;
 
 use std::future::Future;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub started_at: SystemTime,
     /// Interval of SSE keep-alive comments.
     pub keepalive: Duration,
+    /// Push notifications, when on.
+    pub push: Option<crate::push::PushService>,
 }
 
 /// Limits of the HTTP layer.
@@ -105,6 +108,7 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let engine = state.engine.clone();
+    let push = state.push.clone();
     let router = app(state, &limits);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // When `shutdown` resolves the server stops accepting; requests in flight (open streams
@@ -124,6 +128,9 @@ where
         "shutting down: ending running tasks"
     );
     engine.shutdown().await;
+    if let Some(p) = &push {
+        p.shutdown();
+    }
     let result = match finished {
         Some(r) => r,
         None => match tokio::time::timeout(drain, &mut server).await {

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use async_trait::async_trait;
 use base64::Engine as _;
 
-use super::{ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use super::{
+    DeadLetter, ListPage, ListQuery, PushRecord, PushStore, Snapshot, StoreError, TaskStore,
+};
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{apply, LoggedEvent, TaskEvent};
 
@@ -22,6 +24,8 @@ pub struct MemoryStore {
     tasks: RwLock<HashMap<String, Arc<Mutex<Record>>>>,
     sessions: Mutex<HashMap<String, String>>,
     processes: Mutex<HashMap<String, (u32, u64)>>,
+    push: Mutex<Vec<PushRecord>>,
+    dead: Mutex<Vec<DeadLetter>>,
 }
 
 impl MemoryStore {
@@ -248,6 +252,68 @@ impl TaskStore for MemoryStore {
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
         let m = self.processes.lock().map_err(|_| poisoned())?;
         Ok(m.iter().map(|(k, (p, s))| (k.clone(), *p, *s)).collect())
+    }
+}
+
+#[async_trait]
+impl PushStore for MemoryStore {
+    async fn put_push(&self, rec: &PushRecord) -> Result<(), StoreError> {
+        let mut v = self.push.lock().map_err(|_| poisoned())?;
+        v.retain(|r| !(r.task_id == rec.task_id && r.id == rec.id));
+        v.push(rec.clone());
+        Ok(())
+    }
+
+    async fn get_push(&self, task_id: &str, id: &str) -> Result<Option<PushRecord>, StoreError> {
+        let v = self.push.lock().map_err(|_| poisoned())?;
+        Ok(v.iter()
+            .find(|r| r.task_id == task_id && r.id == id)
+            .cloned())
+    }
+
+    async fn list_push(&self, task_id: &str) -> Result<Vec<PushRecord>, StoreError> {
+        let v = self.push.lock().map_err(|_| poisoned())?;
+        let mut out: Vec<PushRecord> = v.iter().filter(|r| r.task_id == task_id).cloned().collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    async fn all_push(&self) -> Result<Vec<PushRecord>, StoreError> {
+        Ok(self.push.lock().map_err(|_| poisoned())?.clone())
+    }
+
+    async fn delete_push(&self, task_id: &str, id: &str) -> Result<(), StoreError> {
+        let mut v = self.push.lock().map_err(|_| poisoned())?;
+        v.retain(|r| !(r.task_id == task_id && r.id == id));
+        Ok(())
+    }
+
+    async fn push_progress(
+        &self,
+        task_id: &str,
+        id: &str,
+        delivered_seq: u64,
+        attempts: u32,
+        next_at_ms: u64,
+        last_error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut v = self.push.lock().map_err(|_| poisoned())?;
+        if let Some(r) = v.iter_mut().find(|r| r.task_id == task_id && r.id == id) {
+            r.delivered_seq = delivered_seq;
+            r.attempts = attempts;
+            r.next_at_ms = next_at_ms;
+            r.last_error = last_error.map(str::to_string);
+        }
+        Ok(())
+    }
+
+    async fn dead_letter(&self, dead: &DeadLetter) -> Result<(), StoreError> {
+        self.dead.lock().map_err(|_| poisoned())?.push(dead.clone());
+        Ok(())
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        Ok(self.dead.lock().map_err(|_| poisoned())?.clone())
     }
 }
 

@@ -4,6 +4,7 @@
 //! log, so that a client that drops can resubscribe from any sequence number.
 
 pub mod memory;
+pub mod push;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::protocol::v1::{Task, TaskState};
 use crate::task::{LoggedEvent, TaskEvent};
 
 pub use memory::MemoryStore;
+pub use push::{DeadLetter, PushRecord, PushStore};
 pub use sqlite::SqliteStore;
 
 /// A storage failure.

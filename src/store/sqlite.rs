@@ -64,6 +64,29 @@ const MIGRATIONS: &[&str] = &[
         pgid INTEGER NOT NULL,
         start_ticks INTEGER NOT NULL
      );",
+    // 4: push-notification configs with their delivery cursor, and given-up updates.
+    "CREATE TABLE push_configs (
+        task_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        token TEXT,
+        auth_scheme TEXT,
+        auth_credentials TEXT,
+        version TEXT NOT NULL,
+        delivered_seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at_ms INTEGER NOT NULL,
+        last_error TEXT,
+        PRIMARY KEY (task_id, id)
+     );
+     CREATE TABLE push_dead_letters (
+        task_id TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        error TEXT NOT NULL,
+        at TEXT NOT NULL
+     );",
 ];
 
 /// The schema version this build writes.
@@ -124,15 +147,10 @@ enum Write {
         compact: bool,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
-    Session {
-        context_id: String,
-        session_id: String,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
-    /// Records (Some) or forgets (None) a task's process group.
-    Process {
-        task_id: String,
-        group: Option<(u32, u64)>,
+    /// Any other statement, run in the batch's transaction.
+    Exec {
+        sql: &'static str,
+        args: Vec<rusqlite::types::Value>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
 }
@@ -140,6 +158,10 @@ enum Write {
 /// Position of a task being written: its last sequence number and recent events.
 struct Live {
     last_seq: u64,
+    /// Events up to here are committed; the window may hold later ones being written, which
+    /// readers must not see yet (a reader could otherwise act on an event that a following
+    /// read of the database does not show).
+    committed_seq: u64,
     since_snapshot: u64,
     window: VecDeque<Arc<LoggedEvent>>,
 }
@@ -211,17 +233,14 @@ impl SqliteStore {
         .map_err(backend)?
     }
 
-    async fn process_write(
+    /// Runs one statement through the writer and waits for its commit.
+    async fn exec(
         &self,
-        task_id: &str,
-        group: Option<(u32, u64)>,
+        sql: &'static str,
+        args: Vec<rusqlite::types::Value>,
     ) -> Result<(), StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.send(Write::Process {
-            task_id: task_id.to_string(),
-            group,
-            reply,
-        })?;
+        self.send(Write::Exec { sql, args, reply })?;
         rx.await.map_err(backend)?
     }
 
@@ -255,8 +274,7 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Write>) {
             let reply = match w {
                 Write::Create { reply, .. }
                 | Write::Append { reply, .. }
-                | Write::Session { reply, .. }
-                | Write::Process { reply, .. } => reply,
+                | Write::Exec { reply, .. } => reply,
             };
             let _ = reply.send(outcome.clone().map_err(StoreError::Backend));
         }
@@ -317,27 +335,10 @@ fn write_batch(conn: &mut Connection, batch: &[Write]) -> Result<(), String> {
                     compact.push(task_id.clone());
                 }
             }
-            Write::Session {
-                context_id,
-                session_id,
-                ..
-            } => {
-                tx.execute(
-                    "INSERT INTO contexts (context_id, session_id, updated_at) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (context_id) DO UPDATE SET session_id = ?2, updated_at = ?3",
-                    params![context_id, session_id, crate::task::now_timestamp()],
-                )
-                .map_err(|e| e.to_string())?;
-            }
-            Write::Process { task_id, group, .. } => {
-                match group {
-                    Some((pgid, start)) => tx.execute(
-                        "INSERT OR REPLACE INTO processes (task_id, pgid, start_ticks) VALUES (?1, ?2, ?3)",
-                        params![task_id, *pgid as i64, *start as i64],
-                    ),
-                    None => tx.execute("DELETE FROM processes WHERE task_id = ?1", [task_id]),
-                }
-                .map_err(|e| e.to_string())?;
+            Write::Exec { sql, args, .. } => {
+                tx.prepare_cached(sql)
+                    .and_then(|mut st| st.execute(rusqlite::params_from_iter(args.iter())))
+                    .map_err(|e| e.to_string())?;
             }
         }
     }
@@ -352,6 +353,18 @@ fn write_batch(conn: &mut Connection, batch: &[Write]) -> Result<(), String> {
         }
     }
     tx.commit().map_err(|e| e.to_string())
+}
+
+fn text(s: &str) -> rusqlite::types::Value {
+    rusqlite::types::Value::Text(s.to_string())
+}
+
+fn int(v: u64) -> rusqlite::types::Value {
+    rusqlite::types::Value::Integer(v as i64)
+}
+
+fn opt_text(s: Option<&str>) -> rusqlite::types::Value {
+    s.map(text).unwrap_or(rusqlite::types::Value::Null)
 }
 
 fn decode_event(json: &str) -> Result<TaskEvent, StoreError> {
@@ -445,6 +458,7 @@ impl TaskStore for SqliteStore {
             id,
             Live {
                 last_seq: 1,
+                committed_seq: 1,
                 since_snapshot: 0,
                 window,
             },
@@ -474,6 +488,7 @@ impl TaskStore for SqliteStore {
             let mut live = self.live.lock().map_err(|_| poisoned())?;
             live.entry(task_id.to_string()).or_insert(Live {
                 last_seq: last,
+                committed_seq: last,
                 since_snapshot: 0,
                 window: VecDeque::new(),
             });
@@ -520,10 +535,14 @@ impl TaskStore for SqliteStore {
             (rx, l.last_seq, ended)
         };
         rx.await.map_err(backend)??;
+        let mut live = self.live.lock().map_err(|_| poisoned())?;
         if ended {
             // A task that ended is read from the database from now on; memory keeps only
             // the tasks being written.
-            self.live.lock().map_err(|_| poisoned())?.remove(task_id);
+            live.remove(task_id);
+        } else if let Some(l) = live.get_mut(task_id) {
+            // The writer commits in order, so everything up to `last` is committed.
+            l.committed_seq = l.committed_seq.max(last);
         }
         Ok(last)
     }
@@ -551,7 +570,7 @@ impl TaskStore for SqliteStore {
                     return Ok(l
                         .window
                         .iter()
-                        .filter(|e| e.seq > after)
+                        .filter(|e| e.seq > after && e.seq <= l.committed_seq)
                         .take(limit)
                         .cloned()
                         .collect());
@@ -674,13 +693,16 @@ impl TaskStore for SqliteStore {
     }
 
     async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Write::Session {
-            context_id: context_id.to_string(),
-            session_id: session_id.to_string(),
-            reply,
-        })?;
-        rx.await.map_err(backend)?
+        self.exec(
+            "INSERT INTO contexts (context_id, session_id, updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (context_id) DO UPDATE SET session_id = ?2, updated_at = ?3",
+            vec![
+                text(context_id),
+                text(session_id),
+                text(&crate::task::now_timestamp()),
+            ],
+        )
+        .await
     }
 
     async fn record_process(
@@ -689,11 +711,19 @@ impl TaskStore for SqliteStore {
         pgid: u32,
         start_ticks: u64,
     ) -> Result<(), StoreError> {
-        self.process_write(task_id, Some((pgid, start_ticks))).await
+        self.exec(
+            "INSERT OR REPLACE INTO processes (task_id, pgid, start_ticks) VALUES (?1, ?2, ?3)",
+            vec![text(task_id), int(pgid as u64), int(start_ticks)],
+        )
+        .await
     }
 
     async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
-        self.process_write(task_id, None).await
+        self.exec(
+            "DELETE FROM processes WHERE task_id = ?1",
+            vec![text(task_id)],
+        )
+        .await
     }
 
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
@@ -728,6 +758,8 @@ impl TaskStore for SqliteStore {
         .await
     }
 }
+
+mod push;
 
 #[cfg(test)]
 mod tests;

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 use agent_host::adapter::{PromptVia, Registry};
 use agent_host::engine::launch::{child_env, Launch};
 use agent_host::engine::Engine;
+use agent_host::push::{PushService, Sealer};
 use agent_host::server::{self, AppState, CardSettings, HttpLimits};
-use agent_host::store::{MemoryStore, SqliteStore, TaskStore};
+use agent_host::store::{MemoryStore, PushStore, SqliteStore, TaskStore};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -27,6 +28,10 @@ pub struct Options {
     pub prompt_via: PromptVia,
     /// Keep tasks in a SQLite database in the test's directory instead of memory.
     pub sqlite: bool,
+    /// ... or in this database file (survives the server, for restart tests).
+    pub db: Option<PathBuf>,
+    /// Push notifications on, with these settings.
+    pub push: Option<agent_host::push::PushSettings>,
 }
 
 impl Default for Options {
@@ -42,6 +47,8 @@ impl Default for Options {
             adapter: "demo",
             prompt_via: PromptVia::Arg,
             sqlite: false,
+            db: None,
+            push: None,
         }
     }
 }
@@ -93,12 +100,33 @@ impl TestServer {
             idle_timeout: o.idle_timeout,
             cancel_grace: o.grace,
         };
-        let store: Arc<dyn TaskStore> = if o.sqlite {
-            Arc::new(SqliteStore::open(&dir.path().join("tasks.db")).expect("sqlite store"))
-        } else {
-            Arc::new(MemoryStore::new())
+        let db =
+            o.db.clone()
+                .or_else(|| o.sqlite.then(|| dir.path().join("tasks.db")));
+        let (store, push_store): (Arc<dyn TaskStore>, Arc<dyn PushStore>) = match db {
+            Some(path) => {
+                let s = Arc::new(SqliteStore::open(&path).expect("sqlite store"));
+                (s.clone(), s)
+            }
+            None => {
+                let s = Arc::new(MemoryStore::new());
+                (s.clone(), s)
+            }
         };
-        let engine = Engine::new(store, launch);
+        let engine = Engine::new(store.clone(), launch);
+        let push = match o.push {
+            Some(settings) => {
+                let sealer = Sealer::from_hex(&"5a".repeat(32)).expect("key");
+                let svc = PushService::start(settings, push_store, store.clone(), sealer)
+                    .await
+                    .expect("push service");
+                let hook = svc.clone();
+                engine.set_update_hook(Arc::new(move |t: &str| hook.on_update(t)));
+                Some(svc)
+            }
+            None => None,
+        };
+        engine.recover().await.expect("recover");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -114,6 +142,7 @@ impl TestServer {
             local_addr: addr,
             started_at: SystemTime::now(),
             keepalive: Duration::from_millis(200),
+            push,
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let limits = HttpLimits {

@@ -1,0 +1,277 @@
+//! Push notifications: clients register webhook URLs for a task (config methods of both
+//! versions, or inline in `SendMessage`), and every update of the task is POSTed to each, in
+//! order, at least once, also across restarts.
+//!
+//! Each config has a cursor into its task's event log (stored with the config); a delivery
+//! job per config posts the events after the cursor one by one and moves the cursor on
+//! success. A failure is retried with exponential backoff and jitter; after
+//! `max_attempts` the update is recorded as a dead letter and skipped. Secrets are sealed at
+//! rest ([`seal`]); URLs are checked against SSRF when stored and when sent ([`guard`]).
+
+mod deliver;
+pub mod guard;
+pub mod seal;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::protocol::v1::{AuthenticationInfo, TaskPushNotificationConfig};
+use crate::protocol::A2AError;
+use crate::store::{PushRecord, PushStore, StoreError, TaskStore};
+pub use seal::Sealer;
+
+/// How pushes are delivered.
+#[derive(Debug, Clone)]
+pub struct PushSettings {
+    /// Allow callbacks to loopback, private and link-local addresses (local testing).
+    pub allow_private: bool,
+    /// Attempts at one update before it becomes a dead letter.
+    pub max_attempts: u32,
+    /// First retry delay; doubles with each failure (with ±20% jitter).
+    pub retry_base: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// Timeout of one webhook request.
+    pub timeout: Duration,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        PushSettings {
+            allow_private: false,
+            max_attempts: 8,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Payload version of a config: v1.0 `StreamResponse` or the v0.3 event.
+pub const V1: &str = "1.0";
+/// See [`V1`].
+pub const V03: &str = "0.3";
+
+struct Inner {
+    settings: PushSettings,
+    store: Arc<dyn PushStore>,
+    tasks: Arc<dyn TaskStore>,
+    sealer: Sealer,
+    client: reqwest::Client,
+    /// Tasks that have at least one config.
+    watched: Mutex<HashSet<String>>,
+    /// Delivery jobs running, by (task, config): true when more work arrived meanwhile.
+    jobs: Mutex<HashMap<(String, String), bool>>,
+    wake: mpsc::UnboundedSender<String>,
+    /// Set when the host stops: jobs end before their next request.
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+/// The push service. Cheap to clone.
+#[derive(Clone)]
+pub struct PushService {
+    inner: Arc<Inner>,
+}
+
+fn store_err(e: StoreError) -> A2AError {
+    A2AError::Internal(e.to_string())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The sets behind these locks stay consistent whatever a panicking holder did (single
+    // inserts and removes), so a poisoned lock is used as it is.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PushService {
+    /// Starts the service and its delivery worker, and resumes deliveries left pending.
+    pub async fn start(
+        settings: PushSettings,
+        store: Arc<dyn PushStore>,
+        tasks: Arc<dyn TaskStore>,
+        sealer: Sealer,
+    ) -> Result<PushService, StoreError> {
+        let client = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(guard::resolver(settings.allow_private))
+            .user_agent(concat!("agent-host/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("cannot build the webhook client: {e}")))?;
+        let (wake, rx) = mpsc::unbounded_channel();
+        let configs = store.all_push().await?;
+        let svc = PushService {
+            inner: Arc::new(Inner {
+                settings,
+                store,
+                tasks,
+                sealer,
+                client,
+                watched: Mutex::new(configs.iter().map(|c| c.task_id.clone()).collect()),
+                jobs: Mutex::new(HashMap::new()),
+                wake,
+                stop: tokio::sync::watch::channel(false).0,
+            }),
+        };
+        tokio::spawn(deliver::worker(svc.inner.clone(), rx));
+        for c in configs {
+            let _ = svc.inner.wake.send(c.task_id);
+        }
+        Ok(svc)
+    }
+
+    /// Stops delivering (the host is stopping): no request starts after this. What was not
+    /// delivered stays pending in the store for the next start.
+    pub fn shutdown(&self) {
+        self.inner.stop.send_replace(true);
+    }
+
+    /// A task got new events: wake its deliveries. Cheap for tasks without configs.
+    pub fn on_update(&self, task_id: &str) {
+        if lock(&self.inner.watched).contains(task_id) {
+            let _ = self.inner.wake.send(task_id.to_string());
+        }
+    }
+
+    /// Checks a config before it is stored: the URL (SSRF rules) and the authentication.
+    pub async fn validate(&self, cfg: &TaskPushNotificationConfig) -> Result<(), A2AError> {
+        guard::check_url(&cfg.url, self.inner.settings.allow_private)
+            .await
+            .map_err(A2AError::InvalidParams)?;
+        if let Some(a) = &cfg.authentication {
+            if a.scheme.trim().is_empty() {
+                return Err(A2AError::InvalidParams(
+                    "authentication.scheme is required (e.g. Bearer)".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores a config for an existing task. `from_start` delivers the task's whole log
+    /// (a config given with the message that created the task); otherwise only updates from
+    /// now on. Returns the config as stored (with its id).
+    pub async fn create(
+        &self,
+        mut cfg: TaskPushNotificationConfig,
+        version: &str,
+        from_start: bool,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        let task_id = cfg
+            .task_id
+            .clone()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| A2AError::InvalidParams("taskId is required".into()))?;
+        let snap = self
+            .inner
+            .tasks
+            .get(&task_id)
+            .await
+            .map_err(store_err)?
+            .ok_or_else(|| A2AError::TaskNotFound(task_id.clone()))?;
+        self.validate(&cfg).await?;
+        let id = cfg
+            .id
+            .clone()
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        crate::task::validate_id("id", &id).map_err(A2AError::InvalidParams)?;
+        cfg.id = Some(id.clone());
+        let sealer = &self.inner.sealer;
+        let rec = PushRecord {
+            task_id: task_id.clone(),
+            id,
+            url: cfg.url.clone(),
+            token: cfg.token.as_deref().map(|t| sealer.seal(t)),
+            auth_scheme: cfg.authentication.as_ref().map(|a| a.scheme.clone()),
+            auth_credentials: cfg
+                .authentication
+                .as_ref()
+                .and_then(|a| a.credentials.as_deref())
+                .map(|c| sealer.seal(c)),
+            version: version.to_string(),
+            delivered_seq: if from_start { 0 } else { snap.last_seq },
+            attempts: 0,
+            next_at_ms: 0,
+            last_error: None,
+        };
+        self.inner.store.put_push(&rec).await.map_err(store_err)?;
+        lock(&self.inner.watched).insert(task_id.clone());
+        let _ = self.inner.wake.send(task_id);
+        Ok(cfg)
+    }
+
+    /// One config of a task.
+    pub async fn get(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        self.task_exists(task_id).await?;
+        let rec = self
+            .inner
+            .store
+            .get_push(task_id, id)
+            .await
+            .map_err(store_err)?
+            .ok_or_else(|| {
+                A2AError::TaskNotFound(format!("{task_id} (push notification config {id})"))
+            })?;
+        self.to_config(&rec)
+    }
+
+    /// Every config of a task.
+    pub async fn list(&self, task_id: &str) -> Result<Vec<TaskPushNotificationConfig>, A2AError> {
+        self.task_exists(task_id).await?;
+        let recs = self
+            .inner
+            .store
+            .list_push(task_id)
+            .await
+            .map_err(store_err)?;
+        recs.iter().map(|r| self.to_config(r)).collect()
+    }
+
+    /// Deletes a config; deleting one that is not there succeeds too.
+    pub async fn delete(&self, task_id: &str, id: &str) -> Result<(), A2AError> {
+        self.task_exists(task_id).await?;
+        self.inner
+            .store
+            .delete_push(task_id, id)
+            .await
+            .map_err(store_err)
+    }
+
+    async fn task_exists(&self, task_id: &str) -> Result<(), A2AError> {
+        match self.inner.tasks.get(task_id).await.map_err(store_err)? {
+            Some(_) => Ok(()),
+            None => Err(A2AError::TaskNotFound(task_id.to_string())),
+        }
+    }
+
+    fn to_config(&self, r: &PushRecord) -> Result<TaskPushNotificationConfig, A2AError> {
+        let open = |s: &str| {
+            self.inner
+                .sealer
+                .open(s)
+                .map_err(|e| A2AError::Internal(e.to_string()))
+        };
+        Ok(TaskPushNotificationConfig {
+            tenant: None,
+            id: Some(r.id.clone()),
+            task_id: Some(r.task_id.clone()),
+            url: r.url.clone(),
+            token: r.token.as_deref().map(open).transpose()?,
+            authentication: match &r.auth_scheme {
+                Some(scheme) => Some(AuthenticationInfo {
+                    scheme: scheme.clone(),
+                    credentials: r.auth_credentials.as_deref().map(open).transpose()?,
+                }),
+                None => None,
+            },
+        })
+    }
+}

@@ -1,0 +1,329 @@
+//! Push notifications: every update to a webhook on 127.0.0.1, in order, through failures
+//! and restarts; configs in both versions; SSRF probes refused.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_host::push::PushSettings;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Hit {
+    auth: Option<String>,
+    token: Option<String>,
+    body: Value,
+}
+
+/// A webhook receiver on 127.0.0.1: records what it accepts; answers 503 to the first
+/// `fail_first` requests and while `down` is set.
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    hits: Arc<Mutex<Vec<Hit>>>,
+    down: Arc<Mutex<bool>>,
+}
+
+async fn receiver(fail_first: usize) -> Receiver {
+    let hits = Arc::new(Mutex::new(Vec::new()));
+    let down = Arc::new(Mutex::new(false));
+    let failures = Arc::new(Mutex::new(fail_first));
+    let (h, d) = (hits.clone(), down.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let (hits, down, failures) = (h.clone(), d.clone(), failures.clone());
+            async move {
+                if *down.lock().unwrap() {
+                    return StatusCode::SERVICE_UNAVAILABLE;
+                }
+                {
+                    let mut f = failures.lock().unwrap();
+                    if *f > 0 {
+                        *f -= 1;
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                }
+                let get = |k: &str| {
+                    headers
+                        .get(k)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                hits.lock().unwrap().push(Hit {
+                    auth: get("authorization"),
+                    token: get("x-a2a-notification-token"),
+                    body: serde_json::from_str(&body).unwrap_or(Value::Null),
+                });
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Receiver {
+        url: format!("http://{addr}/hook"),
+        hits,
+        down,
+    }
+}
+
+fn fast() -> PushSettings {
+    PushSettings {
+        allow_private: true,
+        retry_base: Duration::from_millis(40),
+        retry_max: Duration::from_millis(200),
+        ..PushSettings::default()
+    }
+}
+
+/// The task's stream events, from its log (what every push config must receive).
+async fn log_of(s: &TestServer, id: &str) -> Vec<Value> {
+    let mut r = s
+        .open_stream("SubscribeToTask", json!({"id": id}), Some(0))
+        .await;
+    r.all()
+        .await
+        .into_iter()
+        .map(|f| f.data["result"].clone())
+        .collect()
+}
+
+async fn wait_hits(rx: &Receiver, n: usize) -> Vec<Hit> {
+    for _ in 0..400 {
+        let hits = rx.hits.lock().unwrap().clone();
+        if hits.len() >= n {
+            return hits;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let got = rx.hits.lock().unwrap().len();
+    panic!("the receiver got {got} updates, expected {n}");
+}
+
+#[tokio::test]
+async fn every_update_reaches_the_webhook_in_order_with_its_credentials() {
+    limit(async {
+        let rx = receiver(3).await; // fails the first three attempts
+        let s = TestServer::with(Options {
+            push: Some(fast()),
+            ..Options::default()
+        })
+        .await;
+        let card: Value = s
+            .client
+            .get(format!("{}/.well-known/agent-card.json", s.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(card["capabilities"]["pushNotifications"], true);
+        let mut p = send_params("hello");
+        p["configuration"] = json!({"taskPushNotificationConfig": {
+            "url": rx.url, "token": "tok-1",
+            "authentication": {"scheme": "Bearer", "credentials": "secret-1"}}});
+        let v = s.rpc("SendMessage", p).await;
+        let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
+        let log = log_of(&s, &id).await;
+        let hits = wait_hits(&rx, log.len()).await;
+        let bodies: Vec<Value> = hits.iter().map(|h| h.body.clone()).collect();
+        assert_eq!(
+            bodies, log,
+            "every update, in order, once each (retries included)"
+        );
+        assert!(bodies[0]["task"].is_object(), "the task first");
+        assert_eq!(
+            bodies.last().unwrap()["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        for h in &hits {
+            assert_eq!(h.auth.as_deref(), Some("Bearer secret-1"));
+            assert_eq!(h.token.as_deref(), Some("tok-1"));
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn configs_in_both_versions() {
+    limit(async {
+        let rx = receiver(0).await;
+        let s = TestServer::with(Options {
+            push: Some(fast()),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("approval");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"].as_str().unwrap().to_string();
+        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").await;
+        // v1.0 create / get / list / delete.
+        let c = s
+            .rpc("CreateTaskPushNotificationConfig", json!({"taskId": id, "id": "cfg-1", "url": rx.url,
+                "authentication": {"scheme": "Bearer", "credentials": "c1"}}))
+            .await;
+        assert_eq!(c["result"]["id"], "cfg-1", "{c}");
+        let g = s.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": "cfg-1"})).await;
+        assert_eq!(g["result"]["url"], rx.url.as_str());
+        assert_eq!(g["result"]["authentication"]["credentials"], "c1");
+        let missing = s.rpc("GetTaskPushNotificationConfig", json!({"taskId": id, "id": "nope"})).await;
+        assert_eq!(missing["error"]["code"], -32001);
+        // v0.3 set / get / list, on the same task.
+        let set = s
+            .rpc03("tasks/pushNotificationConfig/set", json!({"taskId": id, "pushNotificationConfig": {
+                "id": "cfg-03", "url": rx.url, "token": "t03", "authentication": {"schemes": ["Bearer"], "credentials": "c03"}}}))
+            .await;
+        assert_eq!(set["result"]["pushNotificationConfig"]["id"], "cfg-03", "{set}");
+        let get03 = s
+            .rpc03("tasks/pushNotificationConfig/get", json!({"id": id, "pushNotificationConfigId": "cfg-03"}))
+            .await;
+        assert_eq!(get03["result"]["pushNotificationConfig"]["authentication"]["schemes"][0], "Bearer");
+        let list03 = s.rpc03("tasks/pushNotificationConfig/list", json!({"id": id})).await;
+        assert_eq!(list03["result"].as_array().unwrap().len(), 2);
+        let list = s.rpc("ListTaskPushNotificationConfigs", json!({"taskId": id})).await;
+        assert_eq!(list["result"]["configs"].as_array().unwrap().len(), 2);
+        // Updates from now on reach both, each in its version's shape.
+        let mut reply = send_params("yes");
+        reply["message"]["taskId"] = json!(id);
+        s.rpc("SendMessage", reply).await;
+        let hits = wait_hits(&rx, 2).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let hits = if hits.len() < 4 { wait_hits(&rx, 4).await } else { hits };
+        let v03: Vec<&Hit> = hits.iter().filter(|h| h.token.as_deref() == Some("t03")).collect();
+        let v1: Vec<&Hit> = hits.iter().filter(|h| h.auth.as_deref() == Some("Bearer c1")).collect();
+        assert!(!v03.is_empty() && !v1.is_empty());
+        assert!(v03.iter().all(|h| h.body["kind"].is_string()), "v0.3 events carry kind");
+        assert!(v1.iter().all(|h| h.body.get("kind").is_none()));
+        assert_eq!(v03.last().unwrap().body["final"], true);
+        // Delete is idempotent.
+        for _ in 0..2 {
+            let d = s.rpc("DeleteTaskPushNotificationConfig", json!({"taskId": id, "id": "cfg-1"})).await;
+            assert_eq!(d["result"], json!({}), "{d}");
+        }
+        let d = s.rpc03("tasks/pushNotificationConfig/delete", json!({"id": id, "pushNotificationConfigId": "cfg-03"})).await;
+        assert_eq!(d["result"], Value::Null);
+        assert!(d.get("error").is_none());
+        let list = s.rpc("ListTaskPushNotificationConfigs", json!({"taskId": id})).await;
+        assert_eq!(list["result"]["configs"], json!([]));
+        let unknown = s.rpc("ListTaskPushNotificationConfigs", json!({"taskId": "no-task"})).await;
+        assert_eq!(unknown["error"]["code"], -32001);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ssrf_probes_are_refused_without_allow_private() {
+    limit(async {
+        let s = TestServer::with(Options {
+            push: Some(PushSettings::default()),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for url in [
+            "http://127.0.0.1:8080/hook",
+            "http://10.0.0.1/hook",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[::1]:8080/hook",
+            "http://localhost:8080/hook",
+            "file:///etc/passwd",
+            "gopher://example.com/",
+        ] {
+            let r = s
+                .rpc(
+                    "CreateTaskPushNotificationConfig",
+                    json!({"taskId": id, "url": url}),
+                )
+                .await;
+            assert_eq!(r["error"]["code"], -32602, "{url}: {r}");
+            assert!(
+                r["error"]["message"].as_str().unwrap().contains("url"),
+                "{r}"
+            );
+        }
+        // Inline too: the message is refused before any task is made.
+        let mut p = send_params("hello");
+        p["configuration"] = json!({"taskPushNotificationConfig": {"url": "http://127.0.0.1:1/x"}});
+        assert_eq!(s.rpc("SendMessage", p).await["error"]["code"], -32602);
+        let r = s
+            .rpc(
+                "CreateTaskPushNotificationConfig",
+                json!({"taskId": id, "url": "https://93.184.215.14/hook",
+                "authentication": {"scheme": ""}}),
+            )
+            .await;
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("authentication.scheme"),
+            "{r}"
+        );
+        s.rpc("CancelTask", json!({"id": id})).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deliveries_survive_a_receiver_outage_and_a_host_restart() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("push.db");
+        let rx = receiver(0).await;
+        *rx.down.lock().unwrap() = true;
+        let s = TestServer::with(Options {
+            push: Some(fast()),
+            db: Some(db.clone()),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("hello");
+        p["configuration"] =
+            json!({"taskPushNotificationConfig": {"url": rx.url, "token": "tok-secret-9"}});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let log = log_of(&s, &id).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(rx.hits.lock().unwrap().is_empty());
+        s.shutdown().await;
+        // Secrets are sealed at rest.
+        let raw = std::fs::read(&db).unwrap();
+        let wal = std::fs::read(db.with_extension("db-wal")).unwrap_or_default();
+        for bytes in [&raw, &wal] {
+            assert!(
+                !bytes.windows(12).any(|w| w == b"tok-secret-9"),
+                "a push token is stored in plain text"
+            );
+        }
+        // The receiver is back; a new host on the same database delivers everything.
+        *rx.down.lock().unwrap() = false;
+        let _s2 = TestServer::with(Options {
+            push: Some(fast()),
+            db: Some(db.clone()),
+            ..Options::default()
+        })
+        .await;
+        let hits = wait_hits(&rx, log.len()).await;
+        let bodies: Vec<Value> = hits.iter().map(|h| h.body.clone()).collect();
+        assert_eq!(bodies.len(), log.len());
+        for (i, (b, l)) in bodies.iter().zip(&log).enumerate() {
+            assert_eq!(b, l, "update {i}");
+        }
+    })
+    .await;
+}
