@@ -3,8 +3,12 @@
 //! Recorded facts (Claude Code 2.1.330 unless said):
 //! * `is_error` decides, not `subtype`: API errors end with `subtype:"success"` and
 //!   `is_error:true` (auth-401, server-500, connection-refused, no-credentials).
-//! * `usage.input_tokens` / `usage.output_tokens`, `total_cost_usd` (absent in qwen-code),
-//!   `duration_ms`.
+//! * `usage.input_tokens` / `usage.output_tokens` and `duration_ms` are the turn's.
+//!   `total_cost_usd` is the session's: after `--resume` it adds the earlier turns (0.0016,
+//!   then 0.0024 for a 0.0008 turn), and so does a second turn in one stdio process. The
+//!   turn's cost is the sum of `model_usage_since_last_result.*.costUSD`; results without that
+//!   object (`--output-format json`, unknown session) give `total_cost_usd`; qwen-code gives
+//!   neither.
 //! * `result` holds the final text; error results without one (max turns, unknown session,
 //!   interrupt) list `errors`.
 //! * `api_error_status` (401, 500, null), `api_error` (`connection_failed`),
@@ -26,7 +30,7 @@ pub(super) fn events(v: &Value, hint: Option<&str>) -> Vec<AgentEvent> {
     let mut out = vec![AgentEvent::Usage(Usage {
         input_tokens: tokens("input_tokens"),
         output_tokens: tokens("output_tokens"),
-        cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+        cost_usd: turn_cost(v),
         duration_ms: u64_of(v, "duration_ms"),
     })];
     let subtype = str_of(v, "subtype").unwrap_or("");
@@ -59,6 +63,23 @@ pub(super) fn events(v: &Value, hint: Option<&str>) -> Vec<AgentEvent> {
         kind: Some(kind.to_string()),
     });
     out
+}
+
+/// What this turn cost (see the module comment).
+fn turn_cost(v: &Value) -> Option<f64> {
+    match v
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+    {
+        Some(models) => Some(
+            models
+                .values()
+                .filter_map(|m| m.get("costUSD").and_then(Value::as_f64))
+                // Not `sum()`: an empty f64 sum is -0.0.
+                .fold(0.0, |total, c| total + c),
+        ),
+        None => v.get("total_cost_usd").and_then(Value::as_f64),
+    }
 }
 
 /// Why an error result failed: `auth`, `rate_limit`, `max_turns`, `budget`, `interrupted`,

@@ -348,6 +348,20 @@ fn error_results_fail_with_a_kind_whatever_the_subtype() {
 }
 
 #[test]
+fn usage_reports_the_cost_of_the_turn_not_of_the_session() {
+    let resumed = events_of(&format!("{CLAUDE}/claude-code-resume-2-resume.jsonl"));
+    // total_cost_usd is 0.0024: the first turn (0.0016) and this one.
+    assert_eq!(usage_of(&resumed).cost_usd, Some(0.0008));
+    assert_eq!(usage_of(&resumed).input_tokens, Some(100));
+    let json = events_of(&format!("{CLAUDE}/claude-code-output-json.json"));
+    assert_eq!(
+        usage_of(&json).cost_usd,
+        Some(0.0008),
+        "no per-turn figure: the total"
+    );
+}
+
+#[test]
 fn server_500_warns_on_each_retry_then_fails() {
     let events = events_of(&format!("{CLAUDE}/claude-code-server-500.jsonl"));
     let retries: Vec<_> = events
