@@ -206,6 +206,11 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    (
+        "claude-code.toml",
+        include_str!("../../adapters/claude-code.toml"),
+    ),
+    ("qwen.toml", include_str!("../../adapters/qwen.toml")),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

@@ -1,12 +1,13 @@
 //! One parser per CLI output format. A parser turns one line of output into zero or more
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
+pub mod claude;
 pub mod native;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, claude::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +67,9 @@ pub trait WireParser: Send {
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
+        claude::FORMAT => Some(Box::new(claude::ClaudeParser::new(
+            claude::Options::from_table(&spec.wire_options),
+        ))),
         _ => None,
     }
 }
