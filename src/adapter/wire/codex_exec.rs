@@ -280,6 +280,14 @@ pub(super) fn changes_text(item: &Value, kind_key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The paths of a file change item.
+pub(super) fn change_paths(item: &Value) -> Vec<String> {
+    item.get("changes")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|c| str_at(c, "path")).collect())
+        .unwrap_or_default()
+}
+
 /// The text of MCP result content blocks (`[{type:"text",text}]`), or the JSON.
 pub(super) fn content_text(content: Option<&Value>) -> String {
     match content {

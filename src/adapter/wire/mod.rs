@@ -1,13 +1,14 @@
 //! One parser per CLI output format. A parser turns one line of output into zero or more
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
+pub mod codex_app_server;
 pub mod codex_exec;
 pub mod native;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, codex_exec::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, codex_exec::FORMAT, codex_app_server::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +69,9 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
         codex_exec::FORMAT => Some(Box::new(codex_exec::CodexExecParser::new())),
+        codex_app_server::FORMAT => Some(Box::new(codex_app_server::CodexAppServerParser::new(
+            &spec.wire_options,
+        ))),
         _ => None,
     }
 }
