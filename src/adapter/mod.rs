@@ -206,6 +206,11 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    ("codex.toml", include_str!("../../adapters/codex.toml")),
+    (
+        "codex-exec.toml",
+        include_str!("../../adapters/codex-exec.toml"),
+    ),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

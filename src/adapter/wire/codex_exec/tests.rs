@@ -284,3 +284,97 @@ fn nothing_to_answer_in_exec() {
     p.parse_line("", &mut out, &mut Vec::new());
     assert!(out.is_empty());
 }
+
+fn launch(id: &str, force: bool) -> crate::engine::Launch {
+    let r = crate::adapter::Registry::builtin().unwrap();
+    let adapter = r.get(id).unwrap().clone();
+    crate::engine::Launch {
+        prompt_via: adapter.prompt,
+        adapter,
+        program: std::path::PathBuf::from("/usr/bin/codex"),
+        extra_args: vec![],
+        cwd: std::path::PathBuf::from("/workspace/project"),
+        env: vec![],
+        model: Some("fake-model".into()),
+        force,
+        max_line_bytes: 1024,
+        timeout: std::time::Duration::from_secs(1),
+        idle_timeout: std::time::Duration::from_secs(1),
+        cancel_grace: std::time::Duration::from_secs(1),
+    }
+}
+
+/// The recorded command shapes: `codex exec --json --skip-git-repo-check -m M [-c …]
+/// --dangerously-bypass-approvals-and-sandbox PROMPT`, and `… resume <thread_id> PROMPT`.
+#[test]
+fn exec_adapter_arguments_follow_the_recorded_commands() {
+    use crate::engine::SessionArgs;
+    use crate::runner::StdinMode;
+    let l = launch("codex-exec", true);
+    let first = l.spawn_spec("say hi", &SessionArgs::None);
+    assert_eq!(
+        first.args,
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-c",
+            "sandbox_mode=\"workspace-write\"",
+            "-m",
+            "fake-model",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "say hi"
+        ]
+    );
+    // stdin closed: codex exec reads it to EOF before starting.
+    assert!(matches!(first.stdin, StdinMode::Null));
+    assert!(l.can_resume() && !l.host_chooses_session());
+    let next = l.spawn_spec("and again", &SessionArgs::Resume("01a2034f".into()));
+    assert_eq!(
+        next.args[5..],
+        [
+            "-m",
+            "fake-model",
+            "resume",
+            "01a2034f",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "and again"
+        ]
+    );
+}
+
+#[test]
+fn app_server_adapter_speaks_the_protocol_on_an_open_stdin() {
+    use crate::engine::SessionArgs;
+    use crate::runner::StdinMode;
+    let l = launch("codex", false);
+    assert!(l.adapter.detect);
+    let spec = l.spawn_spec("create a file", &SessionArgs::None);
+    assert_eq!(spec.args[0], "app-server");
+    assert!(!spec.args.iter().any(|a| a == "create a file"));
+    assert!(spec
+        .args
+        .contains(&"approval_policy=\"on-request\"".to_string()));
+    assert!(matches!(
+        spec.stdin,
+        StdinMode::Write {
+            keep_open: true,
+            ..
+        }
+    ));
+    // AGENT_FORCE: the later `-c` wins.
+    let forced = launch("codex", true).spawn_spec("x", &SessionArgs::None);
+    let policies: Vec<_> = forced
+        .args
+        .iter()
+        .filter(|a| a.starts_with("approval_policy="))
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            "approval_policy=\"on-request\"",
+            "approval_policy=\"never\""
+        ]
+    );
+    assert!(crate::adapter::wire::parser_for(&l.adapter).is_some());
+}
