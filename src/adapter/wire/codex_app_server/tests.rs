@@ -358,3 +358,18 @@ fn noise_is_a_warning() {
     let (events, _) = feed(&mut p, r#"{"method":"brand/new","params":{}}"#);
     assert!(events.is_empty());
 }
+
+#[test]
+fn a_denial_sent_as_cancel_ends_the_turn_without_failing_it() {
+    let mut p = started_parser();
+    feed(&mut p, &approval_line());
+    p.encode_decision(&allow("0", false, None)).unwrap();
+    let mut done: Value =
+        serde_json::from_str(&golden::stdout_lines(FIXTURE).pop().unwrap()).unwrap();
+    done["params"]["turn"]["status"] = json!("interrupted");
+    let (events, _) = feed(&mut p, &done.to_string());
+    assert!(
+        matches!(events.last(), Some(AgentEvent::Done { is_error: false, result: Some(r) })
+        if r.contains("declined"))
+    );
+}
