@@ -211,6 +211,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../adapters/claude-code.toml"),
     ),
     ("qwen.toml", include_str!("../../adapters/qwen.toml")),
+    ("codex.toml", include_str!("../../adapters/codex.toml")),
+    (
+        "codex-exec.toml",
+        include_str!("../../adapters/codex-exec.toml"),
+    ),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

@@ -2,12 +2,19 @@
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
 pub mod claude;
+pub mod codex_app_server;
+pub mod codex_exec;
 pub mod native;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, claude::FORMAT];
+pub const FORMATS: &[&str] = &[
+    native::FORMAT,
+    claude::FORMAT,
+    codex_exec::FORMAT,
+    codex_app_server::FORMAT,
+];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +76,10 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
         native::FORMAT => Some(Box::new(native::NativeParser)),
         claude::FORMAT => Some(Box::new(claude::ClaudeParser::new(
             claude::Options::from_table(&spec.wire_options),
+        ))),
+        codex_exec::FORMAT => Some(Box::new(codex_exec::CodexExecParser::new())),
+        codex_app_server::FORMAT => Some(Box::new(codex_app_server::CodexAppServerParser::new(
+            &spec.wire_options,
         ))),
         _ => None,
     }
