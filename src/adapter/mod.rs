@@ -206,6 +206,7 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    ("cursor.toml", include_str!("../../adapters/cursor.toml")),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.
