@@ -206,6 +206,10 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    (
+        "opencode-json.toml",
+        include_str!("../../adapters/opencode-json.toml"),
+    ),
     ("cursor.toml", include_str!("../../adapters/cursor.toml")),
 ];
 

@@ -3,11 +3,12 @@
 
 pub mod cursor;
 pub mod native;
+pub mod opencode;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, cursor::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, opencode::FORMAT, cursor::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,7 @@ pub trait WireParser: Send {
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
+        opencode::FORMAT => Some(Box::new(opencode::OpencodeParser::new())),
         cursor::FORMAT => Some(Box::new(cursor::CursorParser)),
         _ => None,
     }
