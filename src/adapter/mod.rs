@@ -207,6 +207,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
     (
+        "gemini-json.toml",
+        include_str!("../../adapters/gemini-json.toml"),
+    ),
+    (
         "opencode-json.toml",
         include_str!("../../adapters/opencode-json.toml"),
     ),

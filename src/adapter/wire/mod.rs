@@ -2,13 +2,19 @@
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
 pub mod cursor;
+pub mod gemini;
 pub mod native;
 pub mod opencode;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, opencode::FORMAT, cursor::FORMAT];
+pub const FORMATS: &[&str] = &[
+    native::FORMAT,
+    gemini::FORMAT,
+    opencode::FORMAT,
+    cursor::FORMAT,
+];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +74,7 @@ pub trait WireParser: Send {
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
+        gemini::FORMAT => Some(Box::new(gemini::GeminiParser::new())),
         opencode::FORMAT => Some(Box::new(opencode::OpencodeParser::new())),
         cursor::FORMAT => Some(Box::new(cursor::CursorParser)),
         _ => None,
