@@ -216,6 +216,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "codex-exec.toml",
         include_str!("../../adapters/codex-exec.toml"),
     ),
+    (
+        "gemini-json.toml",
+        include_str!("../../adapters/gemini-json.toml"),
+    ),
+    (
+        "opencode-json.toml",
+        include_str!("../../adapters/opencode-json.toml"),
+    ),
+    ("cursor.toml", include_str!("../../adapters/cursor.toml")),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

@@ -4,7 +4,10 @@
 pub mod claude;
 pub mod codex_app_server;
 pub mod codex_exec;
+pub mod cursor;
+pub mod gemini;
 pub mod native;
+pub mod opencode;
 
 use super::{AdapterSpec, AgentEvent};
 
@@ -14,6 +17,9 @@ pub const FORMATS: &[&str] = &[
     claude::FORMAT,
     codex_exec::FORMAT,
     codex_app_server::FORMAT,
+    gemini::FORMAT,
+    opencode::FORMAT,
+    cursor::FORMAT,
 ];
 
 /// The user's answer to an approval request.
@@ -81,6 +87,9 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
         codex_app_server::FORMAT => Some(Box::new(codex_app_server::CodexAppServerParser::new(
             &spec.wire_options,
         ))),
+        gemini::FORMAT => Some(Box::new(gemini::GeminiParser::new())),
+        opencode::FORMAT => Some(Box::new(opencode::OpencodeParser::new())),
+        cursor::FORMAT => Some(Box::new(cursor::CursorParser)),
         _ => None,
     }
 }
