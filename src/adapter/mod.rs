@@ -206,6 +206,15 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    ("gemini.toml", include_str!("../../adapters/gemini.toml")),
+    (
+        "qwen-acp.toml",
+        include_str!("../../adapters/qwen-acp.toml"),
+    ),
+    (
+        "opencode.toml",
+        include_str!("../../adapters/opencode.toml"),
+    ),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

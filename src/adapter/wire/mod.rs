@@ -1,12 +1,13 @@
 //! One parser per CLI output format. A parser turns one line of output into zero or more
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
+pub mod acp;
 pub mod native;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, acp::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +67,7 @@ pub trait WireParser: Send {
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
+        acp::FORMAT => Some(Box::new(acp::AcpParser::new())),
         _ => None,
     }
 }
