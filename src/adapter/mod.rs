@@ -175,6 +175,12 @@ impl AdapterSpec {
                 ),
             });
         }
+        if let Err(message) = wire::validate(&spec) {
+            return Err(AdapterError::Invalid {
+                source_name: source_name.to_string(),
+                message,
+            });
+        }
         if spec.id.is_empty() {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),

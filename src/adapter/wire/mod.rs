@@ -3,11 +3,12 @@
 
 pub mod acp;
 pub mod native;
+pub mod rules;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, acp::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, acp::FORMAT, rules::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,7 +69,17 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
         native::FORMAT => Some(Box::new(native::NativeParser)),
         acp::FORMAT => Some(Box::new(acp::AcpParser::new())),
+        rules::FORMAT => Some(Box::new(rules::RulesParser::new(spec))),
         _ => None,
+    }
+}
+
+/// Checks the adapter's `wire_options` for its format (the rules of `jsonl-rules`, the regexes
+/// of `text`), so a broken adapter file fails when it is loaded rather than on its first turn.
+pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+    match spec.wire.as_str() {
+        rules::FORMAT => rules::validate(spec),
+        _ => Ok(()),
     }
 }
 
