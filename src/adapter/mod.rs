@@ -221,6 +221,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "opencode.toml",
         include_str!("../../adapters/opencode.toml"),
     ),
+    ("aider.toml", include_str!("../../adapters/aider.toml")),
+    ("generic.toml", include_str!("../../adapters/generic.toml")),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

@@ -4,11 +4,12 @@
 pub mod acp;
 pub mod native;
 pub mod rules;
+pub mod text;
 
 use super::{AdapterSpec, AgentEvent};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
-pub const FORMATS: &[&str] = &[native::FORMAT, acp::FORMAT, rules::FORMAT];
+pub const FORMATS: &[&str] = &[native::FORMAT, acp::FORMAT, rules::FORMAT, text::FORMAT];
 
 /// The user's answer to an approval request.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +71,7 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
         native::FORMAT => Some(Box::new(native::NativeParser)),
         acp::FORMAT => Some(Box::new(acp::AcpParser::new())),
         rules::FORMAT => Some(Box::new(rules::RulesParser::new(spec))),
+        text::FORMAT => Some(Box::new(text::TextParser::new(spec))),
         _ => None,
     }
 }
@@ -79,6 +81,7 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
 pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
     match spec.wire.as_str() {
         rules::FORMAT => rules::validate(spec),
+        text::FORMAT => text::validate(spec),
         _ => Ok(()),
     }
 }
