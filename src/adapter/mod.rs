@@ -175,6 +175,12 @@ impl AdapterSpec {
                 ),
             });
         }
+        if let Err(message) = wire::validate(&spec) {
+            return Err(AdapterError::Invalid {
+                source_name: source_name.to_string(),
+                message,
+            });
+        }
         if spec.id.is_empty() {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
@@ -210,8 +216,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "claude-code.toml",
         include_str!("../../adapters/claude-code.toml"),
     ),
-    ("qwen.toml", include_str!("../../adapters/qwen.toml")),
     ("codex.toml", include_str!("../../adapters/codex.toml")),
+    ("gemini.toml", include_str!("../../adapters/gemini.toml")),
+    (
+        "opencode.toml",
+        include_str!("../../adapters/opencode.toml"),
+    ),
+    ("qwen.toml", include_str!("../../adapters/qwen.toml")),
+    ("cursor.toml", include_str!("../../adapters/cursor.toml")),
+    ("aider.toml", include_str!("../../adapters/aider.toml")),
     (
         "codex-exec.toml",
         include_str!("../../adapters/codex-exec.toml"),
@@ -224,7 +237,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "opencode-json.toml",
         include_str!("../../adapters/opencode-json.toml"),
     ),
-    ("cursor.toml", include_str!("../../adapters/cursor.toml")),
+    (
+        "qwen-acp.toml",
+        include_str!("../../adapters/qwen-acp.toml"),
+    ),
+    ("generic.toml", include_str!("../../adapters/generic.toml")),
 ];
 
 /// All known adapters: the built-in ones, overridden or extended by extra files.

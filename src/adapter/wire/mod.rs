@@ -1,6 +1,7 @@
 //! One parser per CLI output format. A parser turns one line of output into zero or more
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
+pub mod acp;
 pub mod claude;
 pub mod codex_app_server;
 pub mod codex_exec;
@@ -8,6 +9,8 @@ pub mod cursor;
 pub mod gemini;
 pub mod native;
 pub mod opencode;
+pub mod rules;
+pub mod text;
 
 use super::{AdapterSpec, AgentEvent};
 
@@ -20,6 +23,9 @@ pub const FORMATS: &[&str] = &[
     gemini::FORMAT,
     opencode::FORMAT,
     cursor::FORMAT,
+    acp::FORMAT,
+    rules::FORMAT,
+    text::FORMAT,
 ];
 
 /// The user's answer to an approval request.
@@ -90,7 +96,20 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
         gemini::FORMAT => Some(Box::new(gemini::GeminiParser::new())),
         opencode::FORMAT => Some(Box::new(opencode::OpencodeParser::new())),
         cursor::FORMAT => Some(Box::new(cursor::CursorParser)),
+        acp::FORMAT => Some(Box::new(acp::AcpParser::new())),
+        rules::FORMAT => Some(Box::new(rules::RulesParser::new(spec))),
+        text::FORMAT => Some(Box::new(text::TextParser::new(spec))),
         _ => None,
+    }
+}
+
+/// Checks the adapter's `wire_options` for its format (the rules of `jsonl-rules`, the regexes
+/// of `text`), so a broken adapter file fails when it is loaded rather than on its first turn.
+pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+    match spec.wire.as_str() {
+        rules::FORMAT => rules::validate(spec),
+        text::FORMAT => text::validate(spec),
+        _ => Ok(()),
     }
 }
 

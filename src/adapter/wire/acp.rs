@@ -1,0 +1,575 @@
+//! `acp`: the Agent Client Protocol (JSON-RPC 2.0, one message per line on stdio), spoken by
+//! `gemini --acp`, `qwen --acp` and `opencode acp`. The host is the ACP client.
+//!
+//! The conversation, as recorded with the real CLIs (`tests/fixtures/transcripts/*/…/
+//! *-acp-permission.transcript.jsonl`):
+//!
+//! 1. `start` sends `initialize` (no file system, no terminal: the agent does its own I/O);
+//! 2. its response → `session/new` (`cwd`, no MCP servers), or `session/load` when the turn
+//!    resumes a session and the agent advertised `loadSession`;
+//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`];
+//! 4. `session/update` notifications stream the turn; `session/request_permission` requests
+//!    wait for the user's answer ([`WireParser::encode_decision`]);
+//! 5. the `session/prompt` response (`stopReason`) ends the turn.
+//!
+//! Any other request from the agent gets a "method not found" error at once, so the agent never
+//! waits on the host (qwen asks `craft/drainMidTurnQueue` mid-turn).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Value};
+
+use super::{Decision, TurnStart, WireParser};
+use crate::adapter::{AgentEvent, ApprovalOption, Usage};
+
+pub const FORMAT: &str = "acp";
+
+/// ACP `protocolVersion` the host speaks (the one the recordings negotiated).
+const PROTOCOL_VERSION: u64 = 1;
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
+/// ACP "authentication required".
+const AUTH_REQUIRED: i64 = -32000;
+/// Bytes of answer text kept for the `Done` result.
+const ANSWER_MAX: usize = 1 << 20;
+
+/// What a request the host sent is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Initialize,
+    NewSession,
+    LoadSession,
+    Prompt,
+}
+
+impl Pending {
+    fn method(self) -> &'static str {
+        match self {
+            Pending::Initialize => "initialize",
+            Pending::NewSession => "session/new",
+            Pending::LoadSession => "session/load",
+            Pending::Prompt => "session/prompt",
+        }
+    }
+}
+
+/// A permission request waiting for the user: its JSON-RPC id and the options offered
+/// (`optionId`, `kind`).
+#[derive(Debug, Clone)]
+struct OpenPermission {
+    rpc_id: Value,
+    options: Vec<(String, String)>,
+}
+
+/// The host's side of one ACP turn.
+#[derive(Debug, Default)]
+pub struct AcpParser {
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    prompt: String,
+    cwd: String,
+    resume: Option<String>,
+    session_id: Option<String>,
+    /// True once `session/prompt` went out: updates before it (a `session/load` replaying
+    /// history) are not part of this turn.
+    prompting: bool,
+    permissions: HashMap<String, OpenPermission>,
+    /// Tool calls already reported as [`AgentEvent::ToolUse`], with the tool's name when the
+    /// agent said it.
+    tools: HashMap<String, Option<String>>,
+    finished_tools: HashSet<String>,
+    answer: String,
+    /// Usage summed from per-request `_meta.usage` (qwen), used when the prompt result has none.
+    usage: Option<Usage>,
+}
+
+impl AcpParser {
+    pub fn new() -> Self {
+        AcpParser::default()
+    }
+
+    /// A request from the host: its line, remembering what it waits for.
+    fn request(&mut self, what: Pending, params: Value) -> Vec<u8> {
+        self.next_id += 1;
+        self.pending.insert(self.next_id, what);
+        line(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": what.method(), "params": params}),
+        )
+    }
+
+    fn send_prompt(&mut self, session_id: &str, reply: &mut Vec<u8>) {
+        self.prompting = true;
+        let prompt = self.prompt.clone();
+        reply.extend(self.request(
+            Pending::Prompt,
+            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
+        ));
+    }
+
+    fn on_response(&mut self, v: &Value, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
+        let Some(what) = v
+            .get("id")
+            .and_then(Value::as_u64)
+            .and_then(|id| self.pending.remove(&id))
+        else {
+            return;
+        };
+        if let Some(err) = v.get("error") {
+            out.push(rpc_error(what, err));
+            return;
+        }
+        let result = v.get("result").unwrap_or(&Value::Null);
+        match what {
+            Pending::Initialize => {
+                let can_load = result
+                    .pointer("/agentCapabilities/loadSession")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let cwd = self.cwd.clone();
+                match self.resume.clone() {
+                    Some(id) if can_load => reply.extend(self.request(
+                        Pending::LoadSession,
+                        json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+                    )),
+                    resume => {
+                        if resume.is_some() {
+                            out.push(AgentEvent::Warning {
+                                message: "the agent cannot load sessions; starting a new one"
+                                    .into(),
+                            });
+                        }
+                        reply.extend(
+                            self.request(
+                                Pending::NewSession,
+                                json!({"cwd": cwd, "mcpServers": []}),
+                            ),
+                        );
+                    }
+                }
+            }
+            Pending::NewSession | Pending::LoadSession => {
+                let id = match what {
+                    Pending::NewSession => result
+                        .get("sessionId")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    _ => self.resume.clone(),
+                };
+                let Some(id) = id else {
+                    out.push(AgentEvent::Error {
+                        message: "the agent created no session (no sessionId in session/new)"
+                            .into(),
+                        kind: None,
+                    });
+                    return;
+                };
+                out.push(AgentEvent::Init {
+                    session_id: Some(id.clone()),
+                    model: current_model(result),
+                    cwd: Some(self.cwd.clone()),
+                    tools: Vec::new(),
+                });
+                self.session_id = Some(id.clone());
+                self.send_prompt(&id, reply);
+            }
+            Pending::Prompt => self.on_prompt_result(result, out),
+        }
+    }
+
+    fn on_prompt_result(&mut self, result: &Value, out: &mut Vec<AgentEvent>) {
+        if let Some(u) = prompt_usage(result).or_else(|| self.usage.take()) {
+            out.push(AgentEvent::Usage(u));
+        }
+        let reason = result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn");
+        let (message, kind) = match reason {
+            "max_tokens" => ("the agent stopped: it reached its token limit", reason),
+            "max_turn_requests" => ("the agent stopped: it reached its turn limit", reason),
+            "refusal" => ("the agent refused to continue", reason),
+            "cancelled" => ("the agent cancelled the turn", "canceled"),
+            // end_turn, and reasons newer than this parser: the turn ended normally.
+            _ => {
+                out.push(AgentEvent::Done {
+                    result: Some(std::mem::take(&mut self.answer)),
+                    is_error: false,
+                });
+                return;
+            }
+        };
+        out.push(AgentEvent::Error {
+            message: message.into(),
+            kind: Some(kind.into()),
+        });
+    }
+
+    fn on_update(&mut self, params: &Value, out: &mut Vec<AgentEvent>) {
+        if !self.prompting {
+            return;
+        }
+        let Some(u) = params.get("update") else {
+            return;
+        };
+        match u.get("sessionUpdate").and_then(Value::as_str).unwrap_or("") {
+            "agent_message_chunk" => {
+                if let Some(add) = u.pointer("/_meta/usage").and_then(acp_usage) {
+                    let sum = self.usage.get_or_insert_with(Usage::default);
+                    sum.input_tokens = add_opt(sum.input_tokens, add.input_tokens);
+                    sum.output_tokens = add_opt(sum.output_tokens, add.output_tokens);
+                }
+                if let Some(text) = chunk_text(u) {
+                    if self.answer.len() + text.len() <= ANSWER_MAX {
+                        self.answer.push_str(text);
+                    }
+                    out.push(AgentEvent::Text {
+                        text: text.to_string(),
+                        delta: true,
+                    });
+                }
+            }
+            "agent_thought_chunk" => {
+                if let Some(text) = chunk_text(u) {
+                    out.push(AgentEvent::Thinking {
+                        text: text.to_string(),
+                    });
+                }
+            }
+            "tool_call" => self.tool_seen(u, true, out),
+            "tool_call_update" => {
+                self.tool_seen(u, false, out);
+                let status = u.get("status").and_then(Value::as_str).unwrap_or("");
+                if status != "completed" && status != "failed" {
+                    return;
+                }
+                let id = str_at(u, "/toolCallId").unwrap_or_default();
+                if self.finished_tools.insert(id.clone()) {
+                    out.push(AgentEvent::ToolResult {
+                        id,
+                        output: tool_output(u),
+                        is_error: status == "failed",
+                    });
+                }
+            }
+            // plan, available_commands_update, current_mode_update, user_message_chunk
+            // (history), and whatever newer agents send: nothing for the task.
+            _ => {}
+        }
+    }
+
+    /// Reports a tool call the first time its id shows up (Gemini sends no `tool_call`, only
+    /// the permission request and the final `tool_call_update`). The name is `_meta.toolName`
+    /// (qwen), else the title of a `tool_call` (opencode: `bash`; later titles describe the
+    /// call, e.g. the command), else the tool kind (`execute`).
+    fn tool_seen(&mut self, call: &Value, announced: bool, out: &mut Vec<AgentEvent>) {
+        let Some(id) = str_at(call, "/toolCallId") else {
+            return;
+        };
+        if self.tools.contains_key(&id) {
+            return;
+        }
+        let known = str_at(call, "/_meta/toolName")
+            .or_else(|| announced.then(|| str_at(call, "/title")).flatten());
+        let name = known
+            .clone()
+            .or_else(|| str_at(call, "/kind"))
+            .unwrap_or_else(|| "tool".into());
+        let input = match call.get("rawInput") {
+            Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()),
+            _ => {
+                let mut m = serde_json::Map::new();
+                for key in ["title", "kind", "locations"] {
+                    if let Some(x) = call.get(key) {
+                        m.insert(key.into(), x.clone());
+                    }
+                }
+                Value::Object(m)
+            }
+        };
+        self.tools.insert(id.clone(), known);
+        out.push(AgentEvent::ToolUse { id, name, input });
+    }
+
+    fn on_permission(&mut self, rpc_id: &Value, params: &Value, out: &mut Vec<AgentEvent>) {
+        let call = params.get("toolCall").unwrap_or(&Value::Null);
+        self.tool_seen(call, false, out);
+        let options_json = params
+            .get("options")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut options = Vec::new();
+        let mut offered = Vec::new();
+        for o in &options_json {
+            let Some(id) = str_at(o, "/optionId") else {
+                continue;
+            };
+            let label = str_at(o, "/name").unwrap_or_else(|| id.clone());
+            offered.push((id.clone(), str_at(o, "/kind").unwrap_or_default()));
+            options.push(ApprovalOption { id, label });
+        }
+        let kind = match call.get("kind").and_then(Value::as_str) {
+            Some("execute") => "command",
+            Some("edit" | "delete" | "move") => "file-edit",
+            _ => "tool",
+        };
+        let tool = str_at(call, "/toolCallId")
+            .and_then(|id| self.tools.get(&id).cloned().flatten())
+            .or_else(|| str_at(call, "/_meta/toolName"));
+        let detail = content_text(call.get("content")).or_else(|| {
+            let paths: Vec<String> = call
+                .get("locations")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|l| str_at(l, "/path")).collect())
+                .unwrap_or_default();
+            (!paths.is_empty()).then(|| paths.join("\n"))
+        });
+        let id = id_string(rpc_id);
+        self.permissions.insert(
+            id.clone(),
+            OpenPermission {
+                rpc_id: rpc_id.clone(),
+                options: offered,
+            },
+        );
+        out.push(AgentEvent::ApprovalRequired {
+            id,
+            kind: kind.into(),
+            tool,
+            target: str_at(call, "/title"),
+            detail,
+            options,
+        });
+    }
+}
+
+impl WireParser for AcpParser {
+    fn start(&mut self, turn: &TurnStart<'_>) -> Vec<u8> {
+        self.prompt = turn.prompt.to_string();
+        self.cwd = turn.cwd.to_string();
+        self.resume = turn.session_id.filter(|_| turn.resume).map(str::to_string);
+        self.request(
+            Pending::Initialize,
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": false, "writeTextFile": false},
+                    "terminal": false
+                }
+            }),
+        )
+    }
+
+    fn parse_line(&mut self, text: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return;
+        }
+        let v: Value = match serde_json::from_str(trimmed) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                out.push(AgentEvent::Warning {
+                    message: format!("non-JSON output: {}", truncate(trimmed, 200)),
+                });
+                return;
+            }
+        };
+        let method = v.get("method").and_then(Value::as_str);
+        let params = v.get("params").unwrap_or(&Value::Null);
+        match (method, v.get("id")) {
+            (Some("session/request_permission"), Some(id)) => self.on_permission(id, params, out),
+            (Some(other), Some(id)) => {
+                reply.extend(line(&json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {"code": METHOD_NOT_FOUND, "message": format!("method not found: {other}")}
+                })));
+            }
+            (Some("session/update"), None) => self.on_update(params, out),
+            (Some(_), None) => {}
+            (None, Some(_)) => self.on_response(&v, out, reply),
+            (None, None) => {}
+        }
+    }
+
+    fn encode_decision(&mut self, d: &Decision) -> Option<Vec<u8>> {
+        let open = self.permissions.remove(&d.id)?;
+        let by_id = d
+            .option
+            .as_deref()
+            .filter(|o| open.options.iter().any(|(id, _)| id == o))
+            .map(str::to_string);
+        let wanted: &[&str] = if d.allow {
+            &["allow_once", "allow_always"]
+        } else {
+            &["reject_once", "reject_always"]
+        };
+        let by_kind = || {
+            wanted.iter().find_map(|k| {
+                open.options
+                    .iter()
+                    .find(|(_, kind)| kind == k)
+                    .map(|(id, _)| id.clone())
+            })
+        };
+        // With no option to reject, the request is answered "cancelled" (the ACP outcome for a
+        // prompt the client dismissed).
+        let outcome = match by_id.or_else(by_kind) {
+            Some(option_id) => json!({"outcome": "selected", "optionId": option_id}),
+            None => json!({"outcome": "cancelled"}),
+        };
+        Some(line(&json!({
+            "jsonrpc": "2.0",
+            "id": open.rpc_id,
+            "result": {"outcome": outcome}
+        })))
+    }
+
+    fn interrupt(&mut self) -> Option<Vec<u8>> {
+        let session = self.session_id.as_ref()?;
+        if !self.prompting {
+            return None;
+        }
+        Some(line(&json!({
+            "jsonrpc": "2.0",
+            "method": "session/cancel",
+            "params": {"sessionId": session}
+        })))
+    }
+}
+
+fn line(v: &Value) -> Vec<u8> {
+    let mut bytes = v.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn str_at(v: &Value, pointer: &str) -> Option<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// A JSON-RPC id as the approval id: numbers as digits, strings as they are.
+fn id_string(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The text of a `session/update` chunk (text content only; empty chunks are nothing).
+fn chunk_text(update: &Value) -> Option<&str> {
+    let content = update.get("content")?;
+    if content.get("type").and_then(Value::as_str) != Some("text") {
+        return None;
+    }
+    content
+        .get("text")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+}
+
+/// The text blocks of a tool call's `content` (`[{type:"content", content:{type:"text",…}}]`;
+/// diffs are named by their path).
+fn content_text(content: Option<&Value>) -> Option<String> {
+    let parts: Vec<String> = content?
+        .as_array()?
+        .iter()
+        .filter_map(|c| match c.get("type").and_then(Value::as_str) {
+            Some("content") => str_at(c, "/content/text"),
+            Some("diff") => str_at(c, "/path").map(|p| format!("diff of {p}")),
+            _ => None,
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
+}
+
+/// What a finished tool call produced: its content text, else `rawOutput.output`, else the
+/// whole `rawOutput`.
+fn tool_output(update: &Value) -> String {
+    if let Some(t) = content_text(update.get("content")) {
+        return t;
+    }
+    match update.get("rawOutput") {
+        Some(raw) => match raw.get("output") {
+            Some(Value::String(s)) => s.clone(),
+            _ => raw.to_string(),
+        },
+        None => String::new(),
+    }
+}
+
+/// The model the session runs: `models.currentModelId` (Gemini, qwen) or the `model` config
+/// option's `currentValue` (opencode).
+fn current_model(result: &Value) -> Option<String> {
+    str_at(result, "/models/currentModelId").or_else(|| {
+        result
+            .get("configOptions")?
+            .as_array()?
+            .iter()
+            .find(|o| o.get("id").and_then(Value::as_str) == Some("model"))
+            .and_then(|o| str_at(o, "/currentValue"))
+    })
+}
+
+/// ACP usage `{inputTokens, outputTokens}`.
+fn acp_usage(u: &Value) -> Option<Usage> {
+    let input_tokens = u.get("inputTokens").and_then(Value::as_u64);
+    let output_tokens = u.get("outputTokens").and_then(Value::as_u64);
+    (input_tokens.is_some() || output_tokens.is_some()).then(|| Usage {
+        input_tokens,
+        output_tokens,
+        ..Usage::default()
+    })
+}
+
+/// Usage in a `session/prompt` result: `usage` (opencode) or `_meta.quota.token_count`
+/// (Gemini).
+fn prompt_usage(result: &Value) -> Option<Usage> {
+    if let Some(u) = result.get("usage").and_then(acp_usage) {
+        return Some(u);
+    }
+    let tc = result.pointer("/_meta/quota/token_count")?;
+    Some(Usage {
+        input_tokens: tc.get("input_tokens").and_then(Value::as_u64),
+        output_tokens: tc.get("output_tokens").and_then(Value::as_u64),
+        ..Usage::default()
+    })
+}
+
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+fn rpc_error(what: Pending, err: &Value) -> AgentEvent {
+    let code = err.get("code").and_then(Value::as_i64);
+    let msg = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("error");
+    let lower = msg.to_ascii_lowercase();
+    let auth =
+        code == Some(AUTH_REQUIRED) || lower.contains("authenticat") || lower.contains("api key");
+    AgentEvent::Error {
+        message: format!("{} failed: {msg}", what.method()),
+        kind: auth.then(|| "auth".to_string()),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+//! `text`: CLIs that print plain text (aider, prompt-based CLIs on a pty). Every non-empty
+//! line is answer text; a line matching `approval_pattern` is a question waiting for y/n.
+//!
+//! `wire_options` keys (all optional):
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `approval_pattern` | regex; a matching line is an approval request (kind `other`, the line as detail) |
+//! | `approval_response_yes` | written on stdin to approve (default `"y\n"`) |
+//! | `approval_response_no` | written on stdin to deny (default `"n\n"`) |
+//! | `skip_pattern` | regex; matching lines are dropped (banners, warnings) |
+//! | `error_patterns` | array of `{ pattern = regex, kind = "auth" }`; the first matching line ends the turn as an error |
+//!
+//! A prompt the CLI leaves without a newline (`Continue? [y/N] `) reaches the parser only when
+//! the runner delivers partial lines; the runner delivers complete lines and the last line at
+//! EOF.
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::{Decision, WireParser};
+use crate::adapter::{AdapterSpec, AgentEvent};
+
+pub const FORMAT: &str = "text";
+
+const DEFAULT_YES: &str = "y\n";
+const DEFAULT_NO: &str = "n\n";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptionsDef {
+    approval_pattern: Option<String>,
+    approval_response_yes: Option<String>,
+    approval_response_no: Option<String>,
+    skip_pattern: Option<String>,
+    #[serde(default)]
+    error_patterns: Vec<ErrorPatternDef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorPatternDef {
+    pattern: String,
+    kind: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Options {
+    approval: Option<Regex>,
+    yes: String,
+    no: String,
+    skip: Option<Regex>,
+    errors: Vec<(Regex, Option<String>)>,
+}
+
+fn regex(key: &str, p: &str) -> Result<Regex, String> {
+    Regex::new(p).map_err(|e| format!("wire_options.{key}: {e}"))
+}
+
+fn compile(table: &toml::Table) -> Result<Options, String> {
+    let def: OptionsDef = toml::Value::Table(table.clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("wire_options: {}", e.message()))?;
+    let approval = def
+        .approval_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| regex("approval_pattern", p))
+        .transpose()?;
+    let skip = def
+        .skip_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| regex("skip_pattern", p))
+        .transpose()?;
+    let errors = def
+        .error_patterns
+        .into_iter()
+        .map(|e| Ok((regex("error_patterns", &e.pattern)?, e.kind)))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Options {
+        approval,
+        yes: def
+            .approval_response_yes
+            .unwrap_or_else(|| DEFAULT_YES.into()),
+        no: def
+            .approval_response_no
+            .unwrap_or_else(|| DEFAULT_NO.into()),
+        skip,
+        errors,
+    })
+}
+
+/// Checks an adapter's `wire_options` (for the registry, at load time).
+pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+    compile(&spec.wire_options).map(|_| ())
+}
+
+/// The parser: checked options, or the reason they are invalid (reported on the first line).
+#[derive(Debug)]
+pub struct TextParser {
+    options: Result<Options, String>,
+    reported: bool,
+    prompts: u64,
+}
+
+impl TextParser {
+    pub fn new(spec: &AdapterSpec) -> Self {
+        TextParser {
+            options: compile(&spec.wire_options),
+            reported: false,
+            prompts: 0,
+        }
+    }
+}
+
+impl WireParser for TextParser {
+    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
+        let opts = match &self.options {
+            Ok(o) => o,
+            Err(e) => {
+                if !self.reported {
+                    self.reported = true;
+                    out.push(AgentEvent::Error {
+                        message: format!("the adapter's wire_options are invalid: {e}"),
+                        kind: Some("config".into()),
+                    });
+                }
+                return;
+            }
+        };
+        if line.trim().is_empty() {
+            return;
+        }
+        if opts.skip.as_ref().is_some_and(|r| r.is_match(line)) {
+            return;
+        }
+        if let Some((_, kind)) = opts.errors.iter().find(|(r, _)| r.is_match(line)) {
+            out.push(AgentEvent::Error {
+                message: line.trim().to_string(),
+                kind: kind.clone(),
+            });
+            return;
+        }
+        if opts.approval.as_ref().is_some_and(|r| r.is_match(line)) {
+            self.prompts += 1;
+            out.push(AgentEvent::ApprovalRequired {
+                id: format!("prompt-{}", self.prompts),
+                kind: "other".into(),
+                tool: None,
+                target: None,
+                detail: Some(line.trim().to_string()),
+                options: Vec::new(),
+            });
+            return;
+        }
+        out.push(AgentEvent::Text {
+            text: format!("{line}\n"),
+            delta: true,
+        });
+    }
+
+    fn encode_decision(&mut self, d: &Decision) -> Option<Vec<u8>> {
+        let opts = self.options.as_ref().ok()?;
+        opts.approval.as_ref()?;
+        let answer = if d.allow { &opts.yes } else { &opts.no };
+        Some(answer.as_bytes().to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests;
