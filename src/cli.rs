@@ -126,7 +126,24 @@ pub fn choose_adapter(
 }
 
 /// Everything the engine needs, from settings.
-pub fn launch_for(settings: &Settings, adapter: AdapterSpec) -> Result<Launch, StartError> {
+pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launch, StartError> {
+    // AGENT_APPROVAL_PATTERN / _RESPONSE configure text adapters' prompt detection.
+    let opts = &mut adapter.wire_options;
+    if let Some(p) = &settings.approval_pattern {
+        opts.insert("approval_pattern".into(), toml::Value::String(p.clone()));
+    }
+    if let Some(r) = &settings.approval_response {
+        opts.insert(
+            "approval_response_yes".into(),
+            toml::Value::String(r.clone()),
+        );
+    }
+    crate::adapter::wire::validate(&adapter).map_err(|message| {
+        crate::adapter::AdapterError::Invalid {
+            source_name: format!("{} (with AGENT_APPROVAL_PATTERN/_RESPONSE)", adapter.id),
+            message,
+        }
+    })?;
     let env = host_env();
     let program = resolve_program(
         &adapter,

@@ -93,6 +93,12 @@ pub struct ServeArgs {
         allow_hyphen_values = true
     )]
     pub agent_args: Option<String>,
+    /// Regular expression of an output line that asks the user something (text adapters such as generic: the task goes input-required)
+    #[arg(long, env = "AGENT_APPROVAL_PATTERN", value_name = "REGEX")]
+    pub approval_pattern: Option<String>,
+    /// Text written to the program when the user answers yes (default "y" and a newline)
+    #[arg(long, env = "AGENT_APPROVAL_RESPONSE", value_name = "TEXT")]
+    pub approval_response: Option<String>,
     /// How the prompt reaches the program: arg (last argument), stdin (then closed) or protocol [default: the adapter's `prompt`]
     #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin", value_parser = parse_prompt_via)]
     pub prompt_via: Option<PromptVia>,
@@ -194,6 +200,8 @@ pub struct AgentSection {
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Option<Vec<String>>,
     pub max_line_bytes: Option<usize>,
+    pub approval_pattern: Option<String>,
+    pub approval_response: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -247,6 +255,8 @@ pub struct Settings {
     pub args: Vec<String>,
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Vec<String>,
+    pub approval_pattern: Option<String>,
+    pub approval_response: Option<String>,
     pub body_limit: usize,
     pub sse_keepalive: Duration,
     pub card_name: Option<String>,
@@ -550,6 +560,21 @@ impl Settings {
                 .filter(|b| !b.is_empty()),
             args: agent_args,
             prompt_via: args.prompt_via.or(ag.prompt_via),
+            approval_pattern: args
+                .approval_pattern
+                .clone()
+                .or_else(|| ag.approval_pattern.clone()),
+            approval_response: args
+                .approval_response
+                .clone()
+                .or_else(|| ag.approval_response.clone())
+                .map(|r| {
+                    if r.ends_with('\n') {
+                        r
+                    } else {
+                        format!("{r}\n")
+                    }
+                }),
             pass_env: args
                 .pass_env
                 .clone()

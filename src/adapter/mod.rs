@@ -110,6 +110,14 @@ pub struct AdapterSpec {
     /// Added when approvals are skipped (`AGENT_FORCE=true`).
     #[serde(default)]
     pub force_args: Vec<String>,
+    /// With `prompt = "arg"`: the arguments that carry the prompt, `{prompt}` replaced by it
+    /// (e.g. `["-p", "{prompt}"]`), placed last. Empty: the prompt is the last argument.
+    #[serde(default)]
+    pub prompt_args: Vec<String>,
+    /// The CLI's protocol resumes sessions itself (Codex app-server `thread/resume`, ACP
+    /// `session/load`): follow-up turns get the context's session id through the protocol.
+    #[serde(default)]
+    pub protocol_resume: bool,
     #[serde(default)]
     pub prompt: PromptVia,
     #[serde(default)]

@@ -106,7 +106,17 @@ impl Launch {
         let keep_open = a.stdin == StdinPolicy::Keep;
         let stdin = match self.prompt_via {
             PromptVia::Arg => {
-                args.push(prompt.to_string());
+                if a.prompt_args.is_empty() {
+                    args.push(prompt.to_string());
+                } else {
+                    // The prompt is substituted last, so text in it is never taken for a
+                    // placeholder.
+                    args.extend(
+                        a.prompt_args
+                            .iter()
+                            .map(|p| subst(p).replace("{prompt}", prompt)),
+                    );
+                }
                 if keep_open {
                     StdinMode::Write {
                         initial: Vec::new(),
@@ -146,9 +156,10 @@ impl Launch {
         !self.adapter.session_args.is_empty()
     }
 
-    /// True when follow-up turns can resume the CLI's session.
+    /// True when follow-up turns can resume the CLI's session (by arguments or through its
+    /// protocol).
     pub fn can_resume(&self) -> bool {
-        !self.adapter.resume_args.is_empty()
+        !self.adapter.resume_args.is_empty() || self.adapter.protocol_resume
     }
 }
 

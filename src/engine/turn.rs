@@ -200,8 +200,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         linger_sleep.as_mut().reset(Instant::now() + grace);
                     }
                 }
+                // Stderr does not count as progress: CLIs print their retries there while
+                // they are stuck (Gemini retries a failing API for minutes).
                 Some(Output::Stderr(line)) => {
-                    idle_sleep.as_mut().reset(Instant::now() + idle);
                     tracing::debug!(stderr = %line);
                     if stderr_tail.len() == STDERR_TAIL_LINES {
                         stderr_tail.pop_front();

@@ -69,6 +69,11 @@ impl LineSplitter {
         }
     }
 
+    /// True when part of a line (without its newline yet) is buffered.
+    pub(crate) fn has_partial(&self) -> bool {
+        !self.buf.is_empty() && self.skipping.is_none()
+    }
+
     /// End of input: deliver a last line that had no trailing newline.
     pub(crate) fn finish(&mut self, out: &mut Vec<Piece>) {
         if self.skipping.is_some() || !self.buf.is_empty() {
@@ -160,15 +165,42 @@ fn skip_escape(line: &[u8], start: usize) -> usize {
 ///
 /// The bounded channel gives backpressure: while the consumer is slow, this task stops reading
 /// and the child blocks on a full pipe instead of our memory growing.
-pub(crate) async fn pump<R>(mut reader: R, stream: Stream, max: usize, tx: mpsc::Sender<Output>)
-where
+///
+/// With `partial_after`, a line that has no newline yet is delivered once nothing more arrived
+/// for that long: a terminal prompt such as `Apply? [y/N] ` waits for an answer without ever
+/// ending its line (pty mode).
+pub(crate) async fn pump<R>(
+    mut reader: R,
+    stream: Stream,
+    max: usize,
+    partial_after: Option<std::time::Duration>,
+    tx: mpsc::Sender<Output>,
+) where
     R: AsyncRead + Unpin,
 {
     let mut splitter = LineSplitter::new(max);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut pieces = Vec::new();
     loop {
-        let n = match reader.read(&mut chunk).await {
+        let read = reader.read(&mut chunk);
+        let waiting = splitter.has_partial();
+        let result = match partial_after {
+            Some(quiet) if waiting => tokio::select! {
+                r = read => Some(r),
+                _ = tokio::time::sleep(quiet) => None,
+            },
+            _ => Some(read.await),
+        };
+        let Some(result) = result else {
+            splitter.finish(&mut pieces);
+            for piece in pieces.drain(..) {
+                if tx.send(to_output(piece, stream)).await.is_err() {
+                    return;
+                }
+            }
+            continue;
+        };
+        let n = match result {
             Ok(0) => 0,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -275,7 +307,7 @@ mod tests {
     async fn pump_delivers_and_stops_at_eof() {
         let (tx, mut rx) = mpsc::channel(4);
         let data: &[u8] = b"one\r\ntwo";
-        pump(data, Stream::Stderr, 100, tx).await;
+        pump(data, Stream::Stderr, 100, None, tx).await;
         assert_eq!(rx.recv().await, Some(Output::Stderr("one".into())));
         assert_eq!(rx.recv().await, Some(Output::Stderr("two".into())));
         assert_eq!(rx.recv().await, None);

@@ -5,6 +5,9 @@
 //! node processes). Output arrives line by line through [`Process::next`]; see [`Output`].
 
 mod lines;
+
+/// On a pty, a line without its newline is delivered after this much quiet (a prompt).
+pub const PARTIAL_LINE_AFTER: Duration = Duration::from_millis(300);
 mod stale;
 
 pub use stale::{kill_stale_group, start_ticks};
@@ -174,10 +177,16 @@ impl Process {
                     });
                 let mut child = cmd.spawn().map_err(spawn_err)?;
                 if let Some(out) = child.stdout.take() {
-                    tasks.push(tokio::spawn(pump(out, Stream::Stdout, max, tx.clone())));
+                    tasks.push(tokio::spawn(pump(
+                        out,
+                        Stream::Stdout,
+                        max,
+                        None,
+                        tx.clone(),
+                    )));
                 }
                 if let Some(err) = child.stderr.take() {
-                    tasks.push(tokio::spawn(pump(err, Stream::Stderr, max, tx)));
+                    tasks.push(tokio::spawn(pump(err, Stream::Stderr, max, None, tx)));
                 }
                 let writer = child
                     .stdin
@@ -211,7 +220,13 @@ impl Process {
                 drop(pty.slave);
                 let child = spawned.map_err(spawn_err)?;
                 let master = pty::Master::new(pty.master).map_err(RunnerError::Pty)?;
-                tasks.push(tokio::spawn(pump(master.clone(), Stream::Stdout, max, tx)));
+                tasks.push(tokio::spawn(pump(
+                    master.clone(),
+                    Stream::Stdout,
+                    max,
+                    Some(PARTIAL_LINE_AFTER),
+                    tx,
+                )));
                 let writer = initial
                     .is_some()
                     .then(|| Box::new(master) as Box<dyn AsyncWrite + Send + Unpin>);

@@ -241,6 +241,19 @@ async fn pty_input_is_not_echoed_and_long_lines_arrive_intact() {
 }
 
 #[tokio::test]
+async fn pty_prompt_without_newline_is_delivered_after_a_quiet_moment() {
+    within(async {
+        let script = "printf 'Apply the change? [y/N] '; read answer; echo \"got $answer\"";
+        let mut p = Process::spawn(pty_open(script)).expect("spawn");
+        assert_eq!(next_line(&mut p).await, "Apply the change? [y/N] ");
+        p.write_stdin(b"y\n").await.expect("write");
+        assert_eq!(next_line(&mut p).await, "got y");
+        assert_eq!(p.wait(Duration::from_secs(1)).await.code, Some(0));
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn pty_merges_stderr_and_null_stdin() {
     within(async {
         let script = "echo out; echo err >&2; test -t 0 || echo notty; cat; echo done";

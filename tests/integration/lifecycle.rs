@@ -269,6 +269,42 @@ async fn shutdown_ends_every_task_and_its_processes() {
 }
 
 #[tokio::test]
+async fn a_text_cli_on_a_pty_asks_and_gets_its_answer() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("ask.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho \"Planning: $1\"\nprintf 'Delete the build directory? [y/N] '\nread answer\nif [ \"$answer\" = y ]; then echo 'Deleted.'; else echo 'Kept it.'; fi\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let s = TestServer::with(Options {
+            adapter: "generic",
+            program: Some(script),
+            ..Options::default()
+        })
+        .await;
+        for (answer, expect) in [("yes", "Deleted."), ("no", "Kept it.")] {
+            let v = s.rpc("SendMessage", send_params("clean up")).await;
+            let t = &v["result"]["task"];
+            assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{v}");
+            let question = t["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+            assert!(question.contains("Delete the build directory?"), "{question}");
+            let mut reply = send_params(answer);
+            reply["message"]["taskId"] = t["id"].clone();
+            let r = s.rpc("SendMessage", reply).await;
+            let t = &r["result"]["task"];
+            assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+            let text = t["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+            assert!(text.contains("Planning: clean up") && text.contains(expect), "{text}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_jsonl_adapter_runs_any_program_speaking_the_native_protocol() {
     limit(async {
         use agent_host::adapter::PromptVia;

@@ -439,8 +439,8 @@ mod tests {
             .is_none());
     }
 
-    /// The adapter's arguments on a first and a follow-up turn: `-p` keeps its value next to
-    /// it whatever comes after, and the prompt goes on stdin.
+    /// The adapter's arguments on a first and a follow-up turn: the prompt is the value of
+    /// `-p`, after every other argument, and stdin is /dev/null (as recorded).
     #[test]
     fn adapter_arguments_for_first_and_follow_up_turns() {
         use crate::engine::launch::{Launch, SessionArgs};
@@ -473,26 +473,25 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--skip-trust",
-                "-p",
-                " ",
                 "-m",
                 "gemini-2.5-pro",
                 "--session-id",
                 "22222222-3333-4444-8555-666666666666",
-                "--yolo"
+                "--yolo",
+                "-p",
+                "say hi",
             ]
         );
-        assert!(
-            matches!(first.stdin, StdinMode::Write { ref initial, keep_open: false } if initial == b"say hi")
-        );
+        assert_eq!(first.stdin, StdinMode::Null);
         let next = launch.spawn_spec(
             "and again",
             &SessionArgs::Resume("22222222-3333-4444-8555-666666666666".into()),
         );
         assert_eq!(
-            &next.args[7..9],
+            &next.args[5..7],
             ["--resume", "22222222-3333-4444-8555-666666666666"]
         );
+        assert_eq!(&next.args[8..], ["-p", "and again"]);
         assert!(
             next.env.is_empty(),
             "env is computed by child_env, not here"
