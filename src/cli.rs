@@ -274,20 +274,86 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     Ok(())
 }
 
-/// `agent-host adapters`: one line per adapter.
-pub fn list_adapters(settings: &Settings) -> Result<String, StartError> {
+/// `agent-host adapters`: one line per adapter: whether its program is installed, its
+/// version, and whether the tests cover that version.
+pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
     let registry = registry(settings)?;
     let env = host_env();
-    let mut out = String::new();
+    let mut rows = vec![[
+        "ADAPTER".to_string(),
+        "WIRE".to_string(),
+        "VERSION".to_string(),
+        "TESTED".to_string(),
+        "PROGRAM".to_string(),
+    ]];
     for a in registry.all() {
-        let status = match resolve_program(a, settings.binary.as_deref(), &env, &settings.repo_path)
-        {
-            Ok(p) => format!("installed: {}", p.display()),
-            Err(e) => format!("not available: {e}"),
+        let row = match resolve_program(a, settings.binary.as_deref(), &env, &settings.repo_path) {
+            Ok(p) => {
+                let version = if a.binary == crate::engine::launch::SELF_BINARY {
+                    Some(env!("CARGO_PKG_VERSION").to_string())
+                } else {
+                    program_version(&p, &a.version_args).await
+                };
+                let tested = match &version {
+                    Some(v) if a.tested_versions.iter().any(|t| t == v) => "yes",
+                    Some(_) if a.tested_versions.is_empty() => "-",
+                    Some(_) => "no",
+                    None => "?",
+                };
+                [
+                    a.id.clone(),
+                    a.wire.clone(),
+                    version.unwrap_or_else(|| "unknown".into()),
+                    tested.to_string(),
+                    p.display().to_string(),
+                ]
+            }
+            Err(e) => {
+                let hint = if a.install.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("not installed ({})", a.install)
+                };
+                [a.id.clone(), a.wire.clone(), "-".into(), "-".into(), hint]
+            }
         };
-        out.push_str(&format!("{:<14} {:<18} {}\n", a.id, a.wire, status));
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..4)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        for (i, w) in widths.iter().enumerate() {
+            out.push_str(&format!("{:<w$}  ", r[i], w = w));
+        }
+        out.push_str(&r[4]);
+        out.push('\n');
     }
     Ok(out)
+}
+
+/// The version a program prints for `version_args` (the first `N.N[.N...]` in its output),
+/// waiting at most 10 s.
+async fn program_version(program: &std::path::Path, args: &[String]) -> Option<String> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .ok()?
+        .ok()?;
+    let text = format!(
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))
+        .map(str::to_string)
 }
 
 /// `agent-host card`: the card as served at the configured address.

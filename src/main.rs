@@ -17,15 +17,20 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
     if let Command::FakeAgent { args } = cli.command {
         agent_host::fake_agent::main_with(args.into_iter());
     }
-    tokio::runtime::Builder::new_multi_thread()
+    let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?
-        .block_on(run(cli.command))
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(run(cli.command)));
+    if let Err(e) = result {
+        eprintln!("agent-host: {e:#}");
+        std::process::exit(1);
+    }
 }
 
 async fn run(command: Command) -> anyhow::Result<()> {
@@ -37,7 +42,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Adapters(args) => {
             let settings = Settings::resolve(&args)?;
-            print!("{}", cli::list_adapters(&settings)?);
+            print!("{}", cli::list_adapters(&settings).await?);
         }
         Command::Card(args) => {
             let settings = Settings::resolve(&args)?;

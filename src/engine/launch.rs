@@ -39,11 +39,13 @@ pub enum LaunchError {
     NoProgram { adapter: String, hint: String },
     #[error("'{path}' (adapter '{adapter}') is not an executable file")]
     NotExecutable { adapter: String, path: String },
-    #[error("'{program}' (adapter '{adapter}') was not found next to agent-host or on PATH; install it or set {env_var}")]
+    #[error("'{program}' (adapter '{adapter}') was not found next to agent-host or on PATH; {install}set {env_var} to its path")]
     NotFound {
         adapter: String,
         program: String,
         env_var: String,
+        /// "install it with ...; or " when the adapter says how.
+        install: String,
     },
 }
 
@@ -216,12 +218,18 @@ pub fn resolve_program(
             adapter: adapter.id.clone(),
             program: name.clone(),
             env_var: env_var.clone(),
+            install: String::new(),
         });
     }
     let not_found = || LaunchError::NotFound {
         adapter: adapter.id.clone(),
         program: name.clone(),
         env_var: env_var.clone(),
+        install: if adapter.install.is_empty() {
+            String::new()
+        } else {
+            format!("install it ({}) or ", adapter.install)
+        },
     };
     if name.contains('/') {
         let base = std::env::current_dir().unwrap_or_else(|_| cwd.to_path_buf());
