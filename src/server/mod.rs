@@ -5,6 +5,8 @@
 
 pub mod card;
 mod jsonrpc;
+mod negotiate;
+mod ops;
 pub mod sse;
 
 use std::future::Future;
