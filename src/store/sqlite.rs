@@ -153,6 +153,22 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// The last appended sequence number of a task being written (None if it is not).
+    fn live_last_seq(&self, task_id: &str) -> Result<Option<u64>, StoreError> {
+        let live = self.live.lock().map_err(|_| poisoned())?;
+        Ok(live.get(task_id).map(|l| l.last_seq))
+    }
+
+    /// The task as the database has it.
+    async fn load(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let id = task_id.to_string();
+        self.read(move |c| {
+            let tx = c.transaction().map_err(backend)?;
+            Ok(load_task(&tx, &id)?.map(|(task, last_seq)| Snapshot { task, last_seq }))
+        })
+        .await
+    }
+
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -528,13 +544,45 @@ impl TaskStore for SqliteStore {
         Ok(last)
     }
 
+    /// The task as of its last appended event. Subscribers see an event (in the window) as
+    /// soon as it is appended, before the writer has committed it; so that a reader who saw
+    /// an event also finds it here (a blocking send returns the task right after its last
+    /// event), the window's events newer than the database are applied on top.
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        let id = task_id.to_string();
-        self.read(move |c| {
-            let tx = c.transaction().map_err(backend)?;
-            Ok(load_task(&tx, &id)?.map(|(task, last_seq)| Snapshot { task, last_seq }))
-        })
-        .await
+        let pending_before = self.live_last_seq(task_id)?;
+        let Some(mut snap) = self.load(task_id).await? else {
+            return Ok(None);
+        };
+        let newer: Option<Vec<Arc<LoggedEvent>>> = {
+            let live = self.live.lock().map_err(|_| poisoned())?;
+            live.get(task_id).map(|l| {
+                l.window
+                    .iter()
+                    .filter(|e| e.seq > snap.last_seq)
+                    .cloned()
+                    .collect()
+            })
+        };
+        match newer {
+            Some(events) => {
+                for e in events {
+                    if e.seq != snap.last_seq + 1 {
+                        break; // a gap: keep what the database has
+                    }
+                    apply(&mut snap.task, &e.event);
+                    snap.last_seq = e.seq;
+                }
+            }
+            // The task ended (and left memory) while the database was read: its last
+            // events are committed now.
+            None if pending_before.is_some_and(|p| p > snap.last_seq) => {
+                if let Some(again) = self.load(task_id).await? {
+                    snap = again;
+                }
+            }
+            None => {}
+        }
+        Ok(Some(snap))
     }
 
     async fn events_after(

@@ -337,3 +337,32 @@ async fn listing_filters_and_pages() {
         .unwrap();
     assert_eq!(recent.total_size, 2);
 }
+
+#[tokio::test]
+async fn get_sees_events_appended_but_not_yet_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+    store
+        .create(task("t1", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    store
+        .append(
+            "t1",
+            vec![status("t1", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+        )
+        .await
+        .unwrap();
+    // An event a subscriber can already read from the window, the writer not done yet.
+    {
+        let mut live = store.live.lock().unwrap();
+        let l = live.get_mut("t1").unwrap();
+        l.last_seq += 1;
+        let ev = status("t1", TaskState::Completed, "2026-01-01T00:00:02.000Z");
+        l.window
+            .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+    }
+    let snap = store.get("t1").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    assert_eq!(snap.last_seq, 3);
+}
