@@ -3,6 +3,7 @@
 mod common;
 mod errors;
 mod lifecycle;
+mod rest;
 mod restart;
 mod streaming;
 mod tasks;
