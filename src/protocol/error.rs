@@ -98,6 +98,55 @@ impl A2AError {
         }
     }
 
+    /// The `google.rpc.Code` name sent as `error.status` in HTTP+JSON error bodies. A2A errors
+    /// use the spec's gRPC column (v1.0.1: `FAILED_PRECONDITION` rather than v1.0.0's
+    /// `UNIMPLEMENTED`, which would imply HTTP 501); the others the canonical name of their
+    /// HTTP status.
+    pub fn rest_status_name(&self) -> &'static str {
+        match self {
+            A2AError::Parse(_) | A2AError::InvalidRequest(_) | A2AError::InvalidParams(_) => {
+                "INVALID_ARGUMENT"
+            }
+            A2AError::MethodNotFound(_) | A2AError::TaskNotFound(_) => "NOT_FOUND",
+            A2AError::Internal(_) | A2AError::InvalidAgentResponse(_) => "INTERNAL",
+            A2AError::ContentTypeNotSupported(_) => "INVALID_ARGUMENT",
+            A2AError::Busy(_) => "RESOURCE_EXHAUSTED",
+            A2AError::TaskNotCancelable(_)
+            | A2AError::PushNotificationNotSupported
+            | A2AError::UnsupportedOperation(_)
+            | A2AError::ExtendedAgentCardNotConfigured
+            | A2AError::ExtensionSupportRequired(_)
+            | A2AError::VersionNotSupported(_) => "FAILED_PRECONDITION",
+        }
+    }
+
+    /// The `google.rpc.ErrorInfo` of an A2A error (None for plain protocol errors).
+    fn error_info(&self) -> Option<Value> {
+        let reason = self.reason()?;
+        let mut md = Map::new();
+        if let A2AError::TaskNotFound(id) = self {
+            md.insert("taskId".into(), json!(id));
+        }
+        Some(json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": "a2a-protocol.org",
+            "metadata": md,
+        }))
+    }
+
+    /// The HTTP+JSON error body (`google.rpc.Status` as JSON, AIP-193):
+    /// `{"error":{"code":<http>,"status":…,"message":…,"details":[ErrorInfo]}}`.
+    pub fn to_rest_error(&self) -> Value {
+        let details: Vec<Value> = self.error_info().into_iter().collect();
+        json!({"error": {
+            "code": self.http_status(),
+            "status": self.rest_status_name(),
+            "message": self.to_string(),
+            "details": details,
+        }})
+    }
+
     /// The JSON-RPC `error` object. With `error_info`, A2A errors carry a
     /// `google.rpc.ErrorInfo` in `data` (v1.0); v0.3 responses leave `data` out.
     pub fn to_jsonrpc_error(&self, error_info: bool) -> Value {
@@ -105,20 +154,8 @@ impl A2AError {
         obj.insert("code".into(), json!(self.code()));
         obj.insert("message".into(), json!(self.to_string()));
         if error_info {
-            if let Some(reason) = self.reason() {
-                let mut md = Map::new();
-                if let A2AError::TaskNotFound(id) = self {
-                    md.insert("taskId".into(), json!(id));
-                }
-                obj.insert(
-                    "data".into(),
-                    json!([{
-                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": reason,
-                        "domain": "a2a-protocol.org",
-                        "metadata": md,
-                    }]),
-                );
+            if let Some(info) = self.error_info() {
+                obj.insert("data".into(), json!([info]));
             }
         }
         Value::Object(obj)
@@ -146,5 +183,62 @@ mod tests {
             .get("data")
             .is_none());
         assert_eq!(A2AError::VersionNotSupported("v".into()).code(), -32009);
+    }
+
+    #[test]
+    fn rest_error_bodies() {
+        let e = A2AError::TaskNotFound("t1".into());
+        let j = e.to_rest_error();
+        assert_eq!(j["error"]["code"], 404);
+        assert_eq!(j["error"]["status"], "NOT_FOUND");
+        assert_eq!(j["error"]["message"], "Task not found: t1");
+        assert_eq!(
+            j["error"]["details"][0]["@type"],
+            "type.googleapis.com/google.rpc.ErrorInfo"
+        );
+        assert_eq!(j["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
+        assert_eq!(j["error"]["details"][0]["domain"], "a2a-protocol.org");
+        let cases = [
+            (
+                A2AError::TaskNotCancelable("x".into()),
+                409,
+                "FAILED_PRECONDITION",
+            ),
+            (
+                A2AError::PushNotificationNotSupported,
+                400,
+                "FAILED_PRECONDITION",
+            ),
+            (
+                A2AError::UnsupportedOperation("x".into()),
+                400,
+                "FAILED_PRECONDITION",
+            ),
+            (
+                A2AError::ContentTypeNotSupported("x".into()),
+                415,
+                "INVALID_ARGUMENT",
+            ),
+            (A2AError::InvalidAgentResponse("x".into()), 502, "INTERNAL"),
+            (
+                A2AError::VersionNotSupported("x".into()),
+                400,
+                "FAILED_PRECONDITION",
+            ),
+            (A2AError::InvalidParams("x".into()), 400, "INVALID_ARGUMENT"),
+            (A2AError::Parse("x".into()), 400, "INVALID_ARGUMENT"),
+            (A2AError::Internal("x".into()), 500, "INTERNAL"),
+            (A2AError::Busy("x".into()), 429, "RESOURCE_EXHAUSTED"),
+        ];
+        for (e, code, status) in cases {
+            let j = e.to_rest_error();
+            assert_eq!(j["error"]["code"], code, "{e:?}");
+            assert_eq!(j["error"]["status"], status, "{e:?}");
+            assert_eq!(
+                j["error"]["details"].as_array().map(Vec::len),
+                Some(usize::from(e.reason().is_some())),
+                "{e:?}"
+            );
+        }
     }
 }

@@ -47,19 +47,28 @@ pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str, push: boo
             ..AgentSkill::default()
         })
         .collect();
-    let iface = |version: &str| AgentInterface {
-        url: base_url.to_string(),
-        protocol_binding: "JSONRPC".into(),
+    let iface = |url: String, binding: &str, version: &str| AgentInterface {
+        url,
+        protocol_binding: binding.into(),
         tenant: None,
         protocol_version: version.into(),
     };
+    // JSON-RPC first (clients take the first entry they support); the REST paths are
+    // relative to the base, which ends in `/`.
+    let rest = |path: &str| format!("{base_url}{}", path.trim_start_matches('/'));
+    let interfaces = vec![
+        iface(base_url.to_string(), "JSONRPC", "1.0"),
+        iface(base_url.to_string(), "JSONRPC", "0.3"),
+        iface(rest(super::rest::V1_BASE), "HTTP+JSON", "1.0"),
+        iface(rest(super::rest::V03_BASE), "HTTP+JSON", "0.3"),
+    ];
     AgentCard {
         name: cs.name.clone().unwrap_or_else(|| adapter.name.clone()),
         description: cs
             .description
             .clone()
             .unwrap_or_else(|| adapter.description.clone()),
-        supported_interfaces: vec![iface("1.0"), iface("0.3")],
+        supported_interfaces: interfaces,
         provider: Some(AgentProvider {
             url: "https://github.com/agent-host/agent-host".into(),
             organization: "agent-host".into(),

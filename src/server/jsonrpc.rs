@@ -10,23 +10,19 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::sse::{self, Flavor};
+use super::negotiate::{
+    acceptable_content_type, check_version, content_type, requested_version, Version,
+};
+use super::ops::{last_event_id, send_blocking, stream_send, subscribe};
+use super::sse::Flavor;
 use super::{push_rpc, AppState};
 use crate::protocol::v03::{self, decode_params};
 use crate::protocol::v1::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SendMessageResponse,
-    StreamResponse, SubscribeToTaskRequest,
+    SubscribeToTaskRequest,
 };
 use crate::protocol::A2AError;
 use crate::push;
-use crate::task;
-
-/// Protocol version of a method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V1,
-    V03,
-}
 
 const V1_METHODS: &[&str] = &[
     "SendMessage",
@@ -81,64 +77,6 @@ fn result_response(id: &Value, result: Value) -> Response {
     )
 }
 
-/// True for `application/json` and `application/a2a+json` (parameters ignored).
-fn acceptable_content_type(headers: &HeaderMap) -> bool {
-    match headers.get(header::CONTENT_TYPE) {
-        // Lenient: a client that sends no content type at all is not refused.
-        None => true,
-        Some(v) => {
-            let s = v.to_str().unwrap_or("").to_ascii_lowercase();
-            let base = s.split(';').next().unwrap_or("").trim();
-            base == "application/json" || base == "application/a2a+json"
-        }
-    }
-}
-
-/// The requested protocol version: the `A2A-Version` header or query parameter.
-fn requested_version(
-    headers: &HeaderMap,
-    query: &std::collections::HashMap<String, String>,
-) -> Option<String> {
-    headers
-        .get("a2a-version")
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_string())
-        .or_else(|| query.get("A2A-Version").map(|s| s.trim().to_string()))
-        .filter(|s| !s.is_empty())
-}
-
-/// Checks the requested version against the method's. An absent header is accepted for both
-/// method sets (their names are disjoint); an explicit version must match the method's major
-/// (1.x for v1.0 methods, 0.3 for v0.3 methods).
-fn check_version(
-    requested: Option<&str>,
-    method_version: Version,
-    method: &str,
-) -> Result<(), A2AError> {
-    let Some(req) = requested else {
-        return Ok(());
-    };
-    let mut parts = req.split('.');
-    let major = parts.next().unwrap_or("");
-    let minor = parts.next().unwrap_or("0");
-    let ok = match method_version {
-        Version::V1 => major == "1",
-        Version::V03 => major == "0" && minor == "3",
-    };
-    if ok {
-        return Ok(());
-    }
-    let supported = major == "1" || (major == "0" && minor == "3");
-    Err(A2AError::VersionNotSupported(if supported {
-        match method_version {
-            Version::V1 => format!("method {method} is A2A 1.0 but the request says A2A-Version {req}"),
-            Version::V03 => format!("method {method} is A2A 0.3 but the request says A2A-Version {req}; use the 1.0 method names with A2A-Version 1.0"),
-        }
-    } else {
-        format!("A2A-Version {req} is not supported; this server speaks 1.0 and 0.3")
-    }))
-}
-
 fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
     decode_params(params)
 }
@@ -151,11 +89,7 @@ pub async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if !acceptable_content_type(&headers) {
-        let ct = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
+        let ct = content_type(&headers);
         let err = A2AError::ContentTypeNotSupported(format!(
             "Content-Type '{ct}' is not supported; send application/json"
         ));
@@ -232,7 +166,7 @@ pub async fn handle(
         );
     };
     let requested = requested_version(&headers, &query);
-    if let Err(e) = check_version(requested.as_deref(), version, &method) {
+    if let Err(e) = check_version(requested.as_deref(), version, &format!("method {method}")) {
         return error_response(&id, &e, Some(Version::V1));
     }
     let params = match obj.remove("params") {
@@ -340,7 +274,7 @@ async fn dispatch(
             let req: SubscribeToTaskRequest = decode(params)?;
             subscribe(
                 state,
-                headers,
+                last_event_id(headers),
                 &req.id,
                 Flavor::V1JsonRpc { id: id_json(id) },
             )
@@ -351,7 +285,7 @@ async fn dispatch(
             let req = SubscribeToTaskRequest::from(p);
             subscribe(
                 state,
-                headers,
+                last_event_id(headers),
                 &req.id,
                 Flavor::V03JsonRpc { id: id_json(id) },
             )
@@ -369,126 +303,4 @@ async fn dispatch(
 
 fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, A2AError> {
     serde_json::to_value(v).map_err(|e| A2AError::Internal(e.to_string()))
-}
-
-/// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
-async fn send_blocking(
-    state: &AppState,
-    req: SendMessageRequest,
-    version: &str,
-) -> Result<crate::protocol::v1::Task, A2AError> {
-    let cfg = req.configuration.clone().unwrap_or_default();
-    if let Some(n) = cfg.history_length {
-        if n < 0 {
-            return Err(A2AError::InvalidParams(
-                "configuration.historyLength must not be negative".into(),
-            ));
-        }
-    }
-    let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req).await?;
-    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
-    let snap = if cfg.return_immediately {
-        state.engine.get_snapshot(&acc.task_id).await?
-    } else {
-        state
-            .engine
-            .wait_settled(&acc.task_id, acc.from_seq)
-            .await?
-    };
-    Ok(task::view(&snap.task, cfg.history_length, true))
-}
-
-/// Sends and streams the task: a new task from its first event (the task as submitted); an
-/// answer from the task as it is now.
-async fn stream_send(
-    state: &AppState,
-    req: SendMessageRequest,
-    flavor: Flavor,
-    version: &str,
-) -> Result<Response, A2AError> {
-    let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req).await?;
-    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
-    if acc.new_task {
-        let events = state.engine.subscribe(&acc.task_id, 0).await?;
-        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
-    }
-    follow_from_snapshot(state, &acc.task_id, flavor).await
-}
-
-/// Streams the current task, then its events.
-async fn follow_from_snapshot(
-    state: &AppState,
-    task_id: &str,
-    flavor: Flavor,
-) -> Result<Response, A2AError> {
-    let snap = state.engine.get_snapshot(task_id).await?;
-    let events = state.engine.subscribe(task_id, snap.last_seq).await?;
-    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
-    Ok(sse::response(vec![first], events, flavor, state.keepalive))
-}
-
-/// `SubscribeToTask` / `tasks/resubscribe`. With `Last-Event-ID`, replays what the client
-/// missed after that event; otherwise sends the task as it is now, then what follows.
-async fn subscribe(
-    state: &AppState,
-    headers: &HeaderMap,
-    task_id: &str,
-    flavor: Flavor,
-) -> Result<Response, A2AError> {
-    let last_event_id = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    if let Some(raw) = last_event_id {
-        let after: u64 = raw.parse().map_err(|_| {
-            A2AError::InvalidRequest(format!(
-                "Last-Event-ID '{raw}' is not an event id of this server (a number)"
-            ))
-        })?;
-        let events = state.engine.subscribe(task_id, after).await?;
-        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
-    }
-    let snap = state.engine.get_snapshot(task_id).await?;
-    if snap.task.status.state.is_terminal() {
-        return Err(A2AError::UnsupportedOperation(format!(
-            "task {task_id} has already ended; read it with GetTask (or resubscribe with Last-Event-ID to replay its events)"
-        )));
-    }
-    follow_from_snapshot(state, task_id, flavor).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_rules() {
-        assert!(check_version(None, Version::V1, "SendMessage").is_ok());
-        assert!(check_version(None, Version::V03, "message/send").is_ok());
-        assert!(check_version(Some("1.0"), Version::V1, "SendMessage").is_ok());
-        assert!(check_version(Some("1.1"), Version::V1, "SendMessage").is_ok());
-        assert!(check_version(Some("0.3"), Version::V03, "message/send").is_ok());
-        assert!(check_version(Some("0.3.0"), Version::V03, "message/send").is_ok());
-        assert_eq!(
-            check_version(Some("99.0"), Version::V1, "SendMessage")
-                .unwrap_err()
-                .code(),
-            -32009
-        );
-        assert_eq!(
-            check_version(Some("1.0"), Version::V03, "message/send")
-                .unwrap_err()
-                .code(),
-            -32009
-        );
-        assert_eq!(
-            check_version(Some("0.3"), Version::V1, "SendMessage")
-                .unwrap_err()
-                .code(),
-            -32009
-        );
-    }
 }

@@ -1,11 +1,15 @@
-//! The HTTP server: axum router, JSON-RPC (v1.0 and v0.3), SSE, the agent card, health.
+//! The HTTP server: axum router, JSON-RPC and HTTP+JSON (each v1.0 and v0.3), SSE, the agent
+//! card, health.
 //!
 //! [`app`] builds the router (testable without a socket); [`serve`] runs it on a listener
 //! until a shutdown signal, then ends every task before returning.
 
 pub mod card;
 mod jsonrpc;
+mod negotiate;
+mod ops;
 mod push_rpc;
+pub mod rest;
 pub mod sse;
 
 use std::future::Future;
@@ -51,6 +55,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .route("/.well-known/agent-card.json", get(card::get_card))
         .route("/.well-known/agent.json", get(card::get_card))
         .route("/health", get(health))
+        .merge(rest::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body_limit))
@@ -65,6 +70,14 @@ async fn health() -> Response {
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
+    let path = uri.path();
+    if path == rest::V1_BASE
+        || path.starts_with(&format!("{}/", rest::V1_BASE))
+        || path == rest::V03_BASE
+        || path.starts_with(&format!("{}/", rest::V03_BASE))
+    {
+        return rest::route_not_found(&method, path);
+    }
     (
         StatusCode::NOT_FOUND,
         Json(json!({"error": "Not Found", "message": format!("no route for {method} {}", uri.path())})),

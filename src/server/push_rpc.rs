@@ -10,7 +10,7 @@ use crate::protocol::v1::{SendMessageRequest, TaskPushNotificationConfig};
 use crate::protocol::A2AError;
 use crate::push::{PushService, V03, V1};
 
-fn service(state: &AppState) -> Result<&PushService, A2AError> {
+pub(super) fn service(state: &AppState) -> Result<&PushService, A2AError> {
     state
         .push
         .as_ref()

@@ -21,6 +21,10 @@ pub enum Flavor {
     V1JsonRpc { id: String },
     /// v0.3 JSON-RPC: `result` is the bare `kind`-tagged event.
     V03JsonRpc { id: String },
+    /// v1.0 HTTP+JSON: the bare `StreamResponse`, no envelope.
+    V1Rest,
+    /// v0.3 HTTP+JSON: the bare v0.3 proto `StreamResponse` (ProtoJSON), no envelope.
+    V03Rest,
 }
 
 /// The JSON of a stream event in v1.0 shape, computed once per event.
@@ -41,13 +45,22 @@ pub fn v03_json(e: &LoggedEvent, sr: &StreamResponse) -> Arc<str> {
         .clone()
 }
 
+/// The JSON of a stream event in v0.3 REST shape, computed once per event.
+pub fn v03_rest_json(e: &LoggedEvent, sr: &StreamResponse) -> Arc<str> {
+    e.v03_rest_json
+        .get_or_init(|| v03::rest::stream_event_to_rest03(sr).to_string().into())
+        .clone()
+}
+
 impl Flavor {
-    /// The JSON-RPC response carrying `event_json` (already serialized).
+    /// The `data:` of one event carrying `event_json` (already serialized): a JSON-RPC
+    /// response, or the event itself for HTTP+JSON.
     fn wrap(&self, event_json: &str) -> String {
         match self {
             Flavor::V1JsonRpc { id } | Flavor::V03JsonRpc { id } => {
                 format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{event_json}}}"#)
             }
+            Flavor::V1Rest | Flavor::V03Rest => event_json.to_string(),
         }
     }
 
@@ -57,16 +70,20 @@ impl Flavor {
             return None;
         };
         Some(match self {
-            Flavor::V1JsonRpc { .. } => v1_json(e, sr),
+            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => v1_json(e, sr),
             Flavor::V03JsonRpc { .. } => v03_json(e, sr),
+            Flavor::V03Rest => v03_rest_json(e, sr),
         })
     }
 
     /// A frame for a stream response that is not in the log (a snapshot).
     pub fn frame_for(&self, seq: u64, sr: &StreamResponse) -> Bytes {
         let json = match self {
-            Flavor::V1JsonRpc { .. } => serde_json::to_string(sr).unwrap_or_default(),
+            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => {
+                serde_json::to_string(sr).unwrap_or_default()
+            }
             Flavor::V03JsonRpc { .. } => v03::stream_event_to_v03(sr).to_string(),
+            Flavor::V03Rest => v03::rest::stream_event_to_rest03(sr).to_string(),
         };
         frame(seq, &self.wrap(&json))
     }

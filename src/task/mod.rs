@@ -50,6 +50,8 @@ pub struct LoggedEvent {
     pub v1_json: OnceLock<Arc<str>>,
     /// Cache for the v0.3 JSON of the stream event.
     pub v03_json: OnceLock<Arc<str>>,
+    /// Cache for the v0.3 REST (ProtoJSON) JSON of the stream event.
+    pub v03_rest_json: OnceLock<Arc<str>>,
 }
 
 impl LoggedEvent {
@@ -59,6 +61,7 @@ impl LoggedEvent {
             event,
             v1_json: OnceLock::new(),
             v03_json: OnceLock::new(),
+            v03_rest_json: OnceLock::new(),
         }
     }
 }

@@ -1,15 +1,21 @@
 #!/usr/bin/env node
 // Drive agent-host with the official JS A2A SDK (@a2a-js/sdk 1.3.0).
 //
-// Usage: node js_client.mjs BASE_URL 1.0|0.3
+// Usage: node js_client.mjs BASE_URL 1.0|0.3 [JSONRPC|HTTP+JSON]
 //
-// The protocol version is pinned by keeping only the card's supportedInterfaces
-// of that version (0.3 goes through the SDK's legacy-compat transport). Each step
+// The protocol version and binding are pinned by keeping only the card's
+// supportedInterfaces of that version and binding (0.3 goes through the SDK's
+// legacy-compat transports). Each step
 // prints one line; any deviation exits non-zero with a message saying what was
 // expected and what came back. Every request and every stream is bounded by a
 // timeout so a misbehaving server cannot hang CI.
 import { randomUUID } from 'node:crypto';
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+} from '@a2a-js/sdk/client';
 import { Role, TaskState } from '@a2a-js/sdk';
 
 const TIMEOUT_MS = 30_000;
@@ -104,20 +110,28 @@ function checkStream(events, what, taskId) {
   return kinds;
 }
 
-async function main(base, version) {
+async function main(base, version, binding) {
   // 1. card, pinned to one protocol version
   const resp = await bounded(fetch(`${base}/.well-known/agent-card.json`, opts()), 'card');
   check(resp.ok, `card: HTTP ${resp.status}`);
   const raw = await bounded(resp.json(), 'card');
   const all = (raw.supportedInterfaces ?? []).map((i) => `${i.protocolBinding}/${i.protocolVersion}`);
-  raw.supportedInterfaces = (raw.supportedInterfaces ?? []).filter((i) => i.protocolVersion === version);
-  check(raw.supportedInterfaces.length > 0, `card: no supportedInterfaces entry with protocolVersion ${version} (have ${all})`);
+  raw.supportedInterfaces = (raw.supportedInterfaces ?? []).filter(
+    (i) => i.protocolVersion === version && i.protocolBinding === binding,
+  );
+  check(
+    raw.supportedInterfaces.length > 0,
+    `card: no supportedInterfaces entry with protocolVersion ${version} and binding ${binding} (have ${all})`,
+  );
 
   const legacyCompat = { enabled: true };
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-      transports: [new JsonRpcTransportFactory({ legacyCompat })],
-      preferredTransports: ['JSONRPC'],
+      transports:
+        binding === 'JSONRPC'
+          ? [new JsonRpcTransportFactory({ legacyCompat })]
+          : [new RestTransportFactory({ legacyCompat })],
+      preferredTransports: [binding],
     }),
   );
   const client = await bounded(factory.createFromAgentCard(raw), 'client');
@@ -128,7 +142,7 @@ async function main(base, version) {
     client.protocolVersion === version,
     `card: the client negotiated protocol version ${client.protocolVersion}, expected ${version}`,
   );
-  step('card', `'${card.name}' via ${client.transport.constructor.name} ${client.protocolVersion}`);
+  step('card', `'${card.name}' via ${client.transport.constructor.name} ${client.protocolVersion} ${binding}`);
 
   // 2. blocking send
   const res = await bounded(client.sendMessage({ message: message('hello') }, opts()), 'send');
@@ -207,17 +221,17 @@ async function main(base, version) {
   step('subscribe', `${events.length} events: ${kinds[0]}, ..., ${kinds[kinds.length - 1]}`);
 }
 
-const [base, version] = process.argv.slice(2);
-if (!base || !['1.0', '0.3'].includes(version)) {
-  console.error('usage: node js_client.mjs BASE_URL 1.0|0.3');
+const [base, version, binding = 'JSONRPC'] = process.argv.slice(2);
+if (!base || !['1.0', '0.3'].includes(version) || !['JSONRPC', 'HTTP+JSON'].includes(binding)) {
+  console.error('usage: node js_client.mjs BASE_URL 1.0|0.3 [JSONRPC|HTTP+JSON]');
   process.exit(2);
 }
 try {
-  await main(base.replace(/\/+$/, ''), version);
-  console.log(`PASS js ${version}`);
+  await main(base.replace(/\/+$/, ''), version, binding);
+  console.log(`PASS js ${version} ${binding}`);
   process.exit(0);
 } catch (e) {
   const detail = e instanceof Deviation ? e.message : `${e?.constructor?.name ?? 'Error'}: ${e?.message ?? e}`;
-  console.error(`FAIL js ${version}: ${detail}`);
+  console.error(`FAIL js ${version} ${binding}: ${detail}`);
   process.exit(1);
 }

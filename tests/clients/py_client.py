@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Drive agent-host with the official Python A2A SDK (a2a-sdk 1.3.0).
 
-Usage: python py_client.py BASE_URL VERSION      (VERSION: 1.0 or 0.3)
+Usage: python py_client.py BASE_URL VERSION [BINDING]
+       (VERSION: 1.0 or 0.3; BINDING: JSONRPC (default) or HTTP+JSON)
 
-The protocol version is pinned by keeping only the card's supportedInterfaces
-of that version, so the SDK picks its native v1.0 transport or its v0.3 compat
-transport. Each step prints one line; any deviation exits non-zero with a
+The protocol version and binding are pinned by keeping only the card's
+supportedInterfaces of that version and binding, so the SDK picks its native
+v1.0 transport or its v0.3 compat transport of that binding. Each step prints one line; any deviation exits non-zero with a
 message saying what was expected and what came back. Every network await is
 bounded by a timeout so a misbehaving server cannot hang CI.
 """
@@ -119,17 +120,21 @@ def check_stream(events, what, task_id=None):
     return tid, kinds
 
 
-async def main(base, version):
+async def main(base, version, binding):
     http = httpx.AsyncClient(timeout=TIMEOUT)
     try:
         # 1. card, pinned to one protocol version
         card = await bounded(A2ACardResolver(http, base).get_agent_card(), 'card')
         check(card.name, 'card: name is empty')
         check(card.capabilities.streaming, 'card: capabilities.streaming is not true')
-        keep = [i for i in card.supported_interfaces if i.protocol_version == version]
+        keep = [
+            i
+            for i in card.supported_interfaces
+            if i.protocol_version == version and i.protocol_binding == binding
+        ]
         check(
             keep,
-            f'card: no supportedInterfaces entry with protocolVersion {version!r} '
+            f'card: no supportedInterfaces entry with protocolVersion {version!r} and binding {binding!r} '
             f'(have {[(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]})',
         )
         del card.supported_interfaces[:]
@@ -138,13 +143,13 @@ async def main(base, version):
         def config(streaming):
             return ClientConfig(
                 streaming=streaming,
-                supported_protocol_bindings=['JSONRPC'],
+                supported_protocol_bindings=[binding],
                 httpx_client=http,
             )
 
         plain = await create_client(card, config(False))
         streaming = await create_client(card, config(True))
-        step('card', f'{card.name!r} via {type(plain._transport).__name__} {version}')
+        step('card', f'{card.name!r} via {type(plain._transport).__name__} {version} {binding}')
 
         # 2. blocking send
         events = await drain(plain.send_message(SendMessageRequest(message=message('hello'))), 'send')
@@ -233,15 +238,20 @@ async def main(base, version):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 3 or sys.argv[2] not in ('1.0', '0.3'):
-        sys.exit('usage: py_client.py BASE_URL 1.0|0.3')
+    if (
+        len(sys.argv) not in (3, 4)
+        or sys.argv[2] not in ('1.0', '0.3')
+        or (len(sys.argv) == 4 and sys.argv[3] not in ('JSONRPC', 'HTTP+JSON'))
+    ):
+        sys.exit('usage: py_client.py BASE_URL 1.0|0.3 [JSONRPC|HTTP+JSON]')
     base_url, ver = sys.argv[1].rstrip('/'), sys.argv[2]
+    bnd = sys.argv[3] if len(sys.argv) == 4 else 'JSONRPC'
     try:
-        asyncio.run(main(base_url, ver))
+        asyncio.run(main(base_url, ver, bnd))
     except Deviation as e:
-        print(f'FAIL py {ver}: {e}', file=sys.stderr, flush=True)
+        print(f'FAIL py {ver} {bnd}: {e}', file=sys.stderr, flush=True)
         sys.exit(1)
     except Exception as e:  # SDK errors: show type and message, not just a traceback
-        print(f'FAIL py {ver}: {type(e).__name__}: {e}', file=sys.stderr, flush=True)
+        print(f'FAIL py {ver} {bnd}: {type(e).__name__}: {e}', file=sys.stderr, flush=True)
         sys.exit(1)
-    print(f'PASS py {ver}', flush=True)
+    print(f'PASS py {ver} {bnd}', flush=True)

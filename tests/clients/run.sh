@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-client tests: the official A2A SDKs (Python a2a-sdk, JS @a2a-js/sdk) run
-# their flows against one agent-host server, in both protocol versions.
+# their flows against one agent-host server, in both protocol versions and both
+# HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations.
 #
 # Usage: tests/clients/run.sh [PATH_TO_AGENT_HOST]
 #   binary: the argument, else $AGENT_HOST_BIN, else target/debug/agent-host
@@ -94,23 +95,25 @@ sys.exit(f"no 200 from {url} within {wait:.0f} s")
 EOF
     echo "run.sh: the server did not become healthy; its log:" >&2
     sed 's/^/    server| /' "$log" >&2 || true
-    echo "0 passed, 4 failed"
+    echo "0 passed, 8 failed"
     exit 1
 fi
 
-# --- the four combinations ---
+# --- the eight combinations ---
 passed=0
 failed=0
 summary=()
-run_one() { # name, command...
+run_one() { # name ("<lang> <version> <binding>"), command...
     local name="$1"
     shift
-    local out="$work/$(echo "$name" | tr ' .' '__').out"
+    local out="$work/$(echo "$name" | tr ' .+' '___').out"
     local start rc=0
     start=$(date +%s.%N)
     echo
     echo "=== $name ==="
-    (cd "$here" && timeout "$py_timeout" "$@" "$base" "${name##* }") >"$out" 2>&1 || rc=$?
+    local version binding
+    read -r _ version binding <<<"$name"
+    (cd "$here" && timeout "$py_timeout" "$@" "$base" "$version" "$binding") >"$out" 2>&1 || rc=$?
     sed 's/^/    /' "$out"
     local took
     took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
@@ -129,10 +132,12 @@ run_one() { # name, command...
     fi
 }
 
-run_one "py 1.0" "$venv/bin/python" py_client.py
-run_one "py 0.3" "$venv/bin/python" py_client.py
-run_one "js 1.0" node js_client.mjs
-run_one "js 0.3" node js_client.mjs
+for binding in JSONRPC HTTP+JSON; do
+    run_one "py 1.0 $binding" "$venv/bin/python" py_client.py
+    run_one "py 0.3 $binding" "$venv/bin/python" py_client.py
+    run_one "js 1.0 $binding" node js_client.mjs
+    run_one "js 0.3 $binding" node js_client.mjs
+done
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "run.sh: the server died during the tests" >&2

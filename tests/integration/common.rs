@@ -226,18 +226,7 @@ impl TestServer {
         }
         let resp = req.send().await.expect("send");
         assert_eq!(resp.status(), 200);
-        let ct = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        SseReader {
-            is_sse: ct.starts_with("text/event-stream"),
-            body: Box::pin(resp.bytes_stream()),
-            buf: String::new(),
-            pings: 0,
-        }
+        SseReader::from_response(resp)
     }
 
     /// Streams a call to its end; returns the frames.
@@ -283,6 +272,22 @@ pub struct SseReader {
 }
 
 impl SseReader {
+    /// Reads the SSE frames of a response.
+    pub fn from_response(resp: reqwest::Response) -> SseReader {
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        SseReader {
+            is_sse: ct.starts_with("text/event-stream"),
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+            pings: 0,
+        }
+    }
+
     /// The next data frame (keep-alive comments are counted and skipped); None at the end.
     pub async fn next(&mut self) -> Option<Frame> {
         loop {

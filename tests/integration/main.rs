@@ -4,6 +4,7 @@ mod common;
 mod errors;
 mod lifecycle;
 mod push;
+mod rest;
 mod restart;
 mod streaming;
 mod tasks;

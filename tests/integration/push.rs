@@ -194,15 +194,29 @@ async fn configs_in_both_versions() {
         let mut reply = send_params("yes");
         reply["message"]["taskId"] = json!(id);
         s.rpc("SendMessage", reply).await;
-        let hits = wait_hits(&rx, 2).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let hits = if hits.len() < 4 { wait_hits(&rx, 4).await } else { hits };
+        // Both configs get the rest of the turn, up to its end, each in its version's shape.
+        let mut done = false;
+        for _ in 0..400 {
+            let hits = rx.hits.lock().unwrap().clone();
+            let v03_final = hits
+                .iter()
+                .any(|h| h.token.as_deref() == Some("t03") && h.body["final"] == true);
+            let v1_final = hits.iter().any(|h| {
+                h.auth.as_deref() == Some("Bearer c1")
+                    && h.body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            });
+            if v03_final && v1_final {
+                done = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(done, "both configs get the final update");
+        let hits = rx.hits.lock().unwrap().clone();
         let v03: Vec<&Hit> = hits.iter().filter(|h| h.token.as_deref() == Some("t03")).collect();
         let v1: Vec<&Hit> = hits.iter().filter(|h| h.auth.as_deref() == Some("Bearer c1")).collect();
-        assert!(!v03.is_empty() && !v1.is_empty());
         assert!(v03.iter().all(|h| h.body["kind"].is_string()), "v0.3 events carry kind");
         assert!(v1.iter().all(|h| h.body.get("kind").is_none()));
-        assert_eq!(v03.last().unwrap().body["final"], true);
         // Delete is idempotent.
         for _ in 0..2 {
             let d = s.rpc("DeleteTaskPushNotificationConfig", json!({"taskId": id, "id": "cfg-1"})).await;
@@ -324,6 +338,85 @@ async fn deliveries_survive_a_receiver_outage_and_a_host_restart() {
         for (i, (b, l)) in bodies.iter().zip(&log).enumerate() {
             assert_eq!(b, l, "update {i}");
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn push_configs_over_http_json_in_both_versions() {
+    limit(async {
+        let rx = receiver(0).await;
+        let s = TestServer::with(Options {
+            push: Some(fast()),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let base = format!("{}/a2a/rest/tasks/{id}/pushNotificationConfigs", s.base);
+        let created: Value = s
+            .client
+            .post(&base)
+            .header("content-type", "application/json")
+            .json(&json!({"id": "r1", "url": rx.url, "token": "t"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(created["id"], "r1", "{created}");
+        assert_eq!(created["taskId"], id.as_str());
+        let got: Value = s
+            .client
+            .get(format!("{base}/r1"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["url"], rx.url.as_str());
+        let base03 = format!(
+            "{}/a2a/rest03/v1/tasks/{id}/pushNotificationConfigs",
+            s.base
+        );
+        let created03: Value = s
+            .client
+            .post(&base03)
+            .header("content-type", "application/json")
+            .json(&json!({"parent": format!("tasks/{id}"), "configId": "r03",
+                "config": {"pushNotificationConfig": {"url": rx.url}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            created03["name"],
+            format!("tasks/{id}/pushNotificationConfigs/r03"),
+            "{created03}"
+        );
+        let list: Value = s
+            .client
+            .get(&base)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["configs"].as_array().unwrap().len(), 2);
+        let del = s.client.delete(format!("{base}/r1")).send().await.unwrap();
+        assert_eq!(del.status(), 200);
+        let missing = s.client.get(format!("{base}/r1")).send().await.unwrap();
+        assert_eq!(missing.status(), 404);
+        s.rpc("CancelTask", json!({"id": id})).await;
     })
     .await;
 }

@@ -8,11 +8,14 @@
 //!   is exact (`kind` and REQUIRED fields always present, `final` always present on status
 //!   updates, optional fields omitted when empty).
 //! - [`convert`]: v0.3 → v1 for requests and v1 → v0.3 for responses and stream events.
+//! - [`rest`]: the v0.3 HTTP+JSON bodies (ProtoJSON of the v0.3 proto) and their conversion,
+//!   by way of the JSON-RPC objects.
 //!
 //! Decode request params with [`decode_params`], which turns every decoding problem into
 //! [`A2AError::InvalidParams`] with a message naming it.
 
 pub mod convert;
+pub mod rest;
 pub mod types;
 
 pub use convert::{

@@ -62,7 +62,7 @@ kind_marker!(
 );
 
 /// Accepts an integer, an integral float (`5.0`, as protobuf-based clients send) or null.
-fn lenient_opt_i32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+pub(super) fn lenient_opt_i32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
     use serde::de::Error;
     match Option::<Value>::deserialize(d)? {
         None | Some(Value::Null) => Ok(None),

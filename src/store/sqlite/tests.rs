@@ -337,3 +337,35 @@ async fn listing_filters_and_pages() {
         .unwrap();
     assert_eq!(recent.total_size, 2);
 }
+
+#[tokio::test]
+async fn readers_never_see_an_event_before_it_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
+    store
+        .create(task("t1", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    store
+        .append(
+            "t1",
+            vec![status("t1", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+        )
+        .await
+        .unwrap();
+    // An event in the window that the writer has not committed yet.
+    {
+        let mut live = store.live.lock().unwrap();
+        let l = live.get_mut("t1").unwrap();
+        l.last_seq += 1;
+        let ev = status("t1", TaskState::Completed, "2026-01-01T00:00:02.000Z");
+        l.window
+            .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+    }
+    // A subscriber does not get it, so it cannot act on a state that GetTask does not show.
+    let seen = store.events_after("t1", 0, 10).await.unwrap();
+    assert_eq!(seen.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+    let snap = store.get("t1").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::Working);
+    assert_eq!(snap.last_seq, 2);
+}

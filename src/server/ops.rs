@@ -1,0 +1,107 @@
+//! The operations both HTTP bindings (JSON-RPC and HTTP+JSON) share: blocking send, streamed
+//! send and subscribe. Only the encoding differs between bindings; it is chosen by the
+//! [`Flavor`] of the stream or by the caller for plain results.
+
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::push_rpc;
+use super::sse::{self, Flavor};
+use super::AppState;
+use crate::protocol::v1::{SendMessageRequest, StreamResponse, Task};
+use crate::protocol::A2AError;
+use crate::task;
+
+/// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
+pub async fn send_blocking(
+    state: &AppState,
+    req: SendMessageRequest,
+    version: &str,
+) -> Result<Task, A2AError> {
+    let cfg = req.configuration.clone().unwrap_or_default();
+    if let Some(n) = cfg.history_length {
+        if n < 0 {
+            return Err(A2AError::InvalidParams(
+                "configuration.historyLength must not be negative".into(),
+            ));
+        }
+    }
+    let push_cfg = push_rpc::inline_config(state, &req).await?;
+    let acc = state.engine.send(req).await?;
+    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
+    let snap = if cfg.return_immediately {
+        state.engine.get_snapshot(&acc.task_id).await?
+    } else {
+        state
+            .engine
+            .wait_settled(&acc.task_id, acc.from_seq)
+            .await?
+    };
+    Ok(task::view(&snap.task, cfg.history_length, true))
+}
+
+/// Sends and streams the task: a new task from its first event (the task as submitted); an
+/// answer from the task as it is now.
+pub async fn stream_send(
+    state: &AppState,
+    req: SendMessageRequest,
+    flavor: Flavor,
+    version: &str,
+) -> Result<Response, A2AError> {
+    let push_cfg = push_rpc::inline_config(state, &req).await?;
+    let acc = state.engine.send(req).await?;
+    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
+    if acc.new_task {
+        let events = state.engine.subscribe(&acc.task_id, 0).await?;
+        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+    }
+    follow_from_snapshot(state, &acc.task_id, flavor).await
+}
+
+/// Streams the current task, then its events.
+async fn follow_from_snapshot(
+    state: &AppState,
+    task_id: &str,
+    flavor: Flavor,
+) -> Result<Response, A2AError> {
+    let snap = state.engine.get_snapshot(task_id).await?;
+    let events = state.engine.subscribe(task_id, snap.last_seq).await?;
+    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
+    Ok(sse::response(vec![first], events, flavor, state.keepalive))
+}
+
+/// The `Last-Event-ID` header, when present and not blank.
+pub fn last_event_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// Subscribe (`SubscribeToTask`, `tasks/resubscribe`, `…:subscribe`). With a
+/// `Last-Event-ID`, replays what the client missed after that event; otherwise sends the task
+/// as it is now, then what follows.
+pub async fn subscribe(
+    state: &AppState,
+    last_event_id: Option<&str>,
+    task_id: &str,
+    flavor: Flavor,
+) -> Result<Response, A2AError> {
+    if let Some(raw) = last_event_id {
+        let after: u64 = raw.parse().map_err(|_| {
+            A2AError::InvalidRequest(format!(
+                "Last-Event-ID '{raw}' is not an event id of this server (a number)"
+            ))
+        })?;
+        let events = state.engine.subscribe(task_id, after).await?;
+        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+    }
+    let snap = state.engine.get_snapshot(task_id).await?;
+    if snap.task.status.state.is_terminal() {
+        return Err(A2AError::UnsupportedOperation(format!(
+            "task {task_id} has already ended; read it with GetTask (or resubscribe with Last-Event-ID to replay its events)"
+        )));
+    }
+    follow_from_snapshot(state, task_id, flavor).await
+}
