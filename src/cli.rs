@@ -7,8 +7,9 @@ use clap::{Parser, Subcommand};
 
 use crate::adapter::{AdapterSpec, Registry};
 use crate::engine::launch::{child_env, resolve_program, Launch};
-use crate::engine::{Engine, Recovery};
+use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::push::{PushService, Sealer};
+use crate::server::guard::Guard;
 use crate::server::{self, AppState, CardSettings, HttpLimits};
 use crate::settings::PushKey;
 use crate::settings::{ServeArgs, Settings, StoreChoice};
@@ -151,7 +152,10 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         &env,
         &settings.repo_path,
     )?;
-    let child_env = child_env(&adapter, &env, &settings.pass_env);
+    let mut child_env = child_env(&adapter, &env, &settings.pass_env);
+    // The host's own credentials never reach an agent, whatever was passed through.
+    let secrets = settings.security.secret_values();
+    child_env.retain(|(k, v)| !k.starts_with("AGENT_HOST_") && !secrets.contains(v));
     let limits = settings.limits.resolve(&adapter.limits);
     Ok(Launch {
         program,
@@ -216,7 +220,15 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             (s.clone(), s)
         }
     };
-    let engine = Engine::new(store.clone(), launch);
+    let engine = Engine::with_config(
+        store.clone(),
+        launch,
+        EngineConfig {
+            limits: settings.host_limits.clone(),
+            workspace_roots: settings.workspace_roots.clone(),
+            secrets: settings.security.secret_values(),
+        },
+    );
     let push = match &settings.push {
         Some(p) => {
             let sealer = match &p.key {
@@ -261,7 +273,23 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         started_at: SystemTime::now(),
         keepalive: settings.sse_keepalive,
         push,
+        guard: Arc::new(Guard::new(
+            settings.security.clone(),
+            local_addr,
+            settings.public_url.as_deref(),
+            settings.host_limits.rate_per_minute,
+        )),
     };
+    if settings.security.credentials.is_empty() {
+        if settings.security.insecure_no_auth && !local_addr.ip().is_loopback() {
+            tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
+        }
+    } else {
+        tracing::info!(
+            credentials = settings.security.credentials.len(),
+            "authentication required"
+        );
+    }
     tracing::info!("agent-host listening on http://{local_addr} (card: http://{local_addr}/.well-known/agent-card.json)");
     let limits = HttpLimits {
         body_limit: settings.body_limit,
@@ -369,6 +397,7 @@ pub fn print_card(settings: &Settings) -> Result<String, StartError> {
         &card_settings(settings),
         &base,
         settings.push.is_some(),
+        &settings.security,
     );
     Ok(serde_json::to_string_pretty(&card.to_json(settings.card_legacy_v03)).unwrap_or_default())
 }

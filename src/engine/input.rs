@@ -175,6 +175,25 @@ pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decisio
     }
 }
 
+/// The working directory a message asks for: `metadata.cwd`, or the iac-code shape
+/// `metadata.iac_code.cwd`, on the message or on the request.
+pub fn requested_cwd(
+    m: &Message,
+    request_metadata: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let from = |md: &serde_json::Map<String, Value>| {
+        md.get("cwd")
+            .and_then(Value::as_str)
+            .or_else(|| md.get("iac_code")?.get("cwd")?.as_str())
+            .map(str::to_string)
+    };
+    m.metadata
+        .as_ref()
+        .and_then(from)
+        .or_else(|| request_metadata.and_then(from))
+        .filter(|c| !c.is_empty())
+}
+
 /// A text part, for tests and callers building messages.
 pub fn text_message(text: &str) -> Message {
     Message {

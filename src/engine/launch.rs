@@ -79,18 +79,23 @@ pub enum SessionArgs {
 }
 
 impl Launch {
-    /// The process to spawn for one turn.
+    /// The process to spawn for one turn, in the adapter's working directory.
     pub fn spawn_spec(&self, prompt: &str, session: &SessionArgs) -> SpawnSpec {
+        self.spawn_spec_in(prompt, session, &self.cwd)
+    }
+
+    /// The process to spawn for one turn, working in `cwd`.
+    pub fn spawn_spec_in(&self, prompt: &str, session: &SessionArgs, cwd: &Path) -> SpawnSpec {
         let a = &self.adapter;
         let session_id = match session {
             SessionArgs::New(s) | SessionArgs::Resume(s) => s.as_str(),
             SessionArgs::None => "",
         };
-        let cwd = self.cwd.to_string_lossy();
+        let cwd_text = cwd.to_string_lossy();
         let subst = |arg: &String| {
             arg.replace("{model}", self.model.as_deref().unwrap_or(""))
                 .replace("{session_id}", session_id)
-                .replace("{cwd}", &cwd)
+                .replace("{cwd}", &cwd_text)
         };
         let mut args: Vec<String> = self.extra_args.clone();
         args.extend(a.args.iter().map(subst));
@@ -142,7 +147,7 @@ impl Launch {
         SpawnSpec {
             program: self.program.clone(),
             args,
-            cwd: self.cwd.clone(),
+            cwd: cwd.to_path_buf(),
             env: self.env.clone(),
             io: match a.io {
                 Io::Pipes => IoMode::Pipes,

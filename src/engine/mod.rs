@@ -9,6 +9,8 @@
 
 pub mod input;
 pub mod launch;
+mod recover;
+mod stream;
 mod turn;
 
 use std::collections::{HashMap, VecDeque};
@@ -22,9 +24,17 @@ use crate::protocol::v1::{
 };
 use crate::protocol::A2AError;
 use crate::store::{ListQuery, Snapshot, StoreError, TaskStore};
-use crate::task::{self, ExitReason, LoggedEvent, TaskEvent, TurnMapper};
+use crate::task::{self, ExitReason, TaskEvent, TurnMapper};
 
 pub use launch::{Launch, SessionArgs};
+pub use recover::{Recovery, RESTART_PROMPT};
+pub use stream::EventStream;
+
+use crate::settings::HostLimits;
+use crate::store::ContextRecord;
+use crate::task::Redactor;
+use std::path::PathBuf;
+use stream::SubscriberSlot;
 
 /// Messages to a running turn.
 enum Control {
@@ -59,6 +69,21 @@ struct Context {
     running: Option<String>,
     queue: VecDeque<Pending>,
     session: Option<String>,
+    /// The credential whose conversation this is.
+    owner: Option<String>,
+    /// The working directory chosen by its first message, if any.
+    cwd: Option<PathBuf>,
+}
+
+impl Context {
+    fn record(&self, context_id: &str) -> ContextRecord {
+        ContextRecord {
+            context_id: context_id.to_string(),
+            session_id: self.session.clone(),
+            owner: self.owner.clone(),
+            cwd: self.cwd.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -66,6 +91,40 @@ struct State {
     live: HashMap<String, Live>,
     contexts: HashMap<String, Context>,
     shutting_down: bool,
+    /// Turns with a process (or starting one).
+    running_turns: usize,
+    /// Turns whose context is free but which wait for a slot (`max_running`).
+    ready: VecDeque<(String, Pending)>,
+    /// Streams following each task.
+    subscribers: HashMap<String, usize>,
+}
+
+impl State {
+    fn queued(&self) -> usize {
+        self.ready.len() + self.contexts.values().map(|c| c.queue.len()).sum::<usize>()
+    }
+}
+
+/// What the engine needs beyond the adapter.
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    pub limits: HostLimits,
+    /// Directories a message may choose as its working directory (canonical). Empty: only
+    /// the adapter's working directory.
+    pub workspace_roots: Vec<PathBuf>,
+    /// Secret values never shown to clients (the host's own credentials).
+    pub secrets: Vec<String>,
+}
+
+/// Who is calling: the credential's name, or None when no authentication is configured.
+pub type Owner<'a> = Option<&'a str>;
+
+/// True when a task (or context) owned by `owner` may be seen by `caller`.
+fn visible(owner: &Option<String>, caller: Owner<'_>) -> bool {
+    match (owner, caller) {
+        (Some(o), Some(c)) => o == c,
+        _ => true,
+    }
 }
 
 /// Called with a task id after new events of that task were stored.
@@ -74,6 +133,8 @@ pub type UpdateHook = Arc<dyn Fn(&str) + Send + Sync>;
 struct Inner {
     store: Arc<dyn TaskStore>,
     launch: Launch,
+    config: EngineConfig,
+    redactor: Redactor,
     state: Mutex<State>,
     turn_ended: Notify,
     hook: std::sync::OnceLock<UpdateHook>,
@@ -83,24 +144,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
-}
-
-/// The prompt of a turn that resumes a task a host restart cut off.
-pub const RESTART_PROMPT: &str = "agent-host restarted while you were working on the previous request, and your process was stopped. Continue the work where you left off and finish the request.";
-
-/// What [`Engine::recover`] found.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Recovery {
-    /// Running tasks whose CLI session is resumed.
-    pub resumed: usize,
-    /// Tasks that never started, queued again.
-    pub queued: usize,
-    /// Tasks waiting for input that stay answerable.
-    pub waiting: usize,
-    /// Tasks that could not be resumed and were failed.
-    pub failed: usize,
-    /// Processes a previous host left running, stopped.
-    pub stale_processes: usize,
 }
 
 /// A message the engine accepted.
@@ -128,11 +171,37 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 impl Engine {
+    /// An engine with the default limits, whose agents work in the adapter's directory.
     pub fn new(store: Arc<dyn TaskStore>, launch: Launch) -> Engine {
+        Engine::with_config(store, launch, EngineConfig::default())
+    }
+
+    pub fn with_config(
+        store: Arc<dyn TaskStore>,
+        launch: Launch,
+        mut config: EngineConfig,
+    ) -> Engine {
+        if config.workspace_roots.is_empty() {
+            let root = launch
+                .cwd
+                .canonicalize()
+                .unwrap_or_else(|_| launch.cwd.clone());
+            config.workspace_roots.push(root);
+        }
+        let redactor = Redactor {
+            workspace: config
+                .workspace_roots
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            secrets: config.secrets.clone(),
+        };
         Engine {
             inner: Arc::new(Inner {
                 store,
                 launch,
+                config,
+                redactor,
                 state: Mutex::new(State::default()),
                 turn_ended: Notify::new(),
                 hook: std::sync::OnceLock::new(),
@@ -151,13 +220,23 @@ impl Engine {
         &self.inner.launch
     }
 
-    /// Accepts a message: starts (or queues) a new task, or answers a waiting one.
-    pub async fn send(&self, req: SendMessageRequest) -> Result<Accepted, A2AError> {
+    /// Accepts a message from `owner`: starts (or queues) a new task, or answers a waiting
+    /// one.
+    pub async fn send(
+        &self,
+        req: SendMessageRequest,
+        owner: Owner<'_>,
+    ) -> Result<Accepted, A2AError> {
         let mut msg = req.message;
         input::validate_message(&msg)?;
         if let Some(task_id) = msg.task_id.clone().filter(|t| !t.is_empty()) {
-            return self.answer(&task_id, msg).await;
+            task::validate_id("message.taskId", &task_id).map_err(A2AError::InvalidParams)?;
+            return self.answer(&task_id, msg, owner).await;
         }
+        let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
+            Some(raw) => Some(self.check_cwd(&raw)?),
+            None => None,
+        };
         let context_id = match msg.context_id.clone().filter(|c| !c.is_empty()) {
             Some(c) => {
                 task::validate_id("message.contextId", &c).map_err(A2AError::InvalidParams)?;
@@ -165,6 +244,35 @@ impl Engine {
             }
             None => uuid::Uuid::new_v4().to_string(),
         };
+        let limits = &self.inner.config.limits;
+        {
+            let st = lock(&self.inner.state);
+            if st.shutting_down {
+                return Err(A2AError::Busy("agent-host is shutting down".into()));
+            }
+            let ctx = st.contexts.get(&context_id);
+            if let Some(ctx) = ctx {
+                if !visible(&ctx.owner, owner) {
+                    return Err(A2AError::InvalidParams(
+                        "message.contextId belongs to a conversation of another caller; start a new one".into(),
+                    ));
+                }
+                let current = ctx.cwd.clone().unwrap_or_else(|| self.default_cwd());
+                if cwd.as_ref().is_some_and(|want| *want != current) {
+                    return Err(A2AError::InvalidParams(
+                        "metadata.cwd differs from the working directory of this conversation; a context keeps its directory".into(),
+                    ));
+                }
+            }
+            let must_wait =
+                st.running_turns >= limits.max_running || ctx.is_some_and(|c| c.running.is_some());
+            if must_wait && st.queued() >= limits.max_queued {
+                return Err(A2AError::Busy(format!(
+                    "agent-host is at capacity: {} tasks are waiting to start; retry later",
+                    st.queued()
+                )));
+            }
+        }
         let task_id = uuid::Uuid::new_v4().to_string();
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
@@ -180,14 +288,12 @@ impl Engine {
             history: vec![msg],
             ..Task::default()
         };
-        {
-            let st = lock(&self.inner.state);
-            if st.shutting_down {
-                return Err(A2AError::Busy("agent-host is shutting down".into()));
-            }
-        }
-        self.inner.store.create(task).await.map_err(store_err)?;
-        let start = {
+        self.inner
+            .store
+            .create_owned(task, owner.map(str::to_string))
+            .await
+            .map_err(store_err)?;
+        let (start, new_context) = {
             let mut st = lock(&self.inner.state);
             st.live.insert(
                 task_id.clone(),
@@ -197,20 +303,31 @@ impl Engine {
                     control: None,
                 },
             );
+            let new_context = !st.contexts.contains_key(&context_id);
             let ctx = st.contexts.entry(context_id.clone()).or_default();
+            if new_context {
+                ctx.owner = owner.map(str::to_string);
+                ctx.cwd = cwd;
+            }
+            let record = new_context.then(|| ctx.record(&context_id));
+            let pending = Pending {
+                task_id: task_id.clone(),
+                prompt,
+                continuing: false,
+            };
             if ctx.running.is_some() {
-                ctx.queue.push_back(Pending {
-                    task_id: task_id.clone(),
-                    prompt,
-                    continuing: false,
-                });
+                ctx.queue.push_back(pending);
                 tracing::info!(task = %task_id, context = %context_id, "queued behind the context's running turn");
-                None
+                (None, record)
             } else {
-                ctx.running = Some(task_id.clone());
-                Some(self.prepare_turn(&mut st, &task_id, &context_id, prompt, false))
+                (self.start_or_wait(&mut st, &context_id, pending), record)
             }
         };
+        if let Some(record) = new_context.filter(|r| r.owner.is_some() || r.cwd.is_some()) {
+            if let Err(e) = self.inner.store.put_context(&record).await {
+                tracing::error!(error = %e, "could not store a context");
+            }
+        }
         if let Some(t) = start {
             tokio::spawn(turn::run(self.inner.clone(), t));
         }
@@ -221,7 +338,57 @@ impl Engine {
         })
     }
 
-    /// Sets up a turn for a task whose context is free: control channel and session args.
+    /// The adapter's working directory, canonical.
+    fn default_cwd(&self) -> PathBuf {
+        let cwd = &self.inner.launch.cwd;
+        cwd.canonicalize().unwrap_or_else(|_| cwd.clone())
+    }
+
+    /// Checks a working directory a message asks for: absolute, existing, a directory, and
+    /// (symlinks resolved) inside one of the allowed roots.
+    fn check_cwd(&self, raw: &str) -> Result<PathBuf, A2AError> {
+        let bad = |why: &str| A2AError::InvalidParams(format!("metadata.cwd {why}"));
+        let p = std::path::Path::new(raw);
+        if !p.is_absolute() {
+            return Err(bad("must be an absolute path"));
+        }
+        let canon = p
+            .canonicalize()
+            .map_err(|_| bad("does not exist or cannot be read"))?;
+        if !canon.is_dir() {
+            return Err(bad("is not a directory"));
+        }
+        if !self
+            .inner
+            .config
+            .workspace_roots
+            .iter()
+            .any(|root| canon.starts_with(root))
+        {
+            return Err(bad(
+                "is outside the directories this host allows (workspace roots)",
+            ));
+        }
+        Ok(canon)
+    }
+
+    /// Occupies the context with `p`, and starts it if a slot is free (else it waits for
+    /// one in `ready`).
+    fn start_or_wait(&self, st: &mut State, context_id: &str, p: Pending) -> Option<turn::Turn> {
+        if let Some(ctx) = st.contexts.get_mut(context_id) {
+            ctx.running = Some(p.task_id.clone());
+        }
+        if st.running_turns >= self.inner.config.limits.max_running {
+            tracing::info!(task = %p.task_id, "waiting for a free slot (max running tasks)");
+            st.ready.push_back((context_id.to_string(), p));
+            return None;
+        }
+        st.running_turns += 1;
+        Some(self.prepare_turn(st, &p.task_id, context_id, p.prompt, p.continuing))
+    }
+
+    /// Sets up a turn for a task whose context is free: control channel, session args,
+    /// working directory.
     fn prepare_turn(
         &self,
         st: &mut State,
@@ -239,6 +406,7 @@ impl Engine {
             }
             _ => SessionArgs::None,
         };
+        let cwd = ctx.cwd.clone().unwrap_or_else(|| launch.cwd.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let notify = match st.live.get_mut(task_id) {
             Some(live) => {
@@ -254,6 +422,7 @@ impl Engine {
             context_id: context_id.to_string(),
             prompt,
             session,
+            cwd,
             notify,
             control: rx,
             continuing,
@@ -265,8 +434,9 @@ impl Engine {
         &self,
         task_id: &str,
         mut msg: crate::protocol::v1::Message,
+        owner: Owner<'_>,
     ) -> Result<Accepted, A2AError> {
-        let snap = self.snapshot(task_id).await?;
+        let snap = self.snapshot_for(task_id, owner).await?;
         if let Some(c) = msg.context_id.as_deref().filter(|c| !c.is_empty()) {
             if c != snap.task.context_id {
                 return Err(A2AError::InvalidParams(format!(
@@ -336,148 +506,6 @@ impl Engine {
         })
     }
 
-    /// The answer to a task that was waiting for input when the host restarted: its CLI
-    /// process is gone, so a turn resumes the CLI's session with the answer as the prompt.
-    async fn answer_after_restart(
-        &self,
-        task_id: &str,
-        context_id: &str,
-        msg: crate::protocol::v1::Message,
-    ) -> Result<Accepted, A2AError> {
-        let answer = match input::decision_of(&msg, "", "question") {
-            Ok(d) => d
-                .message
-                .unwrap_or_else(|| if d.allow { "yes".into() } else { "no".into() }),
-            Err(_) => input::prompt_of(&msg),
-        };
-        let prompt = format!(
-            "agent-host restarted while you were waiting for the user, and your process was \
-             stopped. The user's answer to what you last asked: {answer}"
-        );
-        let notify = self.inner.notify_of(task_id);
-        self.inner
-            .publish_events(task_id, &notify, vec![TaskEvent::UserMessage(msg)])
-            .await;
-        let turn = {
-            let mut st = lock(&self.inner.state);
-            self.prepare_turn(&mut st, task_id, context_id, prompt, true)
-        };
-        tokio::spawn(turn::run(self.inner.clone(), turn));
-        let snap = self.snapshot(task_id).await?;
-        Ok(Accepted {
-            task_id: task_id.to_string(),
-            from_seq: snap.last_seq,
-            new_task: false,
-        })
-    }
-
-    /// Picks up what a previous host left: stops the process groups it left running,
-    /// restores the contexts' CLI sessions, and for each unfinished task: a task that never
-    /// started is queued again; a running one resumes its CLI session (when the adapter can
-    /// resume and the session is known) or fails with a message that says the host
-    /// restarted; one waiting for input stays answerable where its session can be resumed.
-    pub async fn recover(&self) -> Result<Recovery, StoreError> {
-        let store = &self.inner.store;
-        let mut r = Recovery::default();
-        for (task_id, pgid, start) in store.recorded_processes().await? {
-            let n = crate::runner::kill_stale_group(pgid, start);
-            if n > 0 {
-                tracing::warn!(task = %task_id, pgid, processes = n, "stopped processes a previous agent-host left running");
-                r.stale_processes += n;
-            }
-            store.forget_process(&task_id).await?;
-        }
-        {
-            let sessions = store.sessions().await?;
-            let mut st = lock(&self.inner.state);
-            for (ctx, sid) in sessions {
-                st.contexts.entry(ctx).or_default().session = Some(sid);
-            }
-        }
-        let can_resume = self.inner.launch.can_resume();
-        for snap in store.unfinished().await? {
-            let t = &snap.task;
-            let id = t.id.clone();
-            let ctx_id = t.context_id.clone();
-            let kept = {
-                let mut st = lock(&self.inner.state);
-                let resumable = can_resume
-                    && st
-                        .contexts
-                        .get(&ctx_id)
-                        .is_some_and(|c| c.session.is_some());
-                let keep = match t.status.state {
-                    TaskState::Submitted => {
-                        let prompt = t.history.first().map(input::prompt_of).unwrap_or_default();
-                        let ctx = st.contexts.entry(ctx_id.clone()).or_default();
-                        ctx.queue.push_back(Pending {
-                            task_id: id.clone(),
-                            prompt,
-                            continuing: false,
-                        });
-                        r.queued += 1;
-                        true
-                    }
-                    TaskState::Working if resumable => {
-                        let ctx = st.contexts.entry(ctx_id.clone()).or_default();
-                        ctx.queue.push_back(Pending {
-                            task_id: id.clone(),
-                            prompt: RESTART_PROMPT.to_string(),
-                            continuing: true,
-                        });
-                        r.resumed += 1;
-                        true
-                    }
-                    TaskState::InputRequired if resumable => {
-                        st.contexts.entry(ctx_id.clone()).or_default().running = Some(id.clone());
-                        r.waiting += 1;
-                        true
-                    }
-                    _ => false,
-                };
-                if keep {
-                    st.live.insert(
-                        id.clone(),
-                        Live {
-                            context_id: ctx_id.clone(),
-                            notify: Arc::new(watch::channel(snap.last_seq).0),
-                            control: None,
-                        },
-                    );
-                }
-                keep
-            };
-            if kept {
-                continue;
-            }
-            let mut m = TurnMapper::new(&id, &ctx_id);
-            let events = m.on_exit(ExitReason::Restarted);
-            self.inner.publish_final(&id, events).await;
-            r.failed += 1;
-        }
-        let turns: Vec<turn::Turn> = {
-            let mut st = lock(&self.inner.state);
-            let free: Vec<(String, Pending)> = st
-                .contexts
-                .iter_mut()
-                .filter(|(_, c)| c.running.is_none())
-                .filter_map(|(id, c)| c.queue.pop_front().map(|p| (id.clone(), p)))
-                .collect();
-            free.into_iter()
-                .map(|(ctx_id, p)| {
-                    if let Some(c) = st.contexts.get_mut(&ctx_id) {
-                        c.running = Some(p.task_id.clone());
-                    }
-                    self.prepare_turn(&mut st, &p.task_id, &ctx_id, p.prompt, p.continuing)
-                })
-                .collect()
-        };
-        for t in turns {
-            tokio::spawn(turn::run(self.inner.clone(), t));
-        }
-        Ok(r)
-    }
-
     async fn snapshot(&self, task_id: &str) -> Result<Snapshot, A2AError> {
         self.inner
             .store
@@ -487,8 +515,24 @@ impl Engine {
             .ok_or_else(|| A2AError::TaskNotFound(task_id.to_string()))
     }
 
+    /// The task as `owner` may see it: another caller's task is not found.
+    async fn snapshot_for(&self, task_id: &str, owner: Owner<'_>) -> Result<Snapshot, A2AError> {
+        task::validate_id("id", task_id)
+            .map_err(|_| A2AError::TaskNotFound(task_id.to_string()))?;
+        let snap = self.snapshot(task_id).await?;
+        if !visible(&snap.owner, owner) {
+            return Err(A2AError::TaskNotFound(task_id.to_string()));
+        }
+        Ok(snap)
+    }
+
     /// The task, with at most `history_length` messages of history.
-    pub async fn get(&self, task_id: &str, history_length: Option<i32>) -> Result<Task, A2AError> {
+    pub async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<i32>,
+        owner: Owner<'_>,
+    ) -> Result<Task, A2AError> {
         if let Some(n) = history_length {
             if n < 0 {
                 return Err(A2AError::InvalidParams(
@@ -496,17 +540,25 @@ impl Engine {
                 ));
             }
         }
-        let snap = self.snapshot(task_id).await?;
+        let snap = self.snapshot_for(task_id, owner).await?;
         Ok(task::view(&snap.task, history_length, true))
     }
 
     /// The task and the sequence number it reflects.
-    pub async fn get_snapshot(&self, task_id: &str) -> Result<Snapshot, A2AError> {
-        self.snapshot(task_id).await
+    pub async fn get_snapshot(
+        &self,
+        task_id: &str,
+        owner: Owner<'_>,
+    ) -> Result<Snapshot, A2AError> {
+        self.snapshot_for(task_id, owner).await
     }
 
-    /// Lists tasks, newest status first.
-    pub async fn list(&self, req: ListTasksRequest) -> Result<ListTasksResponse, A2AError> {
+    /// Lists the caller's tasks, newest status first.
+    pub async fn list(
+        &self,
+        req: ListTasksRequest,
+        owner: Owner<'_>,
+    ) -> Result<ListTasksResponse, A2AError> {
         let page_size = match req.page_size {
             None | Some(0) => 50,
             Some(n) if (1..=100).contains(&n) => n,
@@ -523,21 +575,22 @@ impl Engine {
                 ));
             }
         }
-        if let Some(ts) = &req.status_timestamp_after {
-            if chrono::DateTime::parse_from_rfc3339(ts).is_err() {
-                return Err(A2AError::InvalidParams(format!(
-                    "statusTimestampAfter '{ts}' is not an ISO 8601 timestamp"
-                )));
-            }
-        }
-        let status_after = req.status_timestamp_after.as_deref().and_then(|ts| {
-            chrono::DateTime::parse_from_rfc3339(ts).ok().map(|d| {
-                d.with_timezone(&chrono::Utc)
+        let status_after = match &req.status_timestamp_after {
+            Some(ts) => Some(
+                chrono::DateTime::parse_from_rfc3339(ts)
+                    .map_err(|_| {
+                        A2AError::InvalidParams(format!(
+                            "statusTimestampAfter '{ts}' is not an ISO 8601 timestamp"
+                        ))
+                    })?
+                    .with_timezone(&chrono::Utc)
                     .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-                    .to_string()
-            })
-        });
+                    .to_string(),
+            ),
+            None => None,
+        };
         let query = ListQuery {
+            owner: owner.map(str::to_string),
             context_id: req.context_id.filter(|c| !c.is_empty()),
             state: req.status.filter(|s| *s != TaskState::Unspecified),
             status_after,
@@ -564,8 +617,8 @@ impl Engine {
     }
 
     /// Cancels a task: a queued one ends at once; a running one after its CLI is stopped.
-    pub async fn cancel(&self, task_id: &str) -> Result<Task, A2AError> {
-        let snap = self.snapshot(task_id).await?;
+    pub async fn cancel(&self, task_id: &str, owner: Owner<'_>) -> Result<Task, A2AError> {
+        let snap = self.snapshot_for(task_id, owner).await?;
         if snap.task.status.state.is_terminal() {
             return Err(A2AError::TaskNotCancelable(format!(
                 "task {task_id} is already {} and cannot be canceled",
@@ -573,7 +626,8 @@ impl Engine {
             )));
         }
         enum Action {
-            /// Not running a process: queued, or waiting for an answer after a restart.
+            /// Not running a process: queued, waiting for a slot, or waiting for an answer
+            /// after a restart.
             Finalize {
                 context_id: String,
                 holds_context: bool,
@@ -588,6 +642,7 @@ impl Engine {
                 }) => Action::Signal(c.clone()),
                 Some(live) => {
                     let context_id = live.context_id.clone();
+                    st.ready.retain(|(_, p)| p.task_id != task_id);
                     let ctx = st.contexts.entry(context_id.clone()).or_default();
                     ctx.queue.retain(|p| p.task_id != task_id);
                     let holds_context = ctx.running.as_deref() == Some(task_id);
@@ -631,28 +686,62 @@ impl Engine {
         Ok(task::view(&snap.task, None, true))
     }
 
-    /// Follows a task's log from after `after`. Fails if the task does not exist.
-    pub async fn subscribe(&self, task_id: &str, after: u64) -> Result<EventStream, A2AError> {
+    /// A client's stream of a task's log from after `after`: counted against the task's
+    /// subscriber limit.
+    pub async fn subscribe(
+        &self,
+        task_id: &str,
+        after: u64,
+        owner: Owner<'_>,
+    ) -> Result<EventStream, A2AError> {
+        self.snapshot_for(task_id, owner).await?;
+        let slot = {
+            let mut st = lock(&self.inner.state);
+            let n = st.subscribers.entry(task_id.to_string()).or_insert(0);
+            if *n >= self.inner.config.limits.max_subscribers {
+                return Err(A2AError::Busy(format!(
+                    "task {task_id} already has {n} streams following it; close one and retry"
+                )));
+            }
+            *n += 1;
+            SubscriberSlot {
+                inner: self.inner.clone(),
+                task_id: task_id.to_string(),
+            }
+        };
+        let mut s = self.follow(task_id, after);
+        s._slot = Some(slot);
+        Ok(s)
+    }
+
+    /// Follows a task's log from after `after` (the caller checked the task exists).
+    fn follow(&self, task_id: &str, after: u64) -> EventStream {
         // Subscribe to the watch before reading the store, so no wake-up is missed.
         let rx = {
             let st = lock(&self.inner.state);
             st.live.get(task_id).map(|l| l.notify.subscribe())
         };
-        self.snapshot(task_id).await?;
-        Ok(EventStream {
+        EventStream {
             store: self.inner.store.clone(),
             task_id: task_id.to_string(),
             cursor: after,
             rx,
             buf: VecDeque::new(),
             done: false,
-        })
+            _slot: None,
+        }
     }
 
     /// Waits until the task is terminal or waits for input (following from `after`), and
     /// returns it.
-    pub async fn wait_settled(&self, task_id: &str, after: u64) -> Result<Snapshot, A2AError> {
-        let mut s = self.subscribe(task_id, after).await?;
+    pub async fn wait_settled(
+        &self,
+        task_id: &str,
+        after: u64,
+        owner: Owner<'_>,
+    ) -> Result<Snapshot, A2AError> {
+        self.snapshot_for(task_id, owner).await?;
+        let mut s = self.follow(task_id, after);
         while s.next().await.is_some() {}
         self.snapshot(task_id).await
     }
@@ -664,7 +753,11 @@ impl Engine {
         let (queued, running) = {
             let mut st = lock(&self.inner.state);
             st.shutting_down = true;
-            let mut queued = Vec::new();
+            let mut queued: Vec<(String, String)> = st
+                .ready
+                .drain(..)
+                .map(|(ctx, p)| (p.task_id, ctx))
+                .collect();
             for (ctx_id, ctx) in st.contexts.iter_mut() {
                 for p in ctx.queue.drain(..) {
                     queued.push((p.task_id, ctx_id.clone()));
@@ -752,57 +845,62 @@ impl Inner {
         self.turn_ended.notify_waiters();
     }
 
-    /// A turn ended: forget the task, start the context's next queued turn.
+    /// A task that held its context ended: forget it, free its slot if it had a process,
+    /// start the context's next turn and any turn waiting for a slot.
     fn finish_turn(self: &Arc<Self>, task_id: &str, context_id: &str) {
-        let next = {
+        let engine = Engine {
+            inner: self.clone(),
+        };
+        let turns = {
             let mut st = lock(&self.state);
-            st.live.remove(task_id);
+            let had_process = st.live.remove(task_id).is_some_and(|l| l.control.is_some());
+            if had_process {
+                st.running_turns = st.running_turns.saturating_sub(1);
+            }
             let shutting_down = st.shutting_down;
-            let Some(ctx) = st.contexts.get_mut(context_id) else {
-                return;
-            };
-            ctx.running = None;
-            match ctx.queue.pop_front() {
-                Some(p) if !shutting_down => {
-                    ctx.running = Some(p.task_id.clone());
-                    let engine = Engine {
-                        inner: self.clone(),
+            let mut turns = Vec::new();
+            let next = match st.contexts.get_mut(context_id) {
+                Some(ctx) => {
+                    ctx.running = None;
+                    let next = if shutting_down {
+                        None
+                    } else {
+                        ctx.queue.pop_front()
                     };
-                    Some(engine.prepare_turn(
-                        &mut st,
-                        &p.task_id,
-                        context_id,
-                        p.prompt,
-                        p.continuing,
-                    ))
-                }
-                Some(p) => {
-                    ctx.queue.push_front(p);
-                    None
-                }
-                None => {
-                    if ctx.session.is_none() {
+                    if next.is_none() && ctx.session.is_none() && ctx.queue.is_empty() {
                         st.contexts.remove(context_id);
                     }
-                    None
+                    next
                 }
+                None => None,
+            };
+            if let Some(p) = next {
+                turns.extend(engine.start_or_wait(&mut st, context_id, p));
             }
+            while !shutting_down && st.running_turns < self.config.limits.max_running {
+                let Some((ctx, p)) = st.ready.pop_front() else {
+                    break;
+                };
+                st.running_turns += 1;
+                turns.push(engine.prepare_turn(&mut st, &p.task_id, &ctx, p.prompt, p.continuing));
+            }
+            turns
         };
         self.turn_ended.notify_waiters();
-        if let Some(t) = next {
+        for t in turns {
             tokio::spawn(turn::run(self.clone(), t));
         }
     }
 
     /// Remembers the CLI session of a context, for resuming it on the next turn.
     async fn set_session(&self, context_id: &str, session_id: &str) {
-        {
+        let record = {
             let mut st = lock(&self.state);
-            if let Some(ctx) = st.contexts.get_mut(context_id) {
-                ctx.session = Some(session_id.to_string());
-            }
-        }
-        if let Err(e) = self.store.set_session(context_id, session_id).await {
+            let ctx = st.contexts.entry(context_id.to_string()).or_default();
+            ctx.session = Some(session_id.to_string());
+            ctx.record(context_id)
+        };
+        if let Err(e) = self.store.put_context(&record).await {
             tracing::error!(context = %context_id, error = %e, "could not store the context's session");
         }
     }
@@ -819,63 +917,5 @@ fn state_word(s: TaskState) -> &'static str {
         TaskState::InputRequired => "waiting for input",
         TaskState::AuthRequired => "waiting for authentication",
         TaskState::Unspecified => "in an unknown state",
-    }
-}
-
-/// A task's events from a position on: replays the log, then follows it live. Ends after a
-/// terminal or input-required status, or when the task is no longer live and the log is read.
-pub struct EventStream {
-    store: Arc<dyn TaskStore>,
-    task_id: String,
-    cursor: u64,
-    rx: Option<watch::Receiver<u64>>,
-    buf: VecDeque<Arc<LoggedEvent>>,
-    done: bool,
-}
-
-impl EventStream {
-    /// The next event; None at the end.
-    pub async fn next(&mut self) -> Option<Arc<LoggedEvent>> {
-        loop {
-            if self.done {
-                return None;
-            }
-            if let Some(e) = self.buf.pop_front() {
-                self.cursor = e.seq;
-                if e.event.ends_stream() {
-                    self.done = true;
-                }
-                return Some(e);
-            }
-            match self
-                .store
-                .events_after(&self.task_id, self.cursor, 512)
-                .await
-            {
-                Ok(evs) if !evs.is_empty() => {
-                    self.buf.extend(evs);
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(task = %self.task_id, error = %e, "could not read task events");
-                    return None;
-                }
-            }
-            match &mut self.rx {
-                Some(rx) => {
-                    if rx.changed().await.is_err() {
-                        // The task is no longer live: read what is left, then end.
-                        self.rx = None;
-                    }
-                }
-                None => return None,
-            }
-        }
-    }
-
-    /// Sequence number of the last event returned.
-    pub fn cursor(&self) -> u64 {
-        self.cursor
     }
 }

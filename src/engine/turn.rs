@@ -25,6 +25,8 @@ pub(super) struct Turn {
     pub context_id: String,
     pub prompt: String,
     pub session: SessionArgs,
+    /// The working directory of this turn's process.
+    pub cwd: std::path::PathBuf,
     pub notify: Arc<watch::Sender<u64>>,
     pub control: mpsc::UnboundedReceiver<Control>,
     /// The task ran before and this turn resumes it (after a host restart).
@@ -59,12 +61,15 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         context_id,
         prompt,
         session,
+        cwd,
         notify,
         mut control,
         continuing,
     } = turn;
     let launch = &inner.launch;
-    let mut mapper = TurnMapper::new(&task_id, &context_id);
+    let mut mapper = TurnMapper::new(&task_id, &context_id)
+        .with_redactor(inner.redactor.clone())
+        .with_output_limit(inner.config.limits.max_output_bytes);
     mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
     let started = if continuing {
         mapper.continue_answer();
@@ -83,7 +88,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         return;
     };
 
-    let spec = launch.spawn_spec(&prompt, &session);
+    let spec = launch.spawn_spec_in(&prompt, &session, &cwd);
     // fork/exec off the async workers, so a burst of new tasks never delays other streams.
     let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
     let mut proc = match spawned {
@@ -117,7 +122,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         SessionArgs::Resume(s) => (Some(s.as_str()), true),
         SessionArgs::None => (None, false),
     };
-    let cwd = launch.cwd.to_string_lossy();
+    let cwd = cwd.to_string_lossy();
     let opening = parser.start(&TurnStart {
         prompt: &prompt,
         session_id,

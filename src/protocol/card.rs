@@ -122,8 +122,62 @@ impl AgentCard {
                     .collect();
                 v.insert("additionalInterfaces".into(), Value::Array(additional));
             }
+            // v0.3 security: `security: [{name: [scopes]}]`, and each scheme also in its
+            // v0.3 form (`type`, `scheme` / `in` + `name`) next to the v1.0 member.
+            if !self.security_requirements.is_empty() {
+                let security: Vec<Value> = self
+                    .security_requirements
+                    .iter()
+                    .filter_map(|r| r.get("schemes")?.as_object())
+                    .map(|m| {
+                        let o: Map<String, Value> = m
+                            .iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.clone(),
+                                    v.get("list").cloned().unwrap_or(Value::Array(vec![])),
+                                )
+                            })
+                            .collect();
+                        Value::Object(o)
+                    })
+                    .collect();
+                v.insert("security".into(), Value::Array(security));
+            }
+            if let Some(Value::Object(schemes)) = v.get_mut("securitySchemes") {
+                for scheme in schemes.values_mut() {
+                    legacy_scheme(scheme);
+                }
+            }
         }
         Value::Object(v)
+    }
+}
+
+/// Adds the v0.3 keys of a security scheme next to its v1.0 oneof member.
+fn legacy_scheme(scheme: &mut Value) {
+    let Value::Object(m) = scheme else {
+        return;
+    };
+    let extra: Vec<(&str, Value)> = if let Some(h) = m.get("httpAuthSecurityScheme") {
+        vec![
+            ("type", Value::String("http".into())),
+            (
+                "scheme",
+                Value::String(h["scheme"].as_str().unwrap_or("").to_ascii_lowercase()),
+            ),
+        ]
+    } else if let Some(k) = m.get("apiKeySecurityScheme") {
+        vec![
+            ("type", Value::String("apiKey".into())),
+            ("in", k["location"].clone()),
+            ("name", k["name"].clone()),
+        ]
+    } else {
+        vec![]
+    };
+    for (k, v) in extra {
+        m.insert(k.to_string(), v);
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::protocol::v1::{AuthenticationInfo, TaskPushNotificationConfig};
 use crate::protocol::A2AError;
-use crate::store::{PushRecord, PushStore, StoreError, TaskStore};
+use crate::store::{PushRecord, PushStore, Snapshot, StoreError, TaskStore};
 pub use seal::Sealer;
 
 /// How pushes are delivered.
@@ -156,6 +156,7 @@ impl PushService {
     /// now on. Returns the config as stored (with its id).
     pub async fn create(
         &self,
+        owner: Option<&str>,
         mut cfg: TaskPushNotificationConfig,
         version: &str,
         from_start: bool,
@@ -165,13 +166,7 @@ impl PushService {
             .clone()
             .filter(|t| !t.is_empty())
             .ok_or_else(|| A2AError::InvalidParams("taskId is required".into()))?;
-        let snap = self
-            .inner
-            .tasks
-            .get(&task_id)
-            .await
-            .map_err(store_err)?
-            .ok_or_else(|| A2AError::TaskNotFound(task_id.clone()))?;
+        let snap = self.task(owner, &task_id).await?;
         self.validate(&cfg).await?;
         let id = cfg
             .id
@@ -207,10 +202,11 @@ impl PushService {
     /// One config of a task.
     pub async fn get(
         &self,
+        owner: Option<&str>,
         task_id: &str,
         id: &str,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
-        self.task_exists(task_id).await?;
+        self.task(owner, task_id).await?;
         let rec = self
             .inner
             .store
@@ -224,8 +220,12 @@ impl PushService {
     }
 
     /// Every config of a task.
-    pub async fn list(&self, task_id: &str) -> Result<Vec<TaskPushNotificationConfig>, A2AError> {
-        self.task_exists(task_id).await?;
+    pub async fn list(
+        &self,
+        owner: Option<&str>,
+        task_id: &str,
+    ) -> Result<Vec<TaskPushNotificationConfig>, A2AError> {
+        self.task(owner, task_id).await?;
         let recs = self
             .inner
             .store
@@ -236,8 +236,13 @@ impl PushService {
     }
 
     /// Deletes a config; deleting one that is not there succeeds too.
-    pub async fn delete(&self, task_id: &str, id: &str) -> Result<(), A2AError> {
-        self.task_exists(task_id).await?;
+    pub async fn delete(
+        &self,
+        owner: Option<&str>,
+        task_id: &str,
+        id: &str,
+    ) -> Result<(), A2AError> {
+        self.task(owner, task_id).await?;
         self.inner
             .store
             .delete_push(task_id, id)
@@ -245,10 +250,11 @@ impl PushService {
             .map_err(store_err)
     }
 
-    async fn task_exists(&self, task_id: &str) -> Result<(), A2AError> {
+    /// The task, if `owner` may see it (another caller's task is not found).
+    async fn task(&self, owner: Option<&str>, task_id: &str) -> Result<Snapshot, A2AError> {
         match self.inner.tasks.get(task_id).await.map_err(store_err)? {
-            Some(_) => Ok(()),
-            None => Err(A2AError::TaskNotFound(task_id.to_string())),
+            Some(s) if s.owner.is_none() || owner.is_none() || s.owner.as_deref() == owner => Ok(s),
+            _ => Err(A2AError::TaskNotFound(task_id.to_string())),
         }
     }
 

@@ -3,7 +3,10 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+
+use crate::settings::{Secret, Security};
 
 use super::AppState;
 use crate::adapter::AdapterSpec;
@@ -30,7 +33,14 @@ pub const INPUT_MODES: &[&str] = &["text/plain", "application/json"];
 pub const OUTPUT_MODES: &[&str] = &["text/plain", "application/json"];
 
 /// The card for clients reaching the server at `base_url` (ending in `/`).
-pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str, push: bool) -> AgentCard {
+pub fn build(
+    adapter: &AdapterSpec,
+    cs: &CardSettings,
+    base_url: &str,
+    push: bool,
+    security: &Security,
+) -> AgentCard {
+    let (security_schemes, security_requirements) = security_of(security);
     let skills = adapter
         .skills
         .iter()
@@ -80,14 +90,41 @@ pub fn build(adapter: &AdapterSpec, cs: &CardSettings, base_url: &str, push: boo
             push_notifications: Some(push),
             ..AgentCapabilities::default()
         },
-        security_schemes: Default::default(),
-        security_requirements: vec![],
+        security_schemes,
+        security_requirements,
         default_input_modes: INPUT_MODES.iter().map(|s| s.to_string()).collect(),
         default_output_modes: OUTPUT_MODES.iter().map(|s| s.to_string()).collect(),
         skills,
         signatures: vec![],
         icon_url: None,
     }
+}
+
+/// The card's `securitySchemes` and `securityRequirements` (any one scheme suffices).
+fn security_of(security: &Security) -> (serde_json::Map<String, Value>, Vec<Value>) {
+    let mut schemes = serde_json::Map::new();
+    for c in &security.credentials {
+        let (name, scheme) = match &c.secret {
+            Secret::Bearer(_) => (
+                "bearer",
+                json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "description": "Authorization: Bearer <token>"}}),
+            ),
+            Secret::Basic { .. } => (
+                "basic",
+                json!({"httpAuthSecurityScheme": {"scheme": "Basic"}}),
+            ),
+            Secret::ApiKey(_) => (
+                "apiKey",
+                json!({"apiKeySecurityScheme": {"location": "header", "name": security.api_key_header}}),
+            ),
+        };
+        schemes.insert(name.to_string(), scheme);
+    }
+    let requirements = schemes
+        .keys()
+        .map(|k| json!({"schemes": {k.as_str(): {"list": []}}}))
+        .collect();
+    (schemes, requirements)
 }
 
 /// The base URL of this server as the client reached it.
@@ -116,6 +153,7 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
         &state.card,
         &base,
         state.push.is_some(),
+        state.guard.security(),
     );
     let body = card.to_json(state.card.legacy_v03_fields).to_string();
     let digest = Sha256::digest(body.as_bytes());

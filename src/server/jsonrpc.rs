@@ -84,6 +84,7 @@ fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
 /// `POST /` (and `/a2a`, `/a2a/jsonrpc`).
 pub async fn handle(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<super::Caller>,
     Query(query): Query<std::collections::HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -180,7 +181,7 @@ pub async fn handle(
             )
         }
     };
-    let result = dispatch(&state, &headers, &id, &method, params).await;
+    let result = dispatch(&state, caller.owner(), &headers, &id, &method, params).await;
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -203,19 +204,20 @@ fn id_json(id: &Value) -> String {
 
 async fn dispatch(
     state: &AppState,
+    owner: Option<&str>,
     headers: &HeaderMap,
     id: &Value,
     method: &str,
     params: Value,
 ) -> Result<Response, A2AError> {
     let engine = &state.engine;
-    if let Some(r) = push_rpc::dispatch(state, method, params.clone()).await {
+    if let Some(r) = push_rpc::dispatch(state, owner, method, params.clone()).await {
         return r.map(|v| result_response(id, v));
     }
     match method {
         "SendMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            let task = send_blocking(state, req, push::V1).await?;
+            let task = send_blocking(state, owner, req, push::V1).await?;
             let v = serde_json::to_value(SendMessageResponse::Task(task))
                 .map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
@@ -223,20 +225,28 @@ async fn dispatch(
         "message/send" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
-            let task = send_blocking(state, req, push::V03).await?;
+            let task = send_blocking(state, owner, req, push::V03).await?;
             let v = serde_json::to_value(v03::task_to_v03(&task))
                 .map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
         }
         "SendStreamingMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            stream_send(state, req, Flavor::V1JsonRpc { id: id_json(id) }, push::V1).await
+            stream_send(
+                state,
+                owner,
+                req,
+                Flavor::V1JsonRpc { id: id_json(id) },
+                push::V1,
+            )
+            .await
         }
         "message/stream" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
             stream_send(
                 state,
+                owner,
                 req,
                 Flavor::V03JsonRpc { id: id_json(id) },
                 push::V03,
@@ -245,35 +255,36 @@ async fn dispatch(
         }
         "GetTask" => {
             let req: GetTaskRequest = decode(params)?;
-            let t = engine.get(&req.id, req.history_length).await?;
+            let t = engine.get(&req.id, req.history_length, owner).await?;
             Ok(result_response(id, to_value(&t)?))
         }
         "tasks/get" => {
             let p: v03::TaskQueryParams03 = decode(params)?;
             let req = GetTaskRequest::try_from(p)?;
-            let t = engine.get(&req.id, req.history_length).await?;
+            let t = engine.get(&req.id, req.history_length, owner).await?;
             Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
         }
         "ListTasks" => {
             let req: ListTasksRequest = decode(params)?;
-            let r = engine.list(req).await?;
+            let r = engine.list(req, owner).await?;
             Ok(result_response(id, to_value(&r)?))
         }
         "CancelTask" => {
             let req: CancelTaskRequest = decode(params)?;
-            let t = engine.cancel(&req.id).await?;
+            let t = engine.cancel(&req.id, owner).await?;
             Ok(result_response(id, to_value(&t)?))
         }
         "tasks/cancel" => {
             let p: v03::TaskIdParams03 = decode(params)?;
             let req = CancelTaskRequest::from(p);
-            let t = engine.cancel(&req.id).await?;
+            let t = engine.cancel(&req.id, owner).await?;
             Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
         }
         "SubscribeToTask" => {
             let req: SubscribeToTaskRequest = decode(params)?;
             subscribe(
                 state,
+                owner,
                 last_event_id(headers),
                 &req.id,
                 Flavor::V1JsonRpc { id: id_json(id) },
@@ -285,6 +296,7 @@ async fn dispatch(
             let req = SubscribeToTaskRequest::from(p);
             subscribe(
                 state,
+                owner,
                 last_event_id(headers),
                 &req.id,
                 Flavor::V03JsonRpc { id: id_json(id) },

@@ -5,6 +5,7 @@
 //! until a shutdown signal, then ends every task before returning.
 
 pub mod card;
+pub mod guard;
 mod jsonrpc;
 mod negotiate;
 mod ops;
@@ -14,6 +15,7 @@ pub mod sse;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::extract::DefaultBodyLimit;
@@ -26,6 +28,18 @@ use serde_json::json;
 use crate::engine::Engine;
 pub use card::CardSettings;
 
+/// Who is calling, put into each request by the guard: the credential's name, or None when
+/// no authentication is configured.
+#[derive(Debug, Clone, Default)]
+pub struct Caller(pub Option<String>);
+
+impl Caller {
+    /// The owner of the tasks this caller creates and may see.
+    pub fn owner(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
@@ -37,6 +51,8 @@ pub struct AppState {
     pub keepalive: Duration,
     /// Push notifications, when on.
     pub push: Option<crate::push::PushService>,
+    /// Authentication, allowed hosts and origins, rate limit.
+    pub guard: Arc<guard::Guard>,
 }
 
 /// Limits of the HTTP layer.
@@ -48,6 +64,7 @@ pub struct HttpLimits {
 
 /// The router with every route.
 pub fn app(state: AppState, limits: &HttpLimits) -> Router {
+    let guard = state.guard.clone();
     Router::new()
         .route("/", post(jsonrpc::handle))
         .route("/a2a", post(jsonrpc::handle))
@@ -59,6 +76,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body_limit))
+        .layer(axum::middleware::from_fn_with_state(guard, guard::guard))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))

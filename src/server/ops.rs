@@ -15,6 +15,7 @@ use crate::task;
 /// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
 pub async fn send_blocking(
     state: &AppState,
+    owner: Option<&str>,
     req: SendMessageRequest,
     version: &str,
 ) -> Result<Task, A2AError> {
@@ -27,14 +28,14 @@ pub async fn send_blocking(
         }
     }
     let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req).await?;
-    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
+    let acc = state.engine.send(req, owner).await?;
+    push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     let snap = if cfg.return_immediately {
-        state.engine.get_snapshot(&acc.task_id).await?
+        state.engine.get_snapshot(&acc.task_id, owner).await?
     } else {
         state
             .engine
-            .wait_settled(&acc.task_id, acc.from_seq)
+            .wait_settled(&acc.task_id, acc.from_seq, owner)
             .await?
     };
     Ok(task::view(&snap.task, cfg.history_length, true))
@@ -44,28 +45,33 @@ pub async fn send_blocking(
 /// answer from the task as it is now.
 pub async fn stream_send(
     state: &AppState,
+    owner: Option<&str>,
     req: SendMessageRequest,
     flavor: Flavor,
     version: &str,
 ) -> Result<Response, A2AError> {
     let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req).await?;
-    push_rpc::register_inline(state, push_cfg, &acc.task_id, acc.new_task, version).await?;
+    let acc = state.engine.send(req, owner).await?;
+    push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     if acc.new_task {
-        let events = state.engine.subscribe(&acc.task_id, 0).await?;
+        let events = state.engine.subscribe(&acc.task_id, 0, owner).await?;
         return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
     }
-    follow_from_snapshot(state, &acc.task_id, flavor).await
+    follow_from_snapshot(state, owner, &acc.task_id, flavor).await
 }
 
 /// Streams the current task, then its events.
 async fn follow_from_snapshot(
     state: &AppState,
+    owner: Option<&str>,
     task_id: &str,
     flavor: Flavor,
 ) -> Result<Response, A2AError> {
-    let snap = state.engine.get_snapshot(task_id).await?;
-    let events = state.engine.subscribe(task_id, snap.last_seq).await?;
+    let snap = state.engine.get_snapshot(task_id, owner).await?;
+    let events = state
+        .engine
+        .subscribe(task_id, snap.last_seq, owner)
+        .await?;
     let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
     Ok(sse::response(vec![first], events, flavor, state.keepalive))
 }
@@ -84,6 +90,7 @@ pub fn last_event_id(headers: &HeaderMap) -> Option<&str> {
 /// as it is now, then what follows.
 pub async fn subscribe(
     state: &AppState,
+    owner: Option<&str>,
     last_event_id: Option<&str>,
     task_id: &str,
     flavor: Flavor,
@@ -94,14 +101,14 @@ pub async fn subscribe(
                 "Last-Event-ID '{raw}' is not an event id of this server (a number)"
             ))
         })?;
-        let events = state.engine.subscribe(task_id, after).await?;
+        let events = state.engine.subscribe(task_id, after, owner).await?;
         return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
     }
-    let snap = state.engine.get_snapshot(task_id).await?;
+    let snap = state.engine.get_snapshot(task_id, owner).await?;
     if snap.task.status.state.is_terminal() {
         return Err(A2AError::UnsupportedOperation(format!(
             "task {task_id} has already ended; read it with GetTask (or resubscribe with Last-Event-ID to replay its events)"
         )));
     }
-    follow_from_snapshot(state, task_id, flavor).await
+    follow_from_snapshot(state, owner, task_id, flavor).await
 }

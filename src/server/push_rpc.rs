@@ -37,6 +37,7 @@ struct TaskRef {
 /// The push methods, or None for any other method.
 pub async fn dispatch(
     state: &AppState,
+    owner: Option<&str>,
     method: &str,
     params: Value,
 ) -> Option<Result<Value, A2AError>> {
@@ -54,52 +55,62 @@ pub async fn dispatch(
     if !known {
         return None;
     }
-    Some(run(state, method, params).await)
+    Some(run(state, owner, method, params).await)
 }
 
-async fn run(state: &AppState, method: &str, params: Value) -> Result<Value, A2AError> {
+async fn run(
+    state: &AppState,
+    owner: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Result<Value, A2AError> {
     let push = service(state)?;
     match method {
         "CreateTaskPushNotificationConfig" => {
             let cfg: TaskPushNotificationConfig = decode_params(params)?;
-            to_value(&push.create(cfg, V1, false).await?)
+            to_value(&push.create(owner, cfg, V1, false).await?)
         }
         "GetTaskPushNotificationConfig" => {
             let r: ConfigRef = decode_params(params)?;
-            to_value(&push.get(&r.task_id, &r.id).await?)
+            to_value(&push.get(owner, &r.task_id, &r.id).await?)
         }
         "ListTaskPushNotificationConfigs" => {
             let r: TaskRef = decode_params(params)?;
-            let configs = push.list(&r.task_id).await?;
+            let configs = push.list(owner, &r.task_id).await?;
             Ok(json!({"configs": configs, "nextPageToken": ""}))
         }
         "DeleteTaskPushNotificationConfig" => {
             let r: ConfigRef = decode_params(params)?;
-            push.delete(&r.task_id, &r.id).await?;
+            push.delete(owner, &r.task_id, &r.id).await?;
             Ok(json!({}))
         }
         "tasks/pushNotificationConfig/set" => {
             let c: v03::TaskPushNotificationConfig03 = decode_params(params)?;
             let cfg = TaskPushNotificationConfig::try_from(c)?;
             to_value(&v03::push_config_to_v03(
-                &push.create(cfg, V03, false).await?,
+                &push.create(owner, cfg, V03, false).await?,
             ))
         }
         "tasks/pushNotificationConfig/get" => {
             let p: v03::TaskPushNotificationConfigParams03 = decode_params(params)?;
             let cfg = match p.push_notification_config_id.filter(|i| !i.is_empty()) {
-                Some(id) => push.get(&p.id, &id).await?,
+                Some(id) => push.get(owner, &p.id, &id).await?,
                 // Without a config id: the task's only (or first) config.
-                None => push.list(&p.id).await?.into_iter().next().ok_or_else(|| {
-                    A2AError::TaskNotFound(format!("{} (no push notification config)", p.id))
-                })?,
+                None => push
+                    .list(owner, &p.id)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| {
+                        A2AError::TaskNotFound(format!("{} (no push notification config)", p.id))
+                    })?,
             };
             to_value(&v03::push_config_to_v03(&cfg))
         }
         "tasks/pushNotificationConfig/list" => {
             let p: v03::TaskIdParams03 = decode_params(params)?;
             let all: Vec<v03::TaskPushNotificationConfig03> = push
-                .list(&p.id)
+                .list(owner, &p.id)
                 .await?
                 .iter()
                 .map(v03::push_config_to_v03)
@@ -111,7 +122,7 @@ async fn run(state: &AppState, method: &str, params: Value) -> Result<Value, A2A
             let id = p.push_notification_config_id.ok_or_else(|| {
                 A2AError::InvalidParams("pushNotificationConfigId is required".into())
             })?;
-            push.delete(&p.id, &id).await?;
+            push.delete(owner, &p.id, &id).await?;
             Ok(Value::Null)
         }
         other => Err(A2AError::MethodNotFound(format!(
@@ -141,6 +152,7 @@ pub async fn inline_config(
 /// its whole log is delivered.
 pub async fn register_inline(
     state: &AppState,
+    owner: Option<&str>,
     cfg: Option<TaskPushNotificationConfig>,
     task_id: &str,
     new_task: bool,
@@ -150,6 +162,8 @@ pub async fn register_inline(
         return Ok(());
     };
     cfg.task_id = Some(task_id.to_string());
-    service(state)?.create(cfg, version, new_task).await?;
+    service(state)?
+        .create(owner, cfg, version, new_task)
+        .await?;
     Ok(())
 }

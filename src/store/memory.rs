@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use base64::Engine as _;
 
 use super::{
-    DeadLetter, ListPage, ListQuery, PushRecord, PushStore, Snapshot, StoreError, TaskStore,
+    ContextRecord, DeadLetter, ListPage, ListQuery, PushRecord, PushStore, Snapshot, StoreError,
+    TaskStore,
 };
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{apply, LoggedEvent, TaskEvent};
@@ -15,6 +16,7 @@ use crate::task::{apply, LoggedEvent, TaskEvent};
 struct Record {
     task: Task,
     log: Vec<Arc<LoggedEvent>>,
+    owner: Option<String>,
 }
 
 /// Tasks in memory. Each task has its own lock, so appends to different tasks do not wait on
@@ -22,7 +24,7 @@ struct Record {
 #[derive(Default)]
 pub struct MemoryStore {
     tasks: RwLock<HashMap<String, Arc<Mutex<Record>>>>,
-    sessions: Mutex<HashMap<String, String>>,
+    contexts: Mutex<HashMap<String, ContextRecord>>,
     processes: Mutex<HashMap<String, (u32, u64)>>,
     push: Mutex<Vec<PushRecord>>,
     dead: Mutex<Vec<DeadLetter>>,
@@ -69,7 +71,7 @@ pub(crate) fn decode_token(token: &str) -> Result<(String, String), StoreError> 
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, task: Task) -> Result<u64, StoreError> {
+    async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let mut map = self.tasks.write().map_err(|_| poisoned())?;
         if map.contains_key(&task.id) {
             return Err(StoreError::Exists(task.id));
@@ -83,6 +85,7 @@ impl TaskStore for MemoryStore {
             Arc::new(Mutex::new(Record {
                 task,
                 log: vec![first],
+                owner,
             })),
         );
         Ok(1)
@@ -110,6 +113,7 @@ impl TaskStore for MemoryStore {
         Ok(Some(Snapshot {
             task: rec.task.clone(),
             last_seq: rec.log.len() as u64,
+            owner: rec.owner.clone(),
         }))
     }
 
@@ -142,6 +146,11 @@ impl TaskStore for MemoryStore {
         for rec in records {
             let r = rec.lock().map_err(|_| poisoned())?;
             let t = &r.task;
+            if let (Some(o), Some(want)) = (&r.owner, &query.owner) {
+                if o != want {
+                    continue;
+                }
+            }
             if query
                 .context_id
                 .as_ref()
@@ -214,6 +223,7 @@ impl TaskStore for MemoryStore {
                 out.push(Snapshot {
                     task: r.task.clone(),
                     last_seq: r.log.len() as u64,
+                    owner: r.owner.clone(),
                 });
             }
         }
@@ -221,15 +231,15 @@ impl TaskStore for MemoryStore {
         Ok(out)
     }
 
-    async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError> {
-        let mut m = self.sessions.lock().map_err(|_| poisoned())?;
-        m.insert(context_id.to_string(), session_id.to_string());
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
+        let mut m = self.contexts.lock().map_err(|_| poisoned())?;
+        m.insert(ctx.context_id.clone(), ctx.clone());
         Ok(())
     }
 
-    async fn sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let m = self.sessions.lock().map_err(|_| poisoned())?;
-        Ok(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {
+        let m = self.contexts.lock().map_err(|_| poisoned())?;
+        Ok(m.values().cloned().collect())
     }
 
     async fn record_process(

@@ -36,11 +36,27 @@ pub enum StoreError {
 pub struct Snapshot {
     pub task: Task,
     pub last_seq: u64,
+    /// The credential that created the task (None: created without authentication).
+    pub owner: Option<String>,
+}
+
+/// A conversation as stored.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ContextRecord {
+    pub context_id: String,
+    /// The CLI session its turns resume.
+    pub session_id: Option<String>,
+    /// The credential whose conversation it is.
+    pub owner: Option<String>,
+    /// Its working directory, when a message chose one.
+    pub cwd: Option<String>,
 }
 
 /// Filters and paging of a task listing.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
+    /// Only tasks of this owner, and tasks without one.
+    pub owner: Option<String>,
     pub context_id: Option<String>,
     pub state: Option<TaskState>,
     /// Only tasks whose status timestamp is at or after this (ISO 8601, same format).
@@ -60,8 +76,14 @@ pub struct ListPage {
 /// Where tasks and their event logs live.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
-    /// Stores a new task; its first log entry (sequence 1) is a snapshot of it.
-    async fn create(&self, task: Task) -> Result<u64, StoreError>;
+    /// Stores a new task owned by `owner`; its first log entry (sequence 1) is a snapshot
+    /// of it.
+    async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError>;
+
+    /// Stores a new task without an owner.
+    async fn create(&self, task: Task) -> Result<u64, StoreError> {
+        self.create_owned(task, None).await
+    }
 
     /// Appends events to a task's log and applies them to the task. Returns the last sequence
     /// number.
@@ -84,12 +106,12 @@ pub trait TaskStore: Send + Sync {
     /// Tasks not in a terminal state, oldest first (what a restarted host must pick up).
     async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError>;
 
-    /// Records the CLI session of a context, so that later turns (also after a restart)
-    /// resume it.
-    async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError>;
+    /// Records a context: its CLI session (so later turns, also after a restart, resume
+    /// it), its owner and its working directory.
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError>;
 
-    /// The recorded CLI session of every context: (context id, session id).
-    async fn sessions(&self) -> Result<Vec<(String, String)>, StoreError>;
+    /// Every recorded context.
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError>;
 
     /// Records the process group running a task's CLI and its leader's start time, so that
     /// a host restarted after a crash can stop what the dead host left running.

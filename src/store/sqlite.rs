@@ -19,7 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::memory::{decode_token, encode_token};
-use super::{ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use super::{ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{apply, LoggedEvent, TaskEvent};
 
@@ -87,6 +87,10 @@ const MIGRATIONS: &[&str] = &[
         error TEXT NOT NULL,
         at TEXT NOT NULL
      );",
+    // 5: the credential that created each task; each context's owner and working directory.
+    "ALTER TABLE tasks ADD COLUMN owner TEXT;
+     ALTER TABLE contexts ADD COLUMN owner TEXT;
+     ALTER TABLE contexts ADD COLUMN cwd TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -137,6 +141,7 @@ enum Write {
     Create {
         task: Box<Task>,
         first: String,
+        owner: Option<String>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
     Append {
@@ -286,13 +291,15 @@ fn write_batch(conn: &mut Connection, batch: &[Write]) -> Result<(), String> {
     let mut compact = Vec::new();
     for w in batch {
         match w {
-            Write::Create { task, first, .. } => {
+            Write::Create {
+                task, first, owner, ..
+            } => {
                 let ts = task.status.timestamp.clone().unwrap_or_default();
                 let snapshot = serde_json::to_string(task.as_ref()).map_err(|e| e.to_string())?;
                 tx.execute(
-                    "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, snapshot_seq, snapshot)
-                     VALUES (?1, ?2, ?3, ?4, ?4, 1, 1, ?5)",
-                    params![task.id, task.context_id, task.status.state.as_proto_name(), ts, snapshot],
+                    "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, snapshot_seq, snapshot, owner)
+                     VALUES (?1, ?2, ?3, ?4, ?4, 1, 1, ?5, ?6)",
+                    params![task.id, task.context_id, task.status.state.as_proto_name(), ts, snapshot, owner],
                 )
                 .map_err(|e| e.to_string())?;
                 tx.execute(
@@ -373,21 +380,27 @@ fn decode_event(json: &str) -> Result<TaskEvent, StoreError> {
 
 /// A task as stored: its snapshot with the later events applied, and its last sequence.
 fn load_task(conn: &Connection, id: &str) -> Result<Option<(Task, u64)>, StoreError> {
+    Ok(load_owned(conn, id)?.map(|s| (s.task, s.last_seq)))
+}
+
+/// A task as stored, with its owner.
+fn load_owned(conn: &Connection, id: &str) -> Result<Option<Snapshot>, StoreError> {
     let row = conn
         .query_row(
-            "SELECT snapshot, snapshot_seq, last_seq FROM tasks WHERE id = ?1",
+            "SELECT snapshot, snapshot_seq, last_seq, owner FROM tasks WHERE id = ?1",
             [id],
             |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
                     r.get::<_, i64>(2)?,
+                    r.get::<_, Option<String>>(3)?,
                 ))
             },
         )
         .optional()
         .map_err(backend)?;
-    let Some((snapshot, snapshot_seq, last_seq)) = row else {
+    let Some((snapshot, snapshot_seq, last_seq, owner)) = row else {
         return Ok(None);
     };
     let mut task: Task = serde_json::from_str(&snapshot)
@@ -401,7 +414,11 @@ fn load_task(conn: &Connection, id: &str) -> Result<Option<(Task, u64)>, StoreEr
     for json in rows {
         apply(&mut task, &decode_event(&json.map_err(backend)?)?);
     }
-    Ok(Some((task, last_seq as u64)))
+    Ok(Some(Snapshot {
+        task,
+        last_seq: last_seq as u64,
+        owner,
+    }))
 }
 
 fn read_events(
@@ -437,7 +454,7 @@ fn task_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn create(&self, task: Task) -> Result<u64, StoreError> {
+    async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
         let first = serde_json::to_string(&first_event).map_err(backend)?;
         let id = task.id.clone();
@@ -445,6 +462,7 @@ impl TaskStore for SqliteStore {
         self.send(Write::Create {
             task: Box::new(task),
             first,
+            owner,
             reply,
         })?;
         rx.await.map_err(backend)?.map_err(|e| match e {
@@ -551,7 +569,7 @@ impl TaskStore for SqliteStore {
         let id = task_id.to_string();
         self.read(move |c| {
             let tx = c.transaction().map_err(backend)?;
-            Ok(load_task(&tx, &id)?.map(|(task, last_seq)| Snapshot { task, last_seq }))
+            load_owned(&tx, &id)
         })
         .await
     }
@@ -599,6 +617,10 @@ impl TaskStore for SqliteStore {
             let tx = c.transaction().map_err(backend)?;
             let mut filter = String::from(" WHERE 1=1");
             let mut args: Vec<String> = Vec::new();
+            if let Some(owner) = &q.owner {
+                args.push(owner.clone());
+                filter.push_str(&format!(" AND (owner IS NULL OR owner = ?{})", args.len()));
+            }
             if let Some(ctx) = &q.context_id {
                 args.push(ctx.clone());
                 filter.push_str(&format!(" AND context_id = ?{}", args.len()));
@@ -683,8 +705,8 @@ impl TaskStore for SqliteStore {
             };
             let mut out = Vec::new();
             for id in ids {
-                if let Some((task, last_seq)) = load_task(&tx, &id)? {
-                    out.push(Snapshot { task, last_seq });
+                if let Some(snap) = load_owned(&tx, &id)? {
+                    out.push(snap);
                 }
             }
             Ok(out)
@@ -692,14 +714,16 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn set_session(&self, context_id: &str, session_id: &str) -> Result<(), StoreError> {
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
         self.exec(
-            "INSERT INTO contexts (context_id, session_id, updated_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (context_id) DO UPDATE SET session_id = ?2, updated_at = ?3",
+            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (context_id) DO UPDATE SET session_id = ?2, updated_at = ?3, owner = ?4, cwd = ?5",
             vec![
-                text(context_id),
-                text(session_id),
+                text(&ctx.context_id),
+                text(ctx.session_id.as_deref().unwrap_or("")),
                 text(&crate::task::now_timestamp()),
+                opt_text(ctx.owner.as_deref()),
+                opt_text(ctx.cwd.as_deref()),
             ],
         )
         .await
@@ -745,13 +769,20 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {
         self.read(|c| {
             let mut stmt = c
-                .prepare("SELECT context_id, session_id FROM contexts")
+                .prepare("SELECT context_id, session_id, owner, cwd FROM contexts")
                 .map_err(backend)?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_map([], |r| {
+                    Ok(ContextRecord {
+                        context_id: r.get(0)?,
+                        session_id: Some(r.get::<_, String>(1)?).filter(|s| !s.is_empty()),
+                        owner: r.get(2)?,
+                        cwd: r.get(3)?,
+                    })
+                })
                 .map_err(backend)?;
             rows.collect::<Result<_, _>>().map_err(backend)
         })

@@ -70,6 +70,11 @@ pub struct TurnMapper {
     answer: String,
     pending_metadata: Map<String, Value>,
     pending_approval: Option<(String, String)>,
+    redactor: super::Redactor,
+    /// Bytes of answer text kept; beyond, text is dropped (once noted).
+    output_limit: usize,
+    answer_bytes: usize,
+    truncated: bool,
 }
 
 impl TurnMapper {
@@ -82,7 +87,23 @@ impl TurnMapper {
             answer: String::new(),
             pending_metadata: Map::new(),
             pending_approval: None,
+            redactor: super::Redactor::default(),
+            output_limit: usize::MAX,
+            answer_bytes: 0,
+            truncated: false,
         }
+    }
+
+    /// Hides local paths and secrets in the error texts this mapper produces.
+    pub fn with_redactor(mut self, redactor: super::Redactor) -> TurnMapper {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Keeps at most `bytes` of answer text; more is dropped, with one note.
+    pub fn with_output_limit(mut self, bytes: usize) -> TurnMapper {
+        self.output_limit = bytes;
+        self
     }
 
     /// The state after the updates produced so far.
@@ -153,6 +174,21 @@ impl TurnMapper {
                 if text.is_empty() {
                     return Vec::new();
                 }
+                self.answer_bytes = self.answer_bytes.saturating_add(text.len());
+                if self.answer_bytes > self.output_limit {
+                    if self.truncated {
+                        return Vec::new();
+                    }
+                    self.truncated = true;
+                    self.pending_metadata
+                        .insert("outputTruncated".into(), json!(true));
+                    let note = format!(
+                        "The agent's output passed the limit of {} bytes kept per task; the rest is not kept",
+                        self.output_limit
+                    );
+                    let msg = self.agent_text(&note);
+                    return vec![self.status(TaskState::Working, Some(msg))];
+                }
                 let chunk = if !delta && self.answer_started {
                     format!("\n\n{text}")
                 } else {
@@ -183,6 +219,11 @@ impl TurnMapper {
                 output,
                 is_error,
             } => {
+                let output = if is_error {
+                    self.redactor.clean(&output)
+                } else {
+                    output
+                };
                 let shown = truncate_chars(&output, TOOL_OUTPUT_MAX);
                 let text = if is_error {
                     format!("Tool failed: {shown}")
@@ -228,6 +269,7 @@ impl TurnMapper {
                     .filter(|r| !r.is_empty())
                     .unwrap_or_else(|| self.answer.clone());
                 if is_error {
+                    let text = self.redactor.clean(&text);
                     let msg = self.agent_text(if text.is_empty() {
                         "The agent reported an error"
                     } else {
@@ -241,7 +283,7 @@ impl TurnMapper {
                 if let Some(k) = kind {
                     self.pending_metadata.insert("errorKind".into(), json!(k));
                 }
-                let msg = self.agent_text(&message);
+                let msg = self.agent_text(&self.redactor.clean(&message));
                 vec![self.status(TaskState::Failed, Some(msg))]
             }
         }
@@ -272,7 +314,8 @@ impl TurnMapper {
                     (Some(c), None) => format!("The agent exited with code {c}"),
                     (None, None) => "The agent exited".to_string(),
                 };
-                let tail = stderr_tail.trim();
+                let tail = self.redactor.clean(stderr_tail.trim());
+                let tail = tail.trim();
                 let text = if tail.is_empty() {
                     format!("{how} before finishing its turn")
                 } else {
@@ -282,7 +325,10 @@ impl TurnMapper {
             }
             ExitReason::SpawnFailed(why) => (
                 TaskState::Failed,
-                format!("The agent could not be started: {why}"),
+                format!(
+                    "The agent could not be started: {}",
+                    self.redactor.clean(&why)
+                ),
             ),
             ExitReason::IdleTimeout { secs } => (
                 TaskState::Failed,

@@ -6,6 +6,7 @@
 //! the size of the update, never a copy of the whole task.
 
 pub mod mapping;
+pub mod redact;
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::protocol::v1::{Artifact, Message, Part, StreamResponse, Task, TaskState};
 
 pub use mapping::{ExitReason, TurnMapper};
+pub use redact::Redactor;
 
 /// One change to a task. Stored as JSON: `{"stream": StreamResponse}` or
 /// `{"userMessage": Message}`.

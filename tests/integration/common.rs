@@ -32,6 +32,12 @@ pub struct Options {
     pub db: Option<PathBuf>,
     /// Push notifications on, with these settings.
     pub push: Option<agent_host::push::PushSettings>,
+    /// Credentials, allowed hosts and origins.
+    pub security: agent_host::settings::Security,
+    /// Limits of the engine (running/queued tasks, subscribers, output) and the rate limit.
+    pub host_limits: agent_host::settings::HostLimits,
+    /// Directories a message may choose as its working directory.
+    pub workspace_roots: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -49,6 +55,12 @@ impl Default for Options {
             sqlite: false,
             db: None,
             push: None,
+            security: agent_host::settings::Security::default(),
+            host_limits: agent_host::settings::HostLimits {
+                rate_per_minute: 0,
+                ..agent_host::settings::HostLimits::default()
+            },
+            workspace_roots: Vec::new(),
         }
     }
 }
@@ -113,7 +125,15 @@ impl TestServer {
                 (s.clone(), s)
             }
         };
-        let engine = Engine::new(store.clone(), launch);
+        let engine = Engine::with_config(
+            store.clone(),
+            launch,
+            agent_host::engine::EngineConfig {
+                limits: o.host_limits.clone(),
+                workspace_roots: o.workspace_roots.clone(),
+                secrets: o.security.secret_values(),
+            },
+        );
         let push = match o.push {
             Some(settings) => {
                 let sealer = Sealer::from_hex(&"5a".repeat(32)).expect("key");
@@ -143,6 +163,12 @@ impl TestServer {
             started_at: SystemTime::now(),
             keepalive: Duration::from_millis(200),
             push,
+            guard: Arc::new(agent_host::server::guard::Guard::new(
+                o.security.clone(),
+                addr,
+                None,
+                o.host_limits.rate_per_minute,
+            )),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let limits = HttpLimits {

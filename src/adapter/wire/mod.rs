@@ -161,7 +161,11 @@ pub(crate) mod golden {
     /// The A2A updates (v1.0 JSON) the events become, with the parts that change from run to
     /// run (timestamps, generated message ids) replaced by placeholders.
     pub fn updates(events: &[AgentEvent]) -> Vec<Value> {
-        let mut m = TurnMapper::new("task-1", "context-1");
+        // The recordings' working directory is the placeholder /workspace/project.
+        let mut m = TurnMapper::new("task-1", "context-1").with_redactor(crate::task::Redactor {
+            workspace: vec!["/workspace/project".into()],
+            secrets: vec![],
+        });
         let mut out: Vec<Value> = m
             .started()
             .iter()

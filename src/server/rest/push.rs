@@ -34,6 +34,7 @@ fn body_json(headers: &HeaderMap, body: Body) -> Result<Value, Reject> {
 /// `GET`/`DELETE /tasks/{id}/pushNotificationConfigs/{config_id}`.
 pub async fn v1(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     method: Method,
     params: Params,
     q: Q,
@@ -44,6 +45,7 @@ pub async fn v1(
     let route = "/tasks/{id}/pushNotificationConfigs";
     check(&headers, &q, Version::V1, &method, route)?;
     let push = service(&state)?;
+    let owner = caller.owner();
     let task_id = param(&params, "id").unwrap_or_default();
     match (method.clone(), param(&params, "config_id")) {
         (Method::POST, None) => {
@@ -52,15 +54,15 @@ pub async fn v1(
                     A2AError::InvalidParams(format!("Invalid push notification config: {e}"))
                 })?;
             cfg.task_id = Some(task_id);
-            ok_json(&push.create(cfg, V1, false).await?)
+            ok_json(&push.create(owner, cfg, V1, false).await?)
         }
         (Method::GET, None) => {
-            let configs = push.list(&task_id).await?;
+            let configs = push.list(owner, &task_id).await?;
             ok_json(&json!({"configs": configs, "nextPageToken": ""}))
         }
-        (Method::GET, Some(id)) => ok_json(&push.get(&task_id, &id).await?),
+        (Method::GET, Some(id)) => ok_json(&push.get(owner, &task_id, &id).await?),
         (Method::DELETE, Some(id)) => {
-            push.delete(&task_id, &id).await?;
+            push.delete(owner, &task_id, &id).await?;
             ok_json(&json!({}))
         }
         _ => Err(method_not_allowed(&method, route)),
@@ -84,6 +86,7 @@ fn resource03(cfg: &TaskPushNotificationConfig) -> Value {
 /// v0.3: the same routes under `/v1/`, with the v0.3 proto's resource shape.
 pub async fn v03(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     method: Method,
     params: Params,
     q: Q,
@@ -94,6 +97,7 @@ pub async fn v03(
     let route = "/v1/tasks/{id}/pushNotificationConfigs";
     check(&headers, &q, Version::V03, &method, route)?;
     let push = service(&state)?;
+    let owner = caller.owner();
     let task_id = param(&params, "id").unwrap_or_default();
     match (method.clone(), param(&params, "config_id")) {
         (Method::POST, None) => {
@@ -118,15 +122,20 @@ pub async fn v03(
                 task_id,
                 push_notification_config: pnc,
             })?;
-            ok_json(&resource03(&push.create(cfg, V03, false).await?))
+            ok_json(&resource03(&push.create(owner, cfg, V03, false).await?))
         }
         (Method::GET, None) => {
-            let configs: Vec<Value> = push.list(&task_id).await?.iter().map(resource03).collect();
+            let configs: Vec<Value> = push
+                .list(owner, &task_id)
+                .await?
+                .iter()
+                .map(resource03)
+                .collect();
             ok_json(&json!({"configs": configs, "nextPageToken": ""}))
         }
-        (Method::GET, Some(id)) => ok_json(&resource03(&push.get(&task_id, &id).await?)),
+        (Method::GET, Some(id)) => ok_json(&resource03(&push.get(owner, &task_id, &id).await?)),
         (Method::DELETE, Some(id)) => {
-            push.delete(&task_id, &id).await?;
+            push.delete(owner, &task_id, &id).await?;
             ok_json(&json!({}))
         }
         _ => Err(method_not_allowed(&method, route)),

@@ -38,21 +38,41 @@ fn send_request(
 }
 
 /// `POST /v1/message:send`.
-pub async fn send(State(state): State<AppState>, q: Q, headers: HeaderMap, body: Body) -> Answer {
+pub async fn send(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    q: Q,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let req = send_request(&headers, q, "/v1/message:send", body)?;
-    let task = ops::send_blocking(&state, req, crate::push::V03).await?;
+    let task = ops::send_blocking(&state, caller.owner(), req, crate::push::V03).await?;
     ok_json(&send_response_to_rest03(&SendMessageResponse::Task(task)))
 }
 
 /// `POST /v1/message:stream`.
-pub async fn stream(State(state): State<AppState>, q: Q, headers: HeaderMap, body: Body) -> Answer {
+pub async fn stream(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    q: Q,
+    headers: HeaderMap,
+    body: Body,
+) -> Answer {
     let req = send_request(&headers, q, "/v1/message:stream", body)?;
-    Ok(ops::stream_send(&state, req, Flavor::V03Rest, crate::push::V03).await?)
+    Ok(ops::stream_send(
+        &state,
+        caller.owner(),
+        req,
+        Flavor::V03Rest,
+        crate::push::V03,
+    )
+    .await?)
 }
 
 /// `GET /v1/tasks/{id}` and `GET /v1/tasks/{id}:subscribe`.
 pub async fn task_get(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -64,10 +84,15 @@ pub async fn task_get(
             check(&headers, &q, Version::V03, &Method::GET, "/v1/tasks/{id}")?;
             // v0.3: historyLength 0 means "unset" (in v1.0 it would mean no history).
             let history_length = int_param(&q, "historyLength")?.filter(|n| *n != 0);
-            let task = state.engine.get(&id, history_length).await?;
+            let task = state
+                .engine
+                .get(&id, history_length, caller.owner())
+                .await?;
             ok_json(&task_to_rest03(&task))
         }
-        Action::Subscribe => subscribe(&state, &headers, &q, &id, &Method::GET).await,
+        Action::Subscribe => {
+            subscribe(&state, caller.owner(), &headers, &q, &id, &Method::GET).await
+        }
         Action::Cancel => Err(method_not_allowed(&Method::GET, "/v1/tasks/{id}:cancel")),
     }
 }
@@ -75,6 +100,7 @@ pub async fn task_get(
 /// `POST /v1/tasks/{id}:cancel` and `POST /v1/tasks/{id}:subscribe`.
 pub async fn task_post(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -92,12 +118,12 @@ pub async fn task_post(
                 "/v1/tasks/{id}:cancel",
             )?;
             object_body(read_body(&headers, body)?)?;
-            let task = state.engine.cancel(&id).await?;
+            let task = state.engine.cancel(&id, caller.owner()).await?;
             ok_json(&task_to_rest03(&task))
         }
         Action::Subscribe => {
             object_body(read_body(&headers, body)?)?;
-            subscribe(&state, &headers, &q, &id, &Method::POST).await
+            subscribe(&state, caller.owner(), &headers, &q, &id, &Method::POST).await
         }
         Action::None => Err(method_not_allowed(&Method::POST, "/v1/tasks/{id}")),
     }
@@ -105,13 +131,14 @@ pub async fn task_post(
 
 async fn subscribe(
     state: &AppState,
+    owner: Option<&str>,
     headers: &HeaderMap,
     q: &HashMap<String, String>,
     id: &str,
     method: &Method,
 ) -> Answer {
     check(headers, q, Version::V03, method, "/v1/tasks/{id}:subscribe")?;
-    Ok(ops::subscribe(state, last_event_id(headers), id, Flavor::V03Rest).await?)
+    Ok(ops::subscribe(state, owner, last_event_id(headers), id, Flavor::V03Rest).await?)
 }
 
 /// `GET /v1/card` (`agent/getAuthenticatedExtendedCard`): not configured.

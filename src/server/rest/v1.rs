@@ -49,31 +49,34 @@ fn tenant(params: &Params) -> Option<String> {
 /// `POST /message:send`.
 pub async fn send(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, &params, "/message:send", body)?;
-    let task = ops::send_blocking(&state, req, crate::push::V1).await?;
+    let task = ops::send_blocking(&state, caller.owner(), req, crate::push::V1).await?;
     ok_json(&SendMessageResponse::Task(task))
 }
 
 /// `POST /message:stream`.
 pub async fn stream(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, &params, "/message:stream", body)?;
-    Ok(ops::stream_send(&state, req, Flavor::V1Rest, crate::push::V1).await?)
+    Ok(ops::stream_send(&state, caller.owner(), req, Flavor::V1Rest, crate::push::V1).await?)
 }
 
 /// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.
 pub async fn task_get(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -84,9 +87,16 @@ pub async fn task_get(
         Action::None => {
             check(&headers, &q, Version::V1, &Method::GET, "/tasks/{id}")?;
             let history_length = int_param(&q, "historyLength")?;
-            ok_json(&state.engine.get(&id, history_length).await?)
+            ok_json(
+                &state
+                    .engine
+                    .get(&id, history_length, caller.owner())
+                    .await?,
+            )
         }
-        Action::Subscribe => subscribe(&state, &headers, &q, &id, &Method::GET).await,
+        Action::Subscribe => {
+            subscribe(&state, caller.owner(), &headers, &q, &id, &Method::GET).await
+        }
         Action::Cancel => Err(method_not_allowed(&Method::GET, "/tasks/{id}:cancel")),
     }
 }
@@ -94,6 +104,7 @@ pub async fn task_get(
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
 pub async fn task_post(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -113,11 +124,11 @@ pub async fn task_post(
             // `{}`, `{"metadata":…}` (or the whole CancelTaskRequest): nothing in it
             // changes what cancel does, but it must be a JSON object.
             object_body(read_body(&headers, body)?)?;
-            ok_json(&state.engine.cancel(&id).await?)
+            ok_json(&state.engine.cancel(&id, caller.owner()).await?)
         }
         Action::Subscribe => {
             object_body(read_body(&headers, body)?)?;
-            subscribe(&state, &headers, &q, &id, &Method::POST).await
+            subscribe(&state, caller.owner(), &headers, &q, &id, &Method::POST).await
         }
         Action::None => Err(method_not_allowed(&Method::POST, "/tasks/{id}")),
     }
@@ -125,21 +136,27 @@ pub async fn task_post(
 
 async fn subscribe(
     state: &AppState,
+    owner: Option<&str>,
     headers: &HeaderMap,
     q: &HashMap<String, String>,
     id: &str,
     method: &Method,
 ) -> Answer {
     check(headers, q, Version::V1, method, "/tasks/{id}:subscribe")?;
-    Ok(ops::subscribe(state, last_event_id(headers), id, Flavor::V1Rest).await?)
+    Ok(ops::subscribe(state, owner, last_event_id(headers), id, Flavor::V1Rest).await?)
 }
 
 /// `GET /tasks`: the `ListTasksRequest` fields as query parameters.
-pub async fn list(State(state): State<AppState>, q: Q, headers: HeaderMap) -> Answer {
+pub async fn list(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    q: Q,
+    headers: HeaderMap,
+) -> Answer {
     let q = query(q)?;
     check(&headers, &q, Version::V1, &Method::GET, "/tasks")?;
     let req = list_request(&q)?;
-    ok_json(&state.engine.list(req).await?)
+    ok_json(&state.engine.list(req, caller.owner()).await?)
 }
 
 fn non_empty<'a>(q: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {

@@ -4,6 +4,7 @@ use super::*;
 use crate::protocol::v1::{
     Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
+use crate::store::ContextRecord;
 
 fn task(id: &str, ctx: &str, ts: &str) -> Task {
     Task {
@@ -93,7 +94,14 @@ async fn round_trip_and_reopen() {
             s.append("nope", vec![chunk("nope", "x", false)]).await,
             Err(StoreError::NotFound(_))
         ));
-        s.set_session("c", "session-1").await.unwrap();
+        s.put_context(&ContextRecord {
+            context_id: "c".into(),
+            session_id: Some("session-1".into()),
+            owner: Some("alice".into()),
+            cwd: Some("/srv/repo".into()),
+        })
+        .await
+        .unwrap();
         assert_eq!(s.path(), path);
     }
     // A new store on the same file (a restart) sees everything.
@@ -126,10 +134,11 @@ async fn round_trip_and_reopen() {
         5
     );
     assert_eq!(s.unfinished().await.unwrap().len(), 0);
-    assert_eq!(
-        s.sessions().await.unwrap(),
-        vec![("c".to_string(), "session-1".to_string())]
-    );
+    let contexts = s.contexts().await.unwrap();
+    assert_eq!(contexts.len(), 1);
+    assert_eq!(contexts[0].session_id.as_deref(), Some("session-1"));
+    assert_eq!(contexts[0].owner.as_deref(), Some("alice"));
+    assert_eq!(contexts[0].cwd.as_deref(), Some("/srv/repo"));
 }
 
 #[tokio::test]
@@ -157,7 +166,13 @@ async fn an_older_schema_is_migrated_and_its_tasks_stay_readable() {
     let unfinished = s.unfinished().await.unwrap();
     assert_eq!(unfinished.len(), 1);
     assert_eq!(unfinished[0].task.id, "t-stuck");
-    s.set_session("c-2", "s").await.unwrap();
+    s.put_context(&ContextRecord {
+        context_id: "c-2".into(),
+        session_id: Some("s".into()),
+        ..ContextRecord::default()
+    })
+    .await
+    .unwrap();
     let page = s
         .list(
             &ListQuery {

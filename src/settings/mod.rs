@@ -13,6 +13,9 @@ use serde::Deserialize;
 
 use crate::adapter::PromptVia;
 
+pub mod security;
+pub use security::{Credential, HostLimits, Secret, Security};
+
 /// Default port (compatible with coding-agent-a2a).
 pub const DEFAULT_PORT: u16 = 41242;
 /// Default hard limit of a task: 30 minutes.
@@ -139,6 +142,53 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub push_key: Option<String>,
+    /// A bearer token clients must send (Authorization: Bearer ...); its tasks belong to "token"
+    #[arg(
+        long,
+        env = "AGENT_HOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// An API key clients must send in the API key header (X-API-Key); its tasks belong to "api-key"
+    #[arg(
+        long,
+        env = "AGENT_HOST_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+    /// Serve on a non-loopback address without any credential (anyone who can connect runs commands here)
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Host header values accepted besides localhost/127.0.0.1/[::1], comma-separated ("*" = any)
+    #[arg(
+        long,
+        env = "AGENT_HOST_ALLOWED_HOSTS",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Browser origins allowed to call (CORS), comma-separated; none by default
+    #[arg(
+        long,
+        env = "AGENT_HOST_ALLOWED_ORIGINS",
+        value_name = "ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Directories a message's metadata.cwd may name, comma- or colon-separated [default: the repo path]
+    #[arg(long, env = "AGENT_ALLOWED_CWDS", value_name = "DIRS")]
+    pub allowed_cwds: Option<String>,
+    /// Turns running at once; more wait in a queue [default: 16]
+    #[arg(long, env = "AGENT_MAX_RUNNING_TASKS", value_name = "N")]
+    pub max_running_tasks: Option<usize>,
+    /// Tasks waiting to start; more are refused with HTTP 429 / JSON-RPC -32050 [default: 256]
+    #[arg(long, env = "AGENT_MAX_QUEUED_TASKS", value_name = "N")]
+    pub max_queued_tasks: Option<usize>,
+    /// Requests per minute per credential, 0 = no limit [default: 600]
+    #[arg(long, env = "AGENT_HOST_RATE_LIMIT", value_name = "N")]
+    pub rate_limit: Option<u32>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,
@@ -158,6 +208,14 @@ pub struct FileConfig {
     pub log: LogSection,
     #[serde(default)]
     pub push: PushSection,
+    #[serde(default)]
+    pub auth: security::AuthSection,
+    #[serde(default)]
+    pub security: security::SecuritySection,
+    #[serde(default)]
+    pub workspace: security::WorkspaceSection,
+    #[serde(default)]
+    pub limits: security::LimitsSection,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -266,6 +324,10 @@ pub struct Settings {
     pub store: StoreChoice,
     /// Push notifications; None when off.
     pub push: Option<PushConfig>,
+    pub security: Security,
+    /// Directories a message may name as its working directory (canonical).
+    pub workspace_roots: Vec<PathBuf>,
+    pub host_limits: HostLimits,
 }
 
 /// Push notification settings, when on.
@@ -498,6 +560,74 @@ impl Settings {
                 .unwrap_or("sqlite"),
         )?;
         let push = resolve_push(args, &file.push, &store)?;
+        let security = Security {
+            credentials: security::credentials(
+                &file.auth,
+                args.token.as_deref(),
+                args.api_key.as_deref(),
+            )?,
+            api_key_header: file
+                .auth
+                .api_key_header
+                .clone()
+                .unwrap_or_else(|| "X-API-Key".into()),
+            allowed_hosts: args
+                .allowed_hosts
+                .clone()
+                .unwrap_or_else(|| file.security.allowed_hosts.clone()),
+            allowed_origins: args
+                .allowed_origins
+                .clone()
+                .unwrap_or_else(|| file.security.allowed_origins.clone()),
+            insecure_no_auth: args.insecure_no_auth,
+        };
+        if !bind.ip().is_loopback() && security.credentials.is_empty() && !args.insecure_no_auth {
+            return Err(SettingsError::Invalid(format!(
+                "refusing to listen on {bind} without authentication: anyone who can reach it could run commands on this machine. \
+                 Set AGENT_HOST_TOKEN (or [auth] tokens/api_keys/basic in the config file), or bind to 127.0.0.1; \
+                 --insecure-no-auth serves without it"
+            )));
+        }
+        let roots: Vec<PathBuf> = match (&args.allowed_cwds, file.workspace.roots.is_empty()) {
+            (Some(list), _) => security::split_list(list)
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            (None, false) => file.workspace.roots.clone(),
+            (None, true) => vec![repo_path.clone()],
+        };
+        let mut workspace_roots = Vec::new();
+        for r in roots {
+            let canon = r.canonicalize().map_err(|e| {
+                SettingsError::Invalid(format!(
+                    "workspace root '{}' cannot be used: {e}",
+                    r.display()
+                ))
+            })?;
+            workspace_roots.push(canon);
+        }
+        let d = HostLimits::default();
+        let l = &file.limits;
+        let host_limits = HostLimits {
+            max_running: args
+                .max_running_tasks
+                .or(l.max_running_tasks)
+                .unwrap_or(d.max_running)
+                .max(1),
+            max_queued: args
+                .max_queued_tasks
+                .or(l.max_queued_tasks)
+                .unwrap_or(d.max_queued),
+            rate_per_minute: args
+                .rate_limit
+                .or(l.rate_limit_per_minute)
+                .unwrap_or(d.rate_per_minute),
+            max_output_bytes: l.max_output_bytes.unwrap_or(d.max_output_bytes),
+            max_subscribers: l
+                .max_subscribers_per_task
+                .unwrap_or(d.max_subscribers)
+                .max(1),
+        };
         let log_format = match args
             .log_format
             .clone()
@@ -603,6 +733,9 @@ impl Settings {
             log_format,
             store,
             push,
+            security,
+            workspace_roots,
+            host_limits,
         })
     }
 }
@@ -645,6 +778,7 @@ mod tests {
         .unwrap();
         let mut args = ServeArgs {
             config: Some(p.clone()),
+            insecure_no_auth: true,
             ..ServeArgs::default()
         };
         let s = Settings::resolve(&args).unwrap();

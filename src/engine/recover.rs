@@ -1,0 +1,185 @@
+//! Picking up after a previous host: stale process groups, contexts, unfinished tasks, and
+//! answers to tasks that were waiting when the host restarted.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::{input, lock, turn, Accepted, Engine, Live, Pending};
+use crate::protocol::v1::{Message, TaskState};
+use crate::protocol::A2AError;
+use crate::store::StoreError;
+use crate::task::{ExitReason, TaskEvent, TurnMapper};
+
+/// The prompt of a turn that resumes a task a host restart cut off.
+pub const RESTART_PROMPT: &str = "agent-host restarted while you were working on the previous request, and your process was stopped. Continue the work where you left off and finish the request.";
+
+/// What [`Engine::recover`] found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovery {
+    /// Running tasks whose CLI session is resumed.
+    pub resumed: usize,
+    /// Tasks that never started, queued again.
+    pub queued: usize,
+    /// Tasks waiting for input that stay answerable.
+    pub waiting: usize,
+    /// Tasks that could not be resumed and were failed.
+    pub failed: usize,
+    /// Processes a previous host left running, stopped.
+    pub stale_processes: usize,
+}
+
+impl Engine {
+    /// Picks up what a previous host left: stops the process groups it left running,
+    /// restores the contexts (CLI sessions, owners, directories), and for each unfinished
+    /// task: a task that never started is queued again; a running one resumes its CLI
+    /// session (when the adapter can resume and the session is known) or fails with a
+    /// message that says the host restarted; one waiting for input stays answerable where
+    /// its session can be resumed.
+    pub async fn recover(&self) -> Result<Recovery, StoreError> {
+        let store = &self.inner.store;
+        let mut r = Recovery::default();
+        for (task_id, pgid, start) in store.recorded_processes().await? {
+            let n = crate::runner::kill_stale_group(pgid, start);
+            if n > 0 {
+                tracing::warn!(task = %task_id, pgid, processes = n, "stopped processes a previous agent-host left running");
+                r.stale_processes += n;
+            }
+            store.forget_process(&task_id).await?;
+        }
+        {
+            let contexts = store.contexts().await?;
+            let mut st = lock(&self.inner.state);
+            for c in contexts {
+                let ctx = st.contexts.entry(c.context_id).or_default();
+                ctx.session = c.session_id;
+                ctx.owner = c.owner;
+                ctx.cwd = c.cwd.map(Into::into);
+            }
+        }
+        let can_resume = self.inner.launch.can_resume();
+        for snap in store.unfinished().await? {
+            let t = &snap.task;
+            let id = t.id.clone();
+            let ctx_id = t.context_id.clone();
+            let kept = {
+                let mut st = lock(&self.inner.state);
+                let resumable = can_resume
+                    && st
+                        .contexts
+                        .get(&ctx_id)
+                        .is_some_and(|c| c.session.is_some());
+                let ctx = st.contexts.entry(ctx_id.clone()).or_default();
+                if ctx.owner.is_none() {
+                    ctx.owner = snap.owner.clone();
+                }
+                let keep = match t.status.state {
+                    TaskState::Submitted => {
+                        let prompt = t.history.first().map(input::prompt_of).unwrap_or_default();
+                        ctx.queue.push_back(Pending {
+                            task_id: id.clone(),
+                            prompt,
+                            continuing: false,
+                        });
+                        r.queued += 1;
+                        true
+                    }
+                    TaskState::Working if resumable => {
+                        ctx.queue.push_back(Pending {
+                            task_id: id.clone(),
+                            prompt: RESTART_PROMPT.to_string(),
+                            continuing: true,
+                        });
+                        r.resumed += 1;
+                        true
+                    }
+                    TaskState::InputRequired if resumable => {
+                        ctx.running = Some(id.clone());
+                        r.waiting += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if keep {
+                    st.live.insert(
+                        id.clone(),
+                        Live {
+                            context_id: ctx_id.clone(),
+                            notify: Arc::new(watch::channel(snap.last_seq).0),
+                            control: None,
+                        },
+                    );
+                }
+                keep
+            };
+            if kept {
+                continue;
+            }
+            let mut m = TurnMapper::new(&id, &ctx_id);
+            let events = m.on_exit(ExitReason::Restarted);
+            self.inner.publish_final(&id, events).await;
+            r.failed += 1;
+        }
+        let turns: Vec<turn::Turn> = {
+            let mut st = lock(&self.inner.state);
+            let free: Vec<(String, Pending)> = st
+                .contexts
+                .iter_mut()
+                .filter(|(_, c)| c.running.is_none())
+                .filter_map(|(id, c)| c.queue.pop_front().map(|p| (id.clone(), p)))
+                .collect();
+            free.into_iter()
+                .filter_map(|(ctx_id, p)| self.start_or_wait(&mut st, &ctx_id, p))
+                .collect()
+        };
+        for t in turns {
+            tokio::spawn(turn::run(self.inner.clone(), t));
+        }
+        Ok(r)
+    }
+
+    /// The answer to a task that was waiting for input when the host restarted: its CLI
+    /// process is gone, so a turn resumes the CLI's session with the answer as the prompt.
+    pub(super) async fn answer_after_restart(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        msg: Message,
+    ) -> Result<Accepted, A2AError> {
+        let answer = match input::decision_of(&msg, "", "question") {
+            Ok(d) => d
+                .message
+                .unwrap_or_else(|| if d.allow { "yes".into() } else { "no".into() }),
+            Err(_) => input::prompt_of(&msg),
+        };
+        let prompt = format!(
+            "agent-host restarted while you were waiting for the user, and your process was \
+             stopped. The user's answer to what you last asked: {answer}"
+        );
+        let notify = self.inner.notify_of(task_id);
+        self.inner
+            .publish_events(task_id, &notify, vec![TaskEvent::UserMessage(msg)])
+            .await;
+        let turn = {
+            let mut st = lock(&self.inner.state);
+            self.start_or_wait(
+                &mut st,
+                context_id,
+                Pending {
+                    task_id: task_id.to_string(),
+                    prompt,
+                    continuing: true,
+                },
+            )
+        };
+        if let Some(t) = turn {
+            tokio::spawn(turn::run(self.inner.clone(), t));
+        }
+        let snap = self.snapshot(task_id).await?;
+        Ok(Accepted {
+            task_id: task_id.to_string(),
+            from_seq: snap.last_seq,
+            new_task: false,
+        })
+    }
+}

@@ -1,0 +1,407 @@
+//! The gate every request passes: Host allow-list (DNS rebinding), Origin allow-list and CORS
+//! preflight, authentication (bearer tokens, API keys, Basic; compared in constant time) and
+//! a per-credential rate limit. It puts the [`Caller`] into the request for the handlers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::Caller;
+use crate::settings::{Secret, Security};
+
+/// Paths anyone may read: the public card and the health check.
+fn is_public(path: &str) -> bool {
+    path == "/health"
+        || path.ends_with("/.well-known/agent-card.json")
+        || path.ends_with("/.well-known/agent.json")
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The guard's settings and the rate limiter's buckets.
+pub struct Guard {
+    security: Security,
+    /// Host names accepted (lower case, without port); empty with `any_host`.
+    hosts: Vec<String>,
+    any_host: bool,
+    rate_per_minute: u32,
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl Guard {
+    pub fn new(
+        security: Security,
+        local: SocketAddr,
+        public_url: Option<&str>,
+        rate_per_minute: u32,
+    ) -> Guard {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if !local.ip().is_unspecified() && !local.ip().is_loopback() {
+            hosts.push(local.ip().to_string());
+            hosts.push(format!("[{}]", local.ip()));
+        }
+        if let Some(h) = public_url
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            hosts.push(h.to_ascii_lowercase());
+        }
+        let mut any_host = false;
+        for h in &security.allowed_hosts {
+            if h.trim() == "*" {
+                any_host = true;
+            } else {
+                hosts.push(h.trim().to_ascii_lowercase());
+            }
+        }
+        Guard {
+            security,
+            hosts,
+            any_host,
+            rate_per_minute,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// True when the Host header names this server (or is absent: HTTP/1.0 clients).
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        if self.any_host {
+            return true;
+        }
+        let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+            return true;
+        };
+        let host = host.trim().to_ascii_lowercase();
+        let name = match host.rfind(':') {
+            // An IPv6 literal keeps its brackets; a port follows the last colon after them.
+            Some(i) if !host.ends_with(']') && host[..i].matches(':').count() <= 1 => &host[..i],
+            Some(i) if host.starts_with('[') && host[..i].ends_with(']') => &host[..i],
+            _ => host.as_str(),
+        };
+        self.hosts.iter().any(|h| h == name)
+    }
+
+    /// The caller's origin, and whether it may call: same origin as the Host, or listed.
+    fn origin_allowed(&self, headers: &HeaderMap) -> Option<(String, bool)> {
+        let origin = headers.get(header::ORIGIN)?.to_str().ok()?.to_string();
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let same = origin
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(host));
+        let listed = self
+            .security
+            .allowed_origins
+            .iter()
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(&origin));
+        Some((origin, same || listed))
+    }
+
+    /// Who presented valid credentials; Ok(None) when none are configured.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, ()> {
+        if self.security.credentials.is_empty() {
+            return Ok(None);
+        }
+        let auth = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let bearer = strip_scheme(auth, "bearer");
+        let basic = strip_scheme(auth, "basic").and_then(|b| {
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()?;
+            let text = String::from_utf8(raw).ok()?;
+            let (u, p) = text.split_once(':')?;
+            Some((u.to_string(), p.to_string()))
+        });
+        let api_key = headers
+            .get(self.security.api_key_header.as_str())
+            .and_then(|v| v.to_str().ok());
+        // Every credential is compared, whatever matched before: the time taken does not
+        // depend on which one (or how much of one) matched.
+        let mut found: Option<&str> = None;
+        for c in &self.security.credentials {
+            let ok = match &c.secret {
+                Secret::Bearer(t) => bearer.is_some_and(|b| ct_eq(b.trim(), t)),
+                Secret::ApiKey(k) => api_key.is_some_and(|a| ct_eq(a.trim(), k)),
+                Secret::Basic { username, password } => basic
+                    .as_ref()
+                    .is_some_and(|(u, p)| ct_eq(u, username) & ct_eq(p, password)),
+            };
+            if ok && found.is_none() {
+                found = Some(&c.name);
+            }
+        }
+        found.map(|n| Some(n.to_string())).ok_or(())
+    }
+
+    /// Takes a token from the caller's bucket; Err(seconds to wait) when it is empty.
+    fn rate(&self, key: &str) -> Result<(), u64> {
+        if self.rate_per_minute == 0 {
+            return Ok(());
+        }
+        let per_sec = f64::from(self.rate_per_minute) / 60.0;
+        let burst = f64::from(self.rate_per_minute.max(10));
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let b = buckets.entry(key.to_string()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec).min(burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - b.tokens) / per_sec).ceil().max(1.0) as u64)
+        }
+    }
+
+    /// The security settings (for the card).
+    pub fn security(&self) -> &Security {
+        &self.security
+    }
+
+    fn www_authenticate(&self) -> String {
+        let mut schemes = Vec::new();
+        let c = &self.security.credentials;
+        if c.iter().any(|c| matches!(c.secret, Secret::Bearer(_))) || c.is_empty() {
+            schemes.push("Bearer realm=\"agent-host\"".to_string());
+        }
+        if c.iter().any(|c| matches!(c.secret, Secret::Basic { .. })) {
+            schemes.push("Basic realm=\"agent-host\"".to_string());
+        }
+        if c.iter().any(|c| matches!(c.secret, Secret::ApiKey(_))) {
+            schemes.push(format!(
+                "ApiKey realm=\"agent-host\", header=\"{}\"",
+                self.security.api_key_header
+            ));
+        }
+        schemes.join(", ")
+    }
+}
+
+fn strip_scheme<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
+    let (s, rest) = value.split_once(' ')?;
+    s.eq_ignore_ascii_case(scheme).then_some(rest)
+}
+
+/// Constant-time equality of two strings of any length: compares their SHA-256 digests
+/// byte by byte without stopping early.
+pub fn ct_eq(a: &str, b: &str) -> bool {
+    let (da, db) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    da.iter()
+        .zip(db.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
+    (status, Json(json!({"error": error, "message": message}))).into_response()
+}
+
+const CORS_HEADERS: &str =
+    "authorization, content-type, a2a-version, a2a-extensions, x-a2a-extensions, last-event-id, x-api-key";
+
+/// The middleware.
+pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    if !g.host_allowed(headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "the Host header does not name this server; add it to security.allowed_hosts (AGENT_HOST_ALLOWED_HOSTS)",
+        );
+    }
+    let origin = g.origin_allowed(headers);
+    if let Some((_, false)) = &origin {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "this origin may not call agent-host; add it to security.allowed_origins (AGENT_HOST_ALLOWED_ORIGINS)",
+        );
+    }
+    if req.method() == Method::OPTIONS && headers.contains_key("access-control-request-method") {
+        return match origin {
+            Some((o, true)) => {
+                let mut r = StatusCode::NO_CONTENT.into_response();
+                cors(r.headers_mut(), &o);
+                let h = r.headers_mut();
+                h.insert(
+                    "access-control-allow-methods",
+                    HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+                );
+                h.insert(
+                    "access-control-allow-headers",
+                    HeaderValue::from_static(CORS_HEADERS),
+                );
+                h.insert("access-control-max-age", HeaderValue::from_static("600"));
+                r
+            }
+            _ => refuse(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "cross-origin requests are not allowed",
+            ),
+        };
+    }
+    let public = is_public(req.uri().path());
+    let caller = match g.authenticate(req.headers()) {
+        Ok(name) => name,
+        Err(()) if public => None,
+        Err(()) => {
+            let mut r = (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": "Unauthorized"})),
+            )
+                .into_response();
+            if let Ok(v) = HeaderValue::from_str(&g.www_authenticate()) {
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            if let Some((o, true)) = &origin {
+                cors(r.headers_mut(), o);
+            }
+            return r;
+        }
+    };
+    if !public {
+        let key = caller.clone().unwrap_or_else(|| "anonymous".into());
+        if let Err(wait) = g.rate(&key) {
+            let mut r = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too Many Requests",
+                "rate limit reached for this credential; retry after the time in Retry-After",
+            );
+            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return r;
+        }
+    }
+    req.extensions_mut().insert(Caller(caller));
+    let mut resp = next.run(req).await;
+    if let Some((o, true)) = &origin {
+        cors(resp.headers_mut(), o);
+    }
+    resp
+}
+
+fn cors(h: &mut HeaderMap, origin: &str) {
+    if let Ok(v) = HeaderValue::from_str(origin) {
+        h.insert("access-control-allow-origin", v);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(
+            "access-control-expose-headers",
+            HeaderValue::from_static("etag, retry-after, www-authenticate"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Credential;
+
+    fn guard(creds: Vec<Credential>) -> Guard {
+        Guard::new(
+            Security {
+                credentials: creds,
+                api_key_header: "X-API-Key".into(),
+                ..Security::default()
+            },
+            "127.0.0.1:1".parse().unwrap(),
+            None,
+            2,
+        )
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn credentials_of_each_scheme() {
+        let g = guard(vec![
+            Credential {
+                name: "ci".into(),
+                secret: Secret::Bearer("tok-1".into()),
+            },
+            Credential {
+                name: "bot".into(),
+                secret: Secret::ApiKey("key-1".into()),
+            },
+            Credential {
+                name: "alice".into(),
+                secret: Secret::Basic {
+                    username: "alice".into(),
+                    password: "pw".into(),
+                },
+            },
+        ]);
+        let basic = base64::engine::general_purpose::STANDARD.encode("alice:pw");
+        assert_eq!(
+            g.authenticate(&headers(&[("authorization", "Bearer tok-1")])),
+            Ok(Some("ci".into()))
+        );
+        assert_eq!(
+            g.authenticate(&headers(&[("x-api-key", "key-1")])),
+            Ok(Some("bot".into()))
+        );
+        assert_eq!(
+            g.authenticate(&headers(&[("authorization", &format!("Basic {basic}"))])),
+            Ok(Some("alice".into()))
+        );
+        assert!(g
+            .authenticate(&headers(&[("authorization", "Bearer tok-2")]))
+            .is_err());
+        assert!(g
+            .authenticate(&headers(&[("authorization", "Basic tok-1")]))
+            .is_err());
+        assert!(g.authenticate(&headers(&[])).is_err());
+        assert!(guard(vec![]).authenticate(&headers(&[])) == Ok(None));
+    }
+
+    #[test]
+    fn hosts_and_rate() {
+        let g = guard(vec![]);
+        assert!(g.host_allowed(&headers(&[("host", "127.0.0.1:41242")])));
+        assert!(g.host_allowed(&headers(&[("host", "localhost")])));
+        assert!(g.host_allowed(&headers(&[("host", "[::1]:8080")])));
+        assert!(!g.host_allowed(&headers(&[("host", "evil.example")])));
+        assert!(!g.host_allowed(&headers(&[("host", "evil.example:41242")])));
+        // Rate: a burst of max(10, rate) then refusals with a wait.
+        for _ in 0..10 {
+            assert!(g.rate("x").is_ok());
+        }
+        assert!(g.rate("x").unwrap_err() >= 1);
+        assert!(g.rate("y").is_ok(), "buckets are per credential");
+        assert!(ct_eq("abc", "abc") && !ct_eq("abc", "abd") && !ct_eq("abc", "abcd"));
+    }
+}
