@@ -94,7 +94,10 @@ impl TestServer {
             .clone();
         let host_env: Vec<(String, String)> = std::env::vars().collect();
         let mut env = child_env(&adapter, &host_env, &[]);
-        let home = o.home.as_ref().map(|h| ("HOME".to_string(), h.display().to_string()));
+        let home = o
+            .home
+            .as_ref()
+            .map(|h| ("HOME".to_string(), h.display().to_string()));
         for (k, v) in o.env.iter().cloned().chain(home) {
             env.retain(|(ek, _)| *ek != k);
             env.push((k, v));

@@ -59,6 +59,16 @@ impl Logged {
         has_tools(&self.body)
     }
 
+    /// The newest message of the conversation (Anthropic `messages`, Responses `input`,
+    /// Gemini `contents`) as JSON text.
+    pub fn last_message(&self) -> String {
+        ["messages", "input", "contents"]
+            .iter()
+            .find_map(|k| self.body[*k].as_array().and_then(|a| a.last()))
+            .map(Value::to_string)
+            .unwrap_or_default()
+    }
+
     /// The whole body as JSON text, to search for what the CLI sent.
     pub fn text(&self) -> String {
         self.body.to_string()
@@ -141,7 +151,9 @@ fn has_tools(body: &Value) -> bool {
 
 /// What the model answers, before it is put into one API's shape.
 enum Reply {
-    ToolCall { command: &'static str },
+    ToolCall {
+        command: &'static str,
+    },
     Text(&'static str),
     /// A JSON object for a side call that asked for JSON (Gemini's router and checks).
     Json(Value),
@@ -290,7 +302,10 @@ fn anthropic(scenario: Scenario, b: &Value) -> Response {
             "tool_use",
         ),
         Reply::Text(t) => (vec![json!({"type": "text", "text": t})], "end_turn"),
-        _ => (vec![json!({"type": "text", "text": FINAL_TEXT})], "end_turn"),
+        _ => (
+            vec![json!({"type": "text", "text": FINAL_TEXT})],
+            "end_turn",
+        ),
     };
     let model = b["model"].as_str().unwrap_or("claude-fake").to_string();
     let id = format!("msg_{}", short_id());
@@ -320,7 +335,9 @@ fn anthropic(scenario: Scenario, b: &Value) -> Response {
             ),
             Some("tool_use") => (
                 json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
-                vec![json!({"type": "input_json_delta", "partial_json": block["input"].to_string()})],
+                vec![
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                ],
             ),
             _ => (
                 json!({"type": "text", "text": ""}),
@@ -379,8 +396,10 @@ fn responses(scenario: Scenario, b: &Value) -> Response {
     let mut items = Vec::new();
     match decide(scenario, has_tools(b), has_result) {
         Reply::ToolCall { command } => {
-            items.push(json!({"type": "reasoning", "id": format!("rs_{}", short_id()),
-                              "summary": [{"type": "summary_text", "text": THINKING}]}));
+            items.push(
+                json!({"type": "reasoning", "id": format!("rs_{}", short_id()),
+                              "summary": [{"type": "summary_text", "text": THINKING}]}),
+            );
             items.push(message(FIRST_TEXT));
             let (name, args) = if names.contains(&"exec_command") {
                 let mut args = json!({"cmd": command});
@@ -394,9 +413,11 @@ fn responses(scenario: Scenario, b: &Value) -> Response {
             } else {
                 ("shell_command", json!({"command": command}))
             };
-            items.push(json!({"type": "function_call", "id": format!("fc_{}", short_id()),
+            items.push(
+                json!({"type": "function_call", "id": format!("fc_{}", short_id()),
                               "status": "completed", "call_id": format!("call_{}", short_id()),
-                              "name": name, "arguments": args.to_string()}));
+                              "name": name, "arguments": args.to_string()}),
+            );
         }
         Reply::Text(t) => items.push(message(t)),
         Reply::Json(v) => items.push(message(&v.to_string())),
@@ -421,7 +442,10 @@ fn responses(scenario: Scenario, b: &Value) -> Response {
         let name = v["type"].as_str().unwrap_or_default().to_string();
         s.event(Some(&name), &v);
     };
-    ev(&mut s, json!({"type": "response.created", "response": base}));
+    ev(
+        &mut s,
+        json!({"type": "response.created", "response": base}),
+    );
     for (i, item) in items.iter().enumerate() {
         let mut added = item.clone();
         if item["type"] == "message" {
@@ -511,7 +535,8 @@ fn gemini(scenario: Scenario, b: &Value, path: &str) -> Response {
         .next()
         .and_then(|m| m.split(':').next())
         .unwrap_or("gemini");
-    let usage = json!({"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120});
+    let usage =
+        json!({"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120});
     if !path.contains(":streamGenerateContent") {
         let parts: Vec<Value> = chunks
             .iter()

@@ -41,9 +41,8 @@ pub fn find_cli(name: &str, env_var: &str) -> Option<PathBuf> {
         None => which::which(name).ok(),
     };
     if found.is_none() {
-        let why = format!(
-            "{name} is not installed (set {env_var}, or run `npm ci --prefix tests/clis`)"
-        );
+        let why =
+            format!("{name} is not installed (set {env_var}, or run `npm ci --prefix tests/clis`)");
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("CI=true and {why}; .ci/run installs it");
         }
@@ -57,7 +56,8 @@ pub struct Rig {
     pub name: &'static str,
     pub server: TestServer,
     pub model: ModelServer,
-    pub home: tempfile::TempDir,
+    /// The CLI's HOME (its config and sessions), removed with the rig.
+    pub _home: tempfile::TempDir,
 }
 
 impl Rig {
@@ -81,7 +81,7 @@ impl Rig {
             name,
             server,
             model,
-            home,
+            _home: home,
         }
     }
 
@@ -93,12 +93,10 @@ impl Rig {
         if let Some(t) = task {
             p["message"]["taskId"] = json!(t);
         }
-        let frames = tokio::time::timeout(
-            TURN_LIMIT,
-            self.server.stream("SendStreamingMessage", p),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("{}: no end of the turn for {text:?}", self.name));
+        let frames =
+            tokio::time::timeout(TURN_LIMIT, self.server.stream("SendStreamingMessage", p))
+                .await
+                .unwrap_or_else(|_| panic!("{}: no end of the turn for {text:?}", self.name));
         let id = frames
             .iter()
             .find_map(|f| {
@@ -182,6 +180,15 @@ pub fn approval_data(t: &Value) -> Value {
         .unwrap_or_else(|| panic!("no approval data part in {t}"))
 }
 
+/// Minutes since the epoch (UTC, as the CLIs' ISO timestamps).
+fn epoch_minute() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60
+}
+
 /// Waits until the model server got a request offering tools (the CLI is mid-turn).
 async fn wait_model_request(model: &ModelServer, at_least: usize) {
     let started = Instant::now();
@@ -205,18 +212,23 @@ async fn groups_gone(groups: &[u32]) -> bool {
     false
 }
 
-/// The scenarios every CLI goes through.
-pub async fn run_scenarios(rig: &Rig) {
-    let name = rig.name;
-    let s = &rig.server;
-    let m = &rig.model;
+/// What a CLI does with a denied approval.
+#[derive(Clone, Copy)]
+pub enum Deny {
+    /// The model is told (the next model request carries this text) and answers.
+    ToModel(&'static str),
+    /// The turn ends at once with this result text; the model is not asked again.
+    EndsTurn(&'static str),
+}
 
-    // 1. A tool use, then the final answer.
+/// Scenario 1: a tool use, then the final answer. Returns the session id and a marker of the prompt.
+pub async fn tool_use(rig: &Rig, ctx: &str) -> (String, String) {
+    let (name, m) = (rig.name, &rig.model);
     m.set_scenario(Scenario::Tool);
-    let ctx = uuid();
+    m.clear();
     let marker = format!("first-turn-{}", &ctx[..8]);
     let (frames, t) = rig
-        .turn(&ctx, None, &format!("Run {READ_COMMAND} please ({marker})"))
+        .turn(ctx, None, &format!("Run {READ_COMMAND} please ({marker})"))
         .await;
     let tools = working_messages(&frames);
     eprintln!(
@@ -237,17 +249,28 @@ pub async fn run_scenarios(rig: &Rig) {
         .as_str()
         .unwrap_or_else(|| panic!("{name}: no session id in {}", t["metadata"]))
         .to_string();
+    let sent: Vec<String> = m
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    eprintln!("[{name}] requests to the model server: {sent:?}");
     let reqs = m.model_requests();
     assert!(reqs.len() >= 2, "{name}: a request with the tool result");
     assert!(
         reqs.last().unwrap().text().contains("hi"),
         "{name}: the tool's output reached the model"
     );
+    (session, marker)
+}
 
-    // 2. A follow-up in the same context resumes the CLI's session.
+/// Scenario 2: a follow-up in the same context resumes the CLI's session (same session id; the
+/// model sees the earlier conversation).
+pub async fn follow_up(rig: &Rig, ctx: &str, session: &str, marker: &str) {
+    let (name, m) = (rig.name, &rig.model);
     m.set_scenario(Scenario::Text);
     m.clear();
-    let (_, t) = rig.turn(&ctx, None, "And what did it print?").await;
+    let (_, t) = rig.turn(ctx, None, "And what did it print?").await;
     eprintln!(
         "[{name}] follow-up: {} | result: {:?} | session {} (first {session})",
         state(&t),
@@ -255,53 +278,75 @@ pub async fn run_scenarios(rig: &Rig) {
         t["metadata"]["sessionId"]
     );
     assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
-    assert!(artifact_text(&t, "result").contains(PLAIN_TEXT), "{name}: {t}");
-    assert_eq!(t["metadata"]["sessionId"], session.as_str(), "{name}");
+    let result = artifact_text(&t, "result");
+    assert!(result.contains(PLAIN_TEXT), "{name}: {t}");
+    assert!(
+        !result.contains(FINAL_TEXT),
+        "{name}: the earlier answer is not part of this one: {result:?}"
+    );
+    assert_eq!(t["metadata"]["sessionId"], session, "{name}");
     let req = m.model_requests().last().cloned().expect("a model request");
     assert!(
-        req.text().contains(&marker) && req.text().contains(FINAL_TEXT),
+        req.text().contains(marker) && req.text().contains(FINAL_TEXT),
         "{name}: the follow-up carries the earlier conversation"
     );
+}
 
-    // 3. and 4. A command that needs approval, answered yes, then no.
-    let created = s.dir().join("fake_created.txt");
-    for answer in ["yes", "no"] {
-        m.set_scenario(Scenario::Write);
-        m.clear();
-        let _ = std::fs::remove_file(&created);
-        let ctx = uuid();
-        let (_, t) = rig.turn(&ctx, None, "Create the file please").await;
-        assert_eq!(state(&t), "TASK_STATE_INPUT_REQUIRED", "{name}: {t}");
-        let data = approval_data(&t);
-        eprintln!("[{name}] approval asked: {data}");
-        assert!(data["approvalId"].is_string(), "{name}: {data}");
-        assert!(data["kind"].is_string(), "{name}: {data}");
-        assert!(
-            data.to_string().contains(WRITE_COMMAND),
-            "{name}: the approval names the command: {data}"
-        );
-        let id = t["id"].as_str().unwrap();
-        let (_, t) = rig.turn(&ctx, Some(id), answer).await;
-        let last = m.model_requests().last().cloned().expect("a model request");
-        eprintln!(
-            "[{name}] approval answered {answer}: {} | result: {:?} | file created: {}",
-            state(&t),
-            artifact_text(&t, "result"),
-            created.exists()
-        );
-        assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
-        assert!(
-            artifact_text(&t, "result").contains(FINAL_TEXT),
-            "{name}: {t}"
-        );
-        assert_eq!(created.exists(), answer == "yes", "{name}: {answer}");
-        assert!(
-            last.text().contains(WRITE_COMMAND) || last.text().contains("fake_created"),
-            "{name}: the model got the tool's outcome"
-        );
+/// Scenarios 3 and 4: a command that needs approval, answered `answer` ("yes" or "no").
+pub async fn approval(rig: &Rig, answer: &str, deny: Deny) {
+    let (name, m) = (rig.name, &rig.model);
+    let created = rig.server.dir().join("fake_created.txt");
+    m.set_scenario(Scenario::Write);
+    m.clear();
+    let _ = std::fs::remove_file(&created);
+    let ctx = uuid();
+    let (_, t) = rig.turn(&ctx, None, "Create the file please").await;
+    assert_eq!(state(&t), "TASK_STATE_INPUT_REQUIRED", "{name}: {t}");
+    let data = approval_data(&t);
+    eprintln!("[{name}] approval asked: {data}");
+    assert!(data["approvalId"].is_string(), "{name}: {data}");
+    assert!(data["kind"].is_string(), "{name}: {data}");
+    assert!(
+        data.to_string().contains(WRITE_COMMAND),
+        "{name}: the approval names the command: {data}"
+    );
+    let asked = m.model_requests().len();
+    let id = t["id"].as_str().unwrap();
+    let (_, t) = rig.turn(&ctx, Some(id), answer).await;
+    let later = m.model_requests()[asked..].to_vec();
+    let result = artifact_text(&t, "result");
+    eprintln!(
+        "[{name}] approval answered {answer}: {} | result: {result:?} | file created: {} | model requests after the answer: {} | the model got: {}",
+        state(&t),
+        created.exists(),
+        later.len(),
+        later.last().map(|r| r.last_message()).unwrap_or_default().chars().take(400).collect::<String>()
+    );
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
+    assert_eq!(created.exists(), answer == "yes", "{name}: {answer}");
+    match (answer, deny) {
+        ("yes", _) | (_, Deny::ToModel(_)) => {
+            assert!(result.contains(FINAL_TEXT), "{name}: {t}");
+            let last = later.last().expect("the model is asked again");
+            let seen = match deny {
+                Deny::ToModel(text) if answer != "yes" => text,
+                _ => "fake_created",
+            };
+            assert!(
+                last.text().contains(seen),
+                "{name}: the model got the tool's outcome ({seen:?})"
+            );
+        }
+        (_, Deny::EndsTurn(text)) => {
+            assert!(result.contains(text), "{name}: {t}");
+            assert!(later.is_empty(), "{name}: the turn ended without the model");
+        }
     }
+}
 
-    // 5. Cancel mid-turn: the task is canceled and nothing of the CLI is left.
+/// Scenario 5: cancel mid-turn: the task is canceled and nothing of the CLI is left.
+pub async fn cancel(rig: &Rig) {
+    let (name, m, s) = (rig.name, &rig.model, &rig.server);
     m.set_scenario(Scenario::Slow);
     m.clear();
     let mut p = send_params("Run it slowly");
@@ -316,15 +361,18 @@ pub async fn run_scenarios(rig: &Rig) {
     let groups: Vec<u32> = procs.iter().map(|(_, g)| *g).collect();
     let c = s.rpc("CancelTask", json!({"id": id})).await;
     eprintln!(
-        "[{name}] cancel: {} | processes before: {procs:?}",
+        "[{name}] cancel: {} | processes before (pid, group): {procs:?}",
         state(&c["result"])
     );
     assert_eq!(state(&c["result"]), "TASK_STATE_CANCELED", "{name}: {c}");
     assert!(groups_gone(&groups).await, "{name}: a process survived");
     assert!(rig.processes().is_empty(), "{name}: {:?}", rig.processes());
+}
 
-    // 6. An auth error fails the task with a message that says so.
-    m.set_scenario(Scenario::Auth);
+/// Scenario 6: an auth error fails the task with a message that says so.
+pub async fn auth_error(rig: &Rig) {
+    let name = rig.name;
+    rig.model.set_scenario(Scenario::Auth);
     let (_, t) = rig.turn(&uuid(), None, "Say hi").await;
     let text = status_text(&t["status"]);
     eprintln!("[{name}] auth error: {} | {text:?}", state(&t));
@@ -336,6 +384,17 @@ pub async fn run_scenarios(rig: &Rig) {
             .any(|w| lower.contains(w)),
         "{name}: {text}"
     );
+}
+
+/// Every scenario, in order.
+pub async fn run_scenarios(rig: &Rig, deny: Deny) {
+    let ctx = uuid();
+    let (session, marker) = tool_use(rig, &ctx).await;
+    follow_up(rig, &ctx, &session, &marker).await;
+    approval(rig, "yes", deny).await;
+    approval(rig, "no", deny).await;
+    cancel(rig).await;
+    auth_error(rig).await;
 }
 
 #[tokio::test]
@@ -354,7 +413,8 @@ async fn claude_code() {
             ..Options::default()
         })
         .await;
-        run_scenarios(&rig).await;
+        // A denial goes back to the model as the tool's error result.
+        run_scenarios(&rig, Deny::ToModel("The user denied this request.")).await;
         eprintln!("[claude-code] all scenarios in {:?}", started.elapsed());
     })
     .await;
@@ -389,7 +449,9 @@ async fn codex() {
             }
         })
         .await;
-        run_scenarios(&rig).await;
+        // Codex offers only accept / cancel for an escalation (availableDecisions), and the
+        // adapter answers "no" with `cancel`, which ends the turn (status interrupted).
+        run_scenarios(&rig, Deny::EndsTurn("the request was declined")).await;
         eprintln!("[codex] all scenarios in {:?}", started.elapsed());
     })
     .await;
@@ -422,7 +484,29 @@ async fn gemini() {
             }
         })
         .await;
-        run_scenarios(&rig).await;
+        // Gemini CLI 0.61.0 names a session's file after the minute it was created
+        // (`chats/session-<YYYY-MM-DDTHH-MM>-<id prefix>.jsonl`), and its ACP `session/load`
+        // starts a new recording for the id *before* reading the old one: in the same minute
+        // that is the same file, whose conversation is reset to the bare context, and the load
+        // fails with `{"code":-32603,"message":"Internal error","data":{"details":"No previous
+        // sessions found for this project."}}` (the task fails with "session/load failed:
+        // Internal error") -- and the session is lost for good. A follow-up in a later minute
+        // resumes properly. So the follow-up runs last, once the minute of the first turn is
+        // over.
+        let ctx = uuid();
+        let (session, marker) = tool_use(&rig, &ctx).await;
+        let first_turn_minute = epoch_minute();
+        // A rejected call goes back as the function's error: `Tool "run_shell_command" was
+        // canceled by the user.`
+        let deny = Deny::ToModel("canceled by the user");
+        approval(&rig, "yes", deny).await;
+        approval(&rig, "no", deny).await;
+        cancel(&rig).await;
+        auth_error(&rig).await;
+        while epoch_minute() == first_turn_minute {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        follow_up(&rig, &ctx, &session, &marker).await;
         eprintln!("[gemini] all scenarios in {:?}", started.elapsed());
     })
     .await;
