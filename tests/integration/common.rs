@@ -38,6 +38,15 @@ pub struct Options {
     pub host_limits: agent_host::settings::HostLimits,
     /// Directories a message may choose as its working directory.
     pub workspace_roots: Vec<PathBuf>,
+    /// Extra variables in the CLI's environment (set after the adapter's own, so they win).
+    pub env: Vec<(String, String)>,
+    /// The CLI's HOME (default: the host's).
+    pub home: Option<PathBuf>,
+    /// Arguments before the adapter's own (what `AGENT_ARGS` gives).
+    pub extra_args: Vec<String>,
+    pub model: Option<String>,
+    /// `AGENT_FORCE`: the adapter's `force_args`.
+    pub force: bool,
 }
 
 impl Default for Options {
@@ -61,6 +70,11 @@ impl Default for Options {
                 ..agent_host::settings::HostLimits::default()
             },
             workspace_roots: Vec::new(),
+            env: vec![],
+            home: None,
+            extra_args: vec![],
+            model: None,
+            force: false,
         }
     }
 }
@@ -91,8 +105,17 @@ impl TestServer {
             .expect("adapter")
             .clone();
         let host_env: Vec<(String, String)> = std::env::vars().collect();
+        let mut env = child_env(&adapter, &host_env, &[]);
+        let home = o
+            .home
+            .as_ref()
+            .map(|h| ("HOME".to_string(), h.display().to_string()));
+        for (k, v) in o.env.iter().cloned().chain(home) {
+            env.retain(|(ek, _)| *ek != k);
+            env.push((k, v));
+        }
         let launch = Launch {
-            env: child_env(&adapter, &host_env, &[]),
+            env,
             adapter,
             // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
             program: o.program.unwrap_or_else(|| {
@@ -102,11 +125,11 @@ impl TestServer {
                     fake_agent()
                 }
             }),
-            extra_args: vec![],
+            extra_args: o.extra_args.clone(),
             prompt_via: o.prompt_via,
             cwd: dir.path().to_path_buf(),
-            model: None,
-            force: false,
+            model: o.model.clone(),
+            force: o.force,
             max_line_bytes: o.max_line_bytes,
             timeout: o.timeout,
             idle_timeout: o.idle_timeout,
@@ -190,6 +213,11 @@ impl TestServer {
             handle: Some(handle),
             _dir: dir,
         }
+    }
+
+    /// The agent's working directory (a fresh temporary directory).
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     /// Stops the server like SIGTERM would, and waits for it.
@@ -404,7 +432,12 @@ pub fn pgrp_of(pid: u32) -> Option<u32> {
 
 /// Runs a test body under [`TEST_LIMIT`].
 pub async fn limit<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_LIMIT, f)
+    limit_to(TEST_LIMIT, f).await
+}
+
+/// Runs a test body under a longer limit (tests of real CLIs).
+pub async fn limit_to<F: std::future::Future<Output = ()>>(max: Duration, f: F) {
+    tokio::time::timeout(max, f)
         .await
         .expect("test took longer than its limit (a hang)");
 }

@@ -3,7 +3,9 @@
 mod common;
 mod errors;
 mod lifecycle;
+mod model_server;
 mod push;
+mod real_cli;
 mod rest;
 mod restart;
 mod streaming;

@@ -7,7 +7,11 @@
 //! 1. `start` sends `initialize` (no file system, no terminal: the agent does its own I/O);
 //! 2. its response → `session/new` (`cwd`, no MCP servers), or `session/load` when the turn
 //!    resumes a session and the agent advertised `loadSession`;
-//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`];
+//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`]. After
+//!    `session/load` the prompt first waits for the answer to [`SYNC_METHOD`]: Gemini CLI
+//!    0.61.0 replays the history *after* answering the load (against the spec); the sync
+//!    answer comes after the replay (seen with the real CLI), and updates before the prompt
+//!    are dropped;
 //! 4. `session/update` notifications stream the turn; `session/request_permission` requests
 //!    wait for the user's answer ([`WireParser::encode_decision`]);
 //! 5. the `session/prompt` response (`stopReason`) ends the turn.
@@ -33,12 +37,18 @@ const AUTH_REQUIRED: i64 = -32000;
 /// Bytes of answer text kept for the `Done` result.
 const ANSWER_MAX: usize = 1 << 20;
 
+/// An extension method (ACP names start with `_`) no agent implements: its answer (an
+/// error) only marks a point in the agent's output.
+pub const SYNC_METHOD: &str = "_agent_host/sync";
+
 /// What a request the host sent is waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
     Initialize,
     NewSession,
     LoadSession,
+    /// The [`SYNC_METHOD`] request after a `session/load`.
+    Sync,
     Prompt,
 }
 
@@ -48,6 +58,7 @@ impl Pending {
             Pending::Initialize => "initialize",
             Pending::NewSession => "session/new",
             Pending::LoadSession => "session/load",
+            Pending::Sync => SYNC_METHOD,
             Pending::Prompt => "session/prompt",
         }
     }
@@ -79,6 +90,8 @@ pub struct AcpParser {
     tools: HashMap<String, Option<String>>,
     finished_tools: HashSet<String>,
     answer: String,
+    /// A tool call came after the last text, so the next text starts a new message.
+    text_broken: bool,
     /// Usage summed from per-request `_meta.usage` (qwen), used when the prompt result has none.
     usage: Option<Usage>,
 }
@@ -114,6 +127,13 @@ impl AcpParser {
         else {
             return;
         };
+        if what == Pending::Sync {
+            // Whatever the answer (normally "method not found"): the replay is over.
+            if let Some(id) = self.session_id.clone() {
+                self.send_prompt(&id, reply);
+            }
+            return;
+        }
         if let Some(err) = v.get("error") {
             out.push(rpc_error(what, err));
             return;
@@ -170,8 +190,13 @@ impl AcpParser {
                     tools: Vec::new(),
                 });
                 self.session_id = Some(id.clone());
-                self.send_prompt(&id, reply);
+                if what == Pending::LoadSession {
+                    reply.extend(self.request(Pending::Sync, json!({})));
+                } else {
+                    self.send_prompt(&id, reply);
+                }
             }
+            Pending::Sync => {}
             Pending::Prompt => self.on_prompt_result(result, out),
         }
     }
@@ -219,12 +244,17 @@ impl AcpParser {
                     sum.output_tokens = add_opt(sum.output_tokens, add.output_tokens);
                 }
                 if let Some(text) = chunk_text(u) {
+                    // A new message after a tool call: kept apart from the text before.
+                    let new_message = std::mem::take(&mut self.text_broken);
+                    if new_message && !self.answer.is_empty() {
+                        self.answer.push_str("\n\n");
+                    }
                     if self.answer.len() + text.len() <= ANSWER_MAX {
                         self.answer.push_str(text);
                     }
                     out.push(AgentEvent::Text {
                         text: text.to_string(),
-                        delta: true,
+                        delta: !new_message,
                     });
                 }
             }
@@ -235,8 +265,12 @@ impl AcpParser {
                     });
                 }
             }
-            "tool_call" => self.tool_seen(u, true, out),
+            "tool_call" => {
+                self.text_broken = true;
+                self.tool_seen(u, true, out)
+            }
             "tool_call_update" => {
+                self.text_broken = true;
                 self.tool_seen(u, false, out);
                 let status = u.get("status").and_then(Value::as_str).unwrap_or("");
                 if status != "completed" && status != "failed" {
@@ -377,7 +411,10 @@ impl WireParser for AcpParser {
         let method = v.get("method").and_then(Value::as_str);
         let params = v.get("params").unwrap_or(&Value::Null);
         match (method, v.get("id")) {
-            (Some("session/request_permission"), Some(id)) => self.on_permission(id, params, out),
+            (Some("session/request_permission"), Some(id)) => {
+                self.text_broken = true;
+                self.on_permission(id, params, out)
+            }
             (Some(other), Some(id)) => {
                 reply.extend(line(&json!({
                     "jsonrpc": "2.0",
@@ -551,6 +588,11 @@ fn rpc_error(what: Pending, err: &Value) -> AgentEvent {
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("error");
+    // Gemini gives the reason of an "Internal error" in `data.details`.
+    let msg = match err.pointer("/data/details").and_then(Value::as_str) {
+        Some(d) if !d.is_empty() => format!("{msg} ({d})"),
+        _ => msg.to_string(),
+    };
     let lower = msg.to_ascii_lowercase();
     let auth =
         code == Some(AUTH_REQUIRED) || lower.contains("authenticat") || lower.contains("api key");

@@ -366,6 +366,25 @@ fn json_rpc_errors_are_errors_and_auth_is_recognized() {
         &events[..],
         [AgentEvent::Error { kind: None, .. }]
     ));
+    // Gemini's reason for an internal error is in data.details.
+    let mut p = AcpParser::new();
+    p.start(&TurnStart {
+        session_id: Some("s-old"),
+        resume: true,
+        ..recorded_turn()
+    });
+    parse(
+        &mut p,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#,
+    );
+    let (events, _) = parse(
+        &mut p,
+        r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"Internal error","data":{"details":"No previous sessions found for this project."}}}"#,
+    );
+    assert!(
+        matches!(&events[..], [AgentEvent::Error { message, .. }] if message == "session/load failed: Internal error (No previous sessions found for this project.)"),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -391,6 +410,25 @@ fn a_resumed_turn_loads_the_session_and_skips_the_replayed_history() {
     assert!(events.is_empty(), "history replayed by session/load");
     let (events, reply) = parse(&mut p, r#"{"jsonrpc":"2.0","id":2,"result":null}"#);
     assert!(matches!(&events[..], [AgentEvent::Init { session_id: Some(s), .. }] if s == "s-old"));
+    // Gemini CLI 0.61.0 replays the history after answering session/load: the prompt waits
+    // for the answer to a sync request, which comes after the replay.
+    assert_eq!(
+        reply[0],
+        json!({"jsonrpc":"2.0","id":3,"method":"_agent_host/sync","params":{}})
+    );
+    let (events, reply) = parse(
+        &mut p,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-old","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"replayed late"}}}}"#,
+    );
+    assert!(
+        events.is_empty() && reply.is_empty(),
+        "replayed after the load answer"
+    );
+    let (events, reply) = parse(
+        &mut p,
+        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Method not found"}}"#,
+    );
+    assert!(events.is_empty(), "the sync answer is no error of the turn");
     assert_eq!(reply[0]["method"], "session/prompt");
     assert_eq!(reply[0]["params"]["sessionId"], "s-old");
 

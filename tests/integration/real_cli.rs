@@ -1,0 +1,513 @@
+//! The real coding-agent CLIs (installed from npm into tests/clis by .ci/run) run through
+//! agent-host against the scripted model server of `model_server.rs`, offline: a tool use
+//! with a final answer, a follow-up that resumes the session, an approval answered yes and
+//! one answered no, a cancel mid-turn, and an auth error.
+//!
+//! A CLI is found through `CLAUDE_CODE_PATH` / `CODEX_PATH` / `GEMINI_PATH`, else
+//! `tests/clis/node_modules/.bin/<name>`, else PATH. When it is not installed the test says
+//! so on stderr and passes (a developer machine), except under `CI=true`, where it fails.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_host::adapter::Registry;
+use agent_host::runner::group_alive;
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::model_server::{
+    ModelServer, Scenario, FINAL_TEXT, PLAIN_TEXT, READ_COMMAND, WRITE_COMMAND,
+};
+
+/// Each CLI's whole series of scenarios runs under this limit.
+const SUITE_LIMIT: Duration = Duration::from_secs(240);
+/// One turn of a real CLI.
+const TURN_LIMIT: Duration = Duration::from_secs(90);
+
+/// The CLI's program, or None (after saying why) when it is not installed and this is not CI.
+pub fn find_cli(name: &str, env_var: &str) -> Option<PathBuf> {
+    let from_env = std::env::var_os(env_var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let in_repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clis/node_modules/.bin")
+        .join(name);
+    let found = match from_env {
+        Some(p) => {
+            assert!(p.is_file(), "{env_var}={} is not a file", p.display());
+            Some(p)
+        }
+        None if in_repo.is_file() => Some(in_repo),
+        None => which::which(name).ok(),
+    };
+    if found.is_none() {
+        let why =
+            format!("{name} is not installed (set {env_var}, or run `npm ci --prefix tests/clis`)");
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and {why}; .ci/run installs it");
+        }
+        eprintln!("SKIPPED real-CLI test: {why}");
+    }
+    found
+}
+
+/// One CLI behind agent-host, with its model server and HOME.
+pub struct Rig {
+    pub name: &'static str,
+    pub server: TestServer,
+    pub model: ModelServer,
+    /// The CLI's HOME (its config and sessions), removed with the rig.
+    pub _home: tempfile::TempDir,
+}
+
+impl Rig {
+    /// `setup` gets the model server's base URL and the HOME, and returns the options.
+    pub async fn start(
+        name: &'static str,
+        program: PathBuf,
+        setup: impl FnOnce(&str, &Path) -> Options,
+    ) -> Rig {
+        let model = ModelServer::start(Scenario::Tool).await;
+        let home = tempfile::tempdir().unwrap();
+        let mut o = setup(&model.base, home.path());
+        o.program = Some(program);
+        o.home = Some(home.path().to_path_buf());
+        o.prompt_via = Registry::builtin().unwrap().get(o.adapter).unwrap().prompt;
+        o.timeout = TURN_LIMIT;
+        o.idle_timeout = Duration::from_secs(60);
+        o.grace = Duration::from_secs(3);
+        let server = TestServer::with(o).await;
+        Rig {
+            name,
+            server,
+            model,
+            _home: home,
+        }
+    }
+
+    /// Sends a message on the streaming method and reads the stream to its end (a final or
+    /// an interrupted state); returns the frames and the task as GetTask shows it then.
+    pub async fn turn(&self, ctx: &str, task: Option<&str>, text: &str) -> (Vec<Frame>, Value) {
+        let mut p = send_params(text);
+        p["message"]["contextId"] = json!(ctx);
+        if let Some(t) = task {
+            p["message"]["taskId"] = json!(t);
+        }
+        let frames =
+            tokio::time::timeout(TURN_LIMIT, self.server.stream("SendStreamingMessage", p))
+                .await
+                .unwrap_or_else(|_| panic!("{}: no end of the turn for {text:?}", self.name));
+        let id = frames
+            .iter()
+            .find_map(|f| {
+                let r = &f.data["result"];
+                r["task"]["id"]
+                    .as_str()
+                    .or(r["statusUpdate"]["taskId"].as_str())
+            })
+            .unwrap_or_else(|| panic!("{}: no task in {frames:?}", self.name))
+            .to_string();
+        let t = self.server.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        (frames, t)
+    }
+
+    /// The processes whose working directory is the agent's (the CLI and its children), as
+    /// (pid, process group).
+    pub fn processes(&self) -> Vec<(u32, u32)> {
+        let dir = self.server.dir().canonicalize().unwrap();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if std::fs::read_link(e.path().join("cwd")).is_ok_and(|c| c == dir)
+                && process_alive(pid)
+            {
+                if let Some(g) = pgrp_of(pid) {
+                    out.push((pid, g));
+                }
+            }
+        }
+        out
+    }
+}
+
+pub fn state(t: &Value) -> &str {
+    t["status"]["state"].as_str().unwrap_or("")
+}
+
+/// The text of a status object's message.
+pub fn status_text(status: &Value) -> String {
+    status["message"]["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn artifact_text(t: &Value, id: &str) -> String {
+    t["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["artifactId"] == id)
+        .flat_map(|a| a["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The texts of the working status messages among stream frames.
+pub fn working_messages(frames: &[Frame]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let st = &f.data["result"]["statusUpdate"]["status"];
+            (st["state"] == "TASK_STATE_WORKING").then(|| status_text(st))
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The approval data part of an input-required task.
+pub fn approval_data(t: &Value) -> Value {
+    t["status"]["message"]["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|p| p.get("data").cloned())
+        .unwrap_or_else(|| panic!("no approval data part in {t}"))
+}
+
+/// Minutes since the epoch (UTC, as the CLIs' ISO timestamps).
+fn epoch_minute() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 60
+}
+
+/// Waits until the model server got a request offering tools (the CLI is mid-turn).
+async fn wait_model_request(model: &ModelServer, at_least: usize) {
+    let started = Instant::now();
+    while model.model_requests().len() < at_least {
+        assert!(
+            started.elapsed() < TURN_LIMIT,
+            "the CLI never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (bounded) until no process of these groups is left.
+async fn groups_gone(groups: &[u32]) -> bool {
+    for _ in 0..200 {
+        if !groups.iter().any(|g| group_alive(*g)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+/// What a CLI does with a denied approval.
+#[derive(Clone, Copy)]
+pub enum Deny {
+    /// The model is told (the next model request carries this text) and answers.
+    ToModel(&'static str),
+    /// The turn ends at once with this result text; the model is not asked again.
+    EndsTurn(&'static str),
+}
+
+/// Scenario 1: a tool use, then the final answer. Returns the session id and a marker of the prompt.
+pub async fn tool_use(rig: &Rig, ctx: &str) -> (String, String) {
+    let (name, m) = (rig.name, &rig.model);
+    m.set_scenario(Scenario::Tool);
+    m.clear();
+    let marker = format!("first-turn-{}", &ctx[..8]);
+    let (frames, t) = rig
+        .turn(ctx, None, &format!("Run {READ_COMMAND} please ({marker})"))
+        .await;
+    let tools = working_messages(&frames);
+    eprintln!(
+        "[{name}] tool use: {} | result: {:?} | working messages: {tools:?}",
+        state(&t),
+        artifact_text(&t, "result")
+    );
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
+    assert!(
+        artifact_text(&t, "result").contains(FINAL_TEXT),
+        "{name}: {t}"
+    );
+    assert!(
+        tools.iter().any(|m| m.starts_with("Using tool:")),
+        "{name}: tool use is visible: {tools:?}"
+    );
+    let session = t["metadata"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: no session id in {}", t["metadata"]))
+        .to_string();
+    let sent: Vec<String> = m
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    eprintln!("[{name}] requests to the model server: {sent:?}");
+    let reqs = m.model_requests();
+    assert!(reqs.len() >= 2, "{name}: a request with the tool result");
+    assert!(
+        reqs.last().unwrap().text().contains("hi"),
+        "{name}: the tool's output reached the model"
+    );
+    (session, marker)
+}
+
+/// Scenario 2: a follow-up in the same context resumes the CLI's session (same session id; the
+/// model sees the earlier conversation).
+pub async fn follow_up(rig: &Rig, ctx: &str, session: &str, marker: &str) {
+    let (name, m) = (rig.name, &rig.model);
+    m.set_scenario(Scenario::Text);
+    m.clear();
+    let (_, t) = rig.turn(ctx, None, "And what did it print?").await;
+    eprintln!(
+        "[{name}] follow-up: {} | result: {:?} | session {} (first {session})",
+        state(&t),
+        artifact_text(&t, "result"),
+        t["metadata"]["sessionId"]
+    );
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
+    let result = artifact_text(&t, "result");
+    assert!(result.contains(PLAIN_TEXT), "{name}: {t}");
+    assert!(
+        !result.contains(FINAL_TEXT),
+        "{name}: the earlier answer is not part of this one: {result:?}"
+    );
+    assert_eq!(t["metadata"]["sessionId"], session, "{name}");
+    let req = m.model_requests().last().cloned().expect("a model request");
+    assert!(
+        req.text().contains(marker) && req.text().contains(FINAL_TEXT),
+        "{name}: the follow-up carries the earlier conversation"
+    );
+}
+
+/// Scenarios 3 and 4: a command that needs approval, answered `answer` ("yes" or "no").
+pub async fn approval(rig: &Rig, answer: &str, deny: Deny) {
+    let (name, m) = (rig.name, &rig.model);
+    let created = rig.server.dir().join("fake_created.txt");
+    m.set_scenario(Scenario::Write);
+    m.clear();
+    let _ = std::fs::remove_file(&created);
+    let ctx = uuid();
+    let (_, t) = rig.turn(&ctx, None, "Create the file please").await;
+    assert_eq!(state(&t), "TASK_STATE_INPUT_REQUIRED", "{name}: {t}");
+    let data = approval_data(&t);
+    eprintln!("[{name}] approval asked: {data}");
+    assert!(data["approvalId"].is_string(), "{name}: {data}");
+    assert!(data["kind"].is_string(), "{name}: {data}");
+    assert!(
+        data.to_string().contains(WRITE_COMMAND),
+        "{name}: the approval names the command: {data}"
+    );
+    let asked = m.model_requests().len();
+    let id = t["id"].as_str().unwrap();
+    let (_, t) = rig.turn(&ctx, Some(id), answer).await;
+    let later = m.model_requests()[asked..].to_vec();
+    let result = artifact_text(&t, "result");
+    eprintln!(
+        "[{name}] approval answered {answer}: {} | result: {result:?} | file created: {} | model requests after the answer: {} | the model got: {}",
+        state(&t),
+        created.exists(),
+        later.len(),
+        later.last().map(|r| r.last_message()).unwrap_or_default().chars().take(400).collect::<String>()
+    );
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
+    assert_eq!(created.exists(), answer == "yes", "{name}: {answer}");
+    match (answer, deny) {
+        ("yes", _) | (_, Deny::ToModel(_)) => {
+            assert!(result.contains(FINAL_TEXT), "{name}: {t}");
+            let last = later.last().expect("the model is asked again");
+            let seen = match deny {
+                Deny::ToModel(text) if answer != "yes" => text,
+                _ => "fake_created",
+            };
+            assert!(
+                last.text().contains(seen),
+                "{name}: the model got the tool's outcome ({seen:?})"
+            );
+        }
+        (_, Deny::EndsTurn(text)) => {
+            assert!(result.contains(text), "{name}: {t}");
+            assert!(later.is_empty(), "{name}: the turn ended without the model");
+        }
+    }
+}
+
+/// Scenario 5: cancel mid-turn: the task is canceled and nothing of the CLI is left.
+pub async fn cancel(rig: &Rig) {
+    let (name, m, s) = (rig.name, &rig.model, &rig.server);
+    m.set_scenario(Scenario::Slow);
+    m.clear();
+    let mut p = send_params("Run it slowly");
+    p["configuration"] = json!({"returnImmediately": true});
+    let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_model_request(m, 1).await;
+    let procs = rig.processes();
+    assert!(!procs.is_empty(), "{name}: the CLI runs in the agent's dir");
+    let groups: Vec<u32> = procs.iter().map(|(_, g)| *g).collect();
+    let c = s.rpc("CancelTask", json!({"id": id})).await;
+    eprintln!(
+        "[{name}] cancel: {} | processes before (pid, group): {procs:?}",
+        state(&c["result"])
+    );
+    assert_eq!(state(&c["result"]), "TASK_STATE_CANCELED", "{name}: {c}");
+    assert!(groups_gone(&groups).await, "{name}: a process survived");
+    assert!(rig.processes().is_empty(), "{name}: {:?}", rig.processes());
+}
+
+/// Scenario 6: an auth error fails the task with a message that says so.
+pub async fn auth_error(rig: &Rig) {
+    let name = rig.name;
+    rig.model.set_scenario(Scenario::Auth);
+    let (_, t) = rig.turn(&uuid(), None, "Say hi").await;
+    let text = status_text(&t["status"]);
+    eprintln!("[{name}] auth error: {} | {text:?}", state(&t));
+    assert_eq!(state(&t), "TASK_STATE_FAILED", "{name}: {t}");
+    let lower = text.to_lowercase();
+    assert!(
+        ["auth", "401", "api key", "api_key"]
+            .iter()
+            .any(|w| lower.contains(w)),
+        "{name}: {text}"
+    );
+}
+
+/// Every scenario, in order.
+pub async fn run_scenarios(rig: &Rig, deny: Deny) {
+    let ctx = uuid();
+    let (session, marker) = tool_use(rig, &ctx).await;
+    follow_up(rig, &ctx, &session, &marker).await;
+    approval(rig, "yes", deny).await;
+    approval(rig, "no", deny).await;
+    cancel(rig).await;
+    auth_error(rig).await;
+}
+
+#[tokio::test]
+async fn claude_code() {
+    let Some(program) = find_cli("claude", "CLAUDE_CODE_PATH") else {
+        return;
+    };
+    limit_to(SUITE_LIMIT, async {
+        let started = Instant::now();
+        let rig = Rig::start("claude-code", program, |base, _home| Options {
+            adapter: "claude-code",
+            env: vec![
+                ("ANTHROPIC_BASE_URL".into(), base.to_string()),
+                ("ANTHROPIC_API_KEY".into(), "sk-test".into()),
+            ],
+            ..Options::default()
+        })
+        .await;
+        // A denial goes back to the model as the tool's error result.
+        run_scenarios(&rig, Deny::ToModel("The user denied this request.")).await;
+        eprintln!("[claude-code] all scenarios in {:?}", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codex() {
+    let Some(program) = find_cli("codex", "CODEX_PATH") else {
+        return;
+    };
+    limit_to(SUITE_LIMIT, async {
+        let started = Instant::now();
+        let rig = Rig::start("codex", program, |base, home| {
+            let codex_home = home.join(".codex");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            Options {
+                adapter: "codex",
+                env: vec![
+                    ("FAKE_KEY".into(), "sk-test".into()),
+                    ("CODEX_HOME".into(), codex_home.display().to_string()),
+                ],
+                extra_args: vec![
+                    "-c".into(),
+                    "model_provider=\"fake\"".into(),
+                    "-c".into(),
+                    format!(
+                        "model_providers.fake={{name=\"Fake\", base_url=\"{base}/v1\", env_key=\"FAKE_KEY\", wire_api=\"responses\", request_max_retries=0, stream_max_retries=0}}"
+                    ),
+                ],
+                model: Some("fake-model".into()),
+                ..Options::default()
+            }
+        })
+        .await;
+        // Codex offers only accept / cancel for an escalation (availableDecisions), and the
+        // adapter answers "no" with `cancel`, which ends the turn (status interrupted).
+        run_scenarios(&rig, Deny::EndsTurn("the request was declined")).await;
+        eprintln!("[codex] all scenarios in {:?}", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini() {
+    let Some(program) = find_cli("gemini", "GEMINI_PATH") else {
+        return;
+    };
+    limit_to(SUITE_LIMIT, async {
+        let started = Instant::now();
+        let rig = Rig::start("gemini", program, |base, home| {
+            // With only the variables, 0.61.0 picks the auth type "gateway" and rejects it.
+            std::fs::create_dir_all(home.join(".gemini")).unwrap();
+            std::fs::write(
+                home.join(".gemini/settings.json"),
+                r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+            )
+            .unwrap();
+            Options {
+                adapter: "gemini",
+                env: vec![
+                    ("GOOGLE_GEMINI_BASE_URL".into(), base.to_string()),
+                    ("GEMINI_API_KEY".into(), "sk-test".into()),
+                ],
+                // A fixed model: the default "auto" first asks a router model.
+                model: Some("gemini-2.5-pro".into()),
+                ..Options::default()
+            }
+        })
+        .await;
+        // Gemini CLI 0.61.0 names a session's file after the minute it was created
+        // (`chats/session-<YYYY-MM-DDTHH-MM>-<id prefix>.jsonl`), and its ACP `session/load`
+        // starts a new recording for the id *before* reading the old one: in the same minute
+        // that is the same file, whose conversation is reset to the bare context, and the load
+        // fails with `{"code":-32603,"message":"Internal error","data":{"details":"No previous
+        // sessions found for this project."}}` (the task fails with "session/load failed:
+        // Internal error") -- and the session is lost for good. A follow-up in a later minute
+        // resumes properly. So the follow-up runs last, once the minute of the first turn is
+        // over.
+        let ctx = uuid();
+        let (session, marker) = tool_use(&rig, &ctx).await;
+        let first_turn_minute = epoch_minute();
+        // A rejected call goes back as the function's error: `Tool "run_shell_command" was
+        // canceled by the user.`
+        let deny = Deny::ToModel("canceled by the user");
+        approval(&rig, "yes", deny).await;
+        approval(&rig, "no", deny).await;
+        cancel(&rig).await;
+        auth_error(&rig).await;
+        while epoch_minute() == first_turn_minute {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        follow_up(&rig, &ctx, &session, &marker).await;
+        eprintln!("[gemini] all scenarios in {:?}", started.elapsed());
+    })
+    .await;
+}
