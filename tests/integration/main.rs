@@ -8,5 +8,6 @@ mod push;
 mod real_cli;
 mod rest;
 mod restart;
+mod security;
 mod streaming;
 mod tasks;

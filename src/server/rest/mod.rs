@@ -145,7 +145,13 @@ impl IntoResponse for Reject {
         };
         let mut body = err.to_rest_error();
         body["error"]["code"] = Value::from(self.status.as_u16());
-        json_response(self.status, body.to_string())
+        let mut r = json_response(self.status, body.to_string());
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            // At capacity: tasks take seconds to minutes; a short wait is a fair hint.
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        r
     }
 }
 

@@ -1,0 +1,567 @@
+//! Security probes: every one refused.
+
+use std::time::{Duration, Instant};
+
+use agent_host::settings::{Credential, HostLimits, Secret, Security};
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn creds() -> Security {
+    Security {
+        credentials: vec![
+            Credential {
+                name: "alice".into(),
+                secret: Secret::Bearer("alice-token-0123456789".into()),
+            },
+            Credential {
+                name: "bob".into(),
+                secret: Secret::ApiKey("bob-key-0123456789".into()),
+            },
+            Credential {
+                name: "carol".into(),
+                secret: Secret::Basic {
+                    username: "carol".into(),
+                    password: "carol-pw".into(),
+                },
+            },
+        ],
+        api_key_header: "X-API-Key".into(),
+        ..Security::default()
+    }
+}
+
+const ALICE: (&str, &str) = ("authorization", "Bearer alice-token-0123456789");
+const BOB: (&str, &str) = ("x-api-key", "bob-key-0123456789");
+
+/// A request with the given headers; returns status, headers and JSON body (or Null).
+async fn call(
+    s: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut req = s.client.request(method, format!("{}{path}", s.base));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    if let Some(b) = body {
+        req = req.header("content-type", "application/json").json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let h = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    (
+        status,
+        h,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
+async fn rpc_as(s: &TestServer, who: (&str, &str), method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    call(
+        s,
+        reqwest::Method::POST,
+        "/",
+        &[who, ("a2a-version", "1.0")],
+        Some(body),
+    )
+    .await
+    .2
+}
+
+#[tokio::test]
+async fn every_route_needs_credentials_except_the_card_and_health() {
+    limit(async {
+        let s = TestServer::with(Options {
+            security: creds(),
+            ..Options::default()
+        })
+        .await;
+        use reqwest::Method as M;
+        let probes: Vec<(M, &str, Option<Value>)> = vec![
+            (
+                M::POST,
+                "/",
+                Some(json!({"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}})),
+            ),
+            (
+                M::POST,
+                "/a2a/jsonrpc",
+                Some(json!({"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}})),
+            ),
+            (M::POST, "/a2a/rest/message:send", Some(send_params("hi"))),
+            (M::GET, "/a2a/rest/tasks", None),
+            (M::GET, "/a2a/rest/tasks/x", None),
+            (M::POST, "/a2a/rest/tasks/x:cancel", Some(json!({}))),
+            (M::GET, "/a2a/rest/tasks/x:subscribe", None),
+            (M::GET, "/a2a/rest/tasks/x/pushNotificationConfigs", None),
+            (
+                M::DELETE,
+                "/a2a/rest/tasks/x/pushNotificationConfigs/c",
+                None,
+            ),
+            (M::POST, "/a2a/rest03/v1/message:send", Some(json!({}))),
+            (M::GET, "/a2a/rest03/v1/card", None),
+            (M::GET, "/nope", None),
+        ];
+        let basic_wrong = format!(
+            "Basic {}",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "carol:nope")
+        );
+        let wrong: Vec<Vec<(&str, &str)>> = vec![
+            vec![],
+            vec![("authorization", "Bearer alice-token-012345678X")],
+            vec![("authorization", "Bearer bob-key-0123456789")], // right secret, wrong scheme
+            vec![("x-api-key", "alice-token-0123456789")],
+            vec![("authorization", basic_wrong.as_str())],
+            vec![("authorization", "Token alice-token-0123456789")],
+        ];
+        for (m, path, body) in &probes {
+            for h in &wrong {
+                let (st, headers, v) = call(&s, m.clone(), path, h, body.clone()).await;
+                assert_eq!(st, 401, "{m} {path} with {h:?}");
+                assert_eq!(v, json!({"error": "Unauthorized"}));
+                let www = headers["www-authenticate"].to_str().unwrap();
+                assert!(www.contains("Bearer") && www.contains("Basic"), "{www}");
+            }
+        }
+        // The card and health are public, and the card says what to send.
+        let (st, _, card) = call(&s, M::GET, "/.well-known/agent-card.json", &[], None).await;
+        assert_eq!(st, 200);
+        assert_eq!(
+            card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+            "Bearer"
+        );
+        assert_eq!(
+            card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"],
+            "X-API-Key"
+        );
+        assert_eq!(
+            card["securitySchemes"]["bearer"]["type"], "http",
+            "v0.3 shape alongside"
+        );
+        assert!(card["securityRequirements"].as_array().unwrap().len() == 3);
+        assert!(card["security"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.get("bearer").is_some()));
+        assert_eq!(call(&s, M::GET, "/health", &[], None).await.0, 200);
+        // Each scheme works.
+        let basic = format!(
+            "Basic {}",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "carol:carol-pw")
+        );
+        for who in [ALICE, BOB, ("authorization", basic.as_str())] {
+            let v = rpc_as(&s, who, "ListTasks", json!({})).await;
+            assert_eq!(v["result"]["totalSize"], 0, "{who:?}: {v}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wrong_tokens_of_equal_length_take_the_same_time() {
+    limit(async {
+        let s = TestServer::with(Options {
+            security: creds(),
+            ..Options::default()
+        })
+        .await;
+        // Same length as the real token: one shares all but the last byte, one nothing.
+        let near = "Bearer alice-token-012345678X";
+        let far = "Bearer XXXXXXXXXXXXXXXXXXXXXX";
+        let mut t = [Vec::new(), Vec::new()];
+        for round in 0..160 {
+            for (i, h) in [near, far].iter().enumerate() {
+                let start = Instant::now();
+                let (st, _, _) = call(
+                    &s,
+                    reqwest::Method::GET,
+                    "/a2a/rest/tasks",
+                    &[("authorization", h)],
+                    None,
+                )
+                .await;
+                assert_eq!(st, 401);
+                if round >= 10 {
+                    t[i].push(start.elapsed());
+                }
+            }
+        }
+        for v in &mut t {
+            v.sort();
+        }
+        let (a, b) = (t[0][t[0].len() / 2], t[1][t[1].len() / 2]);
+        let ratio = a.as_secs_f64() / b.as_secs_f64();
+        // Coarse: a byte-by-byte compare would not show at this scale either; the point is
+        // that nothing grossly depends on how much of the token matched.
+        assert!((0.5..2.0).contains(&ratio), "medians {a:?} vs {b:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tasks_are_visible_only_to_their_owner() {
+    limit(async {
+        let rx_url = "http://127.0.0.1:9/hook";
+        let s = TestServer::with(Options {
+            security: creds(),
+            push: Some(agent_host::push::PushSettings {
+                allow_private: true,
+                ..Default::default()
+            }),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let t = rpc_as(&s, ALICE, "SendMessage", p).await["result"]["task"].clone();
+        let id = t["id"].as_str().unwrap().to_string();
+        let ctx = t["contextId"].as_str().unwrap().to_string();
+        for (method, params) in [
+            ("GetTask", json!({"id": id})),
+            ("CancelTask", json!({"id": id})),
+            ("SubscribeToTask", json!({"id": id})),
+            ("ListTaskPushNotificationConfigs", json!({"taskId": id})),
+            (
+                "CreateTaskPushNotificationConfig",
+                json!({"taskId": id, "url": rx_url}),
+            ),
+        ] {
+            let v = rpc_as(&s, BOB, method, params).await;
+            assert_eq!(v["error"]["code"], -32001, "{method}: {v}");
+        }
+        let mut answer = send_params("yes");
+        answer["message"]["taskId"] = json!(id);
+        assert_eq!(
+            rpc_as(&s, BOB, "SendMessage", answer).await["error"]["code"],
+            -32001
+        );
+        let mut follow = send_params("hello");
+        follow["message"]["contextId"] = json!(ctx);
+        assert_eq!(
+            rpc_as(&s, BOB, "SendMessage", follow).await["error"]["code"],
+            -32602
+        );
+        let list = rpc_as(&s, BOB, "ListTasks", json!({})).await;
+        assert_eq!(list["result"]["totalSize"], 0);
+        let (st, _, _) = call(
+            &s,
+            reqwest::Method::GET,
+            &format!("/a2a/rest/tasks/{id}"),
+            &[BOB],
+            None,
+        )
+        .await;
+        assert_eq!(st, 404);
+        // The owner sees and cancels it.
+        assert_eq!(
+            rpc_as(&s, ALICE, "ListTasks", json!({})).await["result"]["totalSize"],
+            1
+        );
+        let c = rpc_as(&s, ALICE, "CancelTask", json!({"id": id})).await;
+        assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused() {
+    limit(async {
+        let s = TestServer::start().await;
+        let (st, _, v) = call(
+            &s,
+            reqwest::Method::GET,
+            "/.well-known/agent-card.json",
+            &[("host", "evil.example")],
+            None,
+        )
+        .await;
+        assert_eq!(st, 403, "{v}");
+        let (st, _, _) = call(
+            &s,
+            reqwest::Method::POST,
+            "/",
+            &[("host", "evil.example:41242")],
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(st, 403);
+        let preflight = [
+            ("origin", "https://evil.example"),
+            ("access-control-request-method", "POST"),
+        ];
+        let (st, _, _) = call(&s, reqwest::Method::OPTIONS, "/", &preflight, None).await;
+        assert_eq!(st, 403);
+        let (st, _, _) = call(
+            &s,
+            reqwest::Method::POST,
+            "/",
+            &[("origin", "https://evil.example")],
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(
+            st, 403,
+            "cross-origin calls are refused, not just preflights"
+        );
+        let sec = Security {
+            allowed_origins: vec!["https://app.example".into()],
+            ..Security::default()
+        };
+        let s = TestServer::with(Options {
+            security: sec,
+            ..Options::default()
+        })
+        .await;
+        let ok = [
+            ("origin", "https://app.example"),
+            ("access-control-request-method", "POST"),
+            (
+                "access-control-request-headers",
+                "content-type, a2a-version",
+            ),
+        ];
+        let (st, h, _) = call(&s, reqwest::Method::OPTIONS, "/", &ok, None).await;
+        assert_eq!(st, 204);
+        assert_eq!(h["access-control-allow-origin"], "https://app.example");
+        let (st, h, _) = call(
+            &s,
+            reqwest::Method::GET,
+            "/health",
+            &[("origin", "https://app.example")],
+            None,
+        )
+        .await;
+        assert_eq!(st, 200);
+        assert_eq!(h["access-control-allow-origin"], "https://app.example");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_message_may_only_choose_a_working_directory_inside_the_roots() {
+    limit(async {
+        let outside = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let sub = root.path().join("project");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("inside.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+        let s = TestServer::with(Options {
+            workspace_roots: vec![root.path().canonicalize().unwrap()],
+            ..Options::default()
+        })
+        .await;
+        let with_cwd = |cwd: &str| {
+            let mut p = send_params("hello");
+            p["message"]["metadata"] = json!({"cwd": cwd});
+            p
+        };
+        let esc = root.path().join("escape");
+        let probes = [
+            "../".to_string(),
+            "project".to_string(),
+            format!("{}/../", root.path().display()),
+            outside.path().display().to_string(),
+            esc.display().to_string(),
+            root.path().join("missing").display().to_string(),
+            sub.join("inside.txt").display().to_string(),
+        ];
+        for cwd in &probes {
+            let v = s.rpc("SendMessage", with_cwd(cwd)).await;
+            assert_eq!(v["error"]["code"], -32602, "{cwd}: {v}");
+            assert!(!v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&*root.path().to_string_lossy()));
+        }
+        // Inside: the agent works there (fake-agent lists its directory).
+        let mut p = with_cwd(&sub.display().to_string());
+        p["message"]["contextId"] = json!("ctx-cwd");
+        let v = s.rpc("SendMessage", p).await;
+        let t = &v["result"]["task"];
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+        let history = t["history"].to_string();
+        assert!(
+            t["artifacts"].to_string().contains("1 entries") || history.contains("1 entries"),
+            "{v}"
+        );
+        // The iac-code shape works too; a follow-up naming another directory is refused.
+        let mut p = send_params("again");
+        p["message"]["contextId"] = json!("ctx-cwd");
+        p["message"]["metadata"] = json!({"iac_code": {"cwd": root.path().display().to_string()}});
+        assert_eq!(s.rpc("SendMessage", p).await["error"]["code"], -32602);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn limits_refuse_with_429_and_the_documented_code() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: HostLimits {
+                max_running: 1,
+                max_queued: 1,
+                max_subscribers: 1,
+                rate_per_minute: 0,
+                ..HostLimits::default()
+            },
+            body_limit: 4 * 1024 * 1024,
+            ..Options::default()
+        })
+        .await;
+        let start = |text: &str| {
+            let mut p = send_params(text);
+            p["configuration"] = json!({"returnImmediately": true});
+            p
+        };
+        let a = s.rpc("SendMessage", start("hang")).await["result"]["task"]["id"].as_str().unwrap().to_string();
+        let b = s.rpc("SendMessage", start("hang")).await["result"]["task"]["id"].as_str().unwrap().to_string();
+        s.wait_task(&a, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
+        let tb = s.rpc("GetTask", json!({"id": b})).await["result"].clone();
+        assert_eq!(tb["status"]["state"], "TASK_STATE_SUBMITTED", "waits for a slot");
+        let v = s.rpc("SendMessage", start("hang")).await;
+        assert_eq!(v["error"]["code"], -32050, "{v}");
+        let (st, h, _) = call(&s, reqwest::Method::POST, "/a2a/rest/message:send", &[], Some(start("hang"))).await;
+        assert_eq!(st, 429);
+        assert!(h.contains_key("retry-after"));
+        // One stream per task.
+        let mut first = s.open_stream("SubscribeToTask", json!({"id": a}), None).await;
+        first.next().await.unwrap();
+        let v = s.rpc("SubscribeToTask", json!({"id": a})).await;
+        assert_eq!(v["error"]["code"], -32050, "{v}");
+        drop(first);
+        // Canceling the running one lets the waiting one start.
+        s.rpc("CancelTask", json!({"id": a})).await;
+        s.wait_task(&b, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
+        s.rpc("CancelTask", json!({"id": b})).await;
+        // A 5 MiB body.
+        let big = json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params(&"x".repeat(5 << 20))});
+        let (st, _, _) = call(&s, reqwest::Method::POST, "/", &[], Some(big)).await;
+        assert_eq!(st, 413);
+
+        // The rate limit.
+        let s = TestServer::with(Options {
+            host_limits: HostLimits {
+                rate_per_minute: 12,
+                ..HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        let mut refused = None;
+        for _ in 0..30 {
+            let (st, h, _) = call(&s, reqwest::Method::GET, "/a2a/rest/tasks", &[], None).await;
+            if st == 429 {
+                refused = Some(h);
+                break;
+            }
+        }
+        let h = refused.expect("the rate limit refuses a burst");
+        assert!(h["retry-after"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
+        assert_eq!(call(&s, reqwest::Method::GET, "/health", &[], None).await.0, 200);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn error_messages_do_not_show_local_paths_or_secrets() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("leaky.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\n\
+             echo '{\"type\":\"tool_use\",\"id\":\"1\",\"name\":\"Read\",\"input\":{}}'\n\
+             echo '{\"type\":\"tool_result\",\"id\":\"1\",\"output\":\"cannot open /home/alice/.ssh/id_rsa\",\"is_error\":true}'\n\
+             echo '{\"type\":\"error\",\"message\":\"request to /opt/provider/bin failed with key sk-live-abcdefghijklmnop\"}'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            program: Some(script),
+            ..Options::default()
+        })
+        .await;
+        let v = s.rpc("SendMessage", send_params("go")).await;
+        let t = &v["result"]["task"];
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
+        let text = t["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+        assert!(!text.contains("/opt/provider") && !text.contains("sk-live"), "{text}");
+        let frames = {
+            let mut r = s.open_stream("SubscribeToTask", json!({"id": t["id"]}), Some(0)).await;
+            r.all().await
+        };
+        let all = serde_json::to_string(&frames.iter().map(|f| f.data.clone()).collect::<Vec<_>>()).unwrap();
+        assert!(!all.contains("/home/alice"), "tool errors are sanitized too");
+        assert!(all.contains("<path>"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
+    limit(async {
+        let bin = env!("CARGO_BIN_EXE_agent-host");
+        let out = tokio::process::Command::new(bin)
+            .args(["serve", "--bind", "0.0.0.0", "--port", "1", "--store", "memory"])
+            .env_remove("AGENT_HOST_TOKEN")
+            .env_remove("AGENT_HOST_API_KEY")
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("without authentication") && err.contains("AGENT_HOST_TOKEN"), "{err}");
+
+        // An agent that prints the host's token variable, even when asked to pass it.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("env.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho \"{\\\"type\\\":\\\"done\\\",\\\"result\\\":\\\"token=${AGENT_HOST_TOKEN:-none} copy=${COPY:-none}\\\"}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = tokio::process::Command::new(bin)
+            .args(["serve", "--adapter", "jsonl", "--store", "memory", "--port", &port.to_string()])
+            .env("AGENT_BINARY", &script)
+            .env("AGENT_HOST_TOKEN", "host-secret-987654321")
+            .env("COPY", "host-secret-987654321")
+            .env("AGENT_PASS_ENV", "AGENT_HOST_TOKEN,COPY")
+            .env("AGENT_REPO_PATH", dir.path())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{port}/");
+        let mut body = Value::Null;
+        for _ in 0..100 {
+            if let Ok(r) = client
+                .post(&url)
+                .bearer_auth("host-secret-987654321")
+                .header("A2A-Version", "1.0")
+                .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("x")}))
+                .send()
+                .await
+            {
+                body = r.json().await.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let text = body["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string();
+        assert_eq!(text, "token=none copy=none", "{body}");
+        let _ = child.kill().await;
+    })
+    .await;
+}
