@@ -1,4 +1,5 @@
-//! The command line: `serve`, `adapters`, `card`.
+//! The command line: `serve`, `adapters`, `card`; `call` and `tasks` are in
+//! [`crate::client::call`].
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -41,6 +42,11 @@ pub enum Command {
     Adapters(ServeArgs),
     /// Print the agent card the server would serve.
     Card(ServeArgs),
+    /// Send a message to an A2A agent and follow the task (exit: 0 completed, 1 failed,
+    /// 2 usage, 3 canceled, 4 input required).
+    Call(crate::client::call::CallArgs),
+    /// List, show, cancel or follow the tasks of an A2A agent.
+    Tasks(crate::client::call::TasksArgs),
     /// Run the built-in demo agent (what the `demo` adapter starts; see `fake-agent --help`).
     #[command(hide = true, disable_help_flag = true)]
     FakeAgent {

@@ -31,14 +31,18 @@
 //!   sealed at rest.
 //! - [`server`]: the axum router: JSON-RPC for both versions, SSE with replay, the agent card,
 //!   health; graceful shutdown.
+//! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
+//!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
+//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`]).
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
-//! - [`cli`]: the `serve`, `adapters` and `card` commands (`src/main.rs` only parses and logs).
+//! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only parses and logs).
 //!
 //! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
 //! double CLI that speaks the native protocol and replays recorded transcripts.
 
 pub mod adapter;
 pub mod cli;
+pub mod client;
 pub mod engine;
 pub mod fake_agent;
 pub mod protocol;

@@ -27,13 +27,18 @@ fn main() {
         .build()
         .map_err(anyhow::Error::from)
         .and_then(|rt| rt.block_on(run(cli.command)));
-    if let Err(e) = result {
-        eprintln!("agent-host: {e:#}");
-        std::process::exit(1);
+    match result {
+        Ok(0) => {}
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("agent-host: {e:#}");
+            std::process::exit(1);
+        }
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
+/// Runs a command; its exit code.
+async fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
@@ -48,7 +53,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let settings = Settings::resolve(&args)?;
             println!("{}", cli::print_card(&settings)?);
         }
+        Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
+        Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),
         Command::FakeAgent { args } => agent_host::fake_agent::main_with(args.into_iter()),
     }
-    Ok(())
+    Ok(0)
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Real-client tests: the official A2A SDKs (Python a2a-sdk, JS @a2a-js/sdk) run
 # their flows against one agent-host server, in both protocol versions and both
-# HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations.
+# HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations. Then the other way round:
+# agent-host's Rust client library (examples/sdk_interop.rs) against the Python SDK's
+# server (sdk_server.py): 4 more combinations.
 #
 # Usage: tests/clients/run.sh [PATH_TO_AGENT_HOST]
 #   binary: the argument, else $AGENT_HOST_BIN, else target/debug/agent-host
 #   (relative to the repo root). Builds nothing: build the server first
-#   (`cargo build`, which also builds fake-agent, the demo agent's program).
+#   (`cargo build`, which also builds fake-agent, the demo agent's program) and the
+#   interop driver (`cargo build --examples`; $SDK_INTEROP_BIN overrides its path).
 # Client dependencies live in tests/clients/.venv and tests/clients/node_modules
 # (git-ignored) and are installed from the pinned files when missing.
 # Prints one summary line per combination, then "N passed, M failed"; exits
@@ -41,7 +44,12 @@ fi
 # --- server ---
 work="$(mktemp -d "${TMPDIR:-/tmp}/agent-host-clients.XXXXXX")"
 server_pid=""
+sdk_pid=""
 cleanup() {
+    if [[ -n "$sdk_pid" ]]; then
+        kill -TERM -- "-$sdk_pid" 2>/dev/null || true
+        wait "$sdk_pid" 2>/dev/null || true
+    fi
     if [[ -n "$server_pid" ]]; then
         # setsid made the server a process group leader: stop it and its agents.
         kill -TERM -- "-$server_pid" 2>/dev/null || true
@@ -95,7 +103,7 @@ sys.exit(f"no 200 from {url} within {wait:.0f} s")
 EOF
     echo "run.sh: the server did not become healthy; its log:" >&2
     sed 's/^/    server| /' "$log" >&2 || true
-    echo "0 passed, 8 failed"
+    echo "0 passed, 12 failed"
     exit 1
 fi
 
@@ -142,6 +150,60 @@ done
 if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "run.sh: the server died during the tests" >&2
 fi
+
+# --- our client library against the Python SDK's server: 4 combinations ---
+interop_bin="${SDK_INTEROP_BIN:-$(dirname "$bin")/examples/sdk_interop}"
+sdk_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+sdk_log="$work/sdk_server.log"
+echo
+echo "=== rust client vs a2a-sdk server ==="
+interop_fail() { # reason
+    failed=$((failed + 4))
+    summary+=("FAIL  rust-client vs a2a-sdk server (4 combinations)  $1")
+}
+if [[ ! -x "$interop_bin" ]]; then
+    interop_fail "no $interop_bin (build it with cargo build --examples)"
+else
+    (cd "$here" && exec setsid "$venv/bin/python" sdk_server.py "$sdk_port") >"$sdk_log" 2>&1 &
+    sdk_pid=$!
+    if ! python3 - "http://127.0.0.1:$sdk_port/.well-known/agent-card.json" "$health_wait_s" "$sdk_pid" <<'EOF'; then
+import os, sys, time, urllib.request
+url, wait, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+deadline = time.monotonic() + wait
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit(f"the SDK server exited before answering {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+sys.exit(f"no 200 from {url} within {wait:.0f} s")
+EOF
+        sed 's/^/    sdk-server| /' "$sdk_log" >&2 || true
+        interop_fail "the SDK server did not start"
+    else
+        interop_out="$work/interop.out"
+        rc=0
+        timeout "$py_timeout" "$interop_bin" "http://127.0.0.1:$sdk_port" >"$interop_out" 2>&1 || rc=$?
+        sed 's/^/    /' "$interop_out"
+        n_pass=$(grep -c '^PASS' "$interop_out" || true)
+        n_fail=$(grep -c '^FAIL' "$interop_out" || true)
+        passed=$((passed + n_pass))
+        failed=$((failed + n_fail))
+        while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^(PASS|FAIL)' "$interop_out")
+        if [[ $((n_pass + n_fail)) -ne 4 ]]; then
+            failed=$((failed + 4 - n_pass - n_fail))
+            summary+=("FAIL  rust-client vs a2a-sdk server  exit $rc, $((n_pass + n_fail)) of 4 combinations reported")
+            sed 's/^/    sdk-server| /' "$sdk_log" | tail -n 40
+        fi
+    fi
+fi
+
 if [[ $failed -gt 0 ]]; then
     echo
     echo "--- server log (last 60 lines) ---"

@@ -8,6 +8,7 @@
 //!   is exact (`kind` and REQUIRED fields always present, `final` always present on status
 //!   updates, optional fields omitted when empty).
 //! - [`convert`]: v0.3 → v1 for requests and v1 → v0.3 for responses and stream events.
+//! - [`reverse`]: the client's direction: v1 requests → v0.3, v0.3 responses → v1.
 //! - [`rest`]: the v0.3 HTTP+JSON bodies (ProtoJSON of the v0.3 proto) and their conversion,
 //!   by way of the JSON-RPC objects.
 //!
@@ -16,6 +17,7 @@
 
 pub mod convert;
 pub mod rest;
+pub mod reverse;
 pub mod types;
 
 pub use convert::{

@@ -152,7 +152,8 @@ pub struct RestStatusUpdate03 {
     pub task_id: String,
     pub context_id: String,
     pub status: RestStatus03,
-    #[serde(rename = "final")]
+    /// A proto bool: absent (ProtoJSON omits defaults) is false.
+    #[serde(rename = "final", default)]
     pub is_final: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
@@ -165,7 +166,9 @@ pub struct RestArtifactUpdate03 {
     pub task_id: String,
     pub context_id: String,
     pub artifact: RestArtifact03,
+    #[serde(default)]
     pub append: bool,
+    #[serde(default)]
     pub last_chunk: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,

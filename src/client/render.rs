@@ -1,0 +1,426 @@
+//! How `agent-host call` shows a task to a person (or, with `--json`, to a program).
+//!
+//! Human mode: the agent's text on stdout as it streams, a compact `→ Tool: target` line per
+//! tool use, the answer at the end when nothing streamed; on stderr the task ids, a live
+//! status line (spinner, state, tool in use, elapsed time; only when stderr is a terminal)
+//! and a closing summary. JSON mode: one v1.0 `StreamResponse` per line on stdout.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::request::Approval;
+use super::stream::Event;
+use crate::protocol::v1::{Message, StreamResponse, Task, TaskState};
+
+const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// How the task ended, as far as the stream told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Completed,
+    Failed(String),
+    Canceled,
+    /// Waits for input: what it asks, and the task.
+    InputRequired {
+        task_id: String,
+        approval: Option<Approval>,
+    },
+    /// The stream ended without a final state.
+    Unfinished,
+}
+
+impl Outcome {
+    /// The exit code of `agent-host call`: 0 completed, 1 failed, 3 canceled, 4 input
+    /// required.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Completed => 0,
+            Outcome::Failed(_) | Outcome::Unfinished => 1,
+            Outcome::Canceled => 3,
+            Outcome::InputRequired { .. } => 4,
+        }
+    }
+}
+
+pub struct Renderer<O: Write, E: Write> {
+    out: O,
+    err: E,
+    json: bool,
+    live: bool,
+    started: Instant,
+    state: Option<TaskState>,
+    tool: Option<String>,
+    pub task_id: Option<String>,
+    context_id: Option<String>,
+    at_line_start: bool,
+    printed_text: bool,
+    status_drawn: bool,
+    frame: usize,
+    outcome: Option<Outcome>,
+    usage: Option<Value>,
+}
+
+/// The first line of a text, at most `max` characters.
+fn short(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
+/// What a tool works on: the usual input fields, else the first string.
+fn tool_target(input: Option<&Value>) -> String {
+    let Some(obj) = input.and_then(Value::as_object) else {
+        return String::new();
+    };
+    for k in ["command", "file_path", "path", "pattern", "url", "query"] {
+        if let Some(s) = obj.get(k).and_then(Value::as_str) {
+            return short(s, 80);
+        }
+    }
+    obj.values()
+        .find_map(Value::as_str)
+        .map(|s| short(s, 80))
+        .unwrap_or_default()
+}
+
+fn state_word(s: TaskState) -> &'static str {
+    match s {
+        TaskState::Submitted => "submitted",
+        TaskState::Working => "working",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Canceled => "canceled",
+        TaskState::InputRequired => "input required",
+        TaskState::Rejected => "rejected",
+        TaskState::AuthRequired => "auth required",
+        TaskState::Unspecified => "unknown",
+    }
+}
+
+/// The answer of an ended task: its `result` artifact, else its text artifacts, else the
+/// status message.
+fn answer_of(t: &Task) -> String {
+    let texts = |a: &crate::protocol::v1::Artifact| -> String {
+        a.parts
+            .iter()
+            .filter_map(|p| p.text.as_deref())
+            .collect::<Vec<_>>()
+            .join("")
+    };
+    if let Some(r) = t
+        .artifacts
+        .iter()
+        .find(|a| a.name.as_deref() == Some("result") || a.artifact_id == "result")
+    {
+        return texts(r);
+    }
+    let all: Vec<String> = t
+        .artifacts
+        .iter()
+        .filter(|a| a.name.as_deref() != Some("agent-metadata"))
+        .map(texts)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !all.is_empty() {
+        return all.join("\n");
+    }
+    t.status
+        .message
+        .as_ref()
+        .map(Message::text)
+        .unwrap_or_default()
+}
+
+impl<O: Write, E: Write> Renderer<O, E> {
+    pub fn new(out: O, err: E, json: bool, live: bool) -> Self {
+        Renderer {
+            out,
+            err,
+            json,
+            live,
+            started: Instant::now(),
+            state: None,
+            tool: None,
+            task_id: None,
+            context_id: None,
+            at_line_start: true,
+            printed_text: false,
+            status_drawn: false,
+            frame: 0,
+            outcome: None,
+            usage: None,
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        self.outcome.clone().unwrap_or(Outcome::Unfinished)
+    }
+
+    /// Forgets the outcome (a new stream follows an answer).
+    pub fn resume(&mut self) {
+        self.outcome = None;
+    }
+
+    fn clear_status(&mut self) {
+        if self.status_drawn {
+            let _ = write!(self.err, "\r\x1b[2K");
+            let _ = self.err.flush();
+            self.status_drawn = false;
+        }
+    }
+
+    /// Redraws the status line (live mode, and only between lines of text).
+    pub fn tick(&mut self) {
+        if !self.live || self.json || !self.at_line_start || self.outcome.is_some() {
+            return;
+        }
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let state = self.state.map(state_word).unwrap_or("connecting");
+        let tool = self
+            .tool
+            .as_ref()
+            .map(|t| format!(" · {t}"))
+            .unwrap_or_default();
+        let secs = self.started.elapsed().as_secs_f64();
+        let _ = write!(
+            self.err,
+            "\r\x1b[2K{} {state}{tool} · {secs:.1}s",
+            SPINNER[self.frame]
+        );
+        let _ = self.err.flush();
+        self.status_drawn = true;
+    }
+
+    fn text(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        self.clear_status();
+        let _ = write!(self.out, "{s}");
+        let _ = self.out.flush();
+        self.at_line_start = s.ends_with('\n');
+        self.printed_text = true;
+    }
+
+    fn line(&mut self, s: &str) {
+        self.clear_status();
+        if !self.at_line_start {
+            let _ = writeln!(self.out);
+        }
+        let _ = writeln!(self.out, "{s}");
+        let _ = self.out.flush();
+        self.at_line_start = true;
+    }
+
+    fn note(&mut self, s: &str) {
+        self.clear_status();
+        let _ = writeln!(self.err, "{s}");
+        let _ = self.err.flush();
+    }
+
+    fn end_text_line(&mut self) {
+        if !self.at_line_start {
+            let _ = writeln!(self.out);
+            let _ = self.out.flush();
+            self.at_line_start = true;
+        }
+    }
+
+    fn learn_ids(&mut self, task_id: &str, context_id: &str) {
+        if self.task_id.is_none() && !task_id.is_empty() {
+            self.task_id = Some(task_id.to_string());
+            self.context_id = Some(context_id.to_string());
+            if !self.json {
+                self.note(&format!("task {task_id} · context {context_id}"));
+            }
+        }
+    }
+
+    /// Shows one event.
+    pub fn event(&mut self, ev: &Event) {
+        if self.json {
+            let line = serde_json::to_string(&ev.response).unwrap_or_default();
+            let _ = writeln!(self.out, "{line}");
+            let _ = self.out.flush();
+        }
+        match &ev.response {
+            StreamResponse::Task(t) => self.task(t),
+            StreamResponse::Message(m) => {
+                if !self.json {
+                    self.text(&m.text());
+                }
+                self.finish(Outcome::Completed, None);
+            }
+            StreamResponse::ArtifactUpdate(a) => {
+                self.learn_ids(&a.task_id, &a.context_id);
+                let name = a
+                    .artifact
+                    .name
+                    .as_deref()
+                    .unwrap_or(&a.artifact.artifact_id);
+                if name == "agent-metadata" || (name == "result" && self.printed_text) {
+                    return;
+                }
+                if !self.json {
+                    let t: String = a
+                        .artifact
+                        .parts
+                        .iter()
+                        .filter_map(|p| p.text.as_deref())
+                        .collect();
+                    self.text(&t);
+                }
+            }
+            StreamResponse::StatusUpdate(s) => {
+                self.learn_ids(&s.task_id, &s.context_id);
+                if s.metadata.as_ref().and_then(|m| m.get("usage")).is_some() {
+                    self.usage = s.metadata.as_ref().and_then(|m| m.get("usage")).cloned();
+                }
+                self.status(s.status.state, s.status.message.as_ref());
+            }
+        }
+    }
+
+    fn task(&mut self, t: &Task) {
+        self.learn_ids(&t.id, &t.context_id);
+        self.state = Some(t.status.state);
+        if let Some(u) = t.metadata.as_ref().and_then(|m| m.get("usage")) {
+            self.usage = Some(u.clone());
+        }
+        let st = t.status.state;
+        if st.is_terminal() || st.is_interrupted() {
+            if !self.json && !self.printed_text && st == TaskState::Completed {
+                let a = answer_of(t);
+                self.text(&a);
+            }
+            self.status(st, t.status.message.as_ref());
+        }
+    }
+
+    fn status(&mut self, st: TaskState, msg: Option<&Message>) {
+        self.state = Some(st);
+        let md = msg.and_then(|m| m.metadata.as_ref());
+        if let Some(name) = md.and_then(|m| m.get("toolName")).and_then(Value::as_str) {
+            self.tool = Some(name.to_string());
+            if !self.json {
+                let target = tool_target(md.and_then(|m| m.get("toolInput")));
+                let sep = if target.is_empty() { "" } else { ": " };
+                self.line(&format!("→ {name}{sep}{target}"));
+            }
+            return;
+        }
+        if md.and_then(|m| m.get("toolUseId")).is_some() {
+            let failed = md.and_then(|m| m.get("isError")) == Some(&Value::Bool(true));
+            if failed && !self.json {
+                let t = msg.map(Message::text).unwrap_or_default();
+                self.line(&format!("  ✗ {}", short(&t, 100)));
+            }
+            self.tool = None;
+            return;
+        }
+        let text = msg.map(Message::text).unwrap_or_default();
+        match st {
+            TaskState::Completed => {
+                if !self.printed_text && !self.json {
+                    self.text(&text);
+                }
+                self.finish(Outcome::Completed, None);
+            }
+            TaskState::Failed | TaskState::Rejected => {
+                let why = if text.is_empty() {
+                    state_word(st).to_string()
+                } else {
+                    text
+                };
+                self.finish(Outcome::Failed(why), None);
+            }
+            TaskState::Canceled => self.finish(Outcome::Canceled, None),
+            TaskState::InputRequired | TaskState::AuthRequired => {
+                let approval = msg.and_then(|m| {
+                    Approval::from_status(&crate::protocol::v1::TaskStatus {
+                        state: st,
+                        message: Some(m.clone()),
+                        timestamp: None,
+                    })
+                });
+                let task_id = self.task_id.clone().unwrap_or_default();
+                self.finish(Outcome::InputRequired { task_id, approval }, None);
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, _why: Option<&str>) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.end_text_line();
+        self.clear_status();
+        self.tool = None;
+        self.outcome = Some(outcome.clone());
+        if self.json {
+            return;
+        }
+        let took = self.started.elapsed();
+        let usage = self.usage_words();
+        match &outcome {
+            Outcome::Completed => self.note(&format!("✓ completed in {}{usage}", secs(took))),
+            Outcome::Failed(why) => self.note(&format!(
+                "✗ failed after {}: {}",
+                secs(took),
+                short(why, 300)
+            )),
+            Outcome::Canceled => self.note(&format!("■ canceled after {}", secs(took))),
+            Outcome::InputRequired { approval, .. } => {
+                let mut s = String::from("? input required");
+                if let Some(a) = approval {
+                    s.push_str(&format!(": {}", short(&a.detail, 300)));
+                    if let Some(tool) = &a.tool {
+                        let target = a.target.as_deref().unwrap_or("");
+                        s.push_str(&format!("\n  {tool} {target}"));
+                    }
+                    if !a.options.is_empty() {
+                        let opts: Vec<&str> = a.options.iter().map(|o| o.id.as_str()).collect();
+                        s.push_str(&format!("  [{}]", opts.join(" / ")));
+                    }
+                }
+                self.note(&s);
+            }
+            Outcome::Unfinished => {}
+        }
+    }
+
+    fn usage_words(&self) -> String {
+        let Some(u) = &self.usage else {
+            return String::new();
+        };
+        let mut s = String::new();
+        if let (Some(i), Some(o)) = (
+            u.get("inputTokens").and_then(Value::as_u64),
+            u.get("outputTokens").and_then(Value::as_u64),
+        ) {
+            s.push_str(&format!(" · {i} in / {o} out tokens"));
+        }
+        if let Some(c) = u.get("costUsd").and_then(Value::as_f64) {
+            s.push_str(&format!(" · ${c:.4}"));
+        }
+        s
+    }
+
+    /// A line on stderr (human mode only).
+    pub fn say(&mut self, s: &str) {
+        if !self.json {
+            self.note(s);
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}

@@ -1,0 +1,547 @@
+//! The client library and the `call` / `tasks` commands against our server: both versions ×
+//! both bindings, approvals, cancel, resubscribe after a killed connection, exit codes.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_host::client::{
+    collect, Binding, CardRefresh, Client, ClientError, Event, Options, ProtocolVersion, Request,
+};
+use agent_host::protocol::v1::{ListTasksRequest, SendMessageResponse, StreamResponse, TaskState};
+use futures::StreamExt;
+
+use crate::common::{limit, TestServer};
+
+const COMBOS: [(Binding, ProtocolVersion); 4] = [
+    (Binding::JsonRpc, ProtocolVersion::V1),
+    (Binding::HttpJson, ProtocolVersion::V1),
+    (Binding::JsonRpc, ProtocolVersion::V03),
+    (Binding::HttpJson, ProtocolVersion::V03),
+];
+
+async fn client_for(base: &str, b: Binding, v: ProtocolVersion) -> Client {
+    Client::builder(base)
+        .bindings(vec![b])
+        .versions(vec![v])
+        .options(Options {
+            resubscribe_delay: Duration::from_millis(50),
+            ..Options::default()
+        })
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn last_state(events: &[Event]) -> Option<TaskState> {
+    events.iter().rev().find_map(Event::state)
+}
+
+fn text_of(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.response {
+            StreamResponse::ArtifactUpdate(a) if a.artifact.name.as_deref() == Some("result") => {
+                Some(
+                    a.artifact
+                        .parts
+                        .iter()
+                        .filter_map(|p| p.text.clone())
+                        .collect::<String>(),
+                )
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_operation_over_both_versions_and_bindings() {
+    limit(async {
+        let s = TestServer::start().await;
+        for (b, v) in COMBOS {
+            let c = client_for(&s.base, b, v).await;
+            assert_eq!((c.endpoint().binding, c.endpoint().version), (b, v));
+            let what = format!("{b:?} {v:?}");
+
+            // Blocking send.
+            let task = match c.send(Request::text("hello")).await.expect("send") {
+                SendMessageResponse::Task(t) => t,
+                other => panic!("{what}: {other:?}"),
+            };
+            assert_eq!(task.status.state, TaskState::Completed, "{what}");
+            assert!(task
+                .artifacts
+                .iter()
+                .any(|a| a.name.as_deref() == Some("result")));
+
+            // Get.
+            let got = c.get_task(&task.id).await.expect("get");
+            assert_eq!(
+                (got.id.as_str(), got.status.state),
+                (task.id.as_str(), TaskState::Completed)
+            );
+            let err = c.get_task("no-such-task").await.unwrap_err();
+            assert_eq!(err.reason(), Some("TASK_NOT_FOUND"), "{what}: {err}");
+
+            // Stream.
+            let events = collect(c.stream(Request::text("hello")).await.expect("stream"))
+                .await
+                .expect("events");
+            assert!(
+                matches!(events[0].response, StreamResponse::Task(_)),
+                "{what}"
+            );
+            assert_eq!(last_state(&events), Some(TaskState::Completed), "{what}");
+            assert!(text_of(&events).contains("Everything looks fine"), "{what}");
+
+            // List: v1.0 only.
+            match v {
+                ProtocolVersion::V1 => {
+                    let l = c
+                        .list_tasks(ListTasksRequest {
+                            context_id: Some(task.context_id.clone()),
+                            ..ListTasksRequest::default()
+                        })
+                        .await
+                        .expect("list");
+                    assert_eq!(l.tasks.len(), 1, "{what}");
+                    assert_eq!(l.tasks[0].id, task.id);
+                }
+                ProtocolVersion::V03 => {
+                    let e = c.list_tasks(ListTasksRequest::default()).await.unwrap_err();
+                    assert!(matches!(e, ClientError::Unsupported { .. }), "{e}");
+                }
+            }
+
+            // Cancel a task that hangs (non-blocking send first).
+            let hung = match c
+                .send(Request::text("hang").return_immediately())
+                .await
+                .expect("send")
+            {
+                SendMessageResponse::Task(t) => t,
+                other => panic!("{other:?}"),
+            };
+            let canceled = c.cancel(&hung.id).await.expect("cancel");
+            assert_eq!(canceled.status.state, TaskState::Canceled, "{what}");
+            let again = c.cancel(&hung.id).await.unwrap_err();
+            assert_eq!(
+                again.reason(),
+                Some("TASK_NOT_CANCELABLE"),
+                "{what}: {again}"
+            );
+
+            // Subscribe to a running task.
+            let slow = match c
+                .send(Request::text("slow").return_immediately())
+                .await
+                .expect("send")
+            {
+                SendMessageResponse::Task(t) => t,
+                other => panic!("{other:?}"),
+            };
+            let events = collect(c.subscribe(&slow.id).await.expect("subscribe"))
+                .await
+                .expect("events");
+            assert!(
+                matches!(events[0].response, StreamResponse::Task(_)),
+                "{what}"
+            );
+            assert_eq!(last_state(&events), Some(TaskState::Completed), "{what}");
+
+            // An approval, answered.
+            let events = collect(c.stream(Request::text("approval")).await.expect("stream"))
+                .await
+                .expect("events");
+            let last = events.last().expect("an event");
+            assert_eq!(last.state(), Some(TaskState::InputRequired), "{what}");
+            let StreamResponse::StatusUpdate(su) = &last.response else {
+                panic!("{what}: {last:?}")
+            };
+            let ask = agent_host::client::Approval::from_status(&su.status).expect("approval");
+            assert_eq!(
+                (ask.kind.as_str(), ask.tool.as_deref()),
+                ("command", Some("Bash")),
+                "{what}"
+            );
+            assert!(ask.is_decision());
+            let answered = collect(c.answer(&su.task_id, "yes").await.expect("answer"))
+                .await
+                .expect("events");
+            assert_eq!(last_state(&answered), Some(TaskState::Completed), "{what}");
+            assert!(
+                text_of(&answered).contains("Everything looks fine"),
+                "{what}"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_card_is_revalidated_with_its_etag_and_legacy_cards_work() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        assert_eq!(
+            c.endpoint().version,
+            ProtocolVersion::V1,
+            "v1.0 is preferred"
+        );
+        assert_eq!(
+            c.endpoint().binding,
+            Binding::JsonRpc,
+            "the card's first interface"
+        );
+        assert!(c.cached_card().and_then(|k| k.etag).is_some());
+        assert_eq!(
+            c.refresh_card().await.expect("refresh"),
+            CardRefresh::NotModified
+        );
+        // A v0.3-only client reads the same card.
+        let c = Client::builder(&s.base)
+            .versions(vec![ProtocolVersion::V03])
+            .connect()
+            .await
+            .expect("connect");
+        assert_eq!(c.endpoint().version, ProtocolVersion::V03);
+        let err = Client::connect(format!("{}/nothing-here", s.base))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::Card { .. }), "{err}");
+    })
+    .await;
+}
+
+/// A TCP proxy whose connections can all be cut at once.
+struct Proxy {
+    base: String,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: &str) -> Proxy {
+        let target = target.trim_start_matches("http://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let conns: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let c2 = conns.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let h = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                c2.lock().expect("lock").push(h.abort_handle());
+            }
+        });
+        Proxy {
+            base,
+            conns,
+            accept,
+        }
+    }
+
+    /// Cuts every open connection (the sockets close).
+    fn cut(&self) {
+        for h in self.conns.lock().expect("lock").drain(..) {
+            h.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+#[tokio::test]
+async fn a_killed_connection_is_resumed_with_last_event_id_and_no_event_is_lost_or_repeated() {
+    limit(async {
+        let s = TestServer::start().await;
+        for (b, v) in COMBOS {
+            let proxy = Proxy::start(&s.base).await;
+            let c = client_for(&proxy.base, b, v).await;
+            let what = format!("{b:?} {v:?}");
+            let mut events = c.stream(Request::text("slow")).await.expect("stream");
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                seen.push(events.next().await.expect("event").expect("ok"));
+            }
+            proxy.cut();
+            while let Some(ev) = events.next().await {
+                seen.push(ev.unwrap_or_else(|e| panic!("{what}: {e}")));
+            }
+            let ids: Vec<u64> = seen
+                .iter()
+                .map(|e| {
+                    e.id.as_deref()
+                        .and_then(|i| i.parse().ok())
+                        .expect("numeric id")
+                })
+                .collect();
+            let expected: Vec<u64> = (1..=ids.len() as u64).collect();
+            assert_eq!(ids, expected, "{what}: every event exactly once");
+            assert_eq!(last_state(&seen), Some(TaskState::Completed), "{what}");
+            assert!(seen.len() > 5, "{what}: the stream went on after the cut");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stream_that_cannot_be_resumed_fails_after_its_retries() {
+    limit(async {
+        let s = TestServer::start().await;
+        let proxy = Proxy::start(&s.base).await;
+        let c = Client::builder(&proxy.base)
+            .options(Options {
+                max_resubscribes: 2,
+                resubscribe_delay: Duration::from_millis(20),
+                connect_timeout: Duration::from_secs(2),
+                ..Options::default()
+            })
+            .connect()
+            .await
+            .expect("connect");
+        let mut events = c.stream(Request::text("slow")).await.expect("stream");
+        events.next().await.expect("event").expect("ok");
+        drop(proxy); // cut, and accept no more
+        let mut last = None;
+        while let Some(ev) = events.next().await {
+            last = Some(ev);
+        }
+        match last {
+            Some(Err(ClientError::StreamLost { attempts, .. })) => assert_eq!(attempts, 2),
+            other => panic!("expected StreamLost, got {other:?}"),
+        }
+    })
+    .await;
+}
+
+// ------------------------------------------------------------------------------------
+// The `call` and `tasks` commands, run as the built binary.
+// ------------------------------------------------------------------------------------
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn agent_host(args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(args)
+        .env_remove("A2A_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agent-host");
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("agent-host did not finish in 30 s")
+        .expect("wait");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Ids and timings out, for snapshots.
+fn redact(s: &str) -> String {
+    let uuid = regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+        .expect("re");
+    let secs = regex::Regex::new(r"\d+\.\ds").expect("re");
+    let s = uuid.replace_all(s, "[id]");
+    secs.replace_all(&s, "[t]s").into_owned()
+}
+
+#[tokio::test]
+async fn call_shows_the_answer_to_a_person_and_exits_0() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = agent_host(&["call", &s.base, "hello", "--cwd", "/tmp"]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        insta::assert_snapshot!(
+            "call_human",
+            format!("--- stdout\n{}--- stderr\n{}", r.stdout, redact(&r.stderr))
+        );
+        for (b, v) in [("rest", "1.0"), ("jsonrpc", "0.3"), ("rest", "0.3")] {
+            let r =
+                agent_host(&["call", &s.base, "hello", "--binding", b, "--a2a-version", v]).await;
+            assert_eq!(r.code, 0, "{b} {v}: {}", r.stderr);
+            assert!(
+                r.stdout.contains("Everything looks fine"),
+                "{b} {v}: {}",
+                r.stdout
+            );
+        }
+        let r = agent_host(&["call", &s.base, "hello", "--no-stream"]).await;
+        assert_eq!(r.code, 0);
+        assert!(r.stdout.contains("Everything looks fine"), "{}", r.stdout);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn call_json_prints_one_v1_event_per_line() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = agent_host(&["call", &s.base, "hello", "--json", "--a2a-version", "0.3"]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let lines: Vec<serde_json::Value> = r
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+            .collect();
+        assert!(lines[0].get("task").is_some(), "{:?}", lines[0]);
+        let last = lines.last().expect("a line");
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        let shapes: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                l.as_object()
+                    .and_then(|o| o.keys().next().cloned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        insta::assert_snapshot!("call_json_shapes", shapes.join("\n"));
+        // The context goes on.
+        let ctx = lines[0]["task"]["contextId"]
+            .as_str()
+            .expect("context")
+            .to_string();
+        let r = agent_host(&["call", &s.base, "again", "--json", "--context", &ctx]).await;
+        assert_eq!(r.code, 0);
+        assert!(r.stdout.contains(&ctx));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn call_exit_codes_failed_input_required_canceled_usage() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = agent_host(&["call", &s.base, "fail"]).await;
+        assert_eq!(r.code, 1, "fail: {}", r.stderr);
+        assert!(r.stderr.contains("✗ failed"), "{}", r.stderr);
+
+        let r = agent_host(&["call", &s.base, "approval"]).await;
+        assert_eq!(r.code, 4, "approval without a terminal: {}", r.stderr);
+        assert!(r.stderr.contains("? input required"), "{}", r.stderr);
+        assert!(r.stderr.contains("Bash ls  [allow / deny]"), "{}", r.stderr);
+        // Answer it with --task.
+        let task = r
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("task "))
+            .and_then(|l| l.split_whitespace().next())
+            .expect("task id on stderr")
+            .to_string();
+        let r = agent_host(&["call", &s.base, "yes", "--task", &task]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("Everything looks fine"));
+
+        // Canceled meanwhile by `tasks cancel`.
+        let base = s.base.clone();
+        let call = tokio::spawn(async move { agent_host(&["call", &base, "hang"]).await });
+        let c = Client::connect(&s.base).await.expect("connect");
+        let mut hung = None;
+        for _ in 0..200 {
+            let l = c
+                .list_tasks(ListTasksRequest {
+                    status: Some(TaskState::Working),
+                    ..ListTasksRequest::default()
+                })
+                .await
+                .expect("list");
+            if let Some(t) = l.tasks.first() {
+                hung = Some(t.id.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let hung = hung.expect("the hanging task is listed");
+        let r = agent_host(&["tasks", "cancel", &s.base, &hung]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("canceled"));
+        let r = call.await.expect("join");
+        assert_eq!(r.code, 3, "canceled: {}", r.stderr);
+
+        // Usage errors.
+        assert_eq!(agent_host(&["call", &s.base]).await.code, 2);
+        assert_eq!(agent_host(&["call", "ftp://x", "hi"]).await.code, 2);
+        assert_eq!(
+            agent_host(&["call", &s.base, "hi", "--binding", "grpc"])
+                .await
+                .code,
+            2
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tasks_list_get_and_watch() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        let t = match c.send(Request::text("hello")).await.expect("send") {
+            SendMessageResponse::Task(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let r = agent_host(&["tasks", "list", &s.base]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            r.stdout.contains(&t.id) && r.stdout.contains("completed"),
+            "{}",
+            r.stdout
+        );
+        let r = agent_host(&["tasks", "get", &s.base, &t.id, "--json"]).await;
+        let got: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+        assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
+        let r = agent_host(&["tasks", "get", &s.base, "nope"]).await;
+        assert_eq!(r.code, 1);
+        assert!(r.stderr.contains("TASK_NOT_FOUND"), "{}", r.stderr);
+        // Watch a running task to its end.
+        let slow = match c
+            .send(Request::text("slow").return_immediately())
+            .await
+            .expect("send")
+        {
+            SendMessageResponse::Task(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let r = agent_host(&["tasks", "watch", &s.base, &slow.id]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("Everything looks fine"), "{}", r.stdout);
+        // A finished task replays from an event id.
+        let r = agent_host(&[
+            "tasks",
+            "watch",
+            &s.base,
+            &t.id,
+            "--last-event-id",
+            "0",
+            "--json",
+        ])
+        .await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.lines().count() > 3);
+    })
+    .await;
+}
