@@ -212,7 +212,8 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let registry = registry(&settings)?;
     let adapter = choose_adapter(&settings, &registry, &host_env())?;
     let launch = launch_for(&settings, adapter)?;
-    tracing::info!(adapter = %launch.adapter.id, program = %launch.program.display(), cwd = %launch.cwd.display(), "agent");
+    tracing::info!(adapter = %launch.adapter.id, "agent");
+    tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
     let launch_grace = launch.cancel_grace;
     let (store, push_store): (Arc<dyn TaskStore>, Arc<dyn PushStore>) = match &settings.store {
         StoreChoice::Memory => {

@@ -52,6 +52,8 @@ enum Control {
 /// A task that has not reached a terminal state.
 struct Live {
     context_id: String,
+    /// When the task was accepted (for the duration metric).
+    created: std::time::Instant,
     notify: Arc<watch::Sender<u64>>,
     control: Option<mpsc::UnboundedSender<Control>>,
 }
@@ -60,6 +62,8 @@ struct Live {
 struct Pending {
     task_id: String,
     prompt: String,
+    /// The trace the request that made this turn belongs to.
+    traceparent: Option<String>,
     /// The task ran before (a host restart cut it off): the turn resumes it.
     continuing: bool,
 }
@@ -125,6 +129,17 @@ fn visible(owner: &Option<String>, caller: Owner<'_>) -> bool {
         (Some(o), Some(c)) => o == c,
         _ => true,
     }
+}
+
+tokio::task_local! {
+    /// The W3C `traceparent` of the request being handled (set by the HTTP layer), passed to
+    /// the CLI (`TRACEPARENT`) and kept in the task's metadata.
+    pub static TRACEPARENT: Option<String>;
+}
+
+/// The current request's `traceparent`, if any.
+fn current_traceparent() -> Option<String> {
+    TRACEPARENT.try_with(|t| t.clone()).ok().flatten()
 }
 
 /// Called with a task id after new events of that task were stored.
@@ -293,12 +308,15 @@ impl Engine {
             .create_owned(task, owner.map(str::to_string))
             .await
             .map_err(store_err)?;
+        metrics::counter!("agent_host_tasks_created_total", "adapter" => self.inner.launch.adapter.id.clone())
+            .increment(1);
         let (start, new_context) = {
             let mut st = lock(&self.inner.state);
             st.live.insert(
                 task_id.clone(),
                 Live {
                     context_id: context_id.clone(),
+                    created: std::time::Instant::now(),
                     notify: Arc::new(watch::channel(1).0),
                     control: None,
                 },
@@ -313,6 +331,7 @@ impl Engine {
             let pending = Pending {
                 task_id: task_id.clone(),
                 prompt,
+                traceparent: current_traceparent(),
                 continuing: false,
             };
             if ctx.running.is_some() {
@@ -381,22 +400,24 @@ impl Engine {
         if st.running_turns >= self.inner.config.limits.max_running {
             tracing::info!(task = %p.task_id, "waiting for a free slot (max running tasks)");
             st.ready.push_back((context_id.to_string(), p));
+            Inner::gauge_load(st);
             return None;
         }
         st.running_turns += 1;
-        Some(self.prepare_turn(st, &p.task_id, context_id, p.prompt, p.continuing))
+        Inner::gauge_load(st);
+        Some(self.prepare_turn(st, context_id, p))
     }
 
     /// Sets up a turn for a task whose context is free: control channel, session args,
     /// working directory.
-    fn prepare_turn(
-        &self,
-        st: &mut State,
-        task_id: &str,
-        context_id: &str,
-        prompt: String,
-        continuing: bool,
-    ) -> turn::Turn {
+    fn prepare_turn(&self, st: &mut State, context_id: &str, p: Pending) -> turn::Turn {
+        let Pending {
+            task_id,
+            prompt,
+            traceparent,
+            continuing,
+        } = p;
+        let task_id = task_id.as_str();
         let launch = &self.inner.launch;
         let ctx = st.contexts.entry(context_id.to_string()).or_default();
         let session = match &ctx.session {
@@ -426,6 +447,7 @@ impl Engine {
             notify,
             control: rx,
             continuing,
+            traceparent,
         }
     }
 
@@ -704,6 +726,7 @@ impl Engine {
                 )));
             }
             *n += 1;
+            metrics::gauge!("agent_host_sse_subscribers").increment(1.0);
             SubscriberSlot {
                 inner: self.inner.clone(),
                 task_id: task_id.to_string(),
@@ -817,15 +840,44 @@ impl Inner {
         if events.is_empty() {
             return;
         }
+        let terminal = events.iter().find_map(|e| match e {
+            TaskEvent::Stream(StreamResponse::StatusUpdate(u)) if u.status.state.is_terminal() => {
+                Some(u.status.state)
+            }
+            _ => None,
+        });
         match self.store.append(task_id, events).await {
             Ok(seq) => {
                 notify.send_replace(seq);
+                self.count_terminal(task_id, &terminal);
                 if let Some(hook) = self.hook.get() {
                     hook(task_id);
                 }
             }
             Err(e) => tracing::error!(task = %task_id, error = %e, "could not store task events"),
         }
+    }
+
+    /// Counts a task that reached a terminal state, with its duration.
+    fn count_terminal(&self, task_id: &str, state: &Option<TaskState>) {
+        let Some(state) = state else {
+            return;
+        };
+        let adapter = self.launch.adapter.id.clone();
+        let label = state_word(*state);
+        metrics::counter!("agent_host_tasks_finished_total", "adapter" => adapter.clone(), "state" => label)
+            .increment(1);
+        let created = lock(&self.state).live.get(task_id).map(|l| l.created);
+        if let Some(c) = created {
+            metrics::histogram!("agent_host_task_duration_seconds", "adapter" => adapter, "state" => label)
+                .record(c.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Publishes the running and queued counts.
+    fn gauge_load(st: &State) {
+        metrics::gauge!("agent_host_running_tasks").set(st.running_turns as f64);
+        metrics::gauge!("agent_host_queued_tasks").set(st.queued() as f64);
     }
 
     /// The watch channel of a live task (a fresh one for a task that is not live).
@@ -882,8 +934,9 @@ impl Inner {
                     break;
                 };
                 st.running_turns += 1;
-                turns.push(engine.prepare_turn(&mut st, &p.task_id, &ctx, p.prompt, p.continuing));
+                turns.push(engine.prepare_turn(&mut st, &ctx, p));
             }
+            Inner::gauge_load(&st);
             turns
         };
         self.turn_ended.notify_waiters();

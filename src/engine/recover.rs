@@ -79,6 +79,7 @@ impl Engine {
                         ctx.queue.push_back(Pending {
                             task_id: id.clone(),
                             prompt,
+                            traceparent: None,
                             continuing: false,
                         });
                         r.queued += 1;
@@ -88,6 +89,7 @@ impl Engine {
                         ctx.queue.push_back(Pending {
                             task_id: id.clone(),
                             prompt: RESTART_PROMPT.to_string(),
+                            traceparent: None,
                             continuing: true,
                         });
                         r.resumed += 1;
@@ -105,6 +107,7 @@ impl Engine {
                         id.clone(),
                         Live {
                             context_id: ctx_id.clone(),
+                            created: std::time::Instant::now(),
                             notify: Arc::new(watch::channel(snap.last_seq).0),
                             control: None,
                         },
@@ -168,6 +171,7 @@ impl Engine {
                 Pending {
                     task_id: task_id.to_string(),
                     prompt,
+                    traceparent: super::current_traceparent(),
                     continuing: true,
                 },
             )

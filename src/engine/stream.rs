@@ -30,6 +30,7 @@ pub(super) struct SubscriberSlot {
 
 impl Drop for SubscriberSlot {
     fn drop(&mut self) {
+        metrics::gauge!("agent_host_sse_subscribers").decrement(1.0);
         let mut st = lock(&self.inner.state);
         if let Some(n) = st.subscribers.get_mut(&self.task_id) {
             *n = n.saturating_sub(1);

@@ -31,6 +31,8 @@ pub(super) struct Turn {
     pub control: mpsc::UnboundedReceiver<Control>,
     /// The task ran before and this turn resumes it (after a host restart).
     pub continuing: bool,
+    /// W3C trace context of the request, for the CLI's environment.
+    pub traceparent: Option<String>,
 }
 
 /// Lines of stderr kept for the failure message.
@@ -65,6 +67,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         notify,
         mut control,
         continuing,
+        traceparent,
     } = turn;
     let launch = &inner.launch;
     let mut mapper = TurnMapper::new(&task_id, &context_id)
@@ -88,12 +91,19 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         return;
     };
 
-    let spec = launch.spawn_spec_in(&prompt, &session, &cwd);
+    let mut spec = launch.spawn_spec_in(&prompt, &session, &cwd);
+    if let Some(tp) = &traceparent {
+        spec.env.retain(|(k, _)| k != "TRACEPARENT");
+        spec.env.push(("TRACEPARENT".into(), tp.clone()));
+        mapper.add_metadata("traceparent", serde_json::json!(tp));
+    }
     // fork/exec off the async workers, so a burst of new tasks never delays other streams.
     let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
     let mut proc = match spawned {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
+            metrics::counter!("agent_host_spawn_failures_total", "adapter" => launch.adapter.id.clone())
+                .increment(1);
             tracing::warn!(error = %e, "could not start the agent");
             let ev = mapper.on_exit(ExitReason::SpawnFailed(
                 "the agent's program could not be started (see the host log)".into(),
@@ -188,6 +198,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                                 session_recorded = true;
                             }
                             AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
+                            AgentEvent::Usage(u) => count_usage(&launch.adapter.id, u),
                             AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
                             _ => {}
                         }
@@ -327,5 +338,18 @@ async fn interrupt(proc: &mut Process, bytes: &[u8], grace: Duration) {
     let drain = async { while proc.next().await.is_some() {} };
     if tokio::time::timeout(grace, drain).await.is_err() {
         tracing::debug!("the agent did not end its turn after the interrupt");
+    }
+}
+
+/// Tokens and cost a CLI reported, as metrics.
+fn count_usage(adapter: &str, u: &crate::adapter::Usage) {
+    for (kind, n) in [("input", u.input_tokens), ("output", u.output_tokens)] {
+        if let Some(n) = n {
+            metrics::counter!("agent_host_tokens_total", "adapter" => adapter.to_string(), "kind" => kind)
+                .increment(n);
+        }
+    }
+    if let Some(c) = u.cost_usd {
+        metrics::gauge!("agent_host_cost_usd_total", "adapter" => adapter.to_string()).increment(c);
     }
 }

@@ -93,6 +93,17 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
         (Some(scheme), None) => Some(scheme.clone()),
         _ => None,
     };
+    // The trace of the request that created the task, passed on to the receiver.
+    let traceparent = match inner.tasks.get(&rec.task_id).await {
+        Ok(Some(s)) => s
+            .task
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("traceparent"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        _ => None,
+    };
     let mut stop = inner.stop.subscribe();
     loop {
         if *stop.borrow() {
@@ -132,8 +143,14 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                 rec.delivered_seq = ev.seq;
                 continue;
             };
-            match post(inner, &rec, &body, token.as_deref(), auth.as_deref()).await {
+            let headers = Headers {
+                token: token.as_deref(),
+                auth: auth.as_deref(),
+                traceparent: traceparent.as_deref(),
+            };
+            match post(inner, &rec, &body, &headers).await {
                 Ok(()) => {
+                    metrics::counter!("agent_host_push_deliveries_total").increment(1);
                     rec.delivered_seq = ev.seq;
                     rec.attempts = 0;
                     rec.next_at_ms = 0;
@@ -141,6 +158,7 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                     save(inner, &rec).await;
                 }
                 Err(err) => {
+                    metrics::counter!("agent_host_push_failures_total").increment(1);
                     rec.attempts += 1;
                     tracing::warn!(task = %rec.task_id, config = %rec.id, seq = ev.seq, attempt = rec.attempts, error = %err, "push delivery failed");
                     if rec.attempts >= inner.settings.max_attempts {
@@ -214,13 +232,14 @@ fn payload(ev: &LoggedEvent, version: &str) -> Option<String> {
     })
 }
 
-async fn post(
-    inner: &Inner,
-    rec: &PushRecord,
-    body: &str,
-    token: Option<&str>,
-    auth: Option<&str>,
-) -> Result<(), String> {
+/// Headers of a webhook request beyond the content type.
+struct Headers<'a> {
+    token: Option<&'a str>,
+    auth: Option<&'a str>,
+    traceparent: Option<&'a str>,
+}
+
+async fn post(inner: &Inner, rec: &PushRecord, body: &str, h: &Headers<'_>) -> Result<(), String> {
     // The resolver refuses non-public addresses for names; literal addresses are checked
     // here (the resolver never sees them).
     super::guard::check_url(&rec.url, inner.settings.allow_private).await?;
@@ -229,11 +248,14 @@ async fn post(
         .post(&rec.url)
         .header("content-type", "application/json")
         .body(body.to_string());
-    if let Some(t) = token {
+    if let Some(t) = h.token {
         req = req.header("X-A2A-Notification-Token", t);
     }
-    if let Some(a) = auth {
+    if let Some(a) = h.auth {
         req = req.header("authorization", a);
+    }
+    if let Some(t) = h.traceparent {
+        req = req.header("traceparent", t);
     }
     let resp = req.send().await.map_err(|e| {
         // reqwest's message includes the URL; keep it (the client configured it).

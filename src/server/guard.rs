@@ -299,11 +299,38 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         }
     }
     req.extensions_mut().insert(Caller(caller));
-    let mut resp = next.run(req).await;
+    let traceparent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .filter(|t| valid_traceparent(t))
+        .map(str::to_string);
+    let mut resp = crate::engine::TRACEPARENT
+        .scope(traceparent, next.run(req))
+        .await;
     if let Some((o, true)) = &origin {
         cors(resp.headers_mut(), o);
     }
     resp
+}
+
+/// `version-traceid-parentid-flags`: 2, 32, 16 and 2 lowercase hex digits; an all-zero
+/// trace or parent id is invalid.
+fn valid_traceparent(t: &str) -> bool {
+    let parts: Vec<&str> = t.trim().split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
+    parts.len() >= 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && parts[1].bytes().any(|b| b != b'0')
+        && hex(parts[2], 16)
+        && parts[2].bytes().any(|b| b != b'0')
+        && hex(parts[3], 2)
 }
 
 fn cors(h: &mut HeaderMap, origin: &str) {

@@ -7,6 +7,7 @@
 pub mod card;
 pub mod guard;
 mod jsonrpc;
+pub mod metrics;
 mod negotiate;
 mod ops;
 mod push_rpc;
@@ -65,6 +66,8 @@ pub struct HttpLimits {
 /// The router with every route.
 pub fn app(state: AppState, limits: &HttpLimits) -> Router {
     let guard = state.guard.clone();
+    // Install the recorder before the first request counts anything.
+    let _ = metrics::handle();
     Router::new()
         .route("/", post(jsonrpc::handle))
         .route("/a2a", post(jsonrpc::handle))
@@ -72,6 +75,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .route("/.well-known/agent-card.json", get(card::get_card))
         .route("/.well-known/agent.json", get(card::get_card))
         .route("/health", get(health))
+        .route("/metrics", get(metrics::get_metrics))
         .merge(rest::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

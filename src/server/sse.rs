@@ -137,6 +137,7 @@ pub fn response(
                     Some(e) => {
                         if let Some(json) = st.flavor.payload(&e) {
                             let f = frame(e.seq, &st.flavor.wrap(&json));
+                            metrics::counter!("agent_host_sse_events_total").increment(1);
                             // Keep-alives only on a quiet stream.
                             st.keepalive.reset();
                             return Some((Ok(f), st));

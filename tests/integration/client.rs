@@ -371,7 +371,9 @@ fn redact(s: &str) -> String {
 async fn call_shows_the_answer_to_a_person_and_exits_0() {
     limit(async {
         let s = TestServer::start().await;
-        let r = agent_host(&["call", &s.base, "hello", "--cwd", "/tmp"]).await;
+        // --cwd names a directory inside the server's workspace (its working directory).
+        let cwd = s.dir().to_string_lossy().into_owned();
+        let r = agent_host(&["call", &s.base, "hello", "--cwd", &cwd]).await;
         assert_eq!(r.code, 0, "{}", r.stderr);
         insta::assert_snapshot!(
             "call_human",

@@ -5,6 +5,7 @@ mod common;
 mod errors;
 mod lifecycle;
 mod model_server;
+mod observe;
 mod push;
 mod real_cli;
 mod rest;

@@ -1,0 +1,46 @@
+//! `GET /metrics`: Prometheus text from the process-wide recorder. The names:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `agent_host_tasks_created_total` | counter | adapter |
+//! | `agent_host_tasks_finished_total` | counter | adapter, state |
+//! | `agent_host_task_duration_seconds` | histogram (summary) | adapter, state |
+//! | `agent_host_running_tasks` | gauge | |
+//! | `agent_host_queued_tasks` | gauge | |
+//! | `agent_host_sse_events_total` | counter | |
+//! | `agent_host_sse_subscribers` | gauge | |
+//! | `agent_host_spawn_failures_total` | counter | adapter |
+//! | `agent_host_push_deliveries_total` / `agent_host_push_failures_total` | counter | |
+//! | `agent_host_tokens_total` | counter | adapter, kind (input, output) |
+//! | `agent_host_cost_usd_total` | gauge (only grows) | adapter |
+
+use std::sync::OnceLock;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use (None if another recorder
+/// was installed first).
+pub fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .as_ref()
+}
+
+/// `GET /metrics`.
+pub async fn get_metrics() -> Response {
+    match handle() {
+        Some(h) => {
+            let mut r = (StatusCode::OK, h.render()).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            r
+        }
+        None => (StatusCode::NOT_FOUND, "metrics are not available").into_response(),
+    }
+}
