@@ -111,6 +111,12 @@ pub fn choose_adapter(
     env: &[(String, String)],
 ) -> Result<AdapterSpec, StartError> {
     if let Some(id) = &settings.adapter {
+        // With several adapters (`claude-code,codex`), the first is the default one.
+        let id = id
+            .split(',')
+            .map(str::trim)
+            .find(|s| !s.is_empty())
+            .unwrap_or("");
         let a = registry.get(id)?.clone();
         tracing::info!(adapter = %a.id, "serving the adapter named by AGENT_ADAPTER");
         return Ok(a);
@@ -181,6 +187,8 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
 
 fn card_settings(s: &Settings) -> CardSettings {
     CardSettings {
+        path_prefix: String::new(),
+        others: Vec::new(),
         name: s.card_name.clone(),
         description: s.card_description.clone(),
         legacy_v03_fields: s.card_legacy_v03,
@@ -207,26 +215,70 @@ async fn shutdown_signal() {
     }
 }
 
-/// `agent-host serve`.
-pub async fn serve(settings: Settings) -> Result<(), StartError> {
-    let registry = registry(&settings)?;
-    let adapter = choose_adapter(&settings, &registry, &host_env())?;
-    let launch = launch_for(&settings, adapter)?;
-    tracing::info!(adapter = %launch.adapter.id, "agent");
-    tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
-    let launch_grace = launch.cancel_grace;
-    let (store, push_store): (Arc<dyn TaskStore>, Arc<dyn PushStore>) = match &settings.store {
+/// The adapters to serve: each of a comma-separated `AGENT_ADAPTER` (the first is the
+/// default), else the one [`choose_adapter`] picks.
+fn adapters_to_serve(
+    settings: &Settings,
+    registry: &Registry,
+) -> Result<Vec<AdapterSpec>, StartError> {
+    let mut out: Vec<AdapterSpec> = Vec::new();
+    match settings.adapter.as_deref().filter(|a| a.contains(',')) {
+        Some(list) => {
+            for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if !out.iter().any(|a| a.id == id) {
+                    out.push(registry.get(id)?.clone());
+                }
+            }
+        }
+        None => out.push(choose_adapter(settings, registry, &host_env())?),
+    }
+    Ok(out)
+}
+
+/// The task store and push-config store of one engine (one SQLite file or memory store).
+type Stores = (Arc<dyn TaskStore>, Arc<dyn PushStore>);
+
+/// The store of one adapter: the configured one for the default adapter; a database next
+/// to it (`agent-host.<id>.db`) for each other one, so that every engine owns its tasks.
+fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<Stores, StartError> {
+    Ok(match choice {
         StoreChoice::Memory => {
-            tracing::info!("store: memory (tasks are gone when agent-host stops)");
             let s = Arc::new(MemoryStore::new());
             (s.clone(), s)
         }
         StoreChoice::Sqlite(path) => {
-            let s = Arc::new(SqliteStore::open(path).map_err(StartError::Store)?);
-            tracing::info!(path = %path.display(), "store: sqlite");
+            let path = if default {
+                path.clone()
+            } else {
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "agent-host".into());
+                path.with_file_name(format!("{stem}.{adapter_id}.db"))
+            };
+            let s = Arc::new(SqliteStore::open(&path).map_err(StartError::Store)?);
+            tracing::info!(adapter = %adapter_id, path = %path.display(), "store: sqlite");
             (s.clone(), s)
         }
-    };
+    })
+}
+
+/// One adapter's engine (recovered), push service and handler state.
+async fn start_agent(
+    settings: &Settings,
+    adapter: AdapterSpec,
+    default: bool,
+    guard: Arc<Guard>,
+    local_addr: std::net::SocketAddr,
+) -> Result<AppState, StartError> {
+    let launch = launch_for(settings, adapter)?;
+    let id = launch.adapter.id.clone();
+    tracing::info!(adapter = %id, default, "agent");
+    tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
+    if settings.store == StoreChoice::Memory {
+        tracing::info!(adapter = %id, "store: memory (tasks are gone when agent-host stops)");
+    }
+    let (store, push_store) = open_store(&settings.store, &id, default)?;
     let engine = Engine::with_config(
         store.clone(),
         launch,
@@ -259,6 +311,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let r = engine.recover().await.map_err(StartError::Store)?;
     if r != Recovery::default() {
         tracing::info!(
+            adapter = %id,
             resumed = r.resumed,
             queued = r.queued,
             waiting_for_input = r.waiting,
@@ -267,26 +320,49 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
             "picked up the tasks a previous agent-host left unfinished"
         );
     }
+    Ok(AppState {
+        engine,
+        card: card_settings(settings),
+        local_addr,
+        started_at: SystemTime::now(),
+        keepalive: settings.sse_keepalive,
+        push,
+        guard,
+    })
+}
+
+/// `agent-host serve`.
+pub async fn serve(settings: Settings) -> Result<(), StartError> {
+    settings.check_open_bind()?;
+    let registry = registry(&settings)?;
+    let adapters = adapters_to_serve(&settings, &registry)?;
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
     let local_addr = listener
         .local_addr()
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
-    let state = AppState {
-        engine,
-        card: card_settings(&settings),
+    let guard = Arc::new(Guard::new(
+        settings.security.clone(),
         local_addr,
-        started_at: SystemTime::now(),
-        keepalive: settings.sse_keepalive,
-        push,
-        guard: Arc::new(Guard::new(
-            settings.security.clone(),
-            local_addr,
-            settings.public_url.as_deref(),
-            settings.host_limits.rate_per_minute,
-        )),
-    };
+        settings.public_url.as_deref(),
+        settings.host_limits.rate_per_minute,
+    ));
+    let others: Vec<(String, String, String)> = adapters
+        .iter()
+        .skip(1)
+        .map(|a| (a.id.clone(), a.name.clone(), a.description.clone()))
+        .collect();
+    let mut states = Vec::new();
+    let mut grace = Duration::ZERO;
+    for (i, adapter) in adapters.into_iter().enumerate() {
+        let mut state = start_agent(&settings, adapter, i == 0, guard.clone(), local_addr).await?;
+        if i == 0 {
+            state.card.others = others.clone();
+        }
+        grace = grace.max(state.engine.launch().cancel_grace);
+        states.push(state);
+    }
     if settings.security.credentials.is_empty() {
         if settings.security.insecure_no_auth && !local_addr.ip().is_loopback() {
             tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
@@ -298,11 +374,15 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         );
     }
     tracing::info!("agent-host listening on http://{local_addr} (card: http://{local_addr}/.well-known/agent-card.json)");
+    for s in states.iter().skip(1) {
+        let id = &s.engine.launch().adapter.id;
+        tracing::info!("also serving {id} at http://{local_addr}/agents/{id}/");
+    }
     let limits = HttpLimits {
         body_limit: settings.body_limit,
     };
-    let drain = launch_grace + Duration::from_secs(10);
-    server::serve(listener, state, limits, shutdown_signal(), drain)
+    let drain = grace + Duration::from_secs(10);
+    server::serve_many(listener, states, limits, shutdown_signal(), drain)
         .await
         .map_err(StartError::Serve)?;
     tracing::info!("stopped");

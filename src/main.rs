@@ -51,7 +51,9 @@ async fn run(command: Command) -> anyhow::Result<i32> {
         }
         Command::Card(args) => {
             let settings = Settings::resolve(&args)?;
-            println!("{}", cli::print_card(&settings)?);
+            use std::io::Write;
+            // A closed pipe (`agent-host card | head`) is not an error.
+            let _ = writeln!(std::io::stdout(), "{}", cli::print_card(&settings)?);
         }
         Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
         Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),

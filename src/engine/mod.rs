@@ -699,8 +699,9 @@ impl Engine {
                 if c.send(Control::Cancel(tx)).is_ok() {
                     let grace = self.inner.launch.cancel_grace;
                     // The turn acknowledges once the process group is gone and the task
-                    // is canceled; bounded by the grace period plus the SIGKILL round.
-                    let _ = tokio::time::timeout(grace + Duration::from_secs(5), rx).await;
+                    // is canceled: the CLI's own interrupt (up to a grace period), SIGTERM
+                    // (another), then the SIGKILL round.
+                    let _ = tokio::time::timeout(grace * 2 + Duration::from_secs(5), rx).await;
                 }
             }
         }

@@ -83,13 +83,16 @@ async fn job(inner: Arc<Inner>, key: (String, String)) {
 }
 
 async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
-    let token = rec.token.as_deref().and_then(|t| inner.sealer.open(t).ok());
+    let open = |sealed: &str| match inner.sealer.open(sealed) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(task = %rec.task_id, config = %rec.id, error = %e, "cannot open a stored push secret; sending without it");
+            None
+        }
+    };
+    let token = rec.token.as_deref().and_then(open);
     let auth = match (&rec.auth_scheme, &rec.auth_credentials) {
-        (Some(scheme), Some(c)) => inner
-            .sealer
-            .open(c)
-            .ok()
-            .map(|cred| format!("{scheme} {cred}")),
+        (Some(scheme), Some(c)) => open(c).map(|cred| format!("{scheme} {cred}")),
         (Some(scheme), None) => Some(scheme.clone()),
         _ => None,
     };
@@ -144,6 +147,7 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                 continue;
             };
             let headers = Headers {
+                seq: ev.seq,
                 token: token.as_deref(),
                 auth: auth.as_deref(),
                 traceparent: traceparent.as_deref(),
@@ -234,6 +238,8 @@ fn payload(ev: &LoggedEvent, version: &str) -> Option<String> {
 
 /// Headers of a webhook request beyond the content type.
 struct Headers<'a> {
+    /// The event's sequence number in the task's log: receivers deduplicate with it.
+    seq: u64,
     token: Option<&'a str>,
     auth: Option<&'a str>,
     traceparent: Option<&'a str>,
@@ -247,6 +253,7 @@ async fn post(inner: &Inner, rec: &PushRecord, body: &str, h: &Headers<'_>) -> R
         .client
         .post(&rec.url)
         .header("content-type", "application/json")
+        .header("X-A2A-Event-Seq", h.seq.to_string())
         .body(body.to_string());
     if let Some(t) = h.token {
         req = req.header("X-A2A-Notification-Token", t);

@@ -25,6 +25,11 @@ pub struct CardSettings {
     pub legacy_v03_fields: bool,
     /// Base URL clients should use (e.g. behind a proxy); default: from the request's Host.
     pub public_url: Option<String>,
+    /// Path of this agent under the base URL (`agents/codex/`), empty for the root.
+    pub path_prefix: String,
+    /// The other adapters served by this host: (id, name, description), named in the root
+    /// card as skills.
+    pub others: Vec<(String, String, String)>,
 }
 
 /// Media types the agent reads.
@@ -41,7 +46,7 @@ pub fn build(
     security: &Security,
 ) -> AgentCard {
     let (security_schemes, security_requirements) = security_of(security);
-    let skills = adapter
+    let mut skills: Vec<AgentSkill> = adapter
         .skills
         .iter()
         .map(|s| AgentSkill {
@@ -57,6 +62,17 @@ pub fn build(
             ..AgentSkill::default()
         })
         .collect();
+    for (id, name, description) in &cs.others {
+        skills.push(AgentSkill {
+            id: format!("agent-{id}"),
+            name: name.clone(),
+            description: format!(
+                "{description} Served by this host at agents/{id}/ (its own card: agents/{id}/.well-known/agent-card.json)."
+            ),
+            tags: vec![id.clone(), "agent".into()],
+            ..AgentSkill::default()
+        });
+    }
     let iface = |url: String, binding: &str, version: &str| AgentInterface {
         url,
         protocol_binding: binding.into(),
@@ -134,7 +150,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
         if !u.ends_with('/') {
             u.push('/');
         }
-        return u;
+        return format!("{u}{}", state.card.path_prefix);
     }
     let host = headers
         .get(header::HOST)
@@ -142,7 +158,7 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
         .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_graphic()))
         .map(str::to_string)
         .unwrap_or_else(|| state.local_addr.to_string());
-    format!("http://{host}/")
+    format!("http://{host}/{}", state.card.path_prefix)
 }
 
 /// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).

@@ -142,9 +142,42 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let engine = state.engine.clone();
-    let push = state.push.clone();
-    let router = app(state, &limits);
+    serve_many(listener, vec![state], limits, shutdown, drain).await
+}
+
+/// Several adapters on one port: the first is served at the root, and each (the first
+/// too) at `/agents/{adapter id}/` with its own card and endpoints.
+pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
+    let Some(first) = agents.first() else {
+        return Router::new().fallback(not_found);
+    };
+    let mut router = app(first.clone(), limits);
+    for a in agents {
+        let id = a.engine.launch().adapter.id.clone();
+        let mut nested = a.clone();
+        nested.card.path_prefix = format!("agents/{id}/");
+        router = router.nest(&format!("/agents/{id}"), app(nested, limits));
+    }
+    router
+}
+
+/// [`serve`] for several adapters (see [`app_many`]).
+pub async fn serve_many<F>(
+    listener: tokio::net::TcpListener,
+    agents: Vec<AppState>,
+    limits: HttpLimits,
+    shutdown: F,
+    drain: Duration,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    // `/agents/codex/` (the URL in that agent's card) reaches the nested router's `/`.
+    let router = tower::Layer::layer(
+        &tower_http::normalize_path::NormalizePathLayer::trim_trailing_slash(),
+        app_many(&agents, &limits),
+    );
+    let router = axum::ServiceExt::<axum::extract::Request>::into_make_service(router);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // When `shutdown` resolves the server stops accepting; requests in flight (open streams
     // among them) go on until they finish.
@@ -158,13 +191,13 @@ where
         _ = stop_rx => None,
         r = &mut server => Some(r),
     };
-    tracing::info!(
-        live_tasks = engine.live_count(),
-        "shutting down: ending running tasks"
-    );
-    engine.shutdown().await;
-    if let Some(p) = &push {
-        p.shutdown();
+    let live: usize = agents.iter().map(|a| a.engine.live_count()).sum();
+    tracing::info!(live_tasks = live, "shutting down: ending running tasks");
+    futures::future::join_all(agents.iter().map(|a| a.engine.shutdown())).await;
+    for a in &agents {
+        if let Some(p) = &a.push {
+            p.shutdown();
+        }
     }
     let result = match finished {
         Some(r) => r,

@@ -290,6 +290,25 @@ pub enum SettingsError {
     Invalid(String),
 }
 
+impl Settings {
+    /// Refuses to serve on a non-loopback address without any credential, unless asked to
+    /// with `--insecure-no-auth`.
+    pub fn check_open_bind(&self) -> Result<(), SettingsError> {
+        let bind = self.bind;
+        if !bind.ip().is_loopback()
+            && self.security.credentials.is_empty()
+            && !self.security.insecure_no_auth
+        {
+            return Err(SettingsError::Invalid(format!(
+                "refusing to listen on {bind} without authentication: anyone who can reach it could run commands on this machine. \
+                 Set AGENT_HOST_TOKEN (or [auth] tokens/api_keys/basic in the config file), or bind to 127.0.0.1; \
+                 --insecure-no-auth serves without it"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -581,13 +600,6 @@ impl Settings {
                 .unwrap_or_else(|| file.security.allowed_origins.clone()),
             insecure_no_auth: args.insecure_no_auth,
         };
-        if !bind.ip().is_loopback() && security.credentials.is_empty() && !args.insecure_no_auth {
-            return Err(SettingsError::Invalid(format!(
-                "refusing to listen on {bind} without authentication: anyone who can reach it could run commands on this machine. \
-                 Set AGENT_HOST_TOKEN (or [auth] tokens/api_keys/basic in the config file), or bind to 127.0.0.1; \
-                 --insecure-no-auth serves without it"
-            )));
-        }
         let roots: Vec<PathBuf> = match (&args.allowed_cwds, file.workspace.roots.is_empty()) {
             (Some(list), _) => security::split_list(list)
                 .into_iter()

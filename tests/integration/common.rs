@@ -177,6 +177,8 @@ impl TestServer {
         let state = AppState {
             engine,
             card: CardSettings {
+                path_prefix: String::new(),
+                others: Vec::new(),
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,

@@ -89,3 +89,64 @@ async fn traceparent_reaches_the_cli_and_the_task() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn several_adapters_are_served_on_one_port() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--store", "memory", "--port", &port.to_string()])
+            .env("AGENT_ADAPTER", "demo,jsonl")
+            .env("AGENT_BINARY", fake_agent())
+            .env("AGENT_REPO_PATH", dir.path())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let mut root: serde_json::Value = serde_json::Value::Null;
+        for _ in 0..100 {
+            if let Ok(r) = client.get(format!("{base}/.well-known/agent-card.json")).send().await {
+                root = r.json().await.unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let skills: Vec<&str> = root["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+        assert!(skills.contains(&"demo-session") && skills.contains(&"agent-jsonl"), "{skills:?}");
+        let card: serde_json::Value = client
+            .get(format!("{base}/agents/jsonl/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(card["supportedInterfaces"][0]["url"], format!("{base}/agents/jsonl/"));
+        let send = |url: String| {
+            let client = client.clone();
+            async move {
+                client
+                    .post(url)
+                    .header("A2A-Version", "1.0")
+                    .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("echo via adapter")}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<serde_json::Value>()
+                    .await
+                    .unwrap()
+            }
+        };
+        let via_jsonl = send(format!("{base}/agents/jsonl/")).await;
+        assert_eq!(via_jsonl["result"]["task"]["metadata"]["adapter"], "jsonl", "{via_jsonl}");
+        let via_root = send(format!("{base}/")).await;
+        assert_eq!(via_root["result"]["task"]["metadata"]["adapter"], "demo");
+        let via_demo = send(format!("{base}/agents/demo/a2a/rest/message:send").replace("/a2a/rest/message:send", "/")).await;
+        assert_eq!(via_demo["result"]["task"]["metadata"]["adapter"], "demo");
+        let _ = child.kill().await;
+    })
+    .await;
+}
