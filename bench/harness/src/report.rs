@@ -137,8 +137,8 @@ pub fn table(rows: &[Row]) -> String {
         match r.measure {
             Measure::CpuPerEvent => {
                 let what = format!(
-                    "host CPU / event, {} × {}-event tasks, lines back to back",
-                    ld.streams, ld.events
+                    "host CPU / event, {} × {}-event tasks, lines back to back (agent-host: {} runs)",
+                    ld.streams, ld.events, ld.reps
                 );
                 let (x, y) = (cpu_per_event(a), cpu_per_event(b));
                 line(
