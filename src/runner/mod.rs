@@ -431,10 +431,19 @@ async fn wait_group_gone(pgid: u32, deadline: Instant) {
 }
 
 /// true if any non-zombie process has process group id `pgid`.
+///
+/// The kernel answers first (`killpg(pgid, 0)`): no process in the group at all, which is
+/// the common case once a CLI has exited and been reaped, costs one system call. Only when
+/// the group still has a member is `/proc` scanned, to tell a zombie from a live process;
+/// that scan reads every process's `stat` (milliseconds with a thousand processes), so doing
+/// it at every turn's end made each task cost that much host CPU.
 #[cfg(target_os = "linux")]
 pub fn group_alive(pgid: u32) -> bool {
+    if !killpg_probe(pgid) {
+        return false;
+    }
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return killpg_probe(pgid);
+        return true;
     };
     for entry in dir.flatten() {
         let name = entry.file_name();

@@ -76,6 +76,14 @@ impl Flavor {
         })
     }
 
+    /// The SSE frame of a logged event (its sequence number as the `id`), or None when the
+    /// event is not streamed. The event's JSON is serialized once and cached on the event, so
+    /// each further subscriber only pays for the envelope.
+    pub fn encode(&self, e: &LoggedEvent) -> Option<Bytes> {
+        let json = self.payload(e)?;
+        Some(frame(e.seq, &self.wrap(&json)))
+    }
+
     /// A frame for a stream response that is not in the log (a snapshot).
     pub fn frame_for(&self, seq: u64, sr: &StreamResponse) -> Bytes {
         let json = match self {
@@ -135,8 +143,7 @@ pub fn response(
             tokio::select! {
                 ev = st.events.next() => match ev {
                     Some(e) => {
-                        if let Some(json) = st.flavor.payload(&e) {
-                            let f = frame(e.seq, &st.flavor.wrap(&json));
+                        if let Some(f) = st.flavor.encode(&e) {
                             metrics::counter!("agent_host_sse_events_total").increment(1);
                             // Keep-alives only on a quiet stream.
                             st.keepalive.reset();

@@ -1,0 +1,224 @@
+//! One `SendStreamingMessage` SSE stream over a plain TCP connection (HTTP/1.1, chunked body
+//! decoded by hand), so the client costs little next to the host it measures.
+//!
+//! Each frame is looked at for what the harness needs: the first `working` status (task
+//! start latency), the bench CLI's lines (`ev=NNNNNN @t=<ns>`: event latency and loss) and
+//! the final state.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// What one stream saw.
+#[derive(Debug, Default)]
+pub struct StreamResult {
+    /// SSE frames with data (keep-alive comments not counted).
+    pub frames: u64,
+    /// Distinct CLI lines received (by index).
+    pub events: u64,
+    /// CLI write → frame read, per CLI line, in ns.
+    pub latencies_ns: Vec<u64>,
+    /// Send → first `working` frame.
+    pub start: Option<Duration>,
+    pub completed: bool,
+    pub error: Option<String>,
+}
+
+pub fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn digits_after(hay: &[u8], marker: &[u8]) -> Option<u64> {
+    let at = find(hay, marker)? + marker.len();
+    let mut v: u64 = 0;
+    let mut any = false;
+    for &b in &hay[at..] {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
+        any = true;
+    }
+    any.then_some(v)
+}
+
+/// The JSON-RPC body of a v1.0 `SendStreamingMessage` with a text prompt.
+pub fn request_body(prompt: &str, message_id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{{"message":{{"messageId":"{message_id}","role":"ROLE_USER","parts":[{{"text":"{prompt}"}}]}}}}}}"#
+    )
+}
+
+enum Body {
+    Headers,
+    Chunked { need: Option<usize> },
+    Plain,
+    Done,
+}
+
+struct Reader {
+    raw: Vec<u8>,
+    body: Vec<u8>,
+    state: Body,
+}
+
+impl Reader {
+    /// Moves what `raw` holds of the body into `body`. Returns false on a malformed response.
+    fn decode(&mut self) -> Result<(), String> {
+        loop {
+            match &mut self.state {
+                Body::Headers => {
+                    let Some(end) = find(&self.raw, b"\r\n\r\n") else {
+                        return Ok(());
+                    };
+                    let head = String::from_utf8_lossy(&self.raw[..end]).to_ascii_lowercase();
+                    if !head.starts_with("http/1.1 200") {
+                        let line = head.lines().next().unwrap_or("").to_string();
+                        return Err(format!("HTTP status: {line}"));
+                    }
+                    if !head.contains("text/event-stream") {
+                        return Err("not an event stream".into());
+                    }
+                    self.state = if head.contains("transfer-encoding: chunked") {
+                        Body::Chunked { need: None }
+                    } else {
+                        Body::Plain
+                    };
+                    self.raw.drain(..end + 4);
+                }
+                Body::Plain => {
+                    self.body.append(&mut self.raw);
+                    return Ok(());
+                }
+                Body::Done => return Ok(()),
+                Body::Chunked { need: None } => {
+                    let Some(eol) = find(&self.raw, b"\r\n") else {
+                        return Ok(());
+                    };
+                    let line = String::from_utf8_lossy(&self.raw[..eol]);
+                    let hex = line.split(';').next().unwrap_or("").trim();
+                    let size = usize::from_str_radix(hex, 16)
+                        .map_err(|_| format!("bad chunk size {hex:?}"))?;
+                    self.raw.drain(..eol + 2);
+                    self.state = if size == 0 {
+                        Body::Done
+                    } else {
+                        Body::Chunked { need: Some(size) }
+                    };
+                }
+                Body::Chunked { need: Some(n) } => {
+                    // The chunk and its CRLF.
+                    if self.raw.len() < *n + 2 {
+                        return Ok(());
+                    }
+                    self.body.extend_from_slice(&self.raw[..*n]);
+                    self.raw.drain(..*n + 2);
+                    self.state = Body::Chunked { need: None };
+                }
+            }
+        }
+    }
+}
+
+/// Runs one stream to its end (or `deadline`). `expected` is the number of CLI lines; an
+/// index seen twice counts once.
+pub async fn stream(
+    addr: SocketAddr,
+    body: &str,
+    expected: usize,
+    deadline: Instant,
+) -> StreamResult {
+    let mut r = StreamResult::default();
+    let sent = Instant::now();
+    if let Err(e) = run(addr, body, expected, deadline, sent, &mut r).await {
+        r.error = Some(e);
+    }
+    r
+}
+
+async fn run(
+    addr: SocketAddr,
+    body: &str,
+    expected: usize,
+    deadline: Instant,
+    sent: Instant,
+    r: &mut StreamResult,
+) -> Result<(), String> {
+    let mut s = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nAccept: text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut seen = vec![false; expected];
+    let mut rd = Reader {
+        raw: Vec::with_capacity(16 * 1024),
+        body: Vec::with_capacity(16 * 1024),
+        state: Body::Headers,
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => return Err("timed out".into()),
+            Ok(Err(e)) => return Err(format!("read: {e}")),
+            Ok(Ok(n)) => n,
+        };
+        if n == 0 {
+            break;
+        }
+        // Every frame in this read arrived now.
+        let (now_rt, now) = (realtime_ns(), Instant::now());
+        rd.raw.extend_from_slice(&buf[..n]);
+        rd.decode()?;
+        while let Some(end) = find(&rd.body, b"\n\n") {
+            let ev: Vec<u8> = rd.body.drain(..end + 2).collect();
+            let Some(at) = find(&ev, b"data:") else {
+                continue; // a keep-alive comment
+            };
+            let data = &ev[at..];
+            r.frames += 1;
+            if r.start.is_none() && find(data, b"TASK_STATE_WORKING").is_some() {
+                r.start = Some(now - sent);
+            }
+            if let Some(t) = digits_after(data, b"@t=") {
+                r.latencies_ns.push(now_rt.saturating_sub(t));
+                if let Some(i) = digits_after(data, b"ev=") {
+                    if let Some(slot) = seen.get_mut(i as usize) {
+                        if !*slot {
+                            *slot = true;
+                            r.events += 1;
+                        }
+                    }
+                }
+            }
+            if find(data, b"TASK_STATE_COMPLETED").is_some() {
+                r.completed = true;
+            } else if find(data, b"TASK_STATE_FAILED").is_some() {
+                return Err("task failed".into());
+            } else if find(data, b"\"error\":{").is_some() {
+                let msg = String::from_utf8_lossy(&data[..data.len().min(300)]).into_owned();
+                return Err(format!("JSON-RPC error: {msg}"));
+            }
+        }
+        if matches!(rd.state, Body::Done) {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,327 @@
+//! loadgen: the side-by-side benchmark of agent-host and a Node @a2a-js/sdk host (see
+//! bench/README.md; `bench/run.sh` builds everything and runs this).
+//!
+//! For every scenario it starts a fresh agent-host, runs the load, stops it, then does the
+//! same with the baseline (hosts alternate within one run), and prints one table. Every
+//! scenario is bounded in count and time; hosts listen on 127.0.0.1 only.
+//!
+//! A harness binary: a failure to set up (no free port, a host that does not start) ends
+//! the run with a message; nothing here is timed as a pass/fail assertion.
+
+mod client;
+mod host;
+mod report;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use host::{Host, Kind, Programs};
+use report::{Measure, Row};
+
+/// One load: `streams` concurrent streams (started `stagger` apart), each a task whose CLI
+/// prints `events` lines `pause_us` apart.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    pub streams: usize,
+    pub events: usize,
+    pub pause_us: u64,
+    pub stagger: Duration,
+    pub limit: Duration,
+    /// Times agent-host runs the load in a row on one host (the baseline runs it once), so
+    /// that its CPU time spans enough 10 ms clock ticks to be read; per-event figures divide
+    /// by all the frames streamed.
+    pub reps: usize,
+}
+
+/// What one load did on one host.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub cpu: Duration,
+    pub wall: Duration,
+    pub frames: u64,
+    pub events: u64,
+    pub expected: u64,
+    pub latencies_ns: Vec<u64>,
+    pub starts_ns: Vec<u64>,
+    pub peak_rss_kib: u64,
+    pub errors: Vec<String>,
+    pub incomplete: usize,
+    pub card_after: Duration,
+    pub idle_rss_kib: u64,
+}
+
+async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
+    let deadline = tokio::time::Instant::now() + load.limit;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..load.streams {
+        let body = client::request_body(
+            &format!("n={} pause_us={}", load.events, load.pause_us),
+            &format!("{tag}-{i}"),
+        );
+        let delay = load.stagger * i as u32;
+        set.spawn(async move {
+            tokio::time::sleep(delay).await;
+            client::stream(addr, &body, load.events, deadline).await
+        });
+    }
+    let mut out = Vec::with_capacity(load.streams);
+    while let Some(r) = set.join_next().await {
+        out.push(r.unwrap_or_else(|e| client::StreamResult {
+            error: Some(format!("join: {e}")),
+            ..Default::default()
+        }));
+    }
+    out
+}
+
+/// Starts a fresh host, runs the load, samples the host's RSS, stops it.
+fn run_load(
+    rt: &tokio::runtime::Runtime,
+    kind: &Kind,
+    progs: &Programs,
+    load: Load,
+    tag: &str,
+) -> Result<Outcome, String> {
+    let host = Host::start(kind, progs, &format!("{tag}.log"))?;
+    let cpu0 = host.cpu();
+    let t0 = std::time::Instant::now();
+    let mut peak = 0u64;
+    let reps = if matches!(kind, Kind::Baseline) {
+        1
+    } else {
+        load.reps
+    };
+    let results = rt.block_on(async {
+        let work = async {
+            let mut all = Vec::new();
+            for _ in 0..reps {
+                all.extend(drive(host.addr, load, tag).await);
+            }
+            all
+        };
+        tokio::pin!(work);
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        loop {
+            tokio::select! {
+                r = &mut work => break r,
+                _ = tick.tick() => peak = peak.max(host.status_kib("VmRSS:")),
+            }
+        }
+    });
+    let wall = t0.elapsed();
+    let cpu = host.cpu().saturating_sub(cpu0);
+    let mut o = Outcome {
+        cpu,
+        wall,
+        expected: (reps * load.streams * load.events) as u64,
+        peak_rss_kib: peak.max(host.status_kib("VmHWM:")),
+        card_after: host.card_after,
+        idle_rss_kib: host.idle_rss_kib,
+        ..Default::default()
+    };
+    for r in results {
+        o.frames += r.frames;
+        o.events += r.events;
+        o.latencies_ns.extend(r.latencies_ns);
+        if let Some(s) = r.start {
+            o.starts_ns.push(s.as_nanos() as u64);
+        }
+        if !r.completed {
+            o.incomplete += 1;
+        }
+        if let Some(e) = r.error {
+            o.errors.push(e);
+        }
+    }
+    drop(host);
+    Ok(o)
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let need = |name: &str| -> PathBuf {
+        match arg(&args, name) {
+            Some(v) => std::fs::canonicalize(&v).unwrap_or_else(|e| {
+                eprintln!("loadgen: {name} {v}: {e}");
+                std::process::exit(2)
+            }),
+            None => {
+                eprintln!(
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME]"
+                );
+                std::process::exit(2)
+            }
+        }
+    };
+    let progs = Programs {
+        agent_host: need("--agent-host"),
+        baseline: need("--baseline"),
+        cli: need("--cli"),
+        work: need("--work"),
+    };
+    let scale: f64 = arg(&args, "--scale")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let only = arg(&args, "--only");
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("loadgen: tokio: {e}");
+            std::process::exit(1)
+        }
+    };
+    let sc = |n: usize| ((n as f64 * scale).round() as usize).max(1);
+    let ms = Duration::from_millis;
+    let memory = Kind::AgentHost {
+        store: "memory".into(),
+    };
+    let sqlite = Kind::AgentHost {
+        store: format!("sqlite:{}", progs.work.join("bench.db").display()),
+    };
+    let scenarios: Vec<(&str, Measure, Load, bool)> = vec![
+        (
+            "cpu-50x100",
+            Measure::CpuPerEvent,
+            Load {
+                streams: sc(50),
+                events: 100,
+                pause_us: 0,
+                stagger: ms(1),
+                limit: ms(120_000),
+                reps: 10,
+            },
+            false,
+        ),
+        (
+            "cpu-10x1000",
+            Measure::CpuPerEvent,
+            Load {
+                streams: sc(10),
+                events: 1000,
+                pause_us: 0,
+                stagger: ms(1),
+                limit: ms(180_000),
+                reps: 10,
+            },
+            true,
+        ),
+        (
+            "cpu-1x2000",
+            Measure::CpuPerEvent,
+            Load {
+                streams: 1,
+                events: sc(2000),
+                pause_us: 0,
+                stagger: ms(0),
+                limit: ms(180_000),
+                reps: 20,
+            },
+            false,
+        ),
+        (
+            "latency-1",
+            Measure::Latency,
+            Load {
+                streams: 1,
+                events: sc(400),
+                pause_us: 5000,
+                stagger: ms(0),
+                limit: ms(60_000),
+                reps: 1,
+            },
+            false,
+        ),
+        (
+            "latency-100",
+            Measure::Latency,
+            Load {
+                streams: 100,
+                events: sc(100),
+                pause_us: 5000,
+                stagger: ms(1),
+                limit: ms(120_000),
+                reps: 1,
+            },
+            false,
+        ),
+        (
+            "latency-500",
+            Measure::Latency,
+            Load {
+                streams: 500,
+                events: sc(20),
+                pause_us: 50_000,
+                stagger: ms(1),
+                limit: ms(120_000),
+                reps: 1,
+            },
+            false,
+        ),
+        (
+            "start",
+            Measure::Start,
+            Load {
+                streams: sc(30),
+                events: 1,
+                pause_us: 0,
+                stagger: ms(100),
+                limit: ms(60_000),
+                reps: 1,
+            },
+            false,
+        ),
+        (
+            "live-1000",
+            Measure::Live,
+            Load {
+                streams: 1000,
+                events: 20,
+                pause_us: 500_000,
+                stagger: ms(1),
+                limit: ms(120_000),
+                reps: 1,
+            },
+            false,
+        ),
+    ];
+    let mut rows: Vec<Row> = Vec::new();
+    for (name, measure, load, with_sqlite) in scenarios {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let mut row = Row::new(measure, load);
+        let mut kinds = vec![("agent-host", &memory), ("baseline", &Kind::Baseline)];
+        if with_sqlite {
+            kinds.push(("agent-host-sqlite", &sqlite));
+        }
+        for (who, kind) in kinds {
+            eprintln!(
+                "loadgen: {name} on {who}: {} stream(s) x {} events, {} µs apart",
+                load.streams, load.events, load.pause_us
+            );
+            let tag = format!("{name}-{who}");
+            match run_load(&rt, kind, &progs, load, &tag) {
+                Ok(o) => {
+                    eprintln!("loadgen:   {}", report::summary(&o));
+                    row.set(who, o);
+                }
+                Err(e) => {
+                    eprintln!("loadgen:   {who} failed: {e}");
+                    std::process::exit(1)
+                }
+            }
+        }
+        rows.push(row);
+    }
+    println!("{}", report::table(&rows));
+}

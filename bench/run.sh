@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark: agent-host vs a Node A2A host built on @a2a-js/sdk 1.3.0.
+#
+# Usage: bench/run.sh [--scale F] [--only SCENARIO]
+#   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
+#   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
+#               latency-100, latency-500, start, live-1000)
+#
+# Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
+# generator `loadgen`) in release mode, installs the baseline's pinned npm packages into
+# bench/baseline/node_modules when missing, then runs every scenario on a fresh agent-host
+# and a fresh baseline in turn, and prints the table (markdown) on stdout; progress and each
+# run's summary go to stderr. Everything listens on 127.0.0.1; every load is bounded in count
+# and time, the whole run by a 30-minute timeout; hosts and their CLIs are stopped on exit.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+
+echo "run.sh: building (release)" >&2
+(cd "$root" && cargo build --release --quiet --bin agent-host -p agent-host \
+    && cargo build --release --quiet -p agent-host-bench)
+if [[ ! -d "$here/baseline/node_modules/@a2a-js/sdk" ]]; then
+    echo "run.sh: installing the baseline's packages (npm ci)" >&2
+    (cd "$here/baseline" && npm ci --no-audit --no-fund --silent)
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/agent-host-bench.XXXXXX")"
+lg_pid=""
+cleanup() {
+    if [[ -n "$lg_pid" ]] && kill -0 "$lg_pid" 2>/dev/null; then
+        # loadgen stops its hosts when it ends; a TERM'd loadgen cannot, so stop its group.
+        kill -TERM -- "-$lg_pid" 2>/dev/null || true
+        sleep 1
+        kill -KILL -- "-$lg_pid" 2>/dev/null || true
+    fi
+    # Any host left behind (each leads its own process group, started from loadgen).
+    for f in /proc/[0-9]*/cwd; do
+        pid="${f#/proc/}"; pid="${pid%/cwd}"
+        if [[ "$(readlink "$f" 2>/dev/null)" == "$work" ]]; then
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "run.sh: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB; work dir $work" >&2
+setsid timeout 1800 "$root/target/release/loadgen" \
+    --agent-host "$root/target/release/agent-host" \
+    --baseline "$here/baseline/server.mjs" \
+    --cli "$root/target/release/bench-cli" \
+    --work "$work" "$@" &
+lg_pid=$!
+wait "$lg_pid"
