@@ -251,10 +251,13 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
                     "access-control-allow-methods",
                     HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
                 );
-                h.insert(
-                    "access-control-allow-headers",
-                    HeaderValue::from_static(CORS_HEADERS),
-                );
+                // The origin is allowed, so the headers it asks for are too (this covers a
+                // custom API key header); without a request list, the standard set.
+                let allow = headers
+                    .get("access-control-request-headers")
+                    .cloned()
+                    .unwrap_or(HeaderValue::from_static(CORS_HEADERS));
+                h.insert("access-control-allow-headers", allow);
                 h.insert("access-control-max-age", HeaderValue::from_static("600"));
                 r
             }

@@ -103,7 +103,7 @@ pub struct ServeArgs {
     #[arg(long, env = "AGENT_APPROVAL_RESPONSE", value_name = "TEXT")]
     pub approval_response: Option<String>,
     /// How the prompt reaches the program: arg (last argument), stdin (then closed) or protocol [default: the adapter's `prompt`]
-    #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin", value_parser = parse_prompt_via)]
+    #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin|protocol", value_parser = parse_prompt_via)]
     pub prompt_via: Option<PromptVia>,
     /// Directory of adapter TOML files that add to or override the built-in ones (same id wins)
     #[arg(long, env = "AGENT_HOST_ADAPTERS_DIR", value_name = "DIR")]
@@ -150,7 +150,7 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// An API key clients must send in the API key header (X-API-Key); its tasks belong to "api-key"
+    /// An API key clients must send in the API key header (X-API-Key, or [auth] api_key_header in the config file); its tasks belong to "api-key"
     #[arg(
         long,
         env = "AGENT_HOST_API_KEY",

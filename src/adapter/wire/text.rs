@@ -11,9 +11,9 @@
 //! | `skip_pattern` | regex; matching lines are dropped (banners, warnings) |
 //! | `error_patterns` | array of `{ pattern = regex, kind = "auth" }`; the first matching line ends the turn as an error |
 //!
-//! A prompt the CLI leaves without a newline (`Continue? [y/N] `) reaches the parser only when
-//! the runner delivers partial lines; the runner delivers complete lines and the last line at
-//! EOF.
+//! A prompt the CLI leaves without a newline (`Continue? [y/N] `) still reaches the parser: on
+//! a pty the runner hands over a partial line once the CLI has been quiet for a moment, and on
+//! pipes the last line at EOF.
 
 use regex::Regex;
 use serde::Deserialize;
