@@ -380,6 +380,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     }
     let limits = HttpLimits {
         body_limit: settings.body_limit,
+        route_by_metadata: settings.route_by_metadata,
     };
     let drain = grace + Duration::from_secs(10);
     server::serve_many(listener, states, limits, shutdown_signal(), drain)

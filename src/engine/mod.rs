@@ -575,6 +575,12 @@ impl Engine {
         self.snapshot_for(task_id, owner).await
     }
 
+    /// Whether this engine holds the task, whoever owns it (for routing between engines; the
+    /// engine that holds it still checks the caller).
+    pub async fn has_task(&self, task_id: &str) -> bool {
+        task::validate_id("id", task_id).is_ok() && self.snapshot(task_id).await.is_ok()
+    }
+
     /// Lists the caller's tasks, newest status first.
     pub async fn list(
         &self,

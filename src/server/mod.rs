@@ -12,6 +12,7 @@ mod negotiate;
 mod ops;
 mod push_rpc;
 pub mod rest;
+pub mod route;
 pub mod sse;
 
 use std::future::Future;
@@ -61,6 +62,8 @@ pub struct AppState {
 pub struct HttpLimits {
     /// Largest request body accepted (larger → 413).
     pub body_limit: usize,
+    /// With several adapters, route root requests by `metadata.agent` and task id.
+    pub route_by_metadata: bool,
 }
 
 /// The router with every route.
@@ -172,10 +175,26 @@ pub async fn serve_many<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    let routes = Arc::new(route::Routes {
+        others: if limits.route_by_metadata {
+            agents
+                .iter()
+                .skip(1)
+                .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        body_limit: limits.body_limit,
+    });
+    let router = tower::Layer::layer(
+        &axum::middleware::from_fn_with_state(routes, route::route),
+        app_many(&agents, &limits),
+    );
     // `/agents/codex/` (the URL in that agent's card) reaches the nested router's `/`.
     let router = tower::Layer::layer(
         &tower_http::normalize_path::NormalizePathLayer::trim_trailing_slash(),
-        app_many(&agents, &limits),
+        router,
     );
     let router = axum::ServiceExt::<axum::extract::Request>::into_make_service(router);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// Skip the agents' approval prompts (adapters' force_args) [default: false]
     #[arg(long, env = "AGENT_FORCE", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub force: Option<bool>,
+    /// With several adapters: a message sent to the root endpoints may name its adapter in
+    /// `metadata.agent` (and later calls on its task are routed to it) [default: false]
+    #[arg(long, env = "AGENT_ROUTE_BY_METADATA", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub route_by_metadata: Option<bool>,
     /// Model passed to the agent (adapters' model_args)
     #[arg(long, env = "AGENT_MODEL")]
     pub model: Option<String>,
@@ -252,6 +256,7 @@ pub struct AgentSection {
     pub idle_timeout_ms: Option<u64>,
     pub cancel_grace_ms: Option<u64>,
     pub force: Option<bool>,
+    pub route_by_metadata: Option<bool>,
     pub model: Option<String>,
     pub binary: Option<String>,
     pub args: Option<Vec<String>>,
@@ -327,6 +332,8 @@ pub struct Settings {
     /// Limits set by the config file, environment or flags (they win over an adapter's own).
     pub limits: TurnLimits,
     pub force: bool,
+    /// Root endpoints route by `metadata.agent` and by task id to the other adapters.
+    pub route_by_metadata: bool,
     pub model: Option<String>,
     pub binary: Option<String>,
     pub args: Vec<String>,
@@ -690,6 +697,10 @@ impl Settings {
                     .transpose()?,
             },
             force: args.force.or(ag.force).unwrap_or(false),
+            route_by_metadata: args
+                .route_by_metadata
+                .or(ag.route_by_metadata)
+                .unwrap_or(false),
             model: args
                 .model
                 .clone()

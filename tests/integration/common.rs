@@ -198,6 +198,7 @@ impl TestServer {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let limits = HttpLimits {
             body_limit: o.body_limit,
+            route_by_metadata: false,
         };
         let handle = tokio::spawn(server::serve(
             listener,

@@ -98,6 +98,7 @@ async fn several_adapters_are_served_on_one_port() {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
             .args(["serve", "--store", "memory", "--port", &port.to_string()])
             .env("AGENT_ADAPTER", "demo,jsonl")
+            .env("AGENT_ROUTE_BY_METADATA", "true")
             .env("AGENT_BINARY", fake_agent())
             .env("AGENT_REPO_PATH", dir.path())
             .kill_on_drop(true)
@@ -146,6 +147,56 @@ async fn several_adapters_are_served_on_one_port() {
         assert_eq!(via_root["result"]["task"]["metadata"]["adapter"], "demo");
         let via_demo = send(format!("{base}/agents/demo/a2a/rest/message:send").replace("/a2a/rest/message:send", "/")).await;
         assert_eq!(via_demo["result"]["task"]["metadata"]["adapter"], "demo");
+        // With route-by-metadata, the root sends a message naming an adapter to it, and finds
+        // that adapter's tasks by id over both bindings.
+        let mut params = send_params("echo picked by metadata");
+        params["message"]["metadata"] = json!({"agent": "jsonl"});
+        let picked: serde_json::Value = client
+            .post(format!("{base}/"))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc":"2.0","id":2,"method":"SendMessage","params":params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(picked["result"]["task"]["metadata"]["adapter"], "jsonl", "{picked}");
+        let id = picked["result"]["task"]["id"].as_str().unwrap().to_string();
+        let got: serde_json::Value = client
+            .post(format!("{base}/"))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id": id}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["result"]["metadata"]["adapter"], "jsonl", "{got}");
+        let rest = client
+            .get(format!("{base}/a2a/rest/tasks/{id}"))
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 200);
+        let rest: serde_json::Value = rest.json().await.unwrap();
+        assert_eq!(rest["id"], id.as_str());
+        // An adapter this host does not serve: the default one takes the message.
+        let mut params = send_params("echo unknown agent");
+        params["message"]["metadata"] = json!({"agent": "nope"});
+        let unknown: serde_json::Value = client
+            .post(format!("{base}/"))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc":"2.0","id":4,"method":"SendMessage","params":params}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(unknown["result"]["task"]["metadata"]["adapter"], "demo", "{unknown}");
         let _ = child.kill().await;
     })
     .await;
