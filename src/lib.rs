@@ -54,3 +54,4 @@ pub mod server;
 pub mod settings;
 pub mod store;
 pub mod task;
+pub mod telemetry;

@@ -6,14 +6,39 @@ use tracing_subscriber::EnvFilter;
 use agent_host::cli::{self, Cli, Command};
 use agent_host::settings::{LogFormat, Settings};
 
-fn init_logging(format: LogFormat) {
+/// Keeps the OpenTelemetry exporter (with the `otel` feature) until the command ends.
+#[cfg(feature = "otel")]
+type Telemetry = Option<agent_host::telemetry::Exporter>;
+#[cfg(not(feature = "otel"))]
+type Telemetry = Option<std::convert::Infallible>;
+
+fn init_logging(format: LogFormat) -> anyhow::Result<Telemetry> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Human => builder.init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Json => fmt.json().boxed(),
+        LogFormat::Human => fmt.boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    #[cfg(feature = "otel")]
+    {
+        let (layer, exporter) = match agent_host::telemetry::layer_from_env()? {
+            Some((l, e)) => (Some(l), Some(e)),
+            None => (None, None),
+        };
+        registry.with(layer).init();
+        if exporter.is_some() {
+            tracing::info!("exporting task spans over OTLP/HTTP");
+        }
+        Ok(exporter)
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        registry.init();
+        Ok(None)
     }
 }
 
@@ -42,7 +67,7 @@ async fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
-            init_logging(settings.log_format);
+            let _telemetry = init_logging(settings.log_format)?;
             cli::serve(settings).await?;
         }
         Command::Adapters(args) => {

@@ -51,6 +51,9 @@ enum End {
 pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
     use tracing::Instrument;
     let span = tracing::info_span!("task", task = %turn.task_id, context = %turn.context_id, adapter = %inner.launch.adapter.id);
+    if let Some(tp) = &turn.traceparent {
+        crate::telemetry::set_remote_parent(&span, tp);
+    }
     let (task_id, context_id) = (turn.task_id.clone(), turn.context_id.clone());
     drive(&inner, turn).instrument(span).await;
     inner.finish_turn(&task_id, &context_id);
