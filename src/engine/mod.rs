@@ -60,6 +60,8 @@ struct Live {
 struct Pending {
     task_id: String,
     prompt: String,
+    /// The `messageId` of the message that started the turn (the adapter's `{message_id}`).
+    message_id: String,
     /// The task ran before (a host restart cut it off): the turn resumes it.
     continuing: bool,
 }
@@ -277,6 +279,7 @@ impl Engine {
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
         let prompt = input::prompt_of(&msg);
+        let message_id = msg.message_id.clone();
         let task = Task {
             id: task_id.clone(),
             context_id: context_id.clone(),
@@ -313,6 +316,7 @@ impl Engine {
             let pending = Pending {
                 task_id: task_id.clone(),
                 prompt,
+                message_id,
                 continuing: false,
             };
             if ctx.running.is_some() {
@@ -384,19 +388,19 @@ impl Engine {
             return None;
         }
         st.running_turns += 1;
-        Some(self.prepare_turn(st, &p.task_id, context_id, p.prompt, p.continuing))
+        Some(self.prepare_turn(st, context_id, p))
     }
 
     /// Sets up a turn for a task whose context is free: control channel, session args,
     /// working directory.
-    fn prepare_turn(
-        &self,
-        st: &mut State,
-        task_id: &str,
-        context_id: &str,
-        prompt: String,
-        continuing: bool,
-    ) -> turn::Turn {
+    fn prepare_turn(&self, st: &mut State, context_id: &str, p: Pending) -> turn::Turn {
+        let Pending {
+            task_id,
+            prompt,
+            message_id,
+            continuing,
+        } = p;
+        let task_id = task_id.as_str();
         let launch = &self.inner.launch;
         let ctx = st.contexts.entry(context_id.to_string()).or_default();
         let session = match &ctx.session {
@@ -421,6 +425,7 @@ impl Engine {
             task_id: task_id.to_string(),
             context_id: context_id.to_string(),
             prompt,
+            message_id,
             session,
             cwd,
             notify,
@@ -882,7 +887,7 @@ impl Inner {
                     break;
                 };
                 st.running_turns += 1;
-                turns.push(engine.prepare_turn(&mut st, &p.task_id, &ctx, p.prompt, p.continuing));
+                turns.push(engine.prepare_turn(&mut st, &ctx, p));
             }
             turns
         };

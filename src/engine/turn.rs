@@ -24,6 +24,8 @@ pub(super) struct Turn {
     pub task_id: String,
     pub context_id: String,
     pub prompt: String,
+    /// The `messageId` of the message that started the turn.
+    pub message_id: String,
     pub session: SessionArgs,
     /// The working directory of this turn's process.
     pub cwd: std::path::PathBuf,
@@ -60,6 +62,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         task_id,
         context_id,
         prompt,
+        message_id,
         session,
         cwd,
         notify,
@@ -88,7 +91,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         return;
     };
 
-    let spec = launch.spawn_spec_in(&prompt, &session, &cwd);
+    let spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd);
     // fork/exec off the async workers, so a burst of new tasks never delays other streams.
     let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
     let mut proc = match spawned {
