@@ -2,6 +2,7 @@
 
 mod client;
 mod common;
+mod conformance;
 mod errors;
 mod lifecycle;
 mod model_server;
