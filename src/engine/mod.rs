@@ -237,6 +237,11 @@ impl Engine {
         &self.inner.launch
     }
 
+    /// The host's limits this engine applies.
+    pub fn host_limits(&self) -> &crate::settings::security::HostLimits {
+        &self.inner.config.limits
+    }
+
     /// Accepts a message from `owner`: starts (or queues) a new task, or answers a waiting
     /// one.
     pub async fn send(

@@ -30,6 +30,8 @@ pub struct CardSettings {
     /// The other adapters served by this host: (id, name, description), named in the root
     /// card as skills.
     pub others: Vec<(String, String, String)>,
+    /// The CLI's version, once detected (`version_args`), for the extended card.
+    pub cli_version: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 /// Media types the agent reads.
@@ -104,6 +106,8 @@ pub fn build(
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(push),
+            // Served to authenticated callers: only when there are credentials.
+            extended_agent_card: Some(!security.credentials.is_empty()),
             ..AgentCapabilities::default()
         },
         security_schemes,

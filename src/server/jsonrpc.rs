@@ -299,10 +299,12 @@ async fn dispatch(
             )
             .await
         }
-        "GetExtendedAgentCard" => Err(A2AError::UnsupportedOperation(
-            "this agent has no extended agent card".into(),
-        )),
-        "agent/getAuthenticatedExtendedCard" => Err(A2AError::ExtendedAgentCardNotConfigured),
+        "GetExtendedAgentCard" => {
+            super::extended::card_json(state, headers, false).map(|v| result_response(id, v))
+        }
+        "agent/getAuthenticatedExtendedCard" => {
+            super::extended::card_json(state, headers, true).map(|v| result_response(id, v))
+        }
         other => Err(A2AError::MethodNotFound(format!(
             "Method not found: {other}"
         ))),

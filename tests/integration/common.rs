@@ -179,6 +179,7 @@ impl TestServer {
             card: CardSettings {
                 path_prefix: String::new(),
                 others: Vec::new(),
+                cli_version: Default::default(),
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,

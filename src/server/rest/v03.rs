@@ -141,9 +141,9 @@ async fn subscribe(
     Ok(ops::subscribe(state, owner, last_event_id(headers), id, Flavor::V03Rest).await?)
 }
 
-/// `GET /v1/card` (`agent/getAuthenticatedExtendedCard`): not configured.
-pub async fn card(q: Q, headers: HeaderMap) -> Answer {
+/// `GET /v1/card` (`agent/getAuthenticatedExtendedCard`): see [`crate::server::extended`].
+pub async fn card(State(state): State<AppState>, q: Q, headers: HeaderMap) -> Answer {
     let q = query(q)?;
     check(&headers, &q, Version::V03, &Method::GET, "/v1/card")?;
-    Err(A2AError::ExtendedAgentCardNotConfigured.into())
+    ok_json(&crate::server::extended::card_json(&state, &headers, true)?)
 }

@@ -202,8 +202,8 @@ fn list_request(q: &HashMap<String, String>) -> Result<ListTasksRequest, Reject>
     })
 }
 
-/// `GET /extendedAgentCard`: this agent has none.
-pub async fn extended_card(q: Q, headers: HeaderMap) -> Answer {
+/// `GET /extendedAgentCard`: see [`crate::server::extended`].
+pub async fn extended_card(State(state): State<AppState>, q: Q, headers: HeaderMap) -> Answer {
     let q = query(q)?;
     check(
         &headers,
@@ -212,7 +212,9 @@ pub async fn extended_card(q: Q, headers: HeaderMap) -> Answer {
         &Method::GET,
         "/extendedAgentCard",
     )?;
-    Err(A2AError::UnsupportedOperation("this agent has no extended agent card".into()).into())
+    ok_json(&crate::server::extended::card_json(
+        &state, &headers, false,
+    )?)
 }
 
 #[cfg(test)]
