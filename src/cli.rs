@@ -194,6 +194,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         legacy_v03_fields: s.card_legacy_v03,
         public_url: s.public_url.clone(),
         cli_version: Default::default(),
+        required_extensions: s.required_extensions.clone(),
     }
 }
 
@@ -343,12 +344,15 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let local_addr = listener
         .local_addr()
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
-    let guard = Arc::new(Guard::new(
-        settings.security.clone(),
-        local_addr,
-        settings.public_url.as_deref(),
-        settings.host_limits.rate_per_minute,
-    ));
+    let guard = Arc::new(
+        Guard::new(
+            settings.security.clone(),
+            local_addr,
+            settings.public_url.as_deref(),
+            settings.host_limits.rate_per_minute,
+        )
+        .with_required_extensions(settings.required_extensions.clone()),
+    );
     let others: Vec<(String, String, String)> = adapters
         .iter()
         .skip(1)

@@ -64,6 +64,8 @@ struct Pending {
     prompt: String,
     /// The trace the request that made this turn belongs to.
     traceparent: Option<String>,
+    /// The request activated the tool-trace extension.
+    tool_trace: bool,
     /// The `messageId` of the message that started the turn (the adapter's `{message_id}`).
     message_id: String,
     /// The task ran before (a host restart cut it off): the turn resumes it.
@@ -137,6 +139,14 @@ tokio::task_local! {
     /// The W3C `traceparent` of the request being handled (set by the HTTP layer), passed to
     /// the CLI (`TRACEPARENT`) and kept in the task's metadata.
     pub static TRACEPARENT: Option<String>;
+    /// The request activated the tool-trace extension: its turn adds typed tool and
+    /// reasoning parts.
+    pub static TOOL_TRACE: bool;
+}
+
+/// Whether the current request activated the tool-trace extension.
+fn current_tool_trace() -> bool {
+    TOOL_TRACE.try_with(|t| *t).unwrap_or(false)
 }
 
 /// The current request's `traceparent`, if any.
@@ -340,6 +350,7 @@ impl Engine {
                 task_id: task_id.clone(),
                 prompt,
                 traceparent: current_traceparent(),
+                tool_trace: current_tool_trace(),
                 message_id,
                 continuing: false,
             };
@@ -424,6 +435,7 @@ impl Engine {
             task_id,
             prompt,
             traceparent,
+            tool_trace,
             message_id,
             continuing,
         } = p;
@@ -459,6 +471,7 @@ impl Engine {
             control: rx,
             continuing,
             traceparent,
+            tool_trace,
         }
     }
 

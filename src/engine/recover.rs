@@ -82,6 +82,7 @@ impl Engine {
                             task_id: id.clone(),
                             prompt,
                             traceparent: None,
+                            tool_trace: false,
                             message_id,
                             continuing: false,
                         });
@@ -93,6 +94,7 @@ impl Engine {
                             task_id: id.clone(),
                             prompt: RESTART_PROMPT.to_string(),
                             traceparent: None,
+                            tool_trace: false,
                             message_id: String::new(),
                             continuing: true,
                         });
@@ -177,6 +179,7 @@ impl Engine {
                     task_id: task_id.to_string(),
                     prompt,
                     traceparent: super::current_traceparent(),
+                    tool_trace: super::current_tool_trace(),
                     message_id: msg_id,
                     continuing: true,
                 },

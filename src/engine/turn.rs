@@ -35,6 +35,8 @@ pub(super) struct Turn {
     pub continuing: bool,
     /// W3C trace context of the request, for the CLI's environment.
     pub traceparent: Option<String>,
+    /// Tool calls, results and reasoning also as typed parts (the tool-trace extension).
+    pub tool_trace: bool,
 }
 
 /// Lines of stderr kept for the failure message.
@@ -74,11 +76,13 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         mut control,
         continuing,
         traceparent,
+        tool_trace,
     } = turn;
     let launch = &inner.launch;
     let mut mapper = TurnMapper::new(&task_id, &context_id)
         .with_redactor(inner.redactor.clone())
-        .with_output_limit(inner.config.limits.max_output_bytes);
+        .with_output_limit(inner.config.limits.max_output_bytes)
+        .with_tool_trace(tool_trace);
     mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
     let started = if continuing {
         mapper.continue_answer();

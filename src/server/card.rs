@@ -32,6 +32,8 @@ pub struct CardSettings {
     pub others: Vec<(String, String, String)>,
     /// The CLI's version, once detected (`version_args`), for the extended card.
     pub cli_version: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// Extensions every request must name (marked `required` in the card).
+    pub required_extensions: Vec<String>,
 }
 
 /// Media types the agent reads.
@@ -108,7 +110,7 @@ pub fn build(
             push_notifications: Some(push),
             // Served to authenticated callers: only when there are credentials.
             extended_agent_card: Some(!security.credentials.is_empty()),
-            ..AgentCapabilities::default()
+            extensions: super::extensions::card_entries(&cs.required_extensions),
         },
         security_schemes,
         security_requirements,

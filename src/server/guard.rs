@@ -39,9 +39,17 @@ pub struct Guard {
     any_host: bool,
     rate_per_minute: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// Extensions every A2A request must name (`A2A-Extensions`).
+    required_extensions: Vec<String>,
 }
 
 impl Guard {
+    /// Requires every A2A request to name these extensions.
+    pub fn with_required_extensions(mut self, uris: Vec<String>) -> Guard {
+        self.required_extensions = uris;
+        self
+    }
+
     pub fn new(
         security: Security,
         local: SocketAddr,
@@ -76,6 +84,7 @@ impl Guard {
             any_host,
             rate_per_minute,
             buckets: Mutex::new(HashMap::new()),
+            required_extensions: Vec::new(),
         }
     }
 
@@ -308,9 +317,12 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         .and_then(|v| v.to_str().ok())
         .filter(|t| valid_traceparent(t))
         .map(str::to_string);
-    let mut resp = crate::engine::TRACEPARENT
-        .scope(traceparent, next.run(req))
-        .await;
+    let ext = super::extensions::from_headers(req.headers(), &g.required_extensions);
+    let tool_trace = ext.tool_trace();
+    let run = crate::engine::TOOL_TRACE.scope(tool_trace, next.run(req));
+    let run = super::extensions::EXTENSIONS.scope(ext.clone(), run);
+    let mut resp = crate::engine::TRACEPARENT.scope(traceparent, run).await;
+    super::extensions::echo(resp.headers_mut(), &ext);
     if let Some((o, true)) = &origin {
         cors(resp.headers_mut(), o);
     }

@@ -169,6 +169,12 @@ pub async fn handle(
     if let Err(e) = check_version(requested.as_deref(), version, &format!("method {method}")) {
         return error_response(&id, &e, Some(Version::V1));
     }
+    if let Some(uri) = super::extensions::current().missing_required {
+        let e = A2AError::ExtensionSupportRequired(format!(
+            "this agent requires the extension {uri}; name it in the A2A-Extensions header"
+        ));
+        return error_response(&id, &e, Some(version));
+    }
     let params = match obj.remove("params") {
         None | Some(Value::Null) => json!({}),
         Some(p @ Value::Object(_)) => p,

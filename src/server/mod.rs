@@ -6,6 +6,7 @@
 
 pub mod card;
 pub mod extended;
+pub mod extensions;
 pub mod guard;
 mod jsonrpc;
 pub mod metrics;

@@ -129,6 +129,14 @@ pub struct ServeArgs {
     /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
     #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub card_legacy_v03: Option<bool>,
+    /// Extensions every request must name in its A2A-Extensions header, comma-separated (urn:agent-host:tool-trace:v1, urn:agent-host:approval:v1) [default: none]
+    #[arg(
+        long,
+        env = "AGENT_HOST_REQUIRED_EXTENSIONS",
+        value_name = "URI,...",
+        value_delimiter = ','
+    )]
+    pub required_extensions: Option<Vec<String>>,
     /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
     #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
     pub store: Option<String>,
@@ -273,6 +281,7 @@ pub struct CardSection {
     pub name: Option<String>,
     pub description: Option<String>,
     pub legacy_v03_fields: Option<bool>,
+    pub required_extensions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -346,6 +355,8 @@ pub struct Settings {
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
+    /// Extensions every request must name (ours only).
+    pub required_extensions: Vec<String>,
     pub log_format: LogFormat,
     pub store: StoreChoice,
     /// Push notifications; None when off.
@@ -753,6 +764,28 @@ impl Settings {
                 .card_legacy_v03
                 .or(card.legacy_v03_fields)
                 .unwrap_or(true),
+            required_extensions: {
+                let v: Vec<String> = args
+                    .required_extensions
+                    .clone()
+                    .or_else(|| card.required_extensions.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|u| u.trim().to_string())
+                    .filter(|u| !u.is_empty())
+                    .collect();
+                let known = [
+                    crate::server::extensions::TOOL_TRACE,
+                    crate::server::extensions::APPROVAL,
+                ];
+                if let Some(bad) = v.iter().find(|u| !known.contains(&u.as_str())) {
+                    return Err(SettingsError::Invalid(format!(
+                        "required extension '{bad}' is not one this host offers ({})",
+                        known.join(", ")
+                    )));
+                }
+                v
+            },
             log_format,
             store,
             push,

@@ -4,8 +4,8 @@
 //! |---|---|
 //! | Init | status `working` with `sessionId`/`model` metadata; `agent-metadata` data artifact |
 //! | Text | `assistant-response` artifact, appended |
-//! | Thinking | dropped (logged by the engine) |
-//! | ToolUse / ToolResult | status `working` with a message naming the tool / its output |
+//! | Thinking | dropped (logged by the engine); with the tool-trace extension, a `working` status whose message is one text part with `metadata.thought: true` |
+//! | ToolUse / ToolResult | status `working` with a message naming the tool / its output; with the tool-trace extension the message also has a DataPart `{id, name, args}` / `{id, response, isError}` with `metadata.type` `function_call` / `function_response` |
 //! | ApprovalRequired | status `input-required` with the approval as a data part |
 //! | Usage | task metadata, sent with the next status update |
 //! | Done | `result` artifact + `completed` (or `failed` when `is_error`); no `result` artifact when the agent sent its own |
@@ -84,6 +84,9 @@ pub struct TurnMapper {
     truncated: bool,
     /// The agent sent artifacts of its own: the turn adds no `result` artifact.
     own_artifacts: bool,
+    /// The tool-trace extension: tool calls and results also as typed DataParts, reasoning
+    /// as `thought` text parts.
+    tool_trace: bool,
 }
 
 impl TurnMapper {
@@ -101,7 +104,14 @@ impl TurnMapper {
             answer_bytes: 0,
             truncated: false,
             own_artifacts: false,
+            tool_trace: false,
         }
+    }
+
+    /// Adds the tool-trace extension's typed parts (see the module doc).
+    pub fn with_tool_trace(mut self, on: bool) -> TurnMapper {
+        self.tool_trace = on;
+        self
     }
 
     /// Hides local paths and secrets in the error texts this mapper produces.
@@ -216,9 +226,22 @@ impl TurnMapper {
                 out.push(self.artifact(ANSWER_ARTIFACT, Part::text(chunk), append));
                 out
             }
+            AgentEvent::Thinking { text } if self.tool_trace && !text.is_empty() => {
+                let mut part = Part::text(text);
+                part.metadata = Some(obj(json!({"thought": true})));
+                let mut msg = self.agent_text("");
+                msg.parts = vec![part];
+                vec![self.status(TaskState::Working, Some(msg))]
+            }
             AgentEvent::Thinking { .. } | AgentEvent::Warning { .. } => Vec::new(),
             AgentEvent::ToolUse { id, name, input } => {
                 let mut msg = self.agent_text(&format!("Using tool: {name}"));
+                if self.tool_trace {
+                    let mut part =
+                        Part::data(json!({"id": id, "name": name, "args": input.clone()}));
+                    part.metadata = Some(obj(json!({"type": "function_call"})));
+                    msg.parts.push(part);
+                }
                 msg.metadata = Some(obj(
                     json!({"toolUseId": id, "toolName": name, "toolInput": input}),
                 ));
@@ -241,6 +264,12 @@ impl TurnMapper {
                     format!("Tool result: {shown}")
                 };
                 let mut msg = self.agent_text(&text);
+                if self.tool_trace {
+                    let mut part =
+                        Part::data(json!({"id": id, "response": shown, "isError": is_error}));
+                    part.metadata = Some(obj(json!({"type": "function_response"})));
+                    msg.parts.push(part);
+                }
                 msg.metadata = Some(obj(json!({"toolUseId": id, "isError": is_error})));
                 vec![self.status(TaskState::Working, Some(msg))]
             }
@@ -764,5 +793,52 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn tool_trace_adds_typed_parts() {
+        let parts = |out: &[StreamResponse]| match &out[0] {
+            StreamResponse::StatusUpdate(u) => u.status.message.as_ref().unwrap().parts.clone(),
+            other => panic!("{other:?}"),
+        };
+        // Off: thinking is dropped and tool messages are text only.
+        let mut m = TurnMapper::new("t", "c");
+        assert!(m
+            .on_event(AgentEvent::Thinking { text: "hmm".into() })
+            .is_empty());
+        let plain = m.on_event(AgentEvent::ToolUse {
+            id: "u1".into(),
+            name: "Bash".into(),
+            input: json!({"command": "ls"}),
+        });
+        assert_eq!(parts(&plain).len(), 1);
+        // On.
+        let mut m = TurnMapper::new("t", "c").with_tool_trace(true);
+        let thought = parts(&m.on_event(AgentEvent::Thinking { text: "hmm".into() }));
+        assert_eq!(thought[0].text.as_deref(), Some("hmm"));
+        assert_eq!(thought[0].metadata.as_ref().unwrap()["thought"], true);
+        let call = parts(&m.on_event(AgentEvent::ToolUse {
+            id: "u1".into(),
+            name: "Bash".into(),
+            input: json!({"command": "ls"}),
+        }));
+        assert_eq!(call[1].metadata.as_ref().unwrap()["type"], "function_call");
+        assert_eq!(
+            call[1].data,
+            Some(json!({"id": "u1", "name": "Bash", "args": {"command": "ls"}}))
+        );
+        let resp = parts(&m.on_event(AgentEvent::ToolResult {
+            id: "u1".into(),
+            output: "a.txt".into(),
+            is_error: false,
+        }));
+        assert_eq!(
+            resp[1].metadata.as_ref().unwrap()["type"],
+            "function_response"
+        );
+        assert_eq!(
+            resp[1].data,
+            Some(json!({"id": "u1", "response": "a.txt", "isError": false}))
+        );
     }
 }

@@ -180,6 +180,7 @@ impl TestServer {
                 path_prefix: String::new(),
                 others: Vec::new(),
                 cli_version: Default::default(),
+                required_extensions: Vec::new(),
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,

@@ -201,3 +201,124 @@ async fn several_adapters_are_served_on_one_port() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_tool_trace_extension_adds_typed_parts_when_asked_for() {
+    limit(async {
+        let s = TestServer::start().await;
+        let card: serde_json::Value = s.client.get(format!("{}/.well-known/agent-card.json", s.base)).send().await.unwrap().json().await.unwrap();
+        let uris: Vec<&str> = card["capabilities"]["extensions"].as_array().unwrap().iter().map(|e| e["uri"].as_str().unwrap()).collect();
+        assert!(uris.contains(&"urn:agent-host:tool-trace:v1") && uris.contains(&"urn:agent-host:approval:v1"), "{uris:?}");
+        let stream = |ext: Option<&'static str>| {
+            let s = &s;
+            async move {
+                let mut req = s
+                    .client
+                    .post(format!("{}/", s.base))
+                    .header("A2A-Version", "1.0")
+                    .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":send_params("hello")}));
+                if let Some(e) = ext {
+                    req = req.header("A2A-Extensions", e);
+                }
+                let resp = req.send().await.unwrap();
+                let echoed = resp.headers().get("a2a-extensions").map(|v| v.to_str().unwrap().to_string());
+                (echoed, resp.text().await.unwrap())
+            }
+        };
+        let (echoed, body) = stream(Some("urn:agent-host:tool-trace:v1, urn:example:unknown")).await;
+        assert_eq!(echoed.as_deref(), Some("urn:agent-host:tool-trace:v1"));
+        assert!(body.contains("\"function_call\"") && body.contains("\"function_response\""), "{body}");
+        let (echoed, body) = stream(None).await;
+        assert_eq!(echoed, None);
+        assert!(!body.contains("function_call"), "{body}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_required_extension_must_be_named() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--store", "memory", "--port", &port.to_string()])
+            .env("AGENT_ADAPTER", "demo")
+            .env(
+                "AGENT_HOST_REQUIRED_EXTENSIONS",
+                "urn:agent-host:approval:v1",
+            )
+            .env("AGENT_REPO_PATH", dir.path())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let client = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let mut card = serde_json::Value::Null;
+        for _ in 0..100 {
+            if let Ok(r) = client
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .send()
+                .await
+            {
+                card = r.json().await.unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let approval = card["capabilities"]["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["uri"] == "urn:agent-host:approval:v1")
+            .cloned()
+            .unwrap();
+        assert_eq!(approval["required"], true);
+        let body =
+            json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("hello")});
+        let refused: serde_json::Value = client
+            .post(format!("{base}/"))
+            .header("A2A-Version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(refused["error"]["code"], -32008, "{refused}");
+        let rest = client
+            .get(format!("{base}/a2a/rest/tasks"))
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 400);
+        let rest: serde_json::Value = rest.json().await.unwrap();
+        assert_eq!(
+            rest["error"]["details"][0]["reason"], "EXTENSION_SUPPORT_REQUIRED",
+            "{rest}"
+        );
+        let ok: serde_json::Value = client
+            .post(format!("{base}/"))
+            .header("A2A-Version", "1.0")
+            .header("A2A-Extensions", "urn:agent-host:approval:v1")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{ok}"
+        );
+        let _ = child.kill().await;
+    })
+    .await;
+}

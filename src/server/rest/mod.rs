@@ -190,7 +190,15 @@ pub(super) fn check(
     route: &str,
 ) -> Result<(), Reject> {
     let requested = requested_version(headers, query);
-    check_version(requested.as_deref(), version, &format!("{method} {route}")).map_err(Reject::from)
+    check_version(requested.as_deref(), version, &format!("{method} {route}"))
+        .map_err(Reject::from)?;
+    if let Some(uri) = crate::server::extensions::current().missing_required {
+        return Err(A2AError::ExtensionSupportRequired(format!(
+            "this agent requires the extension {uri}; name it in the A2A-Extensions header"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Reads a request body: None when empty; otherwise it must be JSON, sent as
