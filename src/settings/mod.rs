@@ -129,6 +129,20 @@ pub struct ServeArgs {
     /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
     #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub card_legacy_v03: Option<bool>,
+    /// Sign the agent card (JWS, RFC 8785 canonical JSON): HS256, ES256 or RS256 [default: unsigned]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_ALG", value_name = "ALG")]
+    pub card_sign_alg: Option<String>,
+    /// Card signing key: the secret for HS256, or the path of a PEM private key file (PKCS#8; SEC1/PKCS#1 too) for ES256/RS256
+    #[arg(
+        long,
+        env = "AGENT_HOST_CARD_SIGN_KEY",
+        value_name = "SECRET|PATH",
+        hide_env_values = true
+    )]
+    pub card_sign_key: Option<String>,
+    /// Key id (`kid`) of the card signature [default: first 16 hex digits of the SHA-256 of the secret or public key]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_KID", value_name = "KID")]
+    pub card_sign_kid: Option<String>,
     /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
     #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
     pub store: Option<String>,
@@ -273,6 +287,9 @@ pub struct CardSection {
     pub name: Option<String>,
     pub description: Option<String>,
     pub legacy_v03_fields: Option<bool>,
+    pub sign_alg: Option<String>,
+    pub sign_key: Option<String>,
+    pub sign_kid: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -346,6 +363,8 @@ pub struct Settings {
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
+    /// Signs the served agent card; None: unsigned.
+    pub card_signer: Option<std::sync::Arc<crate::protocol::jws::CardSigner>>,
     pub log_format: LogFormat,
     pub store: StoreChoice,
     /// Push notifications; None when off.
@@ -543,6 +562,46 @@ fn parse_bind(s: &str, port: u16) -> Result<SocketAddr, SettingsError> {
         })?
     };
     Ok(SocketAddr::new(ip, port))
+}
+
+/// The card signer from `--card-sign-alg/-key/-kid` over `[card] sign_*`; reads the PEM
+/// file for ES256/RS256.
+fn card_signer(
+    args: &ServeArgs,
+    card: &CardSection,
+) -> Result<Option<std::sync::Arc<crate::protocol::jws::CardSigner>>, SettingsError> {
+    use crate::protocol::jws::{Alg, CardSigner};
+    let alg = args.card_sign_alg.clone().or_else(|| card.sign_alg.clone());
+    let key = args.card_sign_key.clone().or_else(|| card.sign_key.clone());
+    let kid = args.card_sign_kid.clone().or_else(|| card.sign_kid.clone());
+    let Some(alg) = alg.filter(|a| !a.trim().is_empty()) else {
+        if key.is_some() {
+            return Err(SettingsError::Invalid(
+                "a card signing key is set but no algorithm: set AGENT_HOST_CARD_SIGN_ALG (HS256, ES256 or RS256)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let alg = Alg::parse(&alg).map_err(|e| SettingsError::Invalid(format!("card signing: {e}")))?;
+    let key = key.filter(|k| !k.is_empty()).ok_or_else(|| {
+        SettingsError::Invalid(format!(
+            "card signing with {alg} needs a key: set AGENT_HOST_CARD_SIGN_KEY ({})",
+            if alg == Alg::Hs256 {
+                "the secret"
+            } else {
+                "the path of a PEM private key"
+            }
+        ))
+    })?;
+    let material = if alg == Alg::Hs256 {
+        key
+    } else {
+        std::fs::read_to_string(&key)
+            .map_err(|e| SettingsError::Invalid(format!("card signing key file {key}: {e}")))?
+    };
+    let signer = CardSigner::new(alg, &material, kid)
+        .map_err(|e| SettingsError::Invalid(format!("card signing: {e}")))?;
+    Ok(Some(std::sync::Arc::new(signer)))
 }
 
 impl Settings {
@@ -753,6 +812,7 @@ impl Settings {
                 .card_legacy_v03
                 .or(card.legacy_v03_fields)
                 .unwrap_or(true),
+            card_signer: card_signer(args, card)?,
             log_format,
             store,
             push,
