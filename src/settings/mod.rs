@@ -851,6 +851,64 @@ mod tests {
     }
 
     #[test]
+    fn card_signing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/keys/es256.pem");
+        std::fs::write(
+            &p,
+            format!("[card]\nsign_alg = \"ES256\"\nsign_key = \"{key}\"\nsign_kid = \"k1\"\n"),
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(p.clone()),
+            ..ServeArgs::default()
+        };
+        let signer = Settings::resolve(&args).unwrap().card_signer.unwrap();
+        assert_eq!((signer.alg().name(), signer.kid()), ("ES256", "k1"));
+        // Flags win over the file.
+        let hs = ServeArgs {
+            card_sign_alg: Some("hs256".into()),
+            card_sign_key: Some("secret".into()),
+            ..args.clone()
+        };
+        assert_eq!(
+            Settings::resolve(&hs)
+                .unwrap()
+                .card_signer
+                .unwrap()
+                .alg()
+                .name(),
+            "HS256"
+        );
+        let err = |a: ServeArgs| Settings::resolve(&a).unwrap_err().to_string();
+        let bad_alg = ServeArgs {
+            card_sign_alg: Some("none".into()),
+            ..args.clone()
+        };
+        assert!(err(bad_alg).contains("unknown signing algorithm"));
+        let missing = ServeArgs {
+            card_sign_key: Some("/nonexistent.pem".into()),
+            ..args.clone()
+        };
+        assert!(err(missing).contains("/nonexistent.pem"));
+        let wrong = ServeArgs {
+            card_sign_alg: Some("RS256".into()),
+            ..args.clone()
+        };
+        assert!(err(wrong).contains("bad RS256 key"));
+        let no_alg = ServeArgs {
+            card_sign_key: Some("x".into()),
+            ..ServeArgs::default()
+        };
+        assert!(err(no_alg).contains("no algorithm"));
+        assert!(Settings::resolve(&ServeArgs::default())
+            .unwrap()
+            .card_signer
+            .is_none());
+    }
+
+    #[test]
     fn file_under_flags() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
