@@ -11,7 +11,7 @@ pub struct CardVerifyArgs {
     /// The agent's base URL or the card URL (without `.well-known/` in the path,
     /// `.well-known/agent-card.json` is appended)
     pub url: String,
-    /// HS256: the shared secret; ES256/RS256: the path of a PEM public (or private) key file.
+    /// HS256: the shared secret; ES256/RS256: the path of a PEM public key file (a private key works too).
     /// Without it, ES256/RS256 use a `jwk` in the signature's protected header
     #[arg(
         long,

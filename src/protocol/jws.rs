@@ -279,6 +279,13 @@ pub fn verify(card: &Value, sig: &Value, key: Option<&str>) -> Result<SigHeader,
         Alg::Es256 => {
             let vk = match key {
                 Some(pem) => p256::ecdsa::VerifyingKey::from_public_key_pem(pem)
+                    .or_else(|e| {
+                        // A private key PEM carries its public key.
+                        p256::ecdsa::SigningKey::from_pkcs8_pem(pem)
+                            .or_else(|_| p256::SecretKey::from_sec1_pem(pem).map(Into::into))
+                            .map(|sk: p256::ecdsa::SigningKey| *sk.verifying_key())
+                            .map_err(|_| e)
+                    })
                     .map_err(|e| bad_key(alg, format!("not a P-256 public key PEM ({e})")))?,
                 None => es_from_jwk(header.jwk.as_ref().ok_or(JwsError::NoKey(alg))?)?,
             };
@@ -290,6 +297,13 @@ pub fn verify(card: &Value, sig: &Value, key: Option<&str>) -> Result<SigHeader,
         Alg::Rs256 => {
             let pk = match key {
                 Some(pem) => rsa::RsaPublicKey::from_public_key_pem(pem)
+                    .or_else(|e| {
+                        // A private key PEM carries its public key.
+                        rsa::RsaPrivateKey::from_pkcs8_pem(pem)
+                            .or_else(|_| rsa::RsaPrivateKey::from_pkcs1_pem(pem))
+                            .map(|k| k.to_public_key())
+                            .map_err(|_| e)
+                    })
                     .map_err(|e| bad_key(alg, format!("not an RSA public key PEM ({e})")))?,
                 None => rs_from_jwk(header.jwk.as_ref().ok_or(JwsError::NoKey(alg))?)?,
             };

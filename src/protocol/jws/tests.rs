@@ -123,6 +123,19 @@ fn rs256_round_trip() {
 }
 
 #[test]
+fn private_key_pem_verifies_too() {
+    for (alg, pem, other) in [
+        (Alg::Es256, ES_PEM, RS_PEM),
+        (Alg::Es256, ES_SEC1_PEM, RS_PEM),
+        (Alg::Rs256, RS_PEM, ES_PEM),
+    ] {
+        let sig = CardSigner::new(alg, pem, None).unwrap().sign(&card());
+        verify(&card(), &sig, Some(pem)).unwrap();
+        assert!(verify(&card(), &sig, Some(other)).is_err());
+    }
+}
+
+#[test]
 fn verify_with_header_jwk() {
     let signer = CardSigner::new(Alg::Es256, ES_PEM, Some("k1".into())).unwrap();
     let vk = p256::ecdsa::VerifyingKey::from_public_key_pem(ES_PUB).unwrap();
