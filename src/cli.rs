@@ -212,6 +212,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         legacy_v03_fields: s.card_legacy_v03,
         public_url: s.public_url.clone(),
         signer: s.card_signer.clone(),
+        cli_version: Default::default(),
     }
 }
 
@@ -376,6 +377,20 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let mut grace = Duration::ZERO;
     for (i, adapter) in adapters.into_iter().enumerate() {
         let mut state = start_agent(&settings, adapter, i == 0, guard.clone(), local_addr).await?;
+        // The CLI's version, for the extended card; found in the background so that a slow
+        // CLI does not hold up the start.
+        let (cell, launch) = (state.card.cli_version.clone(), state.engine.launch());
+        let (program, a) = (launch.program.clone(), launch.adapter.clone());
+        tokio::spawn(async move {
+            let version = if a.binary == crate::engine::launch::SELF_BINARY {
+                Some(env!("CARGO_PKG_VERSION").to_string())
+            } else {
+                program_version(&program, &a.version_args).await
+            };
+            if let Some(v) = version {
+                let _ = cell.set(v);
+            }
+        });
         if i == 0 {
             state.card.others = others.clone();
         }

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::protocol::v1::Part;
+
 /// One choice offered with an approval request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalOption {
@@ -69,6 +71,22 @@ pub enum AgentEvent {
         message: String,
         kind: Option<String>,
     },
+    /// An artifact (or a chunk of one) the agent produced itself, with parts in A2A v1.0
+    /// form (text, raw, url or data). Agents that send artifacts get no `result` artifact.
+    Artifact {
+        artifact_id: String,
+        name: Option<String>,
+        parts: Vec<Part>,
+        /// Add the parts to the artifact sent before with this id.
+        append: bool,
+        /// This is the artifact's last chunk.
+        last_chunk: bool,
+    },
+    /// The agent answers with a message and no task: the turn ends, and a blocking send
+    /// returns this message instead of the task.
+    Message { text: String },
+    /// The agent refuses the task (A2A state `rejected`), with why.
+    Rejected { message: String },
     /// A line the host noticed but that changes nothing (non-JSON noise, an over-long line).
     Warning { message: String },
 }

@@ -95,7 +95,8 @@ pub struct AdapterSpec {
     /// `<ID>_PATH` (e.g. `CLAUDE_CODE_PATH`) overrides it.
     #[serde(default)]
     pub binary: String,
-    /// Arguments before the prompt. `{model}`, `{session_id}` and `{cwd}` are substituted.
+    /// Arguments before the prompt. `{model}`, `{session_id}`, `{cwd}` and `{message_id}`
+    /// (the `messageId` of the message that started the turn) are substituted.
     #[serde(default)]
     pub args: Vec<String>,
     /// Added when a model is configured (`AGENT_MODEL`).
@@ -220,6 +221,10 @@ impl AdapterSpec {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("demo.toml", include_str!("../../adapters/demo.toml")),
     ("jsonl.toml", include_str!("../../adapters/jsonl.toml")),
+    (
+        "conformance.toml",
+        include_str!("../../adapters/conformance.toml"),
+    ),
     (
         "claude-code.toml",
         include_str!("../../adapters/claude-code.toml"),

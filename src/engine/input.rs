@@ -138,6 +138,7 @@ pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decisio
                     }
                 };
                 return Ok(Decision {
+                    message_id: Some(m.message_id.clone()),
                     id: approval_id.to_string(),
                     allow,
                     option: d.get("option").and_then(Value::as_str).map(str::to_string),
@@ -158,12 +159,14 @@ pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decisio
     };
     match (allow, kind) {
         (Some(allow), _) => Ok(Decision {
+            message_id: Some(m.message_id.clone()),
             id: approval_id.to_string(),
             allow,
             option: None,
             message: if kind == "question" { Some(t.to_string()) } else { None },
         }),
         (None, "question") if !t.is_empty() => Ok(Decision {
+            message_id: Some(m.message_id.clone()),
             id: approval_id.to_string(),
             allow: true,
             option: None,

@@ -81,22 +81,33 @@ pub enum SessionArgs {
 impl Launch {
     /// The process to spawn for one turn, in the adapter's working directory.
     pub fn spawn_spec(&self, prompt: &str, session: &SessionArgs) -> SpawnSpec {
-        self.spawn_spec_in(prompt, session, &self.cwd)
+        self.spawn_spec_in(prompt, "", session, &self.cwd)
     }
 
-    /// The process to spawn for one turn, working in `cwd`.
-    pub fn spawn_spec_in(&self, prompt: &str, session: &SessionArgs, cwd: &Path) -> SpawnSpec {
+    /// The process to spawn for one turn, working in `cwd`; `message_id` is the `messageId`
+    /// of the message that started it.
+    pub fn spawn_spec_in(
+        &self,
+        prompt: &str,
+        message_id: &str,
+        session: &SessionArgs,
+        cwd: &Path,
+    ) -> SpawnSpec {
         let a = &self.adapter;
         let session_id = match session {
             SessionArgs::New(s) | SessionArgs::Resume(s) => s.as_str(),
             SessionArgs::None => "",
         };
         let cwd_text = cwd.to_string_lossy();
-        let subst = |arg: &String| {
-            arg.replace("{model}", self.model.as_deref().unwrap_or(""))
-                .replace("{session_id}", session_id)
-                .replace("{cwd}", &cwd_text)
-        };
+        let values = [
+            ("model", self.model.as_deref().unwrap_or("")),
+            ("session_id", session_id),
+            ("cwd", cwd_text.as_ref()),
+            ("message_id", message_id),
+            ("prompt", prompt),
+        ];
+        // `{prompt}` is only meaningful in `prompt_args`.
+        let subst = |arg: &String| fill(arg, &values[..4]);
         let mut args: Vec<String> = self.extra_args.clone();
         args.extend(a.args.iter().map(subst));
         if self.model.is_some() {
@@ -116,13 +127,7 @@ impl Launch {
                 if a.prompt_args.is_empty() {
                     args.push(prompt.to_string());
                 } else {
-                    // The prompt is substituted last, so text in it is never taken for a
-                    // placeholder.
-                    args.extend(
-                        a.prompt_args
-                            .iter()
-                            .map(|p| subst(p).replace("{prompt}", prompt)),
-                    );
+                    args.extend(a.prompt_args.iter().map(|p| fill(p, &values)));
                 }
                 if keep_open {
                     StdinMode::Write {
@@ -168,6 +173,37 @@ impl Launch {
     pub fn can_resume(&self) -> bool {
         !self.adapter.resume_args.is_empty() || self.adapter.protocol_resume
     }
+}
+
+/// `template` with each `{name}` of `values` replaced, in one pass: text that comes from a
+/// value (a prompt, a client's message id) is never taken for a placeholder. Unknown
+/// placeholders stay as they are.
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let hit = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            values
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v, close))
+        });
+        match hit {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The environment of a CLI: the base allow-list and the adapter's `env.pass` taken from
@@ -364,6 +400,19 @@ mod tests {
         assert!(
             matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial.is_empty())
         );
+    }
+
+    #[test]
+    fn placeholders_fill_in_one_pass() {
+        let values = [
+            ("message_id", "{cwd}"),
+            ("cwd", "/w"),
+            ("prompt", "{message_id}"),
+        ];
+        assert_eq!(fill("--id={message_id}", &values), "--id={cwd}");
+        assert_eq!(fill("{cwd}/{prompt}", &values), "/w/{message_id}");
+        assert_eq!(fill("{unknown} {", &values), "{unknown} {");
+        assert_eq!(fill("a{cwd}b{cwd}", &values), "a/wb/w");
     }
 
     #[test]

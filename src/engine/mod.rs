@@ -64,6 +64,8 @@ struct Pending {
     prompt: String,
     /// The trace the request that made this turn belongs to.
     traceparent: Option<String>,
+    /// The `messageId` of the message that started the turn (the adapter's `{message_id}`).
+    message_id: String,
     /// The task ran before (a host restart cut it off): the turn resumes it.
     continuing: bool,
 }
@@ -235,6 +237,11 @@ impl Engine {
         &self.inner.launch
     }
 
+    /// The host's limits this engine applies.
+    pub fn host_limits(&self) -> &crate::settings::security::HostLimits {
+        &self.inner.config.limits
+    }
+
     /// Accepts a message from `owner`: starts (or queues) a new task, or answers a waiting
     /// one.
     pub async fn send(
@@ -292,6 +299,7 @@ impl Engine {
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
         let prompt = input::prompt_of(&msg);
+        let message_id = msg.message_id.clone();
         let task = Task {
             id: task_id.clone(),
             context_id: context_id.clone(),
@@ -332,6 +340,7 @@ impl Engine {
                 task_id: task_id.clone(),
                 prompt,
                 traceparent: current_traceparent(),
+                message_id,
                 continuing: false,
             };
             if ctx.running.is_some() {
@@ -415,6 +424,7 @@ impl Engine {
             task_id,
             prompt,
             traceparent,
+            message_id,
             continuing,
         } = p;
         let task_id = task_id.as_str();
@@ -442,6 +452,7 @@ impl Engine {
             task_id: task_id.to_string(),
             context_id: context_id.to_string(),
             prompt,
+            message_id,
             session,
             cwd,
             notify,

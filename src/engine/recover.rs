@@ -75,11 +75,14 @@ impl Engine {
                 }
                 let keep = match t.status.state {
                     TaskState::Submitted => {
-                        let prompt = t.history.first().map(input::prompt_of).unwrap_or_default();
+                        let first = t.history.first();
+                        let prompt = first.map(input::prompt_of).unwrap_or_default();
+                        let message_id = first.map(|m| m.message_id.clone()).unwrap_or_default();
                         ctx.queue.push_back(Pending {
                             task_id: id.clone(),
                             prompt,
                             traceparent: None,
+                            message_id,
                             continuing: false,
                         });
                         r.queued += 1;
@@ -90,6 +93,7 @@ impl Engine {
                             task_id: id.clone(),
                             prompt: RESTART_PROMPT.to_string(),
                             traceparent: None,
+                            message_id: String::new(),
                             continuing: true,
                         });
                         r.resumed += 1;
@@ -159,6 +163,7 @@ impl Engine {
             "agent-host restarted while you were waiting for the user, and your process was \
              stopped. The user's answer to what you last asked: {answer}"
         );
+        let msg_id = msg.message_id.clone();
         let notify = self.inner.notify_of(task_id);
         self.inner
             .publish_events(task_id, &notify, vec![TaskEvent::UserMessage(msg)])
@@ -172,6 +177,7 @@ impl Engine {
                     task_id: task_id.to_string(),
                     prompt,
                     traceparent: super::current_traceparent(),
+                    message_id: msg_id,
                     continuing: true,
                 },
             )

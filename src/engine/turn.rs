@@ -24,6 +24,8 @@ pub(super) struct Turn {
     pub task_id: String,
     pub context_id: String,
     pub prompt: String,
+    /// The `messageId` of the message that started the turn.
+    pub message_id: String,
     pub session: SessionArgs,
     /// The working directory of this turn's process.
     pub cwd: std::path::PathBuf,
@@ -65,6 +67,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         task_id,
         context_id,
         prompt,
+        message_id,
         session,
         cwd,
         notify,
@@ -94,7 +97,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         return;
     };
 
-    let mut spec = launch.spawn_spec_in(&prompt, &session, &cwd);
+    let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd);
     if let Some(tp) = &traceparent {
         spec.env.retain(|(k, _)| k != "TRACEPARENT");
         spec.env.push(("TRACEPARENT".into(), tp.clone()));

@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+mod conformance;
+
 const HELP: &str = r#"fake-agent: a fake coding-agent CLI speaking the agent-host-jsonl protocol (for tests and demos)
 
 USAGE:
     fake-agent [--session-id ID] [--resume ID] [--model M] [--delay-ms N] [PROMPT]
     fake-agent --scenario FILE [--delay-ms N]
     fake-agent --replay FILE [--delay-ms N]
+    fake-agent --conformance [--conformance-version 1.0|0.3] [--message-id ID] [PROMPT]
 
 OPTIONS:
     --session-id ID   session id reported in `init` (default: the --resume id, else a fresh uuid)
@@ -30,6 +33,15 @@ OPTIONS:
                                              {"type":"tool_result","id":"stdin","output":LINE,"is_error":false}
                         {"exit": N}          exit with code N (the end of FILE exits 0)
     --replay FILE     print every line of FILE verbatim (a recorded transcript), then exit 0
+    --conformance     play what the A2A conformance kit (a2aproject/a2a-tck) expects for the
+                      message id given with --message-id (the `conformance` adapter):
+                        1.0 (branch 1.0-dev): the messageId-prefix scenarios of the kit
+                          (tck-complete-task, tck-artifact-*, tck-message-response,
+                          tck-input-required, tck-reject-task, tck-stream-*, ...)
+                        0.3 (branch 0.3.x): every task waits for input until canceled
+                        both: test-resubscribe-message-id runs 4.5 s, then completes
+    --conformance-version V   1.0 or 0.3 (default: $CONFORMANCE_VERSION, else 1.0)
+    --message-id ID   the messageId of the message that started the turn
     -h, --help        this text
 
 PROMPT is read from stdin until EOF when absent. The default session prints init, thinking, a
@@ -68,12 +80,15 @@ struct Args {
     replay: Option<PathBuf>,
     delay_ms: u64,
     prompt: Option<String>,
+    conformance: bool,
+    conformance_version: Option<String>,
+    message_id: Option<String>,
 }
 
 #[derive(Debug, PartialEq)]
 enum Command {
     Help,
-    Run(Args),
+    Run(Box<Args>),
 }
 
 fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String> {
@@ -88,6 +103,9 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String>
             "--model" => args.model = Some(value(&arg)?),
             "--scenario" => args.scenario = Some(value(&arg)?.into()),
             "--replay" => args.replay = Some(value(&arg)?.into()),
+            "--conformance" => args.conformance = true,
+            "--conformance-version" => args.conformance_version = Some(value(&arg)?),
+            "--message-id" => args.message_id = Some(value(&arg)?),
             "--delay-ms" => {
                 let v = value(&arg)?;
                 args.delay_ms = v
@@ -102,7 +120,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String>
     if !words.is_empty() {
         args.prompt = Some(words.join(" "));
     }
-    Ok(Command::Run(args))
+    Ok(Command::Run(Box::new(args)))
 }
 
 /// Behaviour switches found in the prompt.
@@ -477,6 +495,19 @@ fn run(args: &Args, out: &mut Out, input: &mut dyn BufRead) -> io::Result<End> {
     }
     if let Some(path) = &args.scenario {
         return run_scenario(path, out, input);
+    }
+    if args.conformance {
+        let version = args
+            .conformance_version
+            .clone()
+            .or_else(|| std::env::var("CONFORMANCE_VERSION").ok())
+            .filter(|v| !v.is_empty())
+            .map(|v| conformance::Version::parse(&v))
+            .transpose()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+            .unwrap_or(conformance::Version::V1);
+        let message_id = args.message_id.as_deref().unwrap_or("");
+        return conformance::run(version, message_id, out, input);
     }
     let prompt = match &args.prompt {
         Some(p) => p.clone(),

@@ -3,6 +3,8 @@
 //! Field names and presence follow `specification/a2a.proto` (ProtoJSON, camelCase). REQUIRED
 //! fields are always emitted; optional ones are omitted when unset or empty. Unknown input
 //! fields are ignored (no `deny_unknown_fields`). No `kind`, no `final` anywhere in v1.0.
+//! Request fields of more than one word also accept their proto name (`task_id`,
+//! `history_length`), as ProtoJSON parsers must: the 1.0 conformance kit sends those.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -188,7 +190,7 @@ pub struct Part {
     pub metadata: Option<Metadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "media_type", default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
 }
 
@@ -233,10 +235,11 @@ impl Part {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
+    #[serde(alias = "message_id")]
     pub message_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id", default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_id", default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     pub role: Role,
     pub parts: Vec<Part>,
@@ -244,7 +247,11 @@ pub struct Message {
     pub metadata: Option<Metadata>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        alias = "reference_task_ids",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub reference_task_ids: Vec<String>,
 }
 
@@ -377,7 +384,7 @@ pub struct TaskPushNotificationConfig {
     pub tenant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "task_id", default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -390,14 +397,30 @@ pub struct TaskPushNotificationConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SendMessageConfiguration {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        alias = "accepted_output_modes",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub accepted_output_modes: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "task_push_notification_config",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub task_push_notification_config: Option<TaskPushNotificationConfig>,
     /// Presence matters: unset = no limit, 0 = no history.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "history_length",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<i32>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        alias = "return_immediately",
+        default,
+        skip_serializing_if = "is_false"
+    )]
     pub return_immediately: bool,
 }
 
@@ -421,7 +444,11 @@ pub struct GetTaskRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "history_length",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<i32>,
 }
 
@@ -431,19 +458,31 @@ pub struct GetTaskRequest {
 pub struct ListTasksRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "context_id", default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<TaskState>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_size", default, skip_serializing_if = "Option::is_none")]
     pub page_size: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "page_token", default, skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "history_length",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub history_length: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "status_timestamp_after",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub status_timestamp_after: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "include_artifacts",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub include_artifacts: Option<bool>,
 }
 

@@ -168,11 +168,15 @@ impl PushService {
             .ok_or_else(|| A2AError::InvalidParams("taskId is required".into()))?;
         let snap = self.task(owner, &task_id).await?;
         self.validate(&cfg).await?;
-        let id = cfg
-            .id
-            .clone()
-            .filter(|i| !i.is_empty())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let id = cfg.id.clone().filter(|i| !i.is_empty()).unwrap_or_else(|| {
+            // v0.3 clients (and its conformance kit) treat a config set without an id as
+            // the task's one config, read back as "default"; setting another replaces it.
+            if version == V03 {
+                "default".to_string()
+            } else {
+                uuid::Uuid::new_v4().to_string()
+            }
+        });
         crate::task::validate_id("id", &id).map_err(A2AError::InvalidParams)?;
         cfg.id = Some(id.clone());
         let sealer = &self.inner.sealer;

@@ -32,6 +32,8 @@ pub struct CardSettings {
     pub others: Vec<(String, String, String)>,
     /// Signs the card as served (after the base URL is filled in); None: unsigned.
     pub signer: Option<std::sync::Arc<crate::protocol::jws::CardSigner>>,
+    /// The CLI's version, once detected (`version_args`), for the extended card.
+    pub cli_version: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 /// Media types the agent reads.
@@ -106,6 +108,8 @@ pub fn build(
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(push),
+            // Served to authenticated callers: only when there are credentials.
+            extended_agent_card: Some(!security.credentials.is_empty()),
             ..AgentCapabilities::default()
         },
         security_schemes,

@@ -18,8 +18,7 @@ use super::sse::Flavor;
 use super::{push_rpc, AppState};
 use crate::protocol::v03::{self, decode_params};
 use crate::protocol::v1::{
-    CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SendMessageResponse,
-    SubscribeToTaskRequest,
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest,
 };
 use crate::protocol::A2AError;
 use crate::push;
@@ -217,18 +216,15 @@ async fn dispatch(
     match method {
         "SendMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            let task = send_blocking(state, owner, req, push::V1).await?;
-            let v = serde_json::to_value(SendMessageResponse::Task(task))
-                .map_err(|e| A2AError::Internal(e.to_string()))?;
+            let resp = send_blocking(state, owner, req, push::V1).await?;
+            let v = serde_json::to_value(resp).map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
         }
         "message/send" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
-            let task = send_blocking(state, owner, req, push::V03).await?;
-            let v = serde_json::to_value(v03::task_to_v03(&task))
-                .map_err(|e| A2AError::Internal(e.to_string()))?;
-            Ok(result_response(id, v))
+            let resp = send_blocking(state, owner, req, push::V03).await?;
+            Ok(result_response(id, v03::send_response_to_v03(&resp)))
         }
         "SendStreamingMessage" => {
             let req: SendMessageRequest = decode(params)?;
@@ -303,10 +299,12 @@ async fn dispatch(
             )
             .await
         }
-        "GetExtendedAgentCard" => Err(A2AError::UnsupportedOperation(
-            "this agent has no extended agent card".into(),
-        )),
-        "agent/getAuthenticatedExtendedCard" => Err(A2AError::ExtendedAgentCardNotConfigured),
+        "GetExtendedAgentCard" => {
+            super::extended::card_json(state, headers, false).map(|v| result_response(id, v))
+        }
+        "agent/getAuthenticatedExtendedCard" => {
+            super::extended::card_json(state, headers, true).map(|v| result_response(id, v))
+        }
         other => Err(A2AError::MethodNotFound(format!(
             "Method not found: {other}"
         ))),

@@ -5,6 +5,7 @@
 //! until a shutdown signal, then ends every task before returning.
 
 pub mod card;
+pub mod extended;
 pub mod guard;
 mod jsonrpc;
 pub mod metrics;

@@ -8,17 +8,19 @@ use axum::response::Response;
 use super::push_rpc;
 use super::sse::{self, Flavor};
 use super::AppState;
-use crate::protocol::v1::{SendMessageRequest, StreamResponse, Task};
+use crate::protocol::v1::{SendMessageRequest, SendMessageResponse, StreamResponse, Task};
 use crate::protocol::A2AError;
 use crate::task;
 
 /// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
+/// The answer is the task, or the agent's message when it answered with one instead of a
+/// task (see [`direct_message`]).
 pub async fn send_blocking(
     state: &AppState,
     owner: Option<&str>,
     req: SendMessageRequest,
     version: &str,
-) -> Result<Task, A2AError> {
+) -> Result<SendMessageResponse, A2AError> {
     let cfg = req.configuration.clone().unwrap_or_default();
     if let Some(n) = cfg.history_length {
         if n < 0 {
@@ -38,7 +40,32 @@ pub async fn send_blocking(
             .wait_settled(&acc.task_id, acc.from_seq, owner)
             .await?
     };
-    Ok(task::view(&snap.task, cfg.history_length, true))
+    if let Some(msg) = direct_message(&snap.task) {
+        return Ok(SendMessageResponse::Message(msg));
+    }
+    Ok(SendMessageResponse::Task(task::view(
+        &snap.task,
+        cfg.history_length,
+        true,
+    )))
+}
+
+/// The agent's message, when the task ended with the agent answering by a message instead of
+/// working on a task (task metadata `directMessage`). The message names no task: there is
+/// nothing to follow up on but the context.
+fn direct_message(t: &Task) -> Option<crate::protocol::v1::Message> {
+    let direct = t
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(task::DIRECT_MESSAGE_KEY))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
+    if !direct || !t.status.state.is_terminal() {
+        return None;
+    }
+    let mut msg = t.status.message.clone()?;
+    msg.task_id = None;
+    Some(msg)
 }
 
 /// Sends and streams the task: a new task from its first event (the task as submitted); an

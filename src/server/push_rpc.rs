@@ -24,6 +24,7 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, A2AError> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigRef {
+    #[serde(alias = "task_id")]
     task_id: String,
     id: String,
 }
@@ -31,6 +32,7 @@ struct ConfigRef {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TaskRef {
+    #[serde(alias = "task_id")]
     task_id: String,
 }
 

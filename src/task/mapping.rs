@@ -8,8 +8,11 @@
 //! | ToolUse / ToolResult | status `working` with a message naming the tool / its output |
 //! | ApprovalRequired | status `input-required` with the approval as a data part |
 //! | Usage | task metadata, sent with the next status update |
-//! | Done | `result` artifact + `completed` (or `failed` when `is_error`) |
+//! | Done | `result` artifact + `completed` (or `failed` when `is_error`); no `result` artifact when the agent sent its own |
 //! | Error | `failed` |
+//! | Artifact | the agent's own artifact (chunk), as sent |
+//! | Message | `completed` with the message, task metadata `directMessage: true` (a blocking send answers with the message) |
+//! | Rejected | `rejected` |
 //! | Warning | nothing |
 //!
 //! The mapper guarantees at most one terminal state per turn; [`TurnMapper::on_exit`] makes
@@ -31,6 +34,10 @@ pub const ANSWER_ARTIFACT: &str = "assistant-response";
 pub const RESULT_ARTIFACT: &str = "result";
 /// Artifact holding what the CLI said about itself at start (session, model, tools).
 pub const METADATA_ARTIFACT: &str = "agent-metadata";
+
+/// Task metadata key set when the agent answered with a message instead of working on a
+/// task: a blocking send returns that message (the task's final status message).
+pub const DIRECT_MESSAGE_KEY: &str = "directMessage";
 
 /// Longest tool output copied into a status message.
 const TOOL_OUTPUT_MAX: usize = 2000;
@@ -75,6 +82,8 @@ pub struct TurnMapper {
     output_limit: usize,
     answer_bytes: usize,
     truncated: bool,
+    /// The agent sent artifacts of its own: the turn adds no `result` artifact.
+    own_artifacts: bool,
 }
 
 impl TurnMapper {
@@ -91,6 +100,7 @@ impl TurnMapper {
             output_limit: usize::MAX,
             answer_bytes: 0,
             truncated: false,
+            own_artifacts: false,
         }
     }
 
@@ -279,6 +289,43 @@ impl TurnMapper {
                 }
                 self.complete(text)
             }
+            AgentEvent::Artifact {
+                artifact_id,
+                name,
+                parts,
+                append,
+                last_chunk,
+            } => {
+                self.own_artifacts = true;
+                let mut out = Vec::new();
+                if self.state != TaskState::Working {
+                    out.push(self.status(TaskState::Working, None));
+                }
+                out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                    task_id: self.task_id.clone(),
+                    context_id: self.context_id.clone(),
+                    artifact: Artifact {
+                        artifact_id,
+                        name,
+                        parts,
+                        ..Artifact::default()
+                    },
+                    append,
+                    last_chunk,
+                    metadata: None,
+                }));
+                out
+            }
+            AgentEvent::Message { text } => {
+                self.pending_metadata
+                    .insert(DIRECT_MESSAGE_KEY.into(), json!(true));
+                let msg = self.agent_text(&text);
+                vec![self.status(TaskState::Completed, Some(msg))]
+            }
+            AgentEvent::Rejected { message } => {
+                let msg = self.agent_text(&self.redactor.clean(&message));
+                vec![self.status(TaskState::Rejected, Some(msg))]
+            }
             AgentEvent::Error { message, kind } => {
                 if let Some(k) = kind {
                     self.pending_metadata.insert("errorKind".into(), json!(k));
@@ -353,6 +400,10 @@ impl TurnMapper {
     }
 
     fn complete(&mut self, text: String) -> Vec<StreamResponse> {
+        if self.own_artifacts {
+            let msg = (!text.is_empty()).then(|| self.agent_text(&text));
+            return vec![self.status(TaskState::Completed, msg)];
+        }
         let result_text = if text.is_empty() {
             "The agent finished without output".to_string()
         } else {
@@ -642,6 +693,59 @@ mod tests {
         }
         assert_eq!(states(&m.resumed("Approved")), vec![TaskState::Working]);
         assert_eq!(m.pending_approval(), None);
+    }
+
+    #[test]
+    fn own_artifacts_replace_the_result_artifact() {
+        let mut m = TurnMapper::new("t", "c");
+        m.started();
+        let chunk = |text: &str, append, last_chunk| AgentEvent::Artifact {
+            artifact_id: "a".into(),
+            name: None,
+            parts: vec![Part::text(text)],
+            append,
+            last_chunk,
+        };
+        let first = m.on_event(chunk("one ", false, false));
+        let second = m.on_event(chunk("two", true, true));
+        match (&first[0], &second[0]) {
+            (StreamResponse::ArtifactUpdate(x), StreamResponse::ArtifactUpdate(y)) => {
+                assert_eq!(x.artifact.artifact_id, "a");
+                assert!(!x.append && !x.last_chunk);
+                assert!(y.append && y.last_chunk);
+                assert_eq!(y.artifact.parts[0].text.as_deref(), Some("two"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let done = m.on_event(AgentEvent::Done {
+            result: Some("Hello".into()),
+            is_error: false,
+        });
+        assert_eq!(done.len(), 1, "no result artifact: {done:?}");
+        assert_eq!(states(&done), vec![TaskState::Completed]);
+    }
+
+    #[test]
+    fn direct_messages_and_rejections_end_the_turn() {
+        let mut m = TurnMapper::new("t", "c");
+        m.started();
+        let out = m.on_event(AgentEvent::Message {
+            text: "Direct".into(),
+        });
+        assert_eq!(states(&out), vec![TaskState::Completed]);
+        match &out[0] {
+            StreamResponse::StatusUpdate(u) => {
+                assert_eq!(u.metadata.as_ref().unwrap()[DIRECT_MESSAGE_KEY], true);
+                assert_eq!(u.status.message.as_ref().unwrap().text(), "Direct");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut m = TurnMapper::new("t", "c");
+        let out = m.on_event(AgentEvent::Rejected {
+            message: "rejected".into(),
+        });
+        assert_eq!(states(&out), vec![TaskState::Rejected]);
+        assert!(m.on_exit(ExitReason::Canceled).is_empty());
     }
 
     #[test]

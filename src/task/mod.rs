@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::protocol::v1::{Artifact, Message, Part, StreamResponse, Task, TaskState};
 
-pub use mapping::{ExitReason, TurnMapper};
+pub use mapping::{ExitReason, TurnMapper, DIRECT_MESSAGE_KEY};
 pub use redact::Redactor;
 
 /// One change to a task. Stored as JSON: `{"stream": StreamResponse}` or

@@ -119,7 +119,7 @@ impl TestServer {
             adapter,
             // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
             program: o.program.unwrap_or_else(|| {
-                if o.adapter == "demo" {
+                if o.adapter == "demo" || o.adapter == "conformance" {
                     PathBuf::from(env!("CARGO_BIN_EXE_agent-host"))
                 } else {
                     fake_agent()
@@ -179,6 +179,7 @@ impl TestServer {
             card: CardSettings {
                 path_prefix: String::new(),
                 others: Vec::new(),
+                cli_version: Default::default(),
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,

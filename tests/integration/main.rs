@@ -3,6 +3,7 @@
 mod card_sign;
 mod client;
 mod common;
+mod conformance;
 mod errors;
 mod lifecycle;
 mod model_server;

@@ -420,3 +420,54 @@ async fn push_configs_over_http_json_in_both_versions() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_v03_config_set_without_id_is_the_tasks_default() {
+    limit(async {
+        let rx = receiver(0).await;
+        let s = TestServer::with(Options {
+            push: Some(fast()),
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("approval");
+        p["configuration"] = json!({"returnImmediately": true});
+        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let set = s
+            .rpc03(
+                "tasks/pushNotificationConfig/set",
+                json!({"taskId": id, "pushNotificationConfig": {"url": rx.url}}),
+            )
+            .await;
+        assert_eq!(
+            set["result"]["pushNotificationConfig"]["id"], "default",
+            "{set}"
+        );
+        let get = s
+            .rpc03(
+                "tasks/pushNotificationConfig/get",
+                json!({"id": id, "pushNotificationConfigId": "default"}),
+            )
+            .await;
+        assert_eq!(
+            get["result"]["pushNotificationConfig"]["url"],
+            rx.url.as_str(),
+            "{get}"
+        );
+        // Setting another id-less config replaces it.
+        s.rpc03(
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": id, "pushNotificationConfig": {"url": rx.url}}),
+        )
+        .await;
+        let list = s
+            .rpc03("tasks/pushNotificationConfig/list", json!({"id": id}))
+            .await;
+        assert_eq!(list["result"].as_array().unwrap().len(), 1, "{list}");
+        s.rpc("CancelTask", json!({"id": id})).await;
+    })
+    .await;
+}

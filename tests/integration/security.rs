@@ -565,3 +565,91 @@ async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn authenticated_callers_get_the_extended_card() {
+    limit(async {
+        let s = TestServer::with(Options {
+            security: creds(),
+            ..Options::default()
+        })
+        .await;
+        let (status, _, public) = call(
+            &s,
+            reqwest::Method::GET,
+            "/.well-known/agent-card.json",
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(public["capabilities"]["extendedAgentCard"], true);
+        let ext = |card: &Value| {
+            card["capabilities"]["extensions"]
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .find(|e| e["uri"] == "urn:agent-host:runtime:v1")
+                        .cloned()
+                })
+                .unwrap_or(Value::Null)
+        };
+        assert!(
+            ext(&public).is_null(),
+            "the public card shows no runtime details"
+        );
+        // JSON-RPC v1.0 and v0.3, HTTP+JSON v1.0 and v0.3.
+        let v1 = rpc_as(&s, ALICE, "GetExtendedAgentCard", json!({})).await;
+        let params = &ext(&v1["result"])["params"];
+        assert_eq!(params["adapter"], "demo", "{v1}");
+        assert_eq!(params["limits"]["maxRunning"], 16);
+        assert!(
+            params["limits"]["timeoutMs"]
+                .as_u64()
+                .is_some_and(|t| t > 0),
+            "{params}"
+        );
+        let v03 = call(
+            &s,
+            reqwest::Method::POST,
+            "/",
+            &[BOB],
+            Some(json!({"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"})),
+        )
+        .await
+        .2;
+        assert_eq!(ext(&v03["result"])["params"]["adapter"], "demo", "{v03}");
+        assert!(v03["result"]["url"].is_string(), "v0.3 fields: {v03}");
+        let (status, _, rest) = call(
+            &s,
+            reqwest::Method::GET,
+            "/a2a/rest/extendedAgentCard",
+            &[ALICE, ("a2a-version", "1.0")],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{rest}");
+        assert_eq!(ext(&rest)["params"]["adapter"], "demo");
+        let (status, _, rest03) = call(
+            &s,
+            reqwest::Method::GET,
+            "/a2a/rest03/v1/card",
+            &[ALICE],
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{rest03}");
+        assert_eq!(ext(&rest03)["params"]["adapter"], "demo");
+        // Without credentials: 401.
+        let (status, _, _) = call(
+            &s,
+            reqwest::Method::GET,
+            "/a2a/rest/extendedAgentCard",
+            &[("a2a-version", "1.0")],
+            None,
+        )
+        .await;
+        assert_eq!(status, 401);
+    })
+    .await;
+}

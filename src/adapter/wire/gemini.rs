@@ -431,6 +431,7 @@ mod tests {
         assert!(parse(r#"{"type":"message","role":"user","content":"say hi"}"#).is_empty());
         assert!(GeminiParser::new()
             .encode_decision(&Decision {
+                message_id: None,
                 id: "x".into(),
                 allow: true,
                 option: None,

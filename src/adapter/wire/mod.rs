@@ -38,6 +38,8 @@ pub struct Decision {
     pub option: Option<String>,
     /// Free text from the user (the answer to a question, or a reason).
     pub message: Option<String>,
+    /// The `messageId` of the A2A message that carried the answer.
+    pub message_id: Option<String>,
 }
 
 /// What a protocol needs to know to start a turn.

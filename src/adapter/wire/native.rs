@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::{Decision, WireParser};
 use crate::adapter::{AgentEvent, ApprovalOption, Usage};
+use crate::protocol::v1::Part;
 
 pub const FORMAT: &str = "agent-host-jsonl";
 
@@ -103,9 +104,23 @@ impl WireParser for NativeParser {
                 result: str_of(&v, "result"),
                 is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
             },
+            "error" if v.get("rejected").and_then(Value::as_bool) == Some(true) => {
+                AgentEvent::Rejected {
+                    message: str_of(&v, "message").unwrap_or_else(|| "rejected".into()),
+                }
+            }
             "error" => AgentEvent::Error {
                 message: str_of(&v, "message").unwrap_or_else(|| "agent reported an error".into()),
                 kind: str_of(&v, "kind"),
+            },
+            "artifact" => match artifact(&v) {
+                Ok(ev) => ev,
+                Err(why) => AgentEvent::Warning {
+                    message: format!("artifact line ignored: {why}"),
+                },
+            },
+            "message" => AgentEvent::Message {
+                text: str_of(&v, "text").unwrap_or_default(),
             },
             // Unknown types are ignored: a newer agent may say more than we understand.
             _ => return,
@@ -125,10 +140,39 @@ impl WireParser for NativeParser {
         if let Some(message) = &d.message {
             obj["message"] = json!(message);
         }
+        if let Some(message_id) = &d.message_id {
+            obj["message_id"] = json!(message_id);
+        }
         let mut bytes = obj.to_string().into_bytes();
         bytes.push(b'\n');
         Some(bytes)
     }
+}
+
+/// An `artifact` line: `artifact_id` (required), `name`, `parts` (A2A v1.0 parts, each with
+/// exactly one of text, raw, url, data), `append`, `last_chunk`.
+fn artifact(v: &Value) -> Result<AgentEvent, String> {
+    let artifact_id = str_of(v, "artifact_id")
+        .filter(|id| !id.is_empty())
+        .ok_or("no artifact_id")?;
+    let parts: Vec<Part> = serde_json::from_value(v.get("parts").cloned().unwrap_or_default())
+        .map_err(|e| format!("parts: {e}"))?;
+    if parts.is_empty() {
+        return Err("no parts".into());
+    }
+    if let Some(i) = parts.iter().position(|p| p.content_count() != 1) {
+        return Err(format!(
+            "parts[{i}] must have exactly one of text, raw, url, data"
+        ));
+    }
+    let flag = |key: &str| v.get(key).and_then(Value::as_bool).unwrap_or(false);
+    Ok(AgentEvent::Artifact {
+        artifact_id,
+        name: str_of(v, "name"),
+        parts,
+        append: flag("append"),
+        last_chunk: flag("last_chunk"),
+    })
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -188,6 +232,54 @@ mod tests {
     }
 
     #[test]
+    fn artifacts_messages_and_rejections() {
+        let ev = parse(
+            r#"{"type":"artifact","artifact_id":"a1","name":"out","parts":[{"url":"https://x/y","filename":"y","mediaType":"text/plain"}],"append":true,"last_chunk":true}"#,
+        );
+        match &ev[0] {
+            AgentEvent::Artifact {
+                artifact_id,
+                name,
+                parts,
+                append: true,
+                last_chunk: true,
+            } => {
+                assert_eq!(artifact_id, "a1");
+                assert_eq!(name.as_deref(), Some("out"));
+                assert_eq!(parts[0].url.as_deref(), Some("https://x/y"));
+                assert_eq!(parts[0].media_type.as_deref(), Some("text/plain"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            &parse(r#"{"type":"artifact","artifact_id":"d","parts":[{"data":{"k":1}}]}"#)[0],
+            AgentEvent::Artifact { append: false, last_chunk: false, parts, .. } if parts[0].data == Some(serde_json::json!({"k":1}))
+        ));
+        for bad in [
+            r#"{"type":"artifact","parts":[{"text":"x"}]}"#,
+            r#"{"type":"artifact","artifact_id":"a","parts":[]}"#,
+            r#"{"type":"artifact","artifact_id":"a","parts":[{"text":"x","url":"u"}]}"#,
+            r#"{"type":"artifact","artifact_id":"a","parts":"x"}"#,
+        ] {
+            assert!(matches!(parse(bad)[0], AgentEvent::Warning { .. }), "{bad}");
+        }
+        assert_eq!(
+            parse(r#"{"type":"message","text":"hi"}"#),
+            vec![AgentEvent::Message { text: "hi".into() }]
+        );
+        assert_eq!(
+            parse(r#"{"type":"error","message":"no","rejected":true}"#),
+            vec![AgentEvent::Rejected {
+                message: "no".into()
+            }]
+        );
+        assert!(matches!(
+            parse(r#"{"type":"error","message":"no","rejected":false}"#)[0],
+            AgentEvent::Error { .. }
+        ));
+    }
+
+    #[test]
     fn noise_is_a_warning_and_unknown_types_are_ignored() {
         assert!(matches!(
             parse("hello there")[0],
@@ -224,6 +316,7 @@ mod tests {
     fn decisions_encode_as_one_line() {
         let bytes = NativeParser
             .encode_decision(&Decision {
+                message_id: Some("m-2".into()),
                 id: "a1".into(),
                 allow: false,
                 option: None,
@@ -235,5 +328,6 @@ mod tests {
         let v: Value = serde_json::from_str(s.trim()).unwrap();
         assert_eq!(v["decision"], "deny");
         assert_eq!(v["message"], "no");
+        assert_eq!(v["message_id"], "m-2");
     }
 }

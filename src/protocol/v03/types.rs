@@ -195,6 +195,10 @@ pub enum FileContent03 {
 struct RawPart03 {
     #[serde(default)]
     kind: Option<String>,
+    /// Not a v0.3 member: a part that names its type here (an older draft's or another
+    /// protocol's spelling) is refused rather than guessed.
+    #[serde(default, rename = "type")]
+    type_: Option<Value>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
@@ -224,6 +228,12 @@ impl TryFrom<RawPart03> for Part03 {
     fn try_from(raw: RawPart03) -> Result<Self, String> {
         let kind = match raw.kind.as_deref() {
             Some(k) => k.to_string(),
+            None if raw.type_.is_some() => {
+                return Err(format!(
+                    "part has \"type\" {} but no \"kind\"; a v0.3 part names its kind in \"kind\": text, file or data",
+                    raw.type_.as_ref().map(Value::to_string).unwrap_or_default()
+                ));
+            }
             None => {
                 let present: Vec<&str> = [
                     (raw.text.is_some(), "text"),
@@ -504,6 +514,14 @@ mod tests {
             msg.contains("\"task\"") && msg.contains("\"message\""),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_part_with_type_instead_of_kind_is_refused() {
+        let e = serde_json::from_value::<Part03>(json!({"type": "unsupported_type", "text": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"type\"") && e.contains("kind"), "{e}");
     }
 
     #[test]

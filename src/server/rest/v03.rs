@@ -13,7 +13,7 @@ use super::{
     Action, Answer, Params, Reject,
 };
 use crate::protocol::v03::rest::{decode_send_request, send_response_to_rest03, task_to_rest03};
-use crate::protocol::v1::{SendMessageRequest, SendMessageResponse};
+use crate::protocol::v1::SendMessageRequest;
 use crate::protocol::A2AError;
 use crate::server::negotiate::Version;
 use crate::server::ops::{self, last_event_id};
@@ -46,8 +46,8 @@ pub async fn send(
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, "/v1/message:send", body)?;
-    let task = ops::send_blocking(&state, caller.owner(), req, crate::push::V03).await?;
-    ok_json(&send_response_to_rest03(&SendMessageResponse::Task(task)))
+    let resp = ops::send_blocking(&state, caller.owner(), req, crate::push::V03).await?;
+    ok_json(&send_response_to_rest03(&resp))
 }
 
 /// `POST /v1/message:stream`.
@@ -141,9 +141,9 @@ async fn subscribe(
     Ok(ops::subscribe(state, owner, last_event_id(headers), id, Flavor::V03Rest).await?)
 }
 
-/// `GET /v1/card` (`agent/getAuthenticatedExtendedCard`): not configured.
-pub async fn card(q: Q, headers: HeaderMap) -> Answer {
+/// `GET /v1/card` (`agent/getAuthenticatedExtendedCard`): see [`crate::server::extended`].
+pub async fn card(State(state): State<AppState>, q: Q, headers: HeaderMap) -> Answer {
     let q = query(q)?;
     check(&headers, &q, Version::V03, &Method::GET, "/v1/card")?;
-    Err(A2AError::ExtendedAgentCardNotConfigured.into())
+    ok_json(&crate::server::extended::card_json(&state, &headers, true)?)
 }

@@ -11,7 +11,7 @@ use super::{
     check, int_param, method_not_allowed, object_body, ok_json, query, read_body, task_segment,
     Action, Answer, Params, Reject,
 };
-use crate::protocol::v1::{ListTasksRequest, SendMessageRequest, SendMessageResponse, TaskState};
+use crate::protocol::v1::{ListTasksRequest, SendMessageRequest, TaskState};
 use crate::protocol::A2AError;
 use crate::server::negotiate::Version;
 use crate::server::ops::{self, last_event_id};
@@ -56,8 +56,8 @@ pub async fn send(
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, &params, "/message:send", body)?;
-    let task = ops::send_blocking(&state, caller.owner(), req, crate::push::V1).await?;
-    ok_json(&SendMessageResponse::Task(task))
+    let resp = ops::send_blocking(&state, caller.owner(), req, crate::push::V1).await?;
+    ok_json(&resp)
 }
 
 /// `POST /message:stream`.
@@ -202,8 +202,8 @@ fn list_request(q: &HashMap<String, String>) -> Result<ListTasksRequest, Reject>
     })
 }
 
-/// `GET /extendedAgentCard`: this agent has none.
-pub async fn extended_card(q: Q, headers: HeaderMap) -> Answer {
+/// `GET /extendedAgentCard`: see [`crate::server::extended`].
+pub async fn extended_card(State(state): State<AppState>, q: Q, headers: HeaderMap) -> Answer {
     let q = query(q)?;
     check(
         &headers,
@@ -212,7 +212,9 @@ pub async fn extended_card(q: Q, headers: HeaderMap) -> Answer {
         &Method::GET,
         "/extendedAgentCard",
     )?;
-    Err(A2AError::UnsupportedOperation("this agent has no extended agent card".into()).into())
+    ok_json(&crate::server::extended::card_json(
+        &state, &headers, false,
+    )?)
 }
 
 #[cfg(test)]

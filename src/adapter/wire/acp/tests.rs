@@ -59,6 +59,7 @@ fn replay(fixture: &str) -> (Vec<AgentEvent>, Vec<Value>) {
                     .map(str::to_string);
                 let bytes = p
                     .encode_decision(&Decision {
+                        message_id: None,
                         id: id.clone(),
                         allow: true,
                         option,
@@ -222,6 +223,7 @@ fn a_permission_request_is_an_approval_with_the_offered_options() {
 
 fn decide(p: &mut AcpParser, allow: bool, option: Option<&str>) -> Option<Value> {
     p.encode_decision(&Decision {
+        message_id: None,
         id: "0".into(),
         allow,
         option: option.map(str::to_string),
@@ -265,6 +267,7 @@ fn a_request_without_a_reject_option_is_answered_cancelled_on_deny() {
     );
     let bytes = p
         .encode_decision(&Decision {
+            message_id: None,
             id: "r1".into(),
             allow: false,
             option: None,

@@ -37,6 +37,7 @@ fn stdio_permission_run_replays_byte_for_byte() {
             "in" if msg["type"] == "control_response" => {
                 let response = &msg["response"]["response"];
                 let decision = Decision {
+                    message_id: None,
                     id: msg["response"]["request_id"].as_str().unwrap().to_string(),
                     allow: response["behavior"] == "allow",
                     option: None,
@@ -79,6 +80,7 @@ fn stdio_permission_run_replays_byte_for_byte() {
     assert_eq!(approvals.len(), 2);
     // Answered requests cannot be answered twice.
     let again = Decision {
+        message_id: None,
         id: "8e75824b-4862-4132-9733-e755a9adaa19".into(),
         allow: true,
         option: None,
@@ -191,6 +193,7 @@ fn qwen_gets_initialize_first_and_its_approval_answered() {
     );
     let bytes = p
         .encode_decision(&Decision {
+            message_id: None,
             id: "d6dd2c21-76e3-4823-b216-1cee122521ac".into(),
             allow: true,
             option: None,
@@ -213,6 +216,7 @@ fn one_shot_mode_writes_nothing() {
         })
         .is_empty());
     let decision = Decision {
+        message_id: None,
         id: "x".into(),
         allow: true,
         option: None,
@@ -254,6 +258,7 @@ fn a_withdrawn_request_cannot_be_answered() {
     );
     assert!(matches!(&events[0], AgentEvent::Warning { .. }));
     let decision = Decision {
+        message_id: None,
         id: "r1".into(),
         allow: false,
         option: None,

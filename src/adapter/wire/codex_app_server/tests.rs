@@ -54,6 +54,7 @@ fn feed(p: &mut CodexAppServerParser, line: &str) -> (Vec<AgentEvent>, Vec<u8>) 
 
 fn allow(id: &str, allow: bool, option: Option<&str>) -> Decision {
     Decision {
+        message_id: None,
         id: id.into(),
         allow,
         option: option.map(str::to_string),

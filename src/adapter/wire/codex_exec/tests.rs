@@ -272,6 +272,7 @@ fn nothing_to_answer_in_exec() {
     let mut p = CodexExecParser::new();
     assert!(p
         .encode_decision(&Decision {
+            message_id: None,
             id: "x".into(),
             allow: true,
             option: None,

@@ -207,6 +207,7 @@ set = { kind = "command" }
         matches!(&ev[..], [AgentEvent::ApprovalRequired { kind, tool: Some(t), .. }] if kind == "command" && t == "Bash")
     );
     let d = |allow| Decision {
+        message_id: None,
         id: "a\"1".into(),
         allow,
         option: None,

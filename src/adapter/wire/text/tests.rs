@@ -80,6 +80,7 @@ fn a_prompt_line_is_an_approval_answered_with_the_configured_bytes() {
         [AgentEvent::Text { .. }]
     ));
     let d = |allow| Decision {
+        message_id: None,
         id: "prompt-1".into(),
         allow,
         option: None,
@@ -118,6 +119,7 @@ fn without_a_pattern_nothing_is_asked_or_answered() {
     ));
     assert!(p
         .encode_decision(&Decision {
+            message_id: None,
             id: "x".into(),
             allow: true,
             option: None,
