@@ -40,8 +40,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// List the known adapters and whether their program is installed.
     Adapters(ServeArgs),
-    /// Print the agent card the server would serve.
-    Card(ServeArgs),
+    /// Print the agent card the server would serve (signed if card signing is configured);
+    /// `agent-host card verify URL` checks a served card's signatures.
+    Card(CardArgs),
     /// Send a message to an A2A agent and follow the task (exit: 0 completed, 1 failed,
     /// 2 usage, 3 canceled, 4 input required).
     Call(crate::client::call::CallArgs),
@@ -53,6 +54,23 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// `agent-host card [verify URL]`.
+#[derive(Debug, clap::Args)]
+pub struct CardArgs {
+    #[command(subcommand)]
+    pub command: Option<CardCommand>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CardCommand {
+    /// Fetch an agent card and verify its signatures (RFC 8785 canonical JSON, JWS HS256,
+    /// ES256 or RS256); one line per signature. Exit: 0 all verified (at least one), 1 not,
+    /// 2 usage.
+    Verify(crate::client::card_verify::CardVerifyArgs),
 }
 
 /// Failure to start.
@@ -193,6 +211,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         description: s.card_description.clone(),
         legacy_v03_fields: s.card_legacy_v03,
         public_url: s.public_url.clone(),
+        signer: s.card_signer.clone(),
         cli_version: Default::default(),
         required_extensions: s.required_extensions.clone(),
     }
@@ -499,14 +518,15 @@ pub fn print_card(settings: &Settings) -> Result<String, StartError> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}/", settings.bind));
+    let cs = card_settings(settings);
     let card = server::card::build(
         &adapter,
-        &card_settings(settings),
+        &cs,
         &base,
         settings.push.is_some(),
         &settings.security,
     );
-    Ok(serde_json::to_string_pretty(&card.to_json(settings.card_legacy_v03)).unwrap_or_default())
+    Ok(serde_json::to_string_pretty(&server::card::served_json(&card, &cs)).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -74,7 +74,11 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let settings = Settings::resolve(&args)?;
             print!("{}", cli::list_adapters(&settings).await?);
         }
-        Command::Card(args) => {
+        Command::Card(cli::CardArgs {
+            command: Some(cli::CardCommand::Verify(v)),
+            ..
+        }) => return Ok(agent_host::client::card_verify::run(v).await),
+        Command::Card(cli::CardArgs { serve: args, .. }) => {
             let settings = Settings::resolve(&args)?;
             use std::io::Write;
             // A closed pipe (`agent-host card | head`) is not an error.

@@ -26,6 +26,7 @@
 
 pub mod call;
 pub mod card;
+pub mod card_verify;
 pub mod error;
 mod render;
 pub mod request;

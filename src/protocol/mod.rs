@@ -2,6 +2,7 @@
 //! conversion at the edge ([`v03`]).
 pub mod card;
 pub mod error;
+pub mod jws;
 pub mod v03;
 pub mod v1;
 

@@ -30,6 +30,8 @@ pub struct CardSettings {
     /// The other adapters served by this host: (id, name, description), named in the root
     /// card as skills.
     pub others: Vec<(String, String, String)>,
+    /// Signs the card as served (after the base URL is filled in); None: unsigned.
+    pub signer: Option<std::sync::Arc<crate::protocol::jws::CardSigner>>,
     /// The CLI's version, once detected (`version_args`), for the extended card.
     pub cli_version: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Extensions every request must name (marked `required` in the card).
@@ -167,6 +169,15 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     format!("http://{host}/{}", state.card.path_prefix)
 }
 
+/// The card's JSON as served: with the v0.3 fields if configured, then signed if configured.
+pub fn served_json(card: &AgentCard, cs: &CardSettings) -> Value {
+    let mut v = card.to_json(cs.legacy_v03_fields);
+    if let Some(signer) = &cs.signer {
+        signer.attach(&mut v);
+    }
+    v
+}
+
 /// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).
 pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = base_url(&state, &headers);
@@ -177,7 +188,7 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
         state.push.is_some(),
         state.guard.security(),
     );
-    let body = card.to_json(state.card.legacy_v03_fields).to_string();
+    let body = served_json(&card, &state.card).to_string();
     let digest = Sha256::digest(body.as_bytes());
     let etag = format!("\"{}\"", hex::encode(&digest[..16]));
     let last_modified = httpdate::fmt_http_date(state.started_at);

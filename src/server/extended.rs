@@ -79,5 +79,10 @@ pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Val
         required: false,
         params: Some(params),
     });
-    Ok(card.to_json(v03))
+    let mut v = card.to_json(v03);
+    // Signed like the public card, so a client can check both the same way.
+    if let Some(signer) = &state.card.signer {
+        signer.attach(&mut v);
+    }
+    Ok(v)
 }

@@ -137,6 +137,20 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub required_extensions: Option<Vec<String>>,
+    /// Sign the agent card (JWS, RFC 8785 canonical JSON): HS256, ES256 or RS256 [default: unsigned]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_ALG", value_name = "ALG")]
+    pub card_sign_alg: Option<String>,
+    /// Card signing key: the secret for HS256, or the path of a PEM private key file (PKCS#8; SEC1/PKCS#1 too) for ES256/RS256
+    #[arg(
+        long,
+        env = "AGENT_HOST_CARD_SIGN_KEY",
+        value_name = "SECRET|PATH",
+        hide_env_values = true
+    )]
+    pub card_sign_key: Option<String>,
+    /// Key id (`kid`) of the card signature [default: first 16 hex digits of the SHA-256 of the secret or public key]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_KID", value_name = "KID")]
+    pub card_sign_kid: Option<String>,
     /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
     #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
     pub store: Option<String>,
@@ -282,6 +296,9 @@ pub struct CardSection {
     pub description: Option<String>,
     pub legacy_v03_fields: Option<bool>,
     pub required_extensions: Option<Vec<String>>,
+    pub sign_alg: Option<String>,
+    pub sign_key: Option<String>,
+    pub sign_kid: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -357,6 +374,8 @@ pub struct Settings {
     pub card_legacy_v03: bool,
     /// Extensions every request must name (ours only).
     pub required_extensions: Vec<String>,
+    /// Signs the served agent card; None: unsigned.
+    pub card_signer: Option<std::sync::Arc<crate::protocol::jws::CardSigner>>,
     pub log_format: LogFormat,
     pub store: StoreChoice,
     /// Push notifications; None when off.
@@ -554,6 +573,46 @@ fn parse_bind(s: &str, port: u16) -> Result<SocketAddr, SettingsError> {
         })?
     };
     Ok(SocketAddr::new(ip, port))
+}
+
+/// The card signer from `--card-sign-alg/-key/-kid` over `[card] sign_*`; reads the PEM
+/// file for ES256/RS256.
+fn card_signer(
+    args: &ServeArgs,
+    card: &CardSection,
+) -> Result<Option<std::sync::Arc<crate::protocol::jws::CardSigner>>, SettingsError> {
+    use crate::protocol::jws::{Alg, CardSigner};
+    let alg = args.card_sign_alg.clone().or_else(|| card.sign_alg.clone());
+    let key = args.card_sign_key.clone().or_else(|| card.sign_key.clone());
+    let kid = args.card_sign_kid.clone().or_else(|| card.sign_kid.clone());
+    let Some(alg) = alg.filter(|a| !a.trim().is_empty()) else {
+        if key.is_some() {
+            return Err(SettingsError::Invalid(
+                "a card signing key is set but no algorithm: set AGENT_HOST_CARD_SIGN_ALG (HS256, ES256 or RS256)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let alg = Alg::parse(&alg).map_err(|e| SettingsError::Invalid(format!("card signing: {e}")))?;
+    let key = key.filter(|k| !k.is_empty()).ok_or_else(|| {
+        SettingsError::Invalid(format!(
+            "card signing with {alg} needs a key: set AGENT_HOST_CARD_SIGN_KEY ({})",
+            if alg == Alg::Hs256 {
+                "the secret"
+            } else {
+                "the path of a PEM private key"
+            }
+        ))
+    })?;
+    let material = if alg == Alg::Hs256 {
+        key
+    } else {
+        std::fs::read_to_string(&key)
+            .map_err(|e| SettingsError::Invalid(format!("card signing key file {key}: {e}")))?
+    };
+    let signer = CardSigner::new(alg, &material, kid)
+        .map_err(|e| SettingsError::Invalid(format!("card signing: {e}")))?;
+    Ok(Some(std::sync::Arc::new(signer)))
 }
 
 impl Settings {
@@ -786,6 +845,7 @@ impl Settings {
                 }
                 v
             },
+            card_signer: card_signer(args, card)?,
             log_format,
             store,
             push,
@@ -821,6 +881,64 @@ mod tests {
         assert_eq!(l.idle_timeout, Duration::from_secs(7));
         assert!(!s.force);
         assert!(s.card_legacy_v03);
+    }
+
+    #[test]
+    fn card_signing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/keys/es256.pem");
+        std::fs::write(
+            &p,
+            format!("[card]\nsign_alg = \"ES256\"\nsign_key = \"{key}\"\nsign_kid = \"k1\"\n"),
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(p.clone()),
+            ..ServeArgs::default()
+        };
+        let signer = Settings::resolve(&args).unwrap().card_signer.unwrap();
+        assert_eq!((signer.alg().name(), signer.kid()), ("ES256", "k1"));
+        // Flags win over the file.
+        let hs = ServeArgs {
+            card_sign_alg: Some("hs256".into()),
+            card_sign_key: Some("secret".into()),
+            ..args.clone()
+        };
+        assert_eq!(
+            Settings::resolve(&hs)
+                .unwrap()
+                .card_signer
+                .unwrap()
+                .alg()
+                .name(),
+            "HS256"
+        );
+        let err = |a: ServeArgs| Settings::resolve(&a).unwrap_err().to_string();
+        let bad_alg = ServeArgs {
+            card_sign_alg: Some("none".into()),
+            ..args.clone()
+        };
+        assert!(err(bad_alg).contains("unknown signing algorithm"));
+        let missing = ServeArgs {
+            card_sign_key: Some("/nonexistent.pem".into()),
+            ..args.clone()
+        };
+        assert!(err(missing).contains("/nonexistent.pem"));
+        let wrong = ServeArgs {
+            card_sign_alg: Some("RS256".into()),
+            ..args.clone()
+        };
+        assert!(err(wrong).contains("bad RS256 key"));
+        let no_alg = ServeArgs {
+            card_sign_key: Some("x".into()),
+            ..ServeArgs::default()
+        };
+        assert!(err(no_alg).contains("no algorithm"));
+        assert!(Settings::resolve(&ServeArgs::default())
+            .unwrap()
+            .card_signer
+            .is_none());
     }
 
     #[test]

@@ -185,6 +185,7 @@ impl TestServer {
                 description: None,
                 legacy_v03_fields: o.legacy_card,
                 public_url: None,
+                signer: None,
             },
             local_addr: addr,
             started_at: SystemTime::now(),

@@ -1,5 +1,6 @@
 //! Integration tests: the real server on 127.0.0.1:0 with fake-agent as the CLI.
 
+mod card_sign;
 mod client;
 mod common;
 mod conformance;
