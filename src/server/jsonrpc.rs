@@ -60,6 +60,24 @@ fn error_response(id: &Value, err: &A2AError, version: Option<Version>) -> Respo
     json_response(StatusCode::OK, body.to_string())
 }
 
+/// An error of a v0.3 streaming method (`message/stream`, `tasks/resubscribe`) once the
+/// request was understood: a stream with that one error response, as v0.3 clients read a
+/// streaming call's answer only as `text/event-stream`.
+fn sse_error_response(id: &Value, err: &A2AError) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": err.to_jsonrpc_error(false)});
+    let mut r = (StatusCode::OK, format!("data: {body}\n\n")).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
 fn json_response(status: StatusCode, body: String) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(
@@ -187,20 +205,18 @@ pub async fn handle(
         }
     };
     let result = dispatch(&state, caller.owner(), &headers, &id, &method, params).await;
-    match result {
-        Ok(r) => r,
-        Err(e) => {
-            if let A2AError::Internal(detail) = &e {
-                tracing::error!(method = %method, error = %detail, "internal error");
-                return error_response(
-                    &id,
-                    &A2AError::Internal("Internal error".into()),
-                    Some(version),
-                );
-            }
-            error_response(&id, &e, Some(version))
+    let e = match result {
+        Ok(r) => return r,
+        Err(A2AError::Internal(detail)) => {
+            tracing::error!(method = %method, error = %detail, "internal error");
+            A2AError::Internal("Internal error".into())
         }
+        Err(e) => e,
+    };
+    if matches!(method.as_str(), "message/stream" | "tasks/resubscribe") {
+        return sse_error_response(&id, &e);
     }
+    error_response(&id, &e, Some(version))
 }
 
 fn id_json(id: &Value) -> String {

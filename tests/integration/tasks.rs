@@ -347,3 +347,32 @@ async fn different_contexts_run_concurrently() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn v03_streaming_errors_come_as_a_stream() {
+    limit(async {
+        let s = TestServer::start().await;
+        for (method, params) in [
+            ("tasks/resubscribe", json!({"id": "no-such-task"})),
+            ("message/stream", json!({"message": {"kind": "message", "messageId": "m-x", "role": "user", "taskId": "no-such-task", "parts": [{"kind": "text", "text": "hi"}]}})),
+        ] {
+            let resp = s
+                .client
+                .post(format!("{}/", s.base))
+                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.headers()["content-type"], "text/event-stream", "{method}");
+            let body = resp.text().await.unwrap();
+            let data = body.strip_prefix("data: ").unwrap_or_else(|| panic!("{body}"));
+            let v: serde_json::Value = serde_json::from_str(data.trim()).unwrap();
+            assert_eq!(v["id"], 7);
+            assert_eq!(v["error"]["code"], -32001, "{method}: {v}");
+        }
+        // v1.0 streaming methods answer errors as a JSON-RPC response.
+        let r = s.rpc("SubscribeToTask", json!({"id": "no-such-task"})).await;
+        assert_eq!(r["error"]["code"], -32001);
+    })
+    .await;
+}
