@@ -447,3 +447,54 @@ pub async fn limit_to<F: std::future::Future<Output = ()>>(max: Duration, f: F) 
         .await
         .expect("test took longer than its limit (a hang)");
 }
+
+/// An agent-host started from the binary: `serve --store memory` on a free port of
+/// 127.0.0.1, in a temporary working directory, with the given environment and arguments;
+/// killed when dropped.
+pub struct HostProcess {
+    _child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT` (no trailing slash).
+    pub base: String,
+    /// The root card, read once the host answered.
+    pub card: Value,
+    _dir: tempfile::TempDir,
+}
+
+impl HostProcess {
+    pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--store", "memory", "--port", &port.to_string()])
+            .args(args)
+            .env("AGENT_REPO_PATH", dir.path())
+            .env("AGENT_BINARY", fake_agent())
+            .envs(env.iter().copied())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn agent-host");
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            if let Ok(r) = client
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .send()
+                .await
+            {
+                let card = r.json().await.expect("card JSON");
+                return HostProcess {
+                    _child: child,
+                    base,
+                    card,
+                    _dir: dir,
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("agent-host did not serve its card within 10 s");
+    }
+}

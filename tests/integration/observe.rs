@@ -93,28 +93,10 @@ async fn traceparent_reaches_the_cli_and_the_task() {
 #[tokio::test]
 async fn several_adapters_are_served_on_one_port() {
     limit(async {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["serve", "--store", "memory", "--port", &port.to_string()])
-            .env("AGENT_ADAPTER", "demo,jsonl")
-            .env("AGENT_ROUTE_BY_METADATA", "true")
-            .env("AGENT_BINARY", fake_agent())
-            .env("AGENT_REPO_PATH", dir.path())
-            .kill_on_drop(true)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let host = HostProcess::spawn(&[("AGENT_ADAPTER", "demo,jsonl"), ("AGENT_ROUTE_BY_METADATA", "true")], &[]).await;
         let client = reqwest::Client::new();
-        let base = format!("http://127.0.0.1:{port}");
-        let mut root: serde_json::Value = serde_json::Value::Null;
-        for _ in 0..100 {
-            if let Ok(r) = client.get(format!("{base}/.well-known/agent-card.json")).send().await {
-                root = r.json().await.unwrap();
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let base = host.base.clone();
+        let root = &host.card;
         let skills: Vec<&str> = root["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
         assert!(skills.contains(&"demo-session") && skills.contains(&"agent-jsonl"), "{skills:?}");
         let card: serde_json::Value = client
@@ -197,7 +179,6 @@ async fn several_adapters_are_served_on_one_port() {
             .await
             .unwrap();
         assert_eq!(unknown["result"]["task"]["metadata"]["adapter"], "demo", "{unknown}");
-        let _ = child.kill().await;
     })
     .await;
 }
@@ -238,38 +219,20 @@ async fn the_tool_trace_extension_adds_typed_parts_when_asked_for() {
 #[tokio::test]
 async fn a_required_extension_must_be_named() {
     limit(async {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["serve", "--store", "memory", "--port", &port.to_string()])
-            .env("AGENT_ADAPTER", "demo")
-            .env(
-                "AGENT_HOST_REQUIRED_EXTENSIONS",
-                "urn:agent-host:approval:v1",
-            )
-            .env("AGENT_REPO_PATH", dir.path())
-            .kill_on_drop(true)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo"),
+                (
+                    "AGENT_HOST_REQUIRED_EXTENSIONS",
+                    "urn:agent-host:approval:v1",
+                ),
+            ],
+            &[],
+        )
+        .await;
         let client = reqwest::Client::new();
-        let base = format!("http://127.0.0.1:{port}");
-        let mut card = serde_json::Value::Null;
-        for _ in 0..100 {
-            if let Ok(r) = client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await
-            {
-                card = r.json().await.unwrap();
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let base = host.base.clone();
+        let card = &host.card;
         let approval = card["capabilities"]["extensions"]
             .as_array()
             .unwrap()
@@ -318,7 +281,6 @@ async fn a_required_extension_must_be_named() {
             ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{ok}"
         );
-        let _ = child.kill().await;
     })
     .await;
 }
