@@ -1,0 +1,196 @@
+//! The flags of `agent-host serve` (and of the commands that share them).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::adapter::PromptVia;
+
+pub(super) fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        other => Err(format!("'{other}' is not a boolean (use true or false)")),
+    }
+}
+
+fn parse_prompt_via(s: &str) -> Result<PromptVia, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "arg" | "argument" => Ok(PromptVia::Arg),
+        "stdin" => Ok(PromptVia::Stdin),
+        "protocol" => Ok(PromptVia::Protocol),
+        other => Err(format!("'{other}' is not one of arg, stdin, protocol")),
+    }
+}
+
+/// Flags of `agent-host serve`; every one can also come from the environment variable named
+/// in its help, and from the config file.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServeArgs {
+    /// TOML config file (see config/agent-host.toml)
+    #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Adapter to serve (demo, jsonl, ...); unset: the first installed known CLI, else demo
+    #[arg(long, env = "AGENT_ADAPTER", value_name = "ID")]
+    pub adapter: Option<String>,
+    /// Port to listen on [default: 41242]; ignored when --bind includes a port
+    #[arg(long, env = "PORT")]
+    pub port: Option<u16>,
+    /// Address to bind, ADDR or ADDR:PORT [default: 127.0.0.1]
+    #[arg(long, env = "AGENT_HOST_BIND", value_name = "ADDR[:PORT]")]
+    pub bind: Option<String>,
+    /// Base URL advertised in the agent card [default: from the request's Host header]
+    #[arg(long, env = "AGENT_HOST_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// Hard time limit of a task in ms [default: 1800000 = 30 min]
+    #[arg(long, env = "AGENT_TIMEOUT_MS", value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+    /// A task whose agent prints nothing for this long fails, in ms; paused while the task waits for input [default: 600000 = 10 min]
+    #[arg(long, env = "AGENT_IDLE_EXIT_MS", value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when stopping an agent, in ms [default: 5000]
+    #[arg(long, env = "AGENT_CANCEL_GRACE_MS", value_name = "MS")]
+    pub cancel_grace_ms: Option<u64>,
+    /// Working directory of the agents [default: the current directory]
+    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    pub repo_path: Option<PathBuf>,
+    /// Skip the agents' approval prompts (adapters' force_args) [default: false]
+    #[arg(long, env = "AGENT_FORCE", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub force: Option<bool>,
+    /// With several adapters: a message sent to the root endpoints may name its adapter in
+    /// `metadata.agent` (and later calls on its task are routed to it) [default: false]
+    #[arg(long, env = "AGENT_ROUTE_BY_METADATA", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub route_by_metadata: Option<bool>,
+    /// Model passed to the agent (adapters' model_args)
+    #[arg(long, env = "AGENT_MODEL")]
+    pub model: Option<String>,
+    /// Program to run: required by the jsonl adapter, replaces any adapter's binary (<ID>_PATH still wins)
+    #[arg(long, env = "AGENT_BINARY", value_name = "PROGRAM")]
+    pub binary: Option<String>,
+    /// Extra arguments for the program, shell-style words, placed before the adapter's own
+    #[arg(
+        long = "args",
+        env = "AGENT_ARGS",
+        value_name = "WORDS",
+        allow_hyphen_values = true
+    )]
+    pub agent_args: Option<String>,
+    /// Regular expression of an output line that asks the user something (text adapters such as generic: the task goes input-required)
+    #[arg(long, env = "AGENT_APPROVAL_PATTERN", value_name = "REGEX")]
+    pub approval_pattern: Option<String>,
+    /// Text written to the program when the user answers yes (default "y" and a newline)
+    #[arg(long, env = "AGENT_APPROVAL_RESPONSE", value_name = "TEXT")]
+    pub approval_response: Option<String>,
+    /// How the prompt reaches the program: arg (last argument), stdin (then closed) or protocol [default: the adapter's `prompt`]
+    #[arg(long, env = "AGENT_PROMPT_VIA", value_name = "arg|stdin|protocol", value_parser = parse_prompt_via)]
+    pub prompt_via: Option<PromptVia>,
+    /// Directory of adapter TOML files that add to or override the built-in ones (same id wins)
+    #[arg(long, env = "AGENT_HOST_ADAPTERS_DIR", value_name = "DIR")]
+    pub adapters_dir: Option<PathBuf>,
+    /// Extra host environment variables passed to the agents, comma-separated
+    #[arg(
+        long,
+        env = "AGENT_PASS_ENV",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub pass_env: Option<Vec<String>>,
+    /// Longest agent output line kept, in bytes [default: 16 MiB]
+    #[arg(long, env = "AGENT_MAX_LINE_BYTES", value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Largest request body, in bytes [default: 4 MiB]
+    #[arg(long, env = "AGENT_HOST_BODY_LIMIT", value_name = "BYTES")]
+    pub body_limit: Option<usize>,
+    /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
+    #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub card_legacy_v03: Option<bool>,
+    /// Extensions every request must name in its A2A-Extensions header, comma-separated (urn:agent-host:tool-trace:v1, urn:agent-host:approval:v1) [default: none]
+    #[arg(
+        long,
+        env = "AGENT_HOST_REQUIRED_EXTENSIONS",
+        value_name = "URI,...",
+        value_delimiter = ','
+    )]
+    pub required_extensions: Option<Vec<String>>,
+    /// Sign the agent card (JWS, RFC 8785 canonical JSON): HS256, ES256 or RS256 [default: unsigned]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_ALG", value_name = "ALG")]
+    pub card_sign_alg: Option<String>,
+    /// Card signing key: the secret for HS256, or the path of a PEM private key file (PKCS#8; SEC1/PKCS#1 too) for ES256/RS256
+    #[arg(
+        long,
+        env = "AGENT_HOST_CARD_SIGN_KEY",
+        value_name = "SECRET|PATH",
+        hide_env_values = true
+    )]
+    pub card_sign_key: Option<String>,
+    /// Key id (`kid`) of the card signature [default: first 16 hex digits of the SHA-256 of the secret or public key]
+    #[arg(long, env = "AGENT_HOST_CARD_SIGN_KID", value_name = "KID")]
+    pub card_sign_kid: Option<String>,
+    /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
+    #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
+    pub store: Option<String>,
+    /// Push notifications (webhooks) on [default: false]
+    #[arg(long, env = "AGENT_PUSH", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub push: Option<bool>,
+    /// Allow webhooks to loopback, private and link-local addresses (local testing only) [default: false]
+    #[arg(long, env = "AGENT_PUSH_ALLOW_PRIVATE", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
+    pub push_allow_private: Option<bool>,
+    /// Key sealing push secrets at rest, 64 hex digits [default: a key file next to the database]
+    #[arg(
+        long,
+        env = "AGENT_PUSH_KEY",
+        value_name = "HEX",
+        hide_env_values = true
+    )]
+    pub push_key: Option<String>,
+    /// A bearer token clients must send (Authorization: Bearer ...); its tasks belong to "token"
+    #[arg(
+        long,
+        env = "AGENT_HOST_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// An API key clients must send in the API key header (X-API-Key, or [auth] api_key_header in the config file); its tasks belong to "api-key"
+    #[arg(
+        long,
+        env = "AGENT_HOST_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+    /// Serve on a non-loopback address without any credential (anyone who can connect runs commands here)
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Host header values accepted besides localhost/127.0.0.1/[::1], comma-separated ("*" = any)
+    #[arg(
+        long,
+        env = "AGENT_HOST_ALLOWED_HOSTS",
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Browser origins allowed to call (CORS), comma-separated; none by default
+    #[arg(
+        long,
+        env = "AGENT_HOST_ALLOWED_ORIGINS",
+        value_name = "ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Directories a message's metadata.cwd may name, comma- or colon-separated [default: the repo path]
+    #[arg(long, env = "AGENT_ALLOWED_CWDS", value_name = "DIRS")]
+    pub allowed_cwds: Option<String>,
+    /// Turns running at once; more wait in a queue [default: 16]
+    #[arg(long, env = "AGENT_MAX_RUNNING_TASKS", value_name = "N")]
+    pub max_running_tasks: Option<usize>,
+    /// Tasks waiting to start; more are refused with HTTP 429 / JSON-RPC -32050 [default: 256]
+    #[arg(long, env = "AGENT_MAX_QUEUED_TASKS", value_name = "N")]
+    pub max_queued_tasks: Option<usize>,
+    /// Requests per minute per credential, 0 = no limit [default: 600]
+    #[arg(long, env = "AGENT_HOST_RATE_LIMIT", value_name = "N")]
+    pub rate_limit: Option<u32>,
+    /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
+    #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
+    pub log_format: Option<String>,
+}

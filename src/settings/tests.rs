@@ -1,0 +1,184 @@
+//! Tests of the parent module.
+
+use super::args::parse_bool;
+use super::*;
+
+#[test]
+fn defaults() {
+    let s = Settings::resolve(&ServeArgs::default()).unwrap();
+    assert_eq!(s.bind, "127.0.0.1:41242".parse().unwrap());
+    let l = s.limits.resolve(&crate::adapter::Limits::default());
+    assert_eq!(l.timeout, Duration::from_secs(1800));
+    assert_eq!(l.idle_timeout, Duration::from_secs(600));
+    assert_eq!(l.cancel_grace, Duration::from_secs(5));
+    // An adapter's limits apply where the configuration says nothing, not over it.
+    let adapter = crate::adapter::Limits {
+        timeout_ms: Some(1000),
+        idle_timeout_ms: Some(2000),
+        ..Default::default()
+    };
+    let mut configured = s.limits.clone();
+    configured.idle_timeout = Some(Duration::from_secs(7));
+    let l = configured.resolve(&adapter);
+    assert_eq!(l.timeout, Duration::from_secs(1));
+    assert_eq!(l.idle_timeout, Duration::from_secs(7));
+    assert!(!s.force);
+    assert!(s.card_legacy_v03);
+}
+
+#[test]
+fn card_signing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/keys/es256.pem");
+    std::fs::write(
+        &p,
+        format!("[card]\nsign_alg = \"ES256\"\nsign_key = \"{key}\"\nsign_kid = \"k1\"\n"),
+    )
+    .unwrap();
+    let args = ServeArgs {
+        config: Some(p.clone()),
+        ..ServeArgs::default()
+    };
+    let signer = Settings::resolve(&args).unwrap().card_signer.unwrap();
+    assert_eq!((signer.alg().name(), signer.kid()), ("ES256", "k1"));
+    // Flags win over the file.
+    let hs = ServeArgs {
+        card_sign_alg: Some("hs256".into()),
+        card_sign_key: Some("secret".into()),
+        ..args.clone()
+    };
+    assert_eq!(
+        Settings::resolve(&hs)
+            .unwrap()
+            .card_signer
+            .unwrap()
+            .alg()
+            .name(),
+        "HS256"
+    );
+    let err = |a: ServeArgs| Settings::resolve(&a).unwrap_err().to_string();
+    let bad_alg = ServeArgs {
+        card_sign_alg: Some("none".into()),
+        ..args.clone()
+    };
+    assert!(err(bad_alg).contains("unknown signing algorithm"));
+    let missing = ServeArgs {
+        card_sign_key: Some("/nonexistent.pem".into()),
+        ..args.clone()
+    };
+    assert!(err(missing).contains("/nonexistent.pem"));
+    let wrong = ServeArgs {
+        card_sign_alg: Some("RS256".into()),
+        ..args.clone()
+    };
+    assert!(err(wrong).contains("bad RS256 key"));
+    let no_alg = ServeArgs {
+        card_sign_key: Some("x".into()),
+        ..ServeArgs::default()
+    };
+    assert!(err(no_alg).contains("no algorithm"));
+    assert!(Settings::resolve(&ServeArgs::default())
+        .unwrap()
+        .card_signer
+        .is_none());
+}
+
+#[test]
+fn file_under_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(
+        &p,
+        "[server]\nport = 9000\nbind = \"0.0.0.0\"\n[agent]\ntimeout_ms = 5000\nforce = true\nargs = [\"-v\"]\n[card]\nlegacy_v03_fields = false\n",
+    )
+    .unwrap();
+    let mut args = ServeArgs {
+        config: Some(p.clone()),
+        insecure_no_auth: true,
+        ..ServeArgs::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(s.bind, "0.0.0.0:9000".parse().unwrap());
+    assert_eq!(s.limits.timeout, Some(Duration::from_secs(5)));
+    assert!(s.force);
+    assert_eq!(s.args, ["-v"]);
+    assert!(!s.card_legacy_v03);
+    args.port = Some(9100);
+    args.force = Some(false);
+    args.agent_args = Some("--a 'b c'".into());
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(s.bind.port(), 9100);
+    assert!(!s.force);
+    assert_eq!(s.args, ["--a", "b c"]);
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "[agent]\ntimeout = 5\n").unwrap();
+    let err = Settings::resolve(&ServeArgs {
+        config: Some(p),
+        ..ServeArgs::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("timeout") && err.contains("line 2"), "{err}");
+    let err = Settings::resolve(&ServeArgs {
+        bind: Some("nonsense".into()),
+        ..ServeArgs::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("nonsense"), "{err}");
+    let err = Settings::resolve(&ServeArgs {
+        timeout_ms: Some(0),
+        ..ServeArgs::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("AGENT_TIMEOUT_MS"), "{err}");
+}
+
+#[test]
+fn store_choices() {
+    assert_eq!(parse_store("memory").unwrap(), StoreChoice::Memory);
+    assert_eq!(
+        parse_store("sqlite:/tmp/x.db").unwrap(),
+        StoreChoice::Sqlite(PathBuf::from("/tmp/x.db"))
+    );
+    match parse_store("sqlite").unwrap() {
+        StoreChoice::Sqlite(p) => assert!(p.ends_with("agent-host/agent-host.db"), "{p:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(parse_store("postgres://x").is_err());
+}
+
+#[test]
+fn bind_forms() {
+    assert_eq!(
+        parse_bind("0.0.0.0:8080", 1).unwrap(),
+        "0.0.0.0:8080".parse().unwrap()
+    );
+    assert_eq!(
+        parse_bind("127.0.0.1", 7).unwrap(),
+        "127.0.0.1:7".parse().unwrap()
+    );
+    assert_eq!(
+        parse_bind("[::1]:9", 7).unwrap(),
+        "[::1]:9".parse().unwrap()
+    );
+    assert_eq!(parse_bind("::1", 7).unwrap(), "[::1]:7".parse().unwrap());
+    assert_eq!(
+        parse_bind("localhost", 7).unwrap(),
+        "127.0.0.1:7".parse().unwrap()
+    );
+    assert_eq!(
+        parse_bind("localhost:8", 7).unwrap(),
+        "127.0.0.1:8".parse().unwrap()
+    );
+    assert!(parse_bool("yes").unwrap());
+    assert!(!parse_bool("0").unwrap());
+    assert!(parse_bool("maybe").is_err());
+}
