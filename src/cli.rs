@@ -386,12 +386,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         let (cell, launch) = (state.card.cli_version.clone(), state.engine.launch());
         let (program, a) = (launch.program.clone(), launch.adapter.clone());
         tokio::spawn(async move {
-            let version = if a.binary == crate::engine::launch::SELF_BINARY {
-                Some(env!("CARGO_PKG_VERSION").to_string())
-            } else {
-                program_version(&program, &a.version_args).await
-            };
-            if let Some(v) = version {
+            if let Some(v) = adapter_version(&a, &program).await {
                 let _ = cell.set(v);
             }
         });
@@ -443,11 +438,7 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
     for a in registry.all() {
         let row = match resolve_program(a, settings.binary.as_deref(), &env, &settings.repo_path) {
             Ok(p) => {
-                let version = if a.binary == crate::engine::launch::SELF_BINARY {
-                    Some(env!("CARGO_PKG_VERSION").to_string())
-                } else {
-                    program_version(&p, &a.version_args).await
-                };
+                let version = adapter_version(a, &p).await;
                 let tested = match &version {
                     Some(v) if a.tested_versions.iter().any(|t| t == v) => "yes",
                     Some(_) if a.tested_versions.is_empty() => "-",
@@ -485,6 +476,15 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The version of an adapter's program: this build's for the built-in agents, else what
+/// the program prints for `version_args`.
+async fn adapter_version(a: &AdapterSpec, program: &std::path::Path) -> Option<String> {
+    if a.binary == crate::engine::launch::SELF_BINARY {
+        return Some(env!("CARGO_PKG_VERSION").to_string());
+    }
+    program_version(program, &a.version_args).await
 }
 
 /// The version a program prints for `version_args` (the first `N.N[.N...]` in its output),

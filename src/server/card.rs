@@ -110,8 +110,7 @@ pub fn build(
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(push),
-            // Served to authenticated callers: only when there are credentials.
-            extended_agent_card: Some(!security.credentials.is_empty()),
+            extended_agent_card: Some(super::extended::offered(security)),
             extensions: super::extensions::card_entries(&cs.required_extensions),
         },
         security_schemes,

@@ -15,15 +15,15 @@ use crate::protocol::A2AError;
 /// The extension entry that carries the runtime details.
 pub const RUNTIME_EXTENSION: &str = "urn:agent-host:runtime:v1";
 
-/// Whether this host serves an extended card.
-pub fn configured(state: &AppState) -> bool {
-    !state.guard.security().credentials.is_empty()
+/// Whether a host with these credentials serves an extended card.
+pub fn offered(security: &crate::settings::Security) -> bool {
+    !security.credentials.is_empty()
 }
 
 /// The extended card as JSON (`legacy_v03`: with the v0.3 top-level fields), or the
 /// version's "not configured" error.
 pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Value, A2AError> {
-    if !configured(state) {
+    if !offered(state.guard.security()) {
         return Err(if v03 {
             A2AError::ExtendedAgentCardNotConfigured
         } else {

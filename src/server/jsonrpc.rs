@@ -51,20 +51,24 @@ const V03_METHODS: &[&str] = &[
 ];
 
 /// A JSON-RPC error response (HTTP 200, as JSON-RPC errors travel).
-fn error_response(id: &Value, err: &A2AError, version: Option<Version>) -> Response {
-    let body = json!({
+/// A JSON-RPC error response object.
+fn error_body(id: &Value, err: &A2AError, version: Option<Version>) -> Value {
+    json!({
         "jsonrpc": "2.0",
         "id": id,
         "error": err.to_jsonrpc_error(version == Some(Version::V1)),
-    });
-    json_response(StatusCode::OK, body.to_string())
+    })
+}
+
+fn error_response(id: &Value, err: &A2AError, version: Option<Version>) -> Response {
+    json_response(StatusCode::OK, error_body(id, err, version).to_string())
 }
 
 /// An error of a v0.3 streaming method (`message/stream`, `tasks/resubscribe`) once the
 /// request was understood: a stream with that one error response, as v0.3 clients read a
 /// streaming call's answer only as `text/event-stream`.
 fn sse_error_response(id: &Value, err: &A2AError) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": err.to_jsonrpc_error(false)});
+    let body = error_body(id, err, Some(Version::V03));
     let mut r = (StatusCode::OK, format!("data: {body}\n\n")).into_response();
     let h = r.headers_mut();
     h.insert(

@@ -497,4 +497,28 @@ impl HostProcess {
         }
         panic!("agent-host did not serve its card within 10 s");
     }
+
+    /// A v1.0 JSON-RPC call at `path` (from the root, e.g. `/` or `/agents/jsonl/`) with
+    /// extra headers; the whole response object.
+    pub async fn rpc(
+        &self,
+        path: &str,
+        method: &str,
+        params: Value,
+        headers: &[(&str, &str)],
+    ) -> Value {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}{path}", self.base))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("JSON-RPC response")
+    }
 }

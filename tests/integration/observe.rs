@@ -93,12 +93,27 @@ async fn traceparent_reaches_the_cli_and_the_task() {
 #[tokio::test]
 async fn several_adapters_are_served_on_one_port() {
     limit(async {
-        let host = HostProcess::spawn(&[("AGENT_ADAPTER", "demo,jsonl"), ("AGENT_ROUTE_BY_METADATA", "true")], &[]).await;
+        let host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_ROUTE_BY_METADATA", "true"),
+            ],
+            &[],
+        )
+        .await;
         let client = reqwest::Client::new();
         let base = host.base.clone();
         let root = &host.card;
-        let skills: Vec<&str> = root["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
-        assert!(skills.contains(&"demo-session") && skills.contains(&"agent-jsonl"), "{skills:?}");
+        let skills: Vec<&str> = root["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        assert!(
+            skills.contains(&"demo-session") && skills.contains(&"agent-jsonl"),
+            "{skills:?}"
+        );
         let card: serde_json::Value = client
             .get(format!("{base}/agents/jsonl/.well-known/agent-card.json"))
             .send()
@@ -107,54 +122,33 @@ async fn several_adapters_are_served_on_one_port() {
             .json()
             .await
             .unwrap();
-        assert_eq!(card["supportedInterfaces"][0]["url"], format!("{base}/agents/jsonl/"));
-        let send = |url: String| {
-            let client = client.clone();
-            async move {
-                client
-                    .post(url)
-                    .header("A2A-Version", "1.0")
-                    .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("echo via adapter")}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<serde_json::Value>()
-                    .await
-                    .unwrap()
-            }
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            format!("{base}/agents/jsonl/")
+        );
+        let send = |path: &'static str| {
+            host.rpc(path, "SendMessage", send_params("echo via adapter"), &[])
         };
-        let via_jsonl = send(format!("{base}/agents/jsonl/")).await;
-        assert_eq!(via_jsonl["result"]["task"]["metadata"]["adapter"], "jsonl", "{via_jsonl}");
-        let via_root = send(format!("{base}/")).await;
+        let via_jsonl = send("/agents/jsonl/").await;
+        assert_eq!(
+            via_jsonl["result"]["task"]["metadata"]["adapter"], "jsonl",
+            "{via_jsonl}"
+        );
+        let via_root = send("/").await;
         assert_eq!(via_root["result"]["task"]["metadata"]["adapter"], "demo");
-        let via_demo = send(format!("{base}/agents/demo/a2a/rest/message:send").replace("/a2a/rest/message:send", "/")).await;
+        let via_demo = send("/agents/demo/").await;
         assert_eq!(via_demo["result"]["task"]["metadata"]["adapter"], "demo");
         // With route-by-metadata, the root sends a message naming an adapter to it, and finds
         // that adapter's tasks by id over both bindings.
         let mut params = send_params("echo picked by metadata");
         params["message"]["metadata"] = json!({"agent": "jsonl"});
-        let picked: serde_json::Value = client
-            .post(format!("{base}/"))
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc":"2.0","id":2,"method":"SendMessage","params":params}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(picked["result"]["task"]["metadata"]["adapter"], "jsonl", "{picked}");
+        let picked = host.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(
+            picked["result"]["task"]["metadata"]["adapter"], "jsonl",
+            "{picked}"
+        );
         let id = picked["result"]["task"]["id"].as_str().unwrap().to_string();
-        let got: serde_json::Value = client
-            .post(format!("{base}/"))
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id": id}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = host.rpc("/", "GetTask", json!({"id": id}), &[]).await;
         assert_eq!(got["result"]["metadata"]["adapter"], "jsonl", "{got}");
         let rest = client
             .get(format!("{base}/a2a/rest/tasks/{id}"))
@@ -168,17 +162,11 @@ async fn several_adapters_are_served_on_one_port() {
         // An adapter this host does not serve: the default one takes the message.
         let mut params = send_params("echo unknown agent");
         params["message"]["metadata"] = json!({"agent": "nope"});
-        let unknown: serde_json::Value = client
-            .post(format!("{base}/"))
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc":"2.0","id":4,"method":"SendMessage","params":params}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(unknown["result"]["task"]["metadata"]["adapter"], "demo", "{unknown}");
+        let unknown = host.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(
+            unknown["result"]["task"]["metadata"]["adapter"], "demo",
+            "{unknown}"
+        );
     })
     .await;
 }
@@ -241,18 +229,9 @@ async fn a_required_extension_must_be_named() {
             .cloned()
             .unwrap();
         assert_eq!(approval["required"], true);
-        let body =
-            json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("hello")});
-        let refused: serde_json::Value = client
-            .post(format!("{base}/"))
-            .header("A2A-Version", "1.0")
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let refused = host
+            .rpc("/", "SendMessage", send_params("hello"), &[])
+            .await;
         assert_eq!(refused["error"]["code"], -32008, "{refused}");
         let rest = client
             .get(format!("{base}/a2a/rest/tasks"))
@@ -266,17 +245,14 @@ async fn a_required_extension_must_be_named() {
             rest["error"]["details"][0]["reason"], "EXTENSION_SUPPORT_REQUIRED",
             "{rest}"
         );
-        let ok: serde_json::Value = client
-            .post(format!("{base}/"))
-            .header("A2A-Version", "1.0")
-            .header("A2A-Extensions", "urn:agent-host:approval:v1")
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let ok = host
+            .rpc(
+                "/",
+                "SendMessage",
+                send_params("hello"),
+                &[("A2A-Extensions", "urn:agent-host:approval:v1")],
+            )
+            .await;
         assert_eq!(
             ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{ok}"
