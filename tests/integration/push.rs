@@ -107,6 +107,22 @@ async fn wait_hits(rx: &Receiver, n: usize) -> Vec<Hit> {
     panic!("the receiver got {got} updates, expected {n}");
 }
 
+/// A server with push on and a task started with `prompt` (not waited for); its id.
+async fn server_with_task(push: PushSettings, prompt: &str) -> (TestServer, String) {
+    let s = TestServer::with(Options {
+        push: Some(push),
+        ..Options::default()
+    })
+    .await;
+    let mut p = send_params(prompt);
+    p["configuration"] = json!({"returnImmediately": true});
+    let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    (s, id)
+}
+
 #[tokio::test]
 async fn every_update_reaches_the_webhook_in_order_with_its_credentials() {
     limit(async {
@@ -156,14 +172,7 @@ async fn every_update_reaches_the_webhook_in_order_with_its_credentials() {
 async fn configs_in_both_versions() {
     limit(async {
         let rx = receiver(0).await;
-        let s = TestServer::with(Options {
-            push: Some(fast()),
-            ..Options::default()
-        })
-        .await;
-        let mut p = send_params("approval");
-        p["configuration"] = json!({"returnImmediately": true});
-        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"].as_str().unwrap().to_string();
+        let (s, id) = server_with_task(fast(), "approval").await;
         s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").await;
         // v1.0 create / get / list / delete.
         let c = s
@@ -236,17 +245,7 @@ async fn configs_in_both_versions() {
 #[tokio::test]
 async fn ssrf_probes_are_refused_without_allow_private() {
     limit(async {
-        let s = TestServer::with(Options {
-            push: Some(PushSettings::default()),
-            ..Options::default()
-        })
-        .await;
-        let mut p = send_params("hang");
-        p["configuration"] = json!({"returnImmediately": true});
-        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let (s, id) = server_with_task(PushSettings::default(), "hang").await;
         for url in [
             "http://127.0.0.1:8080/hook",
             "http://10.0.0.1/hook",
@@ -346,17 +345,7 @@ async fn deliveries_survive_a_receiver_outage_and_a_host_restart() {
 async fn push_configs_over_http_json_in_both_versions() {
     limit(async {
         let rx = receiver(0).await;
-        let s = TestServer::with(Options {
-            push: Some(fast()),
-            ..Options::default()
-        })
-        .await;
-        let mut p = send_params("hang");
-        p["configuration"] = json!({"returnImmediately": true});
-        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let (s, id) = server_with_task(fast(), "hang").await;
         let base = format!("{}/a2a/rest/tasks/{id}/pushNotificationConfigs", s.base);
         let created: Value = s
             .client
@@ -425,17 +414,7 @@ async fn push_configs_over_http_json_in_both_versions() {
 async fn a_v03_config_set_without_id_is_the_tasks_default() {
     limit(async {
         let rx = receiver(0).await;
-        let s = TestServer::with(Options {
-            push: Some(fast()),
-            ..Options::default()
-        })
-        .await;
-        let mut p = send_params("approval");
-        p["configuration"] = json!({"returnImmediately": true});
-        let id = s.rpc("SendMessage", p).await["result"]["task"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let (s, id) = server_with_task(fast(), "approval").await;
         let set = s
             .rpc03(
                 "tasks/pushNotificationConfig/set",
