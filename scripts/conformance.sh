@@ -55,10 +55,10 @@ venv() {
   "$dir/bin/pip" install --quiet -e "$kit"
 }
 
-# serve NAME VERSION LEGACY_CARD: starts agent-host on a free port (in this shell, so that
-# the trap can stop it), sets $port.
+# serve NAME VERSION LEGACY_CARD BLOCKING_WAIT_MS: starts agent-host on a free port (in this
+# shell, so that the trap can stop it), sets $port.
 serve() {
-  local name=$1 version=$2 legacy=$3
+  local name=$1 version=$2 legacy=$3 blocking_wait=$4
   port=$(free_port)
   mkdir -p "$work/$name"
   CONFORMANCE_VERSION=$version \
@@ -66,6 +66,7 @@ serve() {
   AGENT_HOST_BIND=127.0.0.1:$port \
   AGENT_HOST_STORE=memory \
   AGENT_HOST_CARD_LEGACY_V03=$legacy \
+  AGENT_HOST_BLOCKING_WAIT_MS=$blocking_wait \
   AGENT_PUSH=true \
   AGENT_MAX_RUNNING_TASKS=1000 \
   AGENT_MAX_QUEUED_TASKS=1000 \
@@ -96,7 +97,7 @@ summary=()
 if [[ -n "${A2A_TCK_DIR:-}" ]]; then
   echo "== 1.0 kit: $(git -C "$A2A_TCK_DIR" rev-parse --short HEAD 2>/dev/null || echo '?') ($A2A_TCK_DIR)"
   venv "$venvs/tck-1.0" "$A2A_TCK_DIR"
-  serve v1 1.0 false
+  serve v1 1.0 false 0
   level=()
   [[ -n "${TCK_LEVEL:-}" ]] && level=(--level "$TCK_LEVEL")
   extra=()
@@ -133,7 +134,10 @@ fi
 if [[ -n "${A2A_TCK03_DIR:-}" ]]; then
   echo "== 0.3 kit: $(git -C "$A2A_TCK03_DIR" rev-parse --short HEAD 2>/dev/null || echo '?') ($A2A_TCK03_DIR)"
   venv "$venvs/tck-0.3" "$A2A_TCK03_DIR"
-  serve v03 0.3 true
+  # The 0.3 kit expects the reference agent's behaviour: tasks stay working, and a blocking
+  # message/send answers with the working task. The conformance agent keeps working; a
+  # blocking send answers after 500 ms with the task as it is.
+  serve v03 0.3 true 500
   for category in mandatory capabilities transport-equivalence quality features; do
     set +e
     (cd "$A2A_TCK03_DIR" && "$venvs/tck-0.3/bin/python" run_tck.py --sut-url "http://127.0.0.1:$port" \

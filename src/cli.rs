@@ -347,6 +347,7 @@ async fn start_agent(
         local_addr,
         started_at: SystemTime::now(),
         keepalive: settings.sse_keepalive,
+        blocking_wait: settings.blocking_wait,
         push,
         guard,
     })

@@ -38,7 +38,8 @@ use stream::SubscriberSlot;
 
 /// Messages to a running turn.
 enum Control {
-    /// The client answered the pending approval with this message.
+    /// A message for the task: the answer to the pending approval, or (while the agent
+    /// works) a message passed to it when its protocol takes one.
     Reply(
         crate::protocol::v1::Message,
         oneshot::Sender<Result<(), A2AError>>,
@@ -497,7 +498,9 @@ impl Engine {
                 state_word(state)
             )));
         }
-        if state != TaskState::InputRequired {
+        // A working task takes the message when its agent reads messages while it works
+        // (the turn decides); a waiting one takes it as the answer.
+        if state != TaskState::InputRequired && state != TaskState::Working {
             return Err(A2AError::UnsupportedOperation(format!(
                 "task {task_id} is {} and not waiting for input; wait for input-required, or cancel it",
                 state_word(state)
@@ -515,10 +518,15 @@ impl Engine {
         let control = match control {
             Ok(Some(c)) => c,
             // Waiting since before a restart: the answer resumes the CLI's session.
-            Ok(None) => {
+            Ok(None) if state == TaskState::InputRequired => {
                 return self
                     .answer_after_restart(task_id, &snap.task.context_id, msg)
                     .await
+            }
+            Ok(None) => {
+                return Err(A2AError::UnsupportedOperation(format!(
+                    "task {task_id} has not started yet; wait for it to work, or cancel it"
+                )))
             }
             Err(()) => {
                 return Err(A2AError::UnsupportedOperation(format!(

@@ -177,11 +177,17 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         tokio::select! {
             ctl = control.recv() => match ctl {
                 Some(Control::Reply(msg, ack)) => {
-                    let res = deliver_answer(&mut proc, parser.as_mut(), &mut mapper, &msg).await;
+                    let res = if mapper.pending_approval().is_some() || mapper.state().is_terminal() {
+                        deliver_answer(&mut proc, parser.as_mut(), &mut mapper, &msg).await.map(Some)
+                    } else {
+                        deliver_message(&mut proc, parser.as_mut(), &task_id, &msg).await.map(|()| None)
+                    };
                     match res {
                         Ok(note) => {
                             let mut ev = vec![TaskEvent::UserMessage(msg)];
-                            ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
+                            if let Some(note) = note {
+                                ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
+                            }
                             inner.publish_events(&task_id, &notify, ev).await;
                             idle_sleep.as_mut().reset(Instant::now() + idle);
                             let _ = ack.send(Ok(()));
@@ -324,6 +330,26 @@ async fn deliver_answer(
         "Approved; the agent continues".to_string()
     } else {
         "Denied; the agent continues".to_string()
+    })
+}
+
+/// Writes a message from the client to a CLI that works (and reads messages meanwhile).
+async fn deliver_message(
+    proc: &mut Process,
+    parser: &mut dyn WireParser,
+    task_id: &str,
+    msg: &crate::protocol::v1::Message,
+) -> Result<(), A2AError> {
+    let Some(bytes) = parser.encode_message(&input::prompt_of(msg), &msg.message_id) else {
+        return Err(A2AError::UnsupportedOperation(format!(
+            "task {task_id} is working and this agent takes no messages while it works; wait for input-required, or cancel it"
+        )));
+    };
+    proc.write_stdin(&bytes).await.map_err(|e| {
+        tracing::warn!(error = %e, "could not write the message to the agent");
+        A2AError::UnsupportedOperation(format!(
+            "task {task_id} is working and its agent no longer reads messages; wait for it to finish, or cancel it"
+        ))
     })
 }
 

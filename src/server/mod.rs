@@ -53,6 +53,8 @@ pub struct AppState {
     pub started_at: SystemTime,
     /// Interval of SSE keep-alive comments.
     pub keepalive: Duration,
+    /// Longest wait of a blocking send (None: until the task settles).
+    pub blocking_wait: Option<Duration>,
     /// Push notifications, when on.
     pub push: Option<crate::push::PushService>,
     /// Authentication, allowed hosts and origins, rate limit.

@@ -12,8 +12,9 @@ use crate::protocol::v1::{SendMessageRequest, SendMessageResponse, StreamRespons
 use crate::protocol::A2AError;
 use crate::task;
 
-/// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input.
-/// The answer is the task, or the agent's message when it answered with one instead of a
+/// Sends and, unless `returnImmediately`, waits until the task is terminal or waits for input,
+/// or (with `blocking_wait` set) until that much time has passed: then the answer is the task
+/// as it is, still working. The answer is the task, or the agent's message when it answered with one instead of a
 /// task (see [`direct_message`]).
 pub async fn send_blocking(
     state: &AppState,
@@ -35,10 +36,17 @@ pub async fn send_blocking(
     let snap = if cfg.return_immediately {
         state.engine.get_snapshot(&acc.task_id, owner).await?
     } else {
-        state
-            .engine
-            .wait_settled(&acc.task_id, acc.from_seq, owner)
-            .await?
+        let settled = state.engine.wait_settled(&acc.task_id, acc.from_seq, owner);
+        match state.blocking_wait {
+            None => settled.await?,
+            Some(limit) => match tokio::time::timeout(limit, settled).await {
+                Ok(snap) => snap?,
+                Err(_) => {
+                    tracing::debug!(task = %acc.task_id, "blocking send answers before the task settled (blocking wait limit)");
+                    state.engine.get_snapshot(&acc.task_id, owner).await?
+                }
+            },
+        }
     };
     if let Some(msg) = direct_message(&snap.task) {
         return Ok(SendMessageResponse::Message(msg));

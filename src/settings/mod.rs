@@ -78,6 +78,7 @@ pub struct ServerSection {
     pub public_url: Option<String>,
     pub body_limit_bytes: Option<usize>,
     pub sse_keepalive_ms: Option<u64>,
+    pub blocking_wait_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -181,6 +182,8 @@ pub struct Settings {
     pub approval_response: Option<String>,
     pub body_limit: usize,
     pub sse_keepalive: Duration,
+    /// Longest wait of a blocking send; None: until the task settles.
+    pub blocking_wait: Option<Duration>,
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
@@ -629,6 +632,11 @@ impl Settings {
                 "server.sse_keepalive_ms",
                 srv.sse_keepalive_ms.unwrap_or(DEFAULT_KEEPALIVE_MS),
             )?),
+            blocking_wait: args
+                .blocking_wait_ms
+                .or(srv.blocking_wait_ms)
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
             card_name: card.name.clone(),
             card_description: card.description.clone(),
             card_legacy_v03: args

@@ -24,6 +24,26 @@ fn defaults() {
     assert_eq!(l.idle_timeout, Duration::from_secs(7));
     assert!(!s.force);
     assert!(s.card_legacy_v03);
+    assert_eq!(s.blocking_wait, None);
+}
+
+#[test]
+fn blocking_wait_from_file_and_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "[server]\nblocking_wait_ms = 30000\n").unwrap();
+    let args = ServeArgs {
+        config: Some(p),
+        ..ServeArgs::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(s.blocking_wait, Some(Duration::from_secs(30)));
+    // The flag wins; 0 means no cap.
+    let off = ServeArgs {
+        blocking_wait_ms: Some(0),
+        ..args
+    };
+    assert_eq!(Settings::resolve(&off).unwrap().blocking_wait, None);
 }
 
 #[test]

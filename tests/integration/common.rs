@@ -47,6 +47,8 @@ pub struct Options {
     pub model: Option<String>,
     /// `AGENT_FORCE`: the adapter's `force_args`.
     pub force: bool,
+    /// `AGENT_HOST_BLOCKING_WAIT_MS`: the longest wait of a blocking send.
+    pub blocking_wait: Option<Duration>,
 }
 
 impl Default for Options {
@@ -75,6 +77,7 @@ impl Default for Options {
             extra_args: vec![],
             model: None,
             force: false,
+            blocking_wait: None,
         }
     }
 }
@@ -190,6 +193,7 @@ impl TestServer {
             local_addr: addr,
             started_at: SystemTime::now(),
             keepalive: Duration::from_millis(200),
+            blocking_wait: o.blocking_wait,
             push,
             guard: Arc::new(agent_host::server::guard::Guard::new(
                 o.security.clone(),

@@ -180,27 +180,75 @@ async fn proto_field_names_are_accepted() {
     .await;
 }
 
-/// The 0.3 kit's expectation: every task stays open (here: waiting for input), answers with
-/// the task's id keep it open, and it can be canceled.
+/// The 0.3 kit's expectation: every task stays working; a blocking send (with a wait limit)
+/// answers with the working task, messages with the task's id reach the agent while it works
+/// and join the history, and the task can be canceled.
 #[tokio::test]
-async fn v03_mode_keeps_tasks_open() {
+async fn v03_mode_keeps_tasks_working_and_takes_messages() {
     limit(async {
         let s = TestServer::with(Options {
             adapter: "conformance",
             env: vec![("CONFORMANCE_VERSION".into(), "0.3".into())],
+            blocking_wait: Some(std::time::Duration::from_millis(300)),
             ..Options::default()
         })
         .await;
         let v = s.rpc03("message/send", send_params03("hello")).await;
         let t = &v["result"];
-        assert_eq!(t["status"]["state"], "input-required", "{v}");
+        assert_eq!(t["status"]["state"], "working", "{v}");
         let id = t["id"].as_str().unwrap_or_default();
-        let mut again = send_params03("more");
-        again["message"]["taskId"] = json!(id);
-        let v = s.rpc03("message/send", again).await;
-        assert_eq!(v["result"]["status"]["state"], "input-required", "{v}");
+        let v = s
+            .rpc03("tasks/get", json!({"id": id, "historyLength": 1}))
+            .await;
+        assert_eq!(
+            v["result"]["history"].as_array().map(Vec::len),
+            Some(1),
+            "{v}"
+        );
+        for text in ["more", "and more"] {
+            let mut again = send_params03(text);
+            again["message"]["taskId"] = json!(id);
+            let v = s.rpc03("message/send", again).await;
+            assert_eq!(v["result"]["status"]["state"], "working", "{v}");
+        }
+        let v = s.rpc03("tasks/get", json!({"id": id})).await;
+        let texts: Vec<&str> = v["result"]["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["parts"][0]["text"].as_str())
+            .collect();
+        assert_eq!(texts, ["hello", "more", "and more"], "{v}");
         let v = s.rpc03("tasks/cancel", json!({"id": id})).await;
         assert_eq!(v["result"]["status"]["state"], "canceled", "{v}");
+    })
+    .await;
+}
+
+/// An agent that reads no messages while it works (the demo agent) refuses them with
+/// UnsupportedOperationError, and keeps working.
+#[tokio::test]
+async fn a_working_agent_that_takes_no_messages_refuses_them() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let v = s.rpc("SendMessage", p).await;
+        let id = v["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let mut again = send_params("also this");
+        again["message"]["taskId"] = json!(id);
+        let v = s.rpc("SendMessage", again).await;
+        assert_eq!(v["error"]["code"], -32004, "{v}");
+        let m = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("takes no messages while it works"), "{m}");
+        let v = s.rpc("CancelTask", json!({"id": id})).await;
+        assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
     })
     .await;
 }

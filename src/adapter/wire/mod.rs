@@ -77,6 +77,13 @@ pub trait WireParser: Send {
     /// supports answering.
     fn encode_decision(&mut self, decision: &Decision) -> Option<Vec<u8>>;
 
+    /// The bytes that give the CLI a message from the client while it works (a message for a
+    /// task that is working, not waiting for an answer), if the format takes such messages.
+    /// Default: none, and the message is refused.
+    fn encode_message(&mut self, _text: &str, _message_id: &str) -> Option<Vec<u8>> {
+        None
+    }
+
     /// Bytes asking the CLI to end the turn by itself (its own interrupt), sent before the
     /// process group is signalled. Default: none.
     fn interrupt(&mut self) -> Option<Vec<u8>> {
@@ -87,7 +94,7 @@ pub trait WireParser: Send {
 /// A parser for the adapter's format (configured by its `wire_options`).
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {
-        native::FORMAT => Some(Box::new(native::NativeParser)),
+        native::FORMAT => Some(Box::new(native::NativeParser::new(&spec.wire_options))),
         claude::FORMAT => Some(Box::new(claude::ClaudeParser::new(
             claude::Options::from_table(&spec.wire_options),
         ))),

@@ -10,9 +10,25 @@ use crate::protocol::v1::Part;
 
 pub const FORMAT: &str = "agent-host-jsonl";
 
-/// Parser state (none needed beyond counting unknown lines).
+/// The parser, and the host's side of the stdin protocol.
 #[derive(Debug, Default)]
-pub struct NativeParser;
+pub struct NativeParser {
+    /// The program reads `user_message` lines while it works (wire option `messages`).
+    messages: bool,
+}
+
+impl NativeParser {
+    /// A parser configured by the adapter's `wire_options`: `messages = true` when the program
+    /// takes the client's messages while it works.
+    pub fn new(options: &toml::Table) -> NativeParser {
+        NativeParser {
+            messages: options
+                .get("messages")
+                .and_then(toml::Value::as_bool)
+                .unwrap_or(false),
+        }
+    }
+}
 
 fn str_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
@@ -147,6 +163,16 @@ impl WireParser for NativeParser {
         bytes.push(b'\n');
         Some(bytes)
     }
+
+    fn encode_message(&mut self, text: &str, message_id: &str) -> Option<Vec<u8>> {
+        if !self.messages {
+            return None;
+        }
+        let obj = json!({"type": "user_message", "text": text, "message_id": message_id});
+        let mut bytes = obj.to_string().into_bytes();
+        bytes.push(b'\n');
+        Some(bytes)
+    }
 }
 
 /// An `artifact` line: `artifact_id` (required), `name`, `parts` (A2A v1.0 parts, each with
@@ -192,7 +218,7 @@ mod tests {
 
     fn parse(line: &str) -> Vec<AgentEvent> {
         let mut out = Vec::new();
-        NativeParser.parse_line(line, &mut out, &mut Vec::new());
+        NativeParser::default().parse_line(line, &mut out, &mut Vec::new());
         out
     }
 
@@ -295,8 +321,10 @@ mod tests {
 
     #[test]
     fn golden_fake_agent_session_with_noise() {
-        let events =
-            crate::adapter::wire::golden::events(&mut NativeParser, "fake-agent/0.1.0/noise.jsonl");
+        let events = crate::adapter::wire::golden::events(
+            &mut NativeParser::default(),
+            "fake-agent/0.1.0/noise.jsonl",
+        );
         let warnings = events
             .iter()
             .filter(|e| matches!(e, AgentEvent::Warning { .. }))
@@ -313,8 +341,28 @@ mod tests {
     }
 
     #[test]
+    fn messages_while_working_only_when_the_program_takes_them() {
+        assert!(NativeParser::default()
+            .encode_message("hi", "m-1")
+            .is_none());
+        let mut options = toml::Table::new();
+        options.insert("messages".into(), toml::Value::Boolean(true));
+        let bytes = NativeParser::new(&options)
+            .encode_message("also check the tests", "m-3")
+            .unwrap();
+        let s = String::from_utf8(bytes).unwrap();
+        assert_eq!(s.matches('\n').count(), 1);
+        assert!(s.ends_with('\n'));
+        let v: Value = serde_json::from_str(s.trim()).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "user_message", "text": "also check the tests", "message_id": "m-3"})
+        );
+    }
+
+    #[test]
     fn decisions_encode_as_one_line() {
-        let bytes = NativeParser
+        let bytes = NativeParser::default()
             .encode_decision(&Decision {
                 message_id: Some("m-2".into()),
                 id: "a1".into(),
