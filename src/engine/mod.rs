@@ -7,6 +7,7 @@
 //! appended to the store and announced on the task's watch channel; subscribers read the log
 //! from their own position, so a slow subscriber never blocks the CLI and never misses events.
 
+mod attach;
 pub mod input;
 pub mod launch;
 mod recover;
@@ -277,7 +278,7 @@ impl Engine {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let limits = &self.inner.config.limits;
-        {
+        let context_cwd = {
             let st = lock(&self.inner.state);
             if st.shutting_down {
                 return Err(A2AError::Busy("agent-host is shutting down".into()));
@@ -304,11 +305,17 @@ impl Engine {
                     st.queued()
                 )));
             }
-        }
+            ctx.and_then(|c| c.cwd.clone())
+        };
         let task_id = uuid::Uuid::new_v4().to_string();
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
-        let prompt = input::prompt_of(&msg);
+        let work_dir = cwd
+            .clone()
+            .or(context_cwd)
+            .unwrap_or_else(|| self.default_cwd());
+        let attachments = attach::save(&work_dir, &task_id, &msg).await?;
+        let prompt = input::prompt_of(&msg, Some(&attachments));
         let message_id = msg.message_id.clone();
         let task = Task {
             id: task_id.clone(),
