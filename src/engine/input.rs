@@ -9,8 +9,56 @@ use crate::adapter::wire::Decision;
 use crate::protocol::v1::{Message, Part, Role};
 use crate::protocol::A2AError;
 
+/// Media types accepted when none are configured: text, JSON, and anything else (a binary
+/// part is saved as a file the agent can open).
+pub const DEFAULT_INPUT_MODES: &[&str] = &["text/plain", "application/json", "*/*"];
+
 /// The directory under a task's working directory where agent-host keeps its files.
 pub const HOST_DIR: &str = ".agent-host";
+
+/// Checks one configured input mode: `type/subtype`, `type/*` or `*/*`, without parameters.
+pub fn check_input_mode(mode: &str) -> Result<(), String> {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+    };
+    let ok = match mode.split_once('/') {
+        Some(("*", "*")) => true,
+        Some((t, "*")) => token(t),
+        Some((t, s)) => token(t) && token(s),
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "input mode '{mode}' is not a media type: use type/subtype, type/* or */* (e.g. image/png, image/*)"
+        ))
+    }
+}
+
+/// [`DEFAULT_INPUT_MODES`] as owned strings.
+pub fn default_input_modes() -> Vec<String> {
+    DEFAULT_INPUT_MODES.iter().map(|m| m.to_string()).collect()
+}
+
+/// The input modes as configured (`None`: the defaults), trimmed and checked.
+pub fn input_modes(configured: Option<Vec<String>>) -> Result<Vec<String>, String> {
+    let Some(list) = configured else {
+        return Ok(default_input_modes());
+    };
+    let modes: Vec<String> = list
+        .iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if modes.is_empty() {
+        return Err("input modes are empty: name at least one media type (e.g. text/plain)".into());
+    }
+    modes.iter().try_for_each(|m| check_input_mode(m))?;
+    Ok(modes)
+}
 
 /// A media type without its parameters, trimmed and lower-case.
 fn base_type(media_type: &str) -> String {
@@ -22,8 +70,24 @@ fn base_type(media_type: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Checks the parts of an incoming user message.
-pub fn validate_message(m: &Message) -> Result<(), A2AError> {
+/// Whether one of `modes` (`type/subtype`, `type/*`, `*/*`) covers `media_type`; parameters
+/// (`; charset=...`) are ignored, case does not matter.
+pub fn accepts(modes: &[String], media_type: &str) -> bool {
+    let base = base_type(media_type);
+    let ty = base.split_once('/').map(|(t, _)| t);
+    modes.iter().any(|m| {
+        let m = m.trim().to_ascii_lowercase();
+        match m.split_once('/') {
+            Some(("*", "*")) => true,
+            Some((t, "*")) => ty == Some(t),
+            _ => m == base,
+        }
+    })
+}
+
+/// Checks the parts of an incoming user message; a part that names its media type must be
+/// of one of `modes` (the agent's input modes).
+pub fn validate_message(m: &Message, modes: &[String]) -> Result<(), A2AError> {
     if m.message_id.is_empty() {
         return Err(A2AError::InvalidParams(
             "message.messageId is required".into(),
@@ -64,9 +128,10 @@ pub fn validate_message(m: &Message) -> Result<(), A2AError> {
             }
         }
         if let Some(mt) = media_type_of(p) {
-            if p.url.is_none() && !is_textual(mt) {
+            if !accepts(modes, mt) {
                 return Err(A2AError::ContentTypeNotSupported(format!(
-                    "message.parts[{i}] has media type '{mt}'; this agent reads text (text/*, application/json)"
+                    "message.parts[{i}] has media type '{mt}'; this agent accepts {}",
+                    modes.join(", ")
                 )));
             }
         }
@@ -320,6 +385,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn modes(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn defaults() -> Vec<String> {
+        default_input_modes()
+    }
+
     fn raw_part(bytes: &[u8], media_type: Option<&str>, filename: Option<&str>) -> Part {
         Part {
             raw: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
@@ -332,9 +405,9 @@ mod tests {
     #[test]
     fn validation_says_what_is_wrong() {
         let mut m = text_message("hi");
-        assert!(validate_message(&m).is_ok());
+        assert!(validate_message(&m, &defaults()).is_ok());
         m.parts.push(Part::default());
-        let e = validate_message(&m).unwrap_err();
+        let e = validate_message(&m, &defaults()).unwrap_err();
         assert_eq!(e.code(), -32602);
         assert!(e.to_string().contains("parts[1]"));
         let mut bad64 = text_message("x");
@@ -342,21 +415,71 @@ mod tests {
             raw: Some("not base64!".into()),
             ..Part::default()
         }];
-        assert_eq!(validate_message(&bad64).unwrap_err().code(), -32602);
+        assert_eq!(
+            validate_message(&bad64, &defaults()).unwrap_err().code(),
+            -32602
+        );
     }
 
     #[test]
-    fn binary_media_types_are_refused() {
+    fn media_types_are_checked_against_the_input_modes() {
         let mut img = text_message("x");
         img.parts = vec![raw_part(b"\x89PNG", Some("image/png"), None)];
-        assert_eq!(validate_message(&img).unwrap_err().code(), -32005);
-        let mut bad = text_message("x");
-        bad.parts[0].media_type = Some("application/x-unsupported-tck-type".into());
-        assert_eq!(validate_message(&bad).unwrap_err().code(), -32005);
-        // A raw part without a media type is accepted; not UTF-8, it is saved as a file.
-        let mut blob = text_message("x");
-        blob.parts.push(raw_part(b"\x00\xff", None, None));
-        assert!(validate_message(&blob).is_ok());
+        let mut tck = text_message("x");
+        tck.parts[0].media_type = Some("application/x-unsupported-tck-type".into());
+        // The defaults take anything.
+        assert!(validate_message(&img, &defaults()).is_ok());
+        assert!(validate_message(&tck, &defaults()).is_ok());
+        let text_only = modes(&["text/plain", "application/json"]);
+        let e = validate_message(&img, &text_only).unwrap_err();
+        assert_eq!(e.code(), -32005);
+        assert_eq!(
+            e.to_string(),
+            "message.parts[0] has media type 'image/png'; this agent accepts text/plain, application/json"
+        );
+        assert_eq!(
+            validate_message(&tck, &text_only).unwrap_err().code(),
+            -32005
+        );
+        // Parts that name no media type are accepted whatever the modes.
+        let mut plain = text_message("x");
+        plain.parts.push(Part::data(json!({"a": 1})));
+        plain.parts.push(raw_part(b"\x00\xff", None, None));
+        assert!(validate_message(&plain, &modes(&["image/png"])).is_ok());
+    }
+
+    #[test]
+    fn modes_match_wildcards_and_ignore_parameters_and_case() {
+        let m = modes(&["text/plain", "image/*"]);
+        assert!(accepts(&m, "text/plain"));
+        assert!(accepts(&m, "Text/Plain; charset=utf-8"));
+        assert!(!accepts(&m, "text/markdown"));
+        assert!(accepts(&m, "image/png"));
+        assert!(accepts(&m, "IMAGE/WEBP"));
+        assert!(!accepts(&m, "application/pdf"));
+        assert!(!accepts(&m, "image"));
+        assert!(accepts(&modes(&["*/*"]), "application/x-anything"));
+        assert!(accepts(&modes(&["Application/JSON"]), "application/json"));
+        assert!(!accepts(&[], "text/plain"));
+    }
+
+    #[test]
+    fn input_modes_must_be_media_ranges() {
+        for ok in ["text/plain", "image/*", "*/*", "application/vnd.api+json"] {
+            assert!(check_input_mode(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "text",
+            "*/plain",
+            "text/",
+            "/plain",
+            "text/plain; charset=utf-8",
+            "a b/c",
+        ] {
+            let e = check_input_mode(bad).unwrap_err();
+            assert!(e.contains("type/subtype"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -123,6 +123,9 @@ pub struct EngineConfig {
     pub workspace_roots: Vec<PathBuf>,
     /// Secret values never shown to clients (the host's own credentials).
     pub secrets: Vec<String>,
+    /// Media types a message part may name (`type/subtype`, `type/*`, `*/*`). Empty:
+    /// [`input::DEFAULT_INPUT_MODES`].
+    pub input_modes: Vec<String>,
 }
 
 /// Who is calling: the credential's name, or None when no authentication is configured.
@@ -216,6 +219,9 @@ impl Engine {
                 .unwrap_or_else(|_| launch.cwd.clone());
             config.workspace_roots.push(root);
         }
+        if config.input_modes.is_empty() {
+            config.input_modes = input::default_input_modes();
+        }
         let redactor = Redactor {
             workspace: config
                 .workspace_roots
@@ -261,7 +267,7 @@ impl Engine {
         owner: Owner<'_>,
     ) -> Result<Accepted, A2AError> {
         let mut msg = req.message;
-        input::validate_message(&msg)?;
+        input::validate_message(&msg, &self.inner.config.input_modes)?;
         if let Some(task_id) = msg.task_id.clone().filter(|t| !t.is_empty()) {
             task::validate_id("message.taskId", &task_id).map_err(A2AError::InvalidParams)?;
             return self.answer(&task_id, msg, owner).await;

@@ -47,6 +47,8 @@ pub struct Options {
     pub model: Option<String>,
     /// `AGENT_FORCE`: the adapter's `force_args`.
     pub force: bool,
+    /// Media types a message part may name (empty: the defaults).
+    pub input_modes: Vec<String>,
 }
 
 impl Default for Options {
@@ -75,6 +77,7 @@ impl Default for Options {
             extra_args: vec![],
             model: None,
             force: false,
+            input_modes: Vec::new(),
         }
     }
 }
@@ -148,6 +151,11 @@ impl TestServer {
                 (s.clone(), s)
             }
         };
+        let input_modes = if o.input_modes.is_empty() {
+            agent_host::engine::input::default_input_modes()
+        } else {
+            o.input_modes.clone()
+        };
         let engine = Engine::with_config(
             store.clone(),
             launch,
@@ -155,6 +163,7 @@ impl TestServer {
                 limits: o.host_limits.clone(),
                 workspace_roots: o.workspace_roots.clone(),
                 secrets: o.security.secret_values(),
+                input_modes: input_modes.clone(),
             },
         );
         let push = match o.push {
@@ -181,6 +190,7 @@ impl TestServer {
                 others: Vec::new(),
                 cli_version: Default::default(),
                 required_extensions: Vec::new(),
+                input_modes,
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,
