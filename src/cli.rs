@@ -214,6 +214,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         signer: s.card_signer.clone(),
         cli_version: Default::default(),
         required_extensions: s.required_extensions.clone(),
+        input_modes: s.input_modes.clone(),
     }
 }
 
@@ -307,6 +308,7 @@ async fn start_agent(
             limits: settings.host_limits.clone(),
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
+            input_modes: settings.input_modes.clone(),
         },
     );
     let push = match &settings.push {

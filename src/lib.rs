@@ -25,7 +25,9 @@
 //!   default, with migrations) and the in-memory one.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
-//!   turn's process from the adapter and settings ([`engine::launch`]).
+//!   turn's process from the adapter and settings ([`engine::launch`]); checks messages
+//!   against the input modes and saves their binary parts as files for the agent
+//!   ([`engine::input`]).
 //! - [`push`]: push notifications: webhook configs, in-order at-least-once delivery from each
 //!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
 //!   sealed at rest.

@@ -1,5 +1,7 @@
 //! Checking an incoming message and turning it into a prompt or an answer.
 
+use std::path::{Path, PathBuf};
+
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -7,8 +9,85 @@ use crate::adapter::wire::Decision;
 use crate::protocol::v1::{Message, Part, Role};
 use crate::protocol::A2AError;
 
-/// Checks the parts of an incoming user message.
-pub fn validate_message(m: &Message) -> Result<(), A2AError> {
+/// Media types accepted when none are configured: text, JSON, and anything else (a binary
+/// part is saved as a file the agent can open).
+pub const DEFAULT_INPUT_MODES: &[&str] = &["text/plain", "application/json", "*/*"];
+
+/// The directory under a task's working directory where agent-host keeps its files.
+pub const HOST_DIR: &str = ".agent-host";
+
+/// Checks one configured input mode: `type/subtype`, `type/*` or `*/*`, without parameters.
+pub fn check_input_mode(mode: &str) -> Result<(), String> {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+    };
+    let ok = match mode.split_once('/') {
+        Some(("*", "*")) => true,
+        Some((t, "*")) => token(t),
+        Some((t, s)) => token(t) && token(s),
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "input mode '{mode}' is not a media type: use type/subtype, type/* or */* (e.g. image/png, image/*)"
+        ))
+    }
+}
+
+/// [`DEFAULT_INPUT_MODES`] as owned strings.
+pub fn default_input_modes() -> Vec<String> {
+    DEFAULT_INPUT_MODES.iter().map(|m| m.to_string()).collect()
+}
+
+/// The input modes as configured (`None`: the defaults), trimmed and checked.
+pub fn input_modes(configured: Option<Vec<String>>) -> Result<Vec<String>, String> {
+    let Some(list) = configured else {
+        return Ok(default_input_modes());
+    };
+    let modes: Vec<String> = list
+        .iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if modes.is_empty() {
+        return Err("input modes are empty: name at least one media type (e.g. text/plain)".into());
+    }
+    modes.iter().try_for_each(|m| check_input_mode(m))?;
+    Ok(modes)
+}
+
+/// A media type without its parameters, trimmed and lower-case.
+fn base_type(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Whether one of `modes` (`type/subtype`, `type/*`, `*/*`) covers `media_type`; parameters
+/// (`; charset=...`) are ignored, case does not matter.
+pub fn accepts(modes: &[String], media_type: &str) -> bool {
+    let base = base_type(media_type);
+    let ty = base.split_once('/').map(|(t, _)| t);
+    modes.iter().any(|m| {
+        let m = m.trim().to_ascii_lowercase();
+        match m.split_once('/') {
+            Some(("*", "*")) => true,
+            Some((t, "*")) => ty == Some(t),
+            _ => m == base,
+        }
+    })
+}
+
+/// Checks the parts of an incoming user message; a part that names its media type must be
+/// of one of `modes` (the agent's input modes).
+pub fn validate_message(m: &Message, modes: &[String]) -> Result<(), A2AError> {
     if m.message_id.is_empty() {
         return Err(A2AError::InvalidParams(
             "message.messageId is required".into(),
@@ -47,17 +126,12 @@ pub fn validate_message(m: &Message) -> Result<(), A2AError> {
                     "message.parts[{i}].raw is not valid base64"
                 )));
             }
-            if !is_textual(p.media_type.as_deref()) {
-                return Err(A2AError::ContentTypeNotSupported(format!(
-                    "message.parts[{i}] has media type '{}'; this agent reads text (text/*, application/json)",
-                    p.media_type.as_deref().unwrap_or("")
-                )));
-            }
         }
-        if let Some(mt) = &p.media_type {
-            if p.raw.is_none() && p.url.is_none() && !is_textual(Some(mt)) {
+        if let Some(mt) = media_type_of(p) {
+            if !accepts(modes, mt) {
                 return Err(A2AError::ContentTypeNotSupported(format!(
-                    "message.parts[{i}] has media type '{mt}'; this agent reads text (text/*, application/json)"
+                    "message.parts[{i}] has media type '{mt}'; this agent accepts {}",
+                    modes.join(", ")
                 )));
             }
         }
@@ -65,31 +139,117 @@ pub fn validate_message(m: &Message) -> Result<(), A2AError> {
     Ok(())
 }
 
-fn is_textual(media_type: Option<&str>) -> bool {
-    match media_type {
-        None => true,
-        Some(mt) => {
-            let base = mt
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            base.is_empty()
-                || base.starts_with("text/")
-                || base == "application/json"
-                || base.ends_with("+json")
-                || base == "application/x-yaml"
-                || base == "application/yaml"
-        }
-    }
+/// The part's media type, when it names one.
+fn media_type_of(p: &Part) -> Option<&str> {
+    p.media_type.as_deref().filter(|t| !t.trim().is_empty())
 }
 
-/// The prompt for the CLI: text parts as they are, data parts as JSON, files inlined (text)
-/// or named (URLs), separated by blank lines.
-pub fn prompt_of(m: &Message) -> String {
+/// Whether a media type is one the agent reads as text (inlined in the prompt).
+fn is_textual(media_type: &str) -> bool {
+    let base = base_type(media_type);
+    base.starts_with("text/")
+        || base == "application/json"
+        || base.ends_with("+json")
+        || base == "application/x-yaml"
+        || base == "application/yaml"
+}
+
+/// A `raw` part that is not text, saved as a file for the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// The part's index in the message.
+    pub index: usize,
+    /// The file name: safe, unique within the message.
+    pub name: String,
+    /// The part's media type (`application/octet-stream` when it names none).
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The raw parts of `m` that are not text (a textual media type, or none and valid UTF-8),
+/// with the names they are saved under. Deterministic: the same message gives the same names.
+pub fn attachments(m: &Message) -> Vec<Attachment> {
+    let mut out: Vec<Attachment> = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+    for (index, p) in m.parts.iter().enumerate() {
+        let Some(raw) = &p.raw else { continue };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(raw) else {
+            continue;
+        };
+        let binary = match media_type_of(p) {
+            Some(mt) => !is_textual(mt),
+            None => std::str::from_utf8(&bytes).is_err(),
+        };
+        if !binary {
+            continue;
+        }
+        let media_type = media_type_of(p)
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        let mut name = file_name(p.filename.as_deref(), index, &media_type);
+        // Compared without case: on a case-insensitive file system `A.png` is `a.png`.
+        while !taken.insert(name.to_ascii_lowercase()) {
+            name = format!("{index}-{name}");
+        }
+        out.push(Attachment {
+            index,
+            name,
+            media_type,
+            bytes,
+        });
+    }
+    out
+}
+
+/// A safe file name for a part: the last component of its `filename` with characters other
+/// than `A-Za-z0-9._-` replaced by `_`, no leading dots, at most 100 bytes; else
+/// `part-<index>` with an extension for the media type.
+fn file_name(filename: Option<&str>, index: usize, media_type: &str) -> String {
+    let last = filename
+        .unwrap_or("")
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or("");
+    let safe: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut name = safe.trim_start_matches('.').to_string();
+    // Every character is ASCII now, so any length is a character boundary.
+    name.truncate(100);
+    if name.is_empty() {
+        let ext = match base_type(media_type).as_str() {
+            "image/png" => "png",
+            "image/jpeg" | "image/jpg" => "jpg",
+            "image/gif" => "gif",
+            "image/webp" => "webp",
+            "application/pdf" => "pdf",
+            "application/zip" => "zip",
+            _ => "bin",
+        };
+        name = format!("part-{index}.{ext}");
+    }
+    name
+}
+
+/// Where the attachments of task `task_id` are saved, under its working directory.
+pub fn attachments_dir(work_dir: &Path, task_id: &str) -> PathBuf {
+    work_dir.join(HOST_DIR).join("attachments").join(task_id)
+}
+
+/// The prompt for the CLI: text parts as they are, data parts as JSON, files inlined (text),
+/// named (URLs) or pointed to (binary, saved in `attachments_dir`; None: not saved),
+/// separated by blank lines.
+pub fn prompt_of(m: &Message, attachments_dir: Option<&Path>) -> String {
+    let files = attachments(m);
     let mut pieces: Vec<String> = Vec::new();
-    for p in &m.parts {
+    for (i, p) in m.parts.iter().enumerate() {
         if let Some(t) = &p.text {
             pieces.push(t.clone());
         } else if let Some(d) = &p.data {
@@ -99,6 +259,19 @@ pub fn prompt_of(m: &Message) -> String {
                 Some(f) => pieces.push(format!("Attached file {f}: {u}")),
                 None => pieces.push(format!("Attached file: {u}")),
             }
+        } else if let Some(a) = files.iter().find(|a| a.index == i) {
+            let head = format!(
+                "Attached file {} ({}, {} bytes)",
+                a.name,
+                a.media_type,
+                a.bytes.len()
+            );
+            pieces.push(match attachments_dir {
+                Some(dir) => format!("{head}, saved at {}", dir.join(&a.name).display()),
+                None => format!(
+                    "{head} (not saved: attachments are kept only for a task's first message)"
+                ),
+            });
         } else if let Some(raw) = &p.raw {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(raw)
@@ -212,24 +385,165 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn modes(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn defaults() -> Vec<String> {
+        default_input_modes()
+    }
+
+    fn raw_part(bytes: &[u8], media_type: Option<&str>, filename: Option<&str>) -> Part {
+        Part {
+            raw: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            media_type: media_type.map(str::to_string),
+            filename: filename.map(str::to_string),
+            ..Part::default()
+        }
+    }
+
     #[test]
     fn validation_says_what_is_wrong() {
         let mut m = text_message("hi");
-        assert!(validate_message(&m).is_ok());
+        assert!(validate_message(&m, &defaults()).is_ok());
         m.parts.push(Part::default());
-        let e = validate_message(&m).unwrap_err();
+        let e = validate_message(&m, &defaults()).unwrap_err();
         assert_eq!(e.code(), -32602);
         assert!(e.to_string().contains("parts[1]"));
-        let mut img = text_message("x");
-        img.parts = vec![Part {
-            raw: Some("aGk=".into()),
-            media_type: Some("image/png".into()),
+        let mut bad64 = text_message("x");
+        bad64.parts = vec![Part {
+            raw: Some("not base64!".into()),
             ..Part::default()
         }];
-        assert_eq!(validate_message(&img).unwrap_err().code(), -32005);
-        let mut bad = text_message("x");
-        bad.parts[0].media_type = Some("application/x-unsupported-tck-type".into());
-        assert_eq!(validate_message(&bad).unwrap_err().code(), -32005);
+        assert_eq!(
+            validate_message(&bad64, &defaults()).unwrap_err().code(),
+            -32602
+        );
+    }
+
+    #[test]
+    fn media_types_are_checked_against_the_input_modes() {
+        let mut img = text_message("x");
+        img.parts = vec![raw_part(b"\x89PNG", Some("image/png"), None)];
+        let mut tck = text_message("x");
+        tck.parts[0].media_type = Some("application/x-unsupported-tck-type".into());
+        // The defaults take anything.
+        assert!(validate_message(&img, &defaults()).is_ok());
+        assert!(validate_message(&tck, &defaults()).is_ok());
+        let text_only = modes(&["text/plain", "application/json"]);
+        let e = validate_message(&img, &text_only).unwrap_err();
+        assert_eq!(e.code(), -32005);
+        assert_eq!(
+            e.to_string(),
+            "message.parts[0] has media type 'image/png'; this agent accepts text/plain, application/json"
+        );
+        assert_eq!(
+            validate_message(&tck, &text_only).unwrap_err().code(),
+            -32005
+        );
+        // Parts that name no media type are accepted whatever the modes.
+        let mut plain = text_message("x");
+        plain.parts.push(Part::data(json!({"a": 1})));
+        plain.parts.push(raw_part(b"\x00\xff", None, None));
+        assert!(validate_message(&plain, &modes(&["image/png"])).is_ok());
+    }
+
+    #[test]
+    fn modes_match_wildcards_and_ignore_parameters_and_case() {
+        let m = modes(&["text/plain", "image/*"]);
+        assert!(accepts(&m, "text/plain"));
+        assert!(accepts(&m, "Text/Plain; charset=utf-8"));
+        assert!(!accepts(&m, "text/markdown"));
+        assert!(accepts(&m, "image/png"));
+        assert!(accepts(&m, "IMAGE/WEBP"));
+        assert!(!accepts(&m, "application/pdf"));
+        assert!(!accepts(&m, "image"));
+        assert!(accepts(&modes(&["*/*"]), "application/x-anything"));
+        assert!(accepts(&modes(&["Application/JSON"]), "application/json"));
+        assert!(!accepts(&[], "text/plain"));
+    }
+
+    #[test]
+    fn input_modes_must_be_media_ranges() {
+        for ok in ["text/plain", "image/*", "*/*", "application/vnd.api+json"] {
+            assert!(check_input_mode(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "text",
+            "*/plain",
+            "text/",
+            "/plain",
+            "text/plain; charset=utf-8",
+            "a b/c",
+        ] {
+            let e = check_input_mode(bad).unwrap_err();
+            assert!(e.contains("type/subtype"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn attachment_names_are_safe_and_unique() {
+        let mut m = text_message("look");
+        m.parts.extend([
+            raw_part(b"\x89PNG", Some("image/png"), Some("../../etc/passwd")),
+            raw_part(b"\x89PNG", Some("image/png"), None),
+            raw_part(
+                b"%PDF",
+                Some("application/pdf"),
+                Some("C:\\Users\\me\\Report 1.pdf"),
+            ),
+            raw_part(b"x", Some("application/octet-stream"), Some("..hidden")),
+            raw_part(b"y", Some("image/png"), Some("dir/PASSWD")),
+            raw_part(b"z", Some("image/jpeg; q=1"), Some("..")),
+            raw_part(b"\xff\xfe", None, Some("blob")),
+            raw_part(
+                &[b'a'; 10],
+                Some("application/zip"),
+                Some(&format!("{}.zip", "a".repeat(150))),
+            ),
+            raw_part(b"w", Some("font/woff2"), Some("日本.woff2")),
+        ]);
+        let names: Vec<(usize, String)> = attachments(&m)
+            .into_iter()
+            .map(|a| (a.index, a.name))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (1, "passwd".to_string()),
+                (2, "part-2.png".to_string()),
+                (3, "Report_1.pdf".to_string()),
+                (4, "hidden".to_string()),
+                (5, "5-PASSWD".to_string()),
+                (6, "part-6.jpg".to_string()),
+                (7, "blob".to_string()),
+                (8, "a".repeat(100)),
+                (9, "__.woff2".to_string()),
+            ]
+        );
+        // The same message gives the same names.
+        assert_eq!(attachments(&m), attachments(&m));
+    }
+
+    #[test]
+    fn text_raw_parts_are_not_attachments() {
+        let mut m = text_message("x");
+        m.parts.extend([
+            raw_part(b"hello", None, Some("a.txt")),
+            raw_part(b"{}", Some("application/json"), None),
+            raw_part(b"a: 1", Some("application/yaml"), None),
+            raw_part(b"{}", Some("application/ld+json"), None),
+            raw_part(b"# hi", Some("text/markdown"), None),
+        ]);
+        assert!(attachments(&m).is_empty());
+        m.parts.push(raw_part(b"\xff", None, None));
+        let a = attachments(&m);
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            (a[0].name.as_str(), a[0].media_type.as_str()),
+            ("part-6.bin", "application/octet-stream")
+        );
     }
 
     #[test]
@@ -242,8 +556,28 @@ mod tests {
             ..Part::default()
         });
         assert_eq!(
-            prompt_of(&m),
+            prompt_of(&m, None),
             "Fix it\n\n{\"file\":\"a.rs\"}\n\nFile n.txt:\nhello"
+        );
+    }
+
+    #[test]
+    fn prompt_points_to_saved_attachments() {
+        let mut m = text_message("What is in the screenshot?");
+        m.parts.push(raw_part(
+            b"\x89PNG\r\n",
+            Some("image/png"),
+            Some("shot.png"),
+        ));
+        let dir = attachments_dir(Path::new("/work/repo"), "t1");
+        assert_eq!(dir, Path::new("/work/repo/.agent-host/attachments/t1"));
+        assert_eq!(
+            prompt_of(&m, Some(&dir)),
+            "What is in the screenshot?\n\nAttached file shot.png (image/png, 6 bytes), saved at /work/repo/.agent-host/attachments/t1/shot.png"
+        );
+        assert_eq!(
+            prompt_of(&m, None),
+            "What is in the screenshot?\n\nAttached file shot.png (image/png, 6 bytes) (not saved: attachments are kept only for a task's first message)"
         );
     }
 

@@ -7,6 +7,7 @@
 //! appended to the store and announced on the task's watch channel; subscribers read the log
 //! from their own position, so a slow subscriber never blocks the CLI and never misses events.
 
+mod attach;
 pub mod input;
 pub mod launch;
 mod recover;
@@ -123,6 +124,9 @@ pub struct EngineConfig {
     pub workspace_roots: Vec<PathBuf>,
     /// Secret values never shown to clients (the host's own credentials).
     pub secrets: Vec<String>,
+    /// Media types a message part may name (`type/subtype`, `type/*`, `*/*`). Empty:
+    /// [`input::DEFAULT_INPUT_MODES`].
+    pub input_modes: Vec<String>,
 }
 
 /// Who is calling: the credential's name, or None when no authentication is configured.
@@ -216,6 +220,9 @@ impl Engine {
                 .unwrap_or_else(|_| launch.cwd.clone());
             config.workspace_roots.push(root);
         }
+        if config.input_modes.is_empty() {
+            config.input_modes = input::default_input_modes();
+        }
         let redactor = Redactor {
             workspace: config
                 .workspace_roots
@@ -261,7 +268,7 @@ impl Engine {
         owner: Owner<'_>,
     ) -> Result<Accepted, A2AError> {
         let mut msg = req.message;
-        input::validate_message(&msg)?;
+        input::validate_message(&msg, &self.inner.config.input_modes)?;
         if let Some(task_id) = msg.task_id.clone().filter(|t| !t.is_empty()) {
             task::validate_id("message.taskId", &task_id).map_err(A2AError::InvalidParams)?;
             return self.answer(&task_id, msg, owner).await;
@@ -278,7 +285,7 @@ impl Engine {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let limits = &self.inner.config.limits;
-        {
+        let context_cwd = {
             let st = lock(&self.inner.state);
             if st.shutting_down {
                 return Err(A2AError::Busy("agent-host is shutting down".into()));
@@ -305,11 +312,17 @@ impl Engine {
                     st.queued()
                 )));
             }
-        }
+            ctx.and_then(|c| c.cwd.clone())
+        };
         let task_id = uuid::Uuid::new_v4().to_string();
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
-        let prompt = input::prompt_of(&msg);
+        let work_dir = cwd
+            .clone()
+            .or(context_cwd)
+            .unwrap_or_else(|| self.default_cwd());
+        let attachments = attach::save(&work_dir, &task_id, &msg).await?;
+        let prompt = input::prompt_of(&msg, Some(&attachments));
         let message_id = msg.message_id.clone();
         let task = Task {
             id: task_id.clone(),

@@ -58,6 +58,7 @@ impl Engine {
             }
         }
         let can_resume = self.inner.launch.can_resume();
+        let default_cwd = self.default_cwd();
         for snap in store.unfinished().await? {
             let t = &snap.task;
             let id = t.id.clone();
@@ -75,8 +76,13 @@ impl Engine {
                 }
                 let keep = match t.status.state {
                     TaskState::Submitted => {
+                        // The attachments were saved when the task was accepted.
+                        let work_dir = ctx.cwd.as_deref().unwrap_or(&default_cwd);
+                        let dir = input::attachments_dir(work_dir, &id);
                         let first = t.history.first();
-                        let prompt = first.map(input::prompt_of).unwrap_or_default();
+                        let prompt = first
+                            .map(|m| input::prompt_of(m, Some(&dir)))
+                            .unwrap_or_default();
                         let message_id = first.map(|m| m.message_id.clone()).unwrap_or_default();
                         ctx.queue.push_back(Pending {
                             task_id: id.clone(),
@@ -159,7 +165,7 @@ impl Engine {
             Ok(d) => d
                 .message
                 .unwrap_or_else(|| if d.allow { "yes".into() } else { "no".into() }),
-            Err(_) => input::prompt_of(&msg),
+            Err(_) => input::prompt_of(&msg, None),
         };
         let prompt = format!(
             "agent-host restarted while you were waiting for the user, and your process was \

@@ -340,7 +340,7 @@ async fn deliver_message(
     task_id: &str,
     msg: &crate::protocol::v1::Message,
 ) -> Result<(), A2AError> {
-    let Some(bytes) = parser.encode_message(&input::prompt_of(msg), &msg.message_id) else {
+    let Some(bytes) = parser.encode_message(&input::prompt_of(msg, None), &msg.message_id) else {
         return Err(A2AError::UnsupportedOperation(format!(
             "task {task_id} is working and this agent takes no messages while it works; wait for input-required, or cancel it"
         )));

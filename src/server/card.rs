@@ -36,10 +36,10 @@ pub struct CardSettings {
     pub cli_version: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Extensions every request must name (marked `required` in the card).
     pub required_extensions: Vec<String>,
+    /// Media types the agent reads (the configured input modes).
+    pub input_modes: Vec<String>,
 }
 
-/// Media types the agent reads.
-pub const INPUT_MODES: &[&str] = &["text/plain", "application/json"];
 /// Media types the agent writes.
 pub const OUTPUT_MODES: &[&str] = &["text/plain", "application/json"];
 
@@ -115,7 +115,7 @@ pub fn build(
         },
         security_schemes,
         security_requirements,
-        default_input_modes: INPUT_MODES.iter().map(|s| s.to_string()).collect(),
+        default_input_modes: cs.input_modes.clone(),
         default_output_modes: OUTPUT_MODES.iter().map(|s| s.to_string()).collect(),
         skills,
         signatures: vec![],

@@ -95,6 +95,14 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub pass_env: Option<Vec<String>>,
+    /// Media types a message part may name, comma-separated: type/subtype, type/* or */*; parts of other types get -32005, binary ones are saved as files for the agent [default: text/plain,application/json,*/*]
+    #[arg(
+        long,
+        env = "AGENT_INPUT_MODES",
+        value_name = "TYPES",
+        value_delimiter = ','
+    )]
+    pub input_modes: Option<Vec<String>>,
     /// Longest agent output line kept, in bytes [default: 16 MiB]
     #[arg(long, env = "AGENT_MAX_LINE_BYTES", value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,

@@ -97,6 +97,7 @@ pub struct AgentSection {
     pub args: Option<Vec<String>>,
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Option<Vec<String>>,
+    pub input_modes: Option<Vec<String>>,
     pub max_line_bytes: Option<usize>,
     pub approval_pattern: Option<String>,
     pub approval_response: Option<String>,
@@ -178,6 +179,8 @@ pub struct Settings {
     pub args: Vec<String>,
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Vec<String>,
+    /// Media types a message part may name; the card's `defaultInputModes`.
+    pub input_modes: Vec<String>,
     pub approval_pattern: Option<String>,
     pub approval_response: Option<String>,
     pub body_limit: usize,
@@ -622,6 +625,10 @@ impl Settings {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            input_modes: crate::engine::input::input_modes(
+                args.input_modes.clone().or_else(|| ag.input_modes.clone()),
+            )
+            .map_err(|e| SettingsError::Invalid(format!("AGENT_INPUT_MODES: {e}")))?,
             body_limit: positive(
                 "AGENT_HOST_BODY_LIMIT",
                 args.body_limit

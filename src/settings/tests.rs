@@ -162,6 +162,37 @@ fn errors_say_what_is_wrong() {
 }
 
 #[test]
+fn input_modes_from_file_and_flags() {
+    let s = Settings::resolve(&ServeArgs::default()).unwrap();
+    assert_eq!(s.input_modes, ["text/plain", "application/json", "*/*"]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "[agent]\ninput_modes = [\"text/plain\", \"image/*\"]\n").unwrap();
+    let mut args = ServeArgs {
+        config: Some(p),
+        ..ServeArgs::default()
+    };
+    assert_eq!(
+        Settings::resolve(&args).unwrap().input_modes,
+        ["text/plain", "image/*"]
+    );
+    args.input_modes = Some(vec![" text/plain".into(), "application/pdf ".into()]);
+    assert_eq!(
+        Settings::resolve(&args).unwrap().input_modes,
+        ["text/plain", "application/pdf"]
+    );
+    args.input_modes = Some(vec!["text/plain".into(), "png".into()]);
+    let err = Settings::resolve(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("AGENT_INPUT_MODES") && err.contains("'png'"),
+        "{err}"
+    );
+    args.input_modes = Some(vec![String::new()]);
+    let err = Settings::resolve(&args).unwrap_err().to_string();
+    assert!(err.contains("empty"), "{err}");
+}
+
+#[test]
 fn store_choices() {
     assert_eq!(parse_store("memory").unwrap(), StoreChoice::Memory);
     assert_eq!(

@@ -49,6 +49,8 @@ pub struct Options {
     pub force: bool,
     /// `AGENT_HOST_BLOCKING_WAIT_MS`: the longest wait of a blocking send.
     pub blocking_wait: Option<Duration>,
+    /// Media types a message part may name (empty: the defaults).
+    pub input_modes: Vec<String>,
 }
 
 impl Default for Options {
@@ -78,6 +80,7 @@ impl Default for Options {
             model: None,
             force: false,
             blocking_wait: None,
+            input_modes: Vec::new(),
         }
     }
 }
@@ -151,6 +154,11 @@ impl TestServer {
                 (s.clone(), s)
             }
         };
+        let input_modes = if o.input_modes.is_empty() {
+            agent_host::engine::input::default_input_modes()
+        } else {
+            o.input_modes.clone()
+        };
         let engine = Engine::with_config(
             store.clone(),
             launch,
@@ -158,6 +166,7 @@ impl TestServer {
                 limits: o.host_limits.clone(),
                 workspace_roots: o.workspace_roots.clone(),
                 secrets: o.security.secret_values(),
+                input_modes: input_modes.clone(),
             },
         );
         let push = match o.push {
@@ -184,6 +193,7 @@ impl TestServer {
                 others: Vec::new(),
                 cli_version: Default::default(),
                 required_extensions: Vec::new(),
+                input_modes,
                 name: None,
                 description: None,
                 legacy_v03_fields: o.legacy_card,

@@ -79,7 +79,12 @@ async fn jsonrpc_errors_have_the_right_codes() {
             .rpc03("tasks/pushNotificationConfig/get", json!({"id": "t"}))
             .await;
         assert_eq!(v["error"]["code"], -32003);
-        // An unsupported media type in a part.
+        // A media type outside the input modes, in a part.
+        let s = TestServer::with(Options {
+            input_modes: vec!["text/plain".into(), "application/json".into()],
+            ..Options::default()
+        })
+        .await;
         let v = s
             .rpc(
                 "SendMessage",

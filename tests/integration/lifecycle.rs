@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_host::runner::group_alive;
+use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -323,6 +324,77 @@ async fn the_jsonl_adapter_runs_any_program_speaking_the_native_protocol() {
                 "echo this prompt"
             );
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn binary_parts_are_saved_for_the_agent_unless_the_modes_refuse_them() {
+    limit(async {
+        let png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR";
+        let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+            {"text": "echo what is in the screenshot?"},
+            {"raw": base64::engine::general_purpose::STANDARD.encode(png),
+             "mediaType": "image/png", "filename": "shot.png"},
+        ]}});
+        let repo = tempfile::tempdir().unwrap();
+        let repo_path = repo.path().to_str().unwrap();
+        // The demo adapter as shipped: `agent-host fake-agent PROMPT`.
+        let demo = [
+            ("AGENT_ADAPTER", "demo"),
+            ("AGENT_BINARY", env!("CARGO_BIN_EXE_agent-host")),
+            ("AGENT_REPO_PATH", repo_path),
+        ];
+        let host = HostProcess::spawn(&demo, &[]).await;
+        assert_eq!(
+            host.card["defaultInputModes"],
+            json!(["text/plain", "application/json", "*/*"])
+        );
+        let v = host.rpc("/", "SendMessage", params.clone(), &[]).await;
+        let t = &v["result"]["task"];
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+        let id = t["id"].as_str().unwrap();
+        let saved = repo
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join(format!(".agent-host/attachments/{id}/shot.png"));
+        assert_eq!(std::fs::read(&saved).unwrap(), png);
+        assert_eq!(
+            std::fs::read_to_string(repo.path().join(".agent-host/.gitignore")).unwrap(),
+            "*\n"
+        );
+        // The echo agent answers with its prompt: the text, then where the file is.
+        assert_eq!(
+            status_text(t),
+            format!(
+                "echo what is in the screenshot?\n\nAttached file shot.png (image/png, {} bytes), saved at {}",
+                png.len(),
+                saved.display()
+            )
+        );
+        drop(host);
+
+        let narrow = HostProcess::spawn(
+            &[
+                demo[0],
+                demo[1],
+                demo[2],
+                ("AGENT_INPUT_MODES", "text/plain,application/json"),
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(
+            narrow.card["defaultInputModes"],
+            json!(["text/plain", "application/json"])
+        );
+        let v = narrow.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(v["error"]["code"], -32005, "{v}");
+        assert_eq!(
+            v["error"]["message"],
+            "message.parts[1] has media type 'image/png'; this agent accepts text/plain, application/json"
+        );
     })
     .await;
 }

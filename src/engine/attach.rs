@@ -1,0 +1,164 @@
+//! Saving the binary parts of a task's first message as files the agent can open:
+//! `<working dir>/.agent-host/attachments/<task id>/<name>` (names from
+//! [`input::attachments`]), with a `.agent-host/.gitignore` so git leaves them alone.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::input::{self, Attachment};
+use crate::protocol::v1::Message;
+use crate::protocol::A2AError;
+
+/// Why the attachments could not be saved.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not inside the working directory (a symbolic link on the way?)")]
+    Outside { path: PathBuf },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AttachError + '_ {
+    move |source| AttachError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `files` into `dir` (the task's attachments directory under `work_dir`, canonical),
+/// and `.agent-host/.gitignore` when missing. Refuses a directory that symbolic links lead
+/// elsewhere, and never replaces an existing file.
+pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), AttachError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let real = dir.canonicalize().map_err(io(dir))?;
+    if real != dir {
+        return Err(AttachError::Outside {
+            path: dir.to_path_buf(),
+        });
+    }
+    let ignore = work_dir.join(input::HOST_DIR).join(".gitignore");
+    if std::fs::symlink_metadata(&ignore).is_err() {
+        create_new(&ignore, b"*\n")?;
+    }
+    for f in files {
+        create_new(&dir.join(&f.name), &f.bytes)?;
+    }
+    Ok(())
+}
+
+/// Creates `path` with `bytes`; an existing file (or link) is an error.
+fn create_new(path: &Path, bytes: &[u8]) -> Result<(), AttachError> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io(path))?;
+    file.write_all(bytes).map_err(io(path))
+}
+
+/// Saves the binary parts of `m`, the first message of task `task_id` working in `work_dir`
+/// (canonical), and returns the directory they are in (computed even when there are none).
+/// The error tells the client nothing about the host's paths; the log has them.
+pub async fn save(work_dir: &Path, task_id: &str, m: &Message) -> Result<PathBuf, A2AError> {
+    let dir = input::attachments_dir(work_dir, task_id);
+    let files = input::attachments(m);
+    if files.is_empty() {
+        return Ok(dir);
+    }
+    let (work, target) = (work_dir.to_path_buf(), dir.clone());
+    let written = tokio::task::spawn_blocking(move || write(&work, &target, &files)).await;
+    let failed = match written {
+        Ok(Ok(())) => return Ok(dir),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => format!("the writing task ended: {e}"),
+    };
+    tracing::error!(task = %task_id, error = %failed, "could not save the message's attachments");
+    Err(A2AError::Internal(
+        "could not save the message's attachments for the agent".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::v1::Part;
+    use base64::Engine as _;
+
+    fn message() -> Message {
+        let mut m = input::text_message("look at these");
+        for (bytes, mt, name) in [
+            (&b"\x89PNG\r\n\x1a\n"[..], "image/png", "shot.png"),
+            (&b"%PDF-1.7"[..], "application/pdf", "../spec.pdf"),
+        ] {
+            m.parts.push(Part {
+                raw: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                media_type: Some(mt.into()),
+                filename: Some(name.into()),
+                ..Part::default()
+            });
+        }
+        m
+    }
+
+    #[tokio::test]
+    async fn binary_parts_are_written_with_a_gitignore() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        let dir = save(&work, "task-1", &message()).await.unwrap();
+        assert_eq!(dir, work.join(".agent-host/attachments/task-1"));
+        assert_eq!(
+            std::fs::read(dir.join("shot.png")).unwrap(),
+            b"\x89PNG\r\n\x1a\n"
+        );
+        assert_eq!(std::fs::read(dir.join("spec.pdf")).unwrap(), b"%PDF-1.7");
+        assert_eq!(
+            std::fs::read_to_string(work.join(".agent-host/.gitignore")).unwrap(),
+            "*\n"
+        );
+        // A second task keeps the existing .gitignore.
+        std::fs::write(work.join(".agent-host/.gitignore"), "*\n# mine\n").unwrap();
+        save(&work, "task-2", &message()).await.unwrap();
+        assert!(work
+            .join(".agent-host/attachments/task-2/shot.png")
+            .is_file());
+        assert_eq!(
+            std::fs::read_to_string(work.join(".agent-host/.gitignore")).unwrap(),
+            "*\n# mine\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn text_only_messages_write_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        let dir = save(&work, "t", &input::text_message("hi")).await.unwrap();
+        assert_eq!(dir, work.join(".agent-host/attachments/t"));
+        assert!(!work.join(".agent-host").exists());
+    }
+
+    #[tokio::test]
+    async fn failures_do_not_name_host_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        // `.agent-host` is a file, so the directory cannot be made.
+        std::fs::write(work.join(".agent-host"), "x").unwrap();
+        let e = save(&work, "t", &message()).await.unwrap_err();
+        assert_eq!(e.code(), -32603);
+        assert!(!e.to_string().contains(&*work.to_string_lossy()), "{e}");
+    }
+
+    #[test]
+    fn a_symlinked_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), work.join(".agent-host")).unwrap();
+        let dir = input::attachments_dir(&work, "t");
+        let e = write(&work, &dir, &input::attachments(&message())).unwrap_err();
+        assert!(matches!(e, AttachError::Outside { .. }), "{e}");
+        assert!(!elsewhere.path().join("attachments/t/shot.png").exists());
+    }
+}
