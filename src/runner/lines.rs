@@ -179,7 +179,16 @@ pub(crate) async fn pump<R>(
     R: AsyncRead + Unpin,
 {
     let mut splitter = LineSplitter::new(max);
-    let mut chunk = vec![0u8; 64 * 1024];
+    // Each live task holds one buffer per stream: small ones keep a thousand tasks cheap,
+    // and a pipe read of 16 KiB still drains a full 64 KiB pipe in four calls. stderr carries
+    // little (retries, warnings).
+    let mut chunk = vec![
+        0u8;
+        match stream {
+            Stream::Stdout => 16 * 1024,
+            Stream::Stderr => 4 * 1024,
+        }
+    ];
     let mut pieces = Vec::new();
     loop {
         let read = reader.read(&mut chunk);

@@ -70,7 +70,11 @@ impl Host {
                     .arg("--binary")
                     .arg(&p.cli)
                     .arg("--repo-path")
-                    .arg(&p.work);
+                    .arg(&p.work)
+                    // The baseline has no limits; lift agent-host's (16 running, 256
+                    // queued, 600 requests a minute) so both take the same load.
+                    .args(["--max-running-tasks", "5000", "--max-queued-tasks", "5000"])
+                    .args(["--rate-limit", "0"]);
                 c
             }
             Kind::Baseline => {
