@@ -47,13 +47,22 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::codex_exec::{
-    change_paths, changes_text, command_output, content_text, error_kind, failed_status, json_line,
-    mcp_name, str_at,
+    change_paths, error_kind, json_line, str_at, tool_result, tool_use, ItemNames,
 };
 use super::{Decision, TurnStart, WireParser};
 use crate::adapter::{AgentEvent, ApprovalOption, Usage};
 
 pub const FORMAT: &str = "codex-app-server";
+
+/// The app server's names for the tool items `codex exec --json` also prints.
+const APP_SERVER_ITEMS: ItemNames = ItemNames {
+    command: "commandExecution",
+    file_change: "fileChange",
+    mcp: "mcpToolCall",
+    exit_code: "exitCode",
+    output: "aggregatedOutput",
+    command_cwd: true,
+};
 
 /// What a request we sent was.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -334,10 +343,10 @@ impl CodexAppServerParser {
                 }
                 if !self.tools_started.contains(&id) {
                     self.tools_started.push(id.clone());
-                    out.push(tool_use(&ty, &id, item));
+                    out.push(tool_use(&APP_SERVER_ITEMS, &ty, &id, item));
                 }
                 if !started {
-                    out.push(tool_result(&ty, &id, item));
+                    out.push(tool_result(&APP_SERVER_ITEMS, &ty, &id, item));
                 }
             }
             _ => {}
@@ -534,57 +543,6 @@ fn line(v: &Value) -> Vec<u8> {
     let mut bytes = v.to_string().into_bytes();
     bytes.push(b'\n');
     bytes
-}
-
-fn tool_use(ty: &str, id: &str, item: &Value) -> AgentEvent {
-    let (name, input) = match ty {
-        "commandExecution" => (
-            ty.to_string(),
-            json!({"command": item.get("command"), "cwd": item.get("cwd")}),
-        ),
-        "fileChange" => (ty.to_string(), json!({"changes": item.get("changes")})),
-        "mcpToolCall" => (
-            mcp_name(item),
-            item.get("arguments").cloned().unwrap_or(Value::Null),
-        ),
-        _ => (
-            ty.to_string(),
-            json!({"query": item.get("query"), "action": item.get("action")}),
-        ),
-    };
-    AgentEvent::ToolUse {
-        id: id.to_string(),
-        name,
-        input,
-    }
-}
-
-fn tool_result(ty: &str, id: &str, item: &Value) -> AgentEvent {
-    let status = item.get("status").and_then(Value::as_str);
-    let (output, is_error) = match ty {
-        "commandExecution" => {
-            let code = item.get("exitCode").and_then(Value::as_i64);
-            let out = str_at(item, "aggregatedOutput").unwrap_or_default();
-            (
-                command_output(&out, code),
-                failed_status(status) || code.is_some_and(|c| c != 0),
-            )
-        }
-        "fileChange" => (changes_text(item, "kind"), failed_status(status)),
-        "mcpToolCall" => match item.pointer("/error/message").and_then(Value::as_str) {
-            Some(e) => (e.to_string(), true),
-            None => (
-                content_text(item.pointer("/result/content")),
-                failed_status(status),
-            ),
-        },
-        _ => (str_at(item, "query").unwrap_or_default(), false),
-    };
-    AgentEvent::ToolResult {
-        id: id.to_string(),
-        output,
-        is_error,
-    }
 }
 
 #[cfg(test)]

@@ -77,10 +77,10 @@ impl CodexExecParser {
                 let announced = self.started.contains(&id);
                 if !announced {
                     self.started.push(id.clone());
-                    out.push(tool_use(ty, &id, item));
+                    out.push(tool_use(&EXEC_ITEMS, ty, &id, item));
                 }
                 if phase == "item.completed" {
-                    out.push(tool_result(ty, &id, item));
+                    out.push(tool_result(&EXEC_ITEMS, ty, &id, item));
                 }
             }
             _ => {}
@@ -200,18 +200,47 @@ pub(super) fn failed_status(status: Option<&str>) -> bool {
     matches!(status, Some(s) if s != "completed")
 }
 
-fn tool_use(ty: &str, id: &str, item: &Value) -> AgentEvent {
-    let (name, input) = match ty {
-        "command_execution" => (ty.to_string(), json!({"command": item.get("command")})),
-        "file_change" => (ty.to_string(), json!({"changes": item.get("changes")})),
-        "mcp_tool_call" => (
+/// The names one codex protocol gives its tool items and their fields: `codex exec --json`
+/// writes snake_case, the app server camelCase; the items are otherwise the same.
+pub(super) struct ItemNames {
+    pub command: &'static str,
+    pub file_change: &'static str,
+    pub mcp: &'static str,
+    pub exit_code: &'static str,
+    pub output: &'static str,
+    /// The command item carries its working directory (shown in the tool input).
+    pub command_cwd: bool,
+}
+
+const EXEC_ITEMS: ItemNames = ItemNames {
+    command: "command_execution",
+    file_change: "file_change",
+    mcp: "mcp_tool_call",
+    exit_code: "exit_code",
+    output: "aggregated_output",
+    command_cwd: false,
+};
+
+pub(super) fn tool_use(names: &ItemNames, ty: &str, id: &str, item: &Value) -> AgentEvent {
+    let (name, input) = if ty == names.command {
+        let input = if names.command_cwd {
+            json!({"command": item.get("command"), "cwd": item.get("cwd")})
+        } else {
+            json!({"command": item.get("command")})
+        };
+        (ty.to_string(), input)
+    } else if ty == names.file_change {
+        (ty.to_string(), json!({"changes": item.get("changes")}))
+    } else if ty == names.mcp {
+        (
             mcp_name(item),
             item.get("arguments").cloned().unwrap_or(Value::Null),
-        ),
-        _ => (
+        )
+    } else {
+        (
             ty.to_string(),
             json!({"query": item.get("query"), "action": item.get("action")}),
-        ),
+        )
     };
     AgentEvent::ToolUse {
         id: id.to_string(),
@@ -220,26 +249,27 @@ fn tool_use(ty: &str, id: &str, item: &Value) -> AgentEvent {
     }
 }
 
-fn tool_result(ty: &str, id: &str, item: &Value) -> AgentEvent {
+pub(super) fn tool_result(names: &ItemNames, ty: &str, id: &str, item: &Value) -> AgentEvent {
     let status = item.get("status").and_then(Value::as_str);
-    let (output, is_error) = match ty {
-        "command_execution" => {
-            let code = item.get("exit_code").and_then(Value::as_i64);
-            let out = str_at(item, "aggregated_output").unwrap_or_default();
-            (
-                command_output(&out, code),
-                failed_status(status) || code.is_some_and(|c| c != 0),
-            )
-        }
-        "file_change" => (changes_text(item, "kind"), failed_status(status)),
-        "mcp_tool_call" => match item.pointer("/error/message").and_then(Value::as_str) {
+    let (output, is_error) = if ty == names.command {
+        let code = item.get(names.exit_code).and_then(Value::as_i64);
+        let out = str_at(item, names.output).unwrap_or_default();
+        (
+            command_output(&out, code),
+            failed_status(status) || code.is_some_and(|c| c != 0),
+        )
+    } else if ty == names.file_change {
+        (changes_text(item, "kind"), failed_status(status))
+    } else if ty == names.mcp {
+        match item.pointer("/error/message").and_then(Value::as_str) {
             Some(e) => (e.to_string(), true),
             None => (
                 content_text(item.pointer("/result/content")),
                 failed_status(status),
             ),
-        },
-        _ => (str_at(item, "query").unwrap_or_default(), false),
+        }
+    } else {
+        (str_at(item, "query").unwrap_or_default(), false)
     };
     AgentEvent::ToolResult {
         id: id.to_string(),
@@ -248,7 +278,6 @@ fn tool_result(ty: &str, id: &str, item: &Value) -> AgentEvent {
     }
 }
 
-/// `server/tool` of an MCP call.
 pub(super) fn mcp_name(item: &Value) -> String {
     match (str_at(item, "server"), str_at(item, "tool")) {
         (Some(s), Some(t)) => format!("{s}/{t}"),
