@@ -28,7 +28,7 @@
 
 use serde_json::{json, Value};
 
-use super::{Decision, TurnStart, WireParser};
+use super::{TurnStart, WireParser};
 use crate::adapter::{AgentEvent, Usage};
 
 pub const FORMAT: &str = "codex-exec-json";
@@ -142,10 +142,6 @@ impl WireParser for CodexExecParser {
             // and anything newer.
             _ => {}
         }
-    }
-
-    fn encode_decision(&mut self, _decision: &Decision) -> Option<Vec<u8>> {
-        None
     }
 }
 

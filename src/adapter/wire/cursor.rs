@@ -23,7 +23,7 @@
 
 use serde_json::Value;
 
-use super::{Decision, WireParser};
+use super::WireParser;
 use crate::adapter::{AgentEvent, Usage};
 
 pub const FORMAT: &str = "cursor-stream-json";
@@ -176,10 +176,6 @@ impl WireParser for CursorParser {
             // `user`, `thinking/completed`, and anything not documented.
             _ => {}
         }
-    }
-
-    fn encode_decision(&mut self, _decision: &Decision) -> Option<Vec<u8>> {
-        None
     }
 }
 

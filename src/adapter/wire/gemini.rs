@@ -23,7 +23,7 @@
 
 use serde_json::Value;
 
-use super::{Decision, WireParser};
+use super::WireParser;
 use crate::adapter::{AgentEvent, Usage};
 
 pub const FORMAT: &str = "gemini-stream-json";
@@ -199,17 +199,12 @@ impl WireParser for GeminiParser {
             _ => {}
         }
     }
-
-    fn encode_decision(&mut self, _decision: &Decision) -> Option<Vec<u8>> {
-        // Headless Gemini has no approval channel (cli-formats §4.4).
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::wire::golden;
+    use crate::adapter::wire::{golden, Decision};
 
     const DIR: &str = "gemini/0.61.0";
 

@@ -74,8 +74,10 @@ pub trait WireParser: Send {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>);
 
     /// The bytes to write on the CLI's stdin to answer an approval request, if the format
-    /// supports answering.
-    fn encode_decision(&mut self, decision: &Decision) -> Option<Vec<u8>>;
+    /// supports answering. Default: none (one-way formats: the CLI cannot be asked).
+    fn encode_decision(&mut self, _decision: &Decision) -> Option<Vec<u8>> {
+        None
+    }
 
     /// The bytes that give the CLI a message from the client while it works (a message for a
     /// task that is working, not waiting for an answer), if the format takes such messages.

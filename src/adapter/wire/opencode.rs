@@ -32,7 +32,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{Decision, WireParser};
+use super::WireParser;
 use crate::adapter::{AgentEvent, Usage};
 
 pub const FORMAT: &str = "opencode-json";
@@ -237,11 +237,6 @@ impl WireParser for OpencodeParser {
             // `step_start`, and types this version does not print.
             _ => {}
         }
-    }
-
-    fn encode_decision(&mut self, _decision: &Decision) -> Option<Vec<u8>> {
-        // `opencode run` cannot be asked; approvals need `opencode acp`.
-        None
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::adapter::wire::golden;
+use crate::adapter::wire::Decision;
 
 const DIR: &str = "codex/0.169.0";
 
