@@ -395,18 +395,8 @@ impl WireParser for AcpParser {
     }
 
     fn parse_line(&mut self, text: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
-        let trimmed = text.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(text, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", truncate(trimmed, 200)),
-                });
-                return;
-            }
         };
         let method = v.get("method").and_then(Value::as_str);
         let params = v.get("params").unwrap_or(&Value::Null);
@@ -600,17 +590,6 @@ fn rpc_error(what: Pending, err: &Value) -> AgentEvent {
         message: format!("{} failed: {msg}", what.method()),
         kind: auth.then(|| "auth".to_string()),
     }
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

@@ -46,9 +46,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use super::codex_exec::{
-    change_paths, error_kind, json_line, str_at, tool_result, tool_use, ItemNames,
-};
+use super::codex_exec::{change_paths, error_kind, str_at, tool_result, tool_use, ItemNames};
 use super::{Decision, TurnStart, WireParser};
 use crate::adapter::{AgentEvent, ApprovalOption, Usage};
 
@@ -456,7 +454,7 @@ impl WireParser for CodexAppServerParser {
     }
 
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
-        let Some(v) = json_line(line, out) else {
+        let Some(v) = super::json_line(line, out, 300) else {
             return;
         };
         let Some(method) = str_at(&v, "method") else {

@@ -96,7 +96,7 @@ impl WireParser for CodexExecParser {
     }
 
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let Some(v) = json_line(line, out) else {
+        let Some(v) = super::json_line(line, out, 300) else {
             return;
         };
         match str_at(&v, "type").unwrap_or_default().as_str() {
@@ -141,23 +141,6 @@ impl WireParser for CodexExecParser {
             // turn.started, item.plan.delta, request_user_input (cannot be answered in exec),
             // and anything newer.
             _ => {}
-        }
-    }
-}
-
-/// Parses a line as a JSON object; anything else becomes a warning (a pty mixes stderr in).
-pub(super) fn json_line(line: &str, out: &mut Vec<AgentEvent>) -> Option<Value> {
-    let trimmed = line.trim();
-    if trimmed.is_empty() {
-        return None;
-    }
-    match serde_json::from_str::<Value>(trimmed) {
-        Ok(v @ Value::Object(_)) => Some(v),
-        _ => {
-            out.push(AgentEvent::Warning {
-                message: format!("non-JSON output: {}", truncate(trimmed, 300)),
-            });
-            None
         }
     }
 }
@@ -344,17 +327,6 @@ fn todo_text(item: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-pub(super) fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

@@ -32,18 +32,6 @@ pub const FORMAT: &str = "cursor-stream-json";
 #[derive(Debug, Default)]
 pub struct CursorParser;
 
-/// At most `max` bytes of `s`, cut on a character boundary.
-pub(super) fn clip(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
     v.pointer(pointer).and_then(Value::as_str)
 }
@@ -95,18 +83,8 @@ fn tool_output(result: Option<&Value>) -> (String, bool) {
 
 impl WireParser for CursorParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(line, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", clip(trimmed, 200)),
-                });
-                return;
-            }
         };
         let sub = str_at(&v, "/subtype").unwrap_or("");
         match (str_at(&v, "/type").unwrap_or(""), sub) {
@@ -295,7 +273,7 @@ mod tests {
             r#"{"type":"brand_new"}"#.to_string(),
         ]);
         assert!(matches!(events[..], [AgentEvent::Warning { .. }]));
-        assert_eq!(clip("héllo", 2), "h");
+        assert_eq!(crate::adapter::wire::clip("héllo", 2), "h");
     }
 
     #[test]

@@ -112,18 +112,8 @@ fn result_error(error: Option<&Value>) -> (String, Option<String>) {
 
 impl WireParser for GeminiParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(line, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", super::cursor::clip(trimmed, 200)),
-                });
-                return;
-            }
         };
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "init" => out.push(AgentEvent::Init {

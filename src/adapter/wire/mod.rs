@@ -93,6 +93,36 @@ pub trait WireParser: Send {
     }
 }
 
+/// One line of output as a JSON object, or None: nothing for a blank line, a warning (with
+/// the line's first `excerpt` bytes) for anything else that is not a JSON object.
+fn json_line(line: &str, out: &mut Vec<AgentEvent>, excerpt: usize) -> Option<serde_json::Value> {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<serde_json::Value>(trimmed) {
+        Ok(v @ serde_json::Value::Object(_)) => Some(v),
+        _ => {
+            out.push(AgentEvent::Warning {
+                message: format!("non-JSON output: {}", clip(trimmed, excerpt)),
+            });
+            None
+        }
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// A parser for the adapter's format (configured by its `wire_options`).
 pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
     match spec.wire.as_str() {

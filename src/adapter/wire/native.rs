@@ -40,18 +40,8 @@ fn u64_of(v: &Value, key: &str) -> Option<u64> {
 
 impl WireParser for NativeParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(line, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", truncate(trimmed, 200)),
-                });
-                return;
-            }
         };
         let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
         let ev = match ty {
@@ -199,17 +189,6 @@ fn artifact(v: &Value) -> Result<AgentEvent, String> {
         append: flag("append"),
         last_chunk: flag("last_chunk"),
     })
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

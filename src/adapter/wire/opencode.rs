@@ -188,18 +188,8 @@ fn error_event(error: Option<&Value>) -> AgentEvent {
 
 impl WireParser for OpencodeParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(line, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", super::cursor::clip(trimmed, 200)),
-                });
-                return;
-            }
         };
         if !self.session_seen {
             if let Some(s) = str_at(&v, "/sessionID") {

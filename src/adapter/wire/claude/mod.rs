@@ -346,18 +346,8 @@ impl WireParser for ClaudeParser {
     }
 
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
+        let Some(v) = super::json_line(line, out, 200) else {
             return;
-        }
-        let v: Value = match serde_json::from_str(trimmed) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                out.push(AgentEvent::Warning {
-                    message: format!("non-JSON output: {}", truncate(trimmed, 200)),
-                });
-                return;
-            }
         };
         match str_of(&v, "type") {
             Some("system") => self.system(&v, out),
@@ -488,17 +478,6 @@ fn string_of(v: &Value, key: &str) -> Option<String> {
 
 fn u64_of(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]
