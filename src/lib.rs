@@ -39,6 +39,9 @@
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
 //!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`]).
+//! - [`app`]: the composition root: [`app::App::start`] turns [`settings::Settings`] into
+//!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
+//!   the integration tests start through it.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
 //! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only parses and logs).
 //!
@@ -46,6 +49,7 @@
 //! double CLI that speaks the native protocol and replays recorded transcripts.
 
 pub mod adapter;
+pub mod app;
 pub mod cli;
 pub mod client;
 pub mod engine;

@@ -168,17 +168,10 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
     router
 }
 
-/// [`serve`] for several adapters (see [`app_many`]).
-pub async fn serve_many<F>(
-    listener: tokio::net::TcpListener,
-    agents: Vec<AppState>,
-    limits: HttpLimits,
-    shutdown: F,
-    drain: Duration,
-) -> std::io::Result<()>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
+/// The whole HTTP service of one or several adapters: [`app_many`] behind the
+/// `--route-by-metadata` rewrite ([`route`]) and trailing-slash trimming. What [`serve_many`]
+/// runs; router tests call it with `tower::ServiceExt::oneshot`.
+pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
     let routes = Arc::new(route::Routes {
         others: if limits.route_by_metadata {
             agents
@@ -193,14 +186,31 @@ where
     });
     let router = tower::Layer::layer(
         &axum::middleware::from_fn_with_state(routes, route::route),
-        app_many(&agents, &limits),
+        app_many(agents, limits),
     );
     // `/agents/codex/` (the URL in that agent's card) reaches the nested router's `/`.
     let router = tower::Layer::layer(
         &tower_http::normalize_path::NormalizePathLayer::trim_trailing_slash(),
         router,
     );
-    let router = axum::ServiceExt::<axum::extract::Request>::into_make_service(router);
+    // Both layers must see the request before routing, so they wrap the router from the
+    // outside; a router whose only route is this service gives the result one concrete type.
+    Router::new().fallback_service(router)
+}
+
+/// [`serve`] for several adapters (see [`service`]).
+pub async fn serve_many<F>(
+    listener: tokio::net::TcpListener,
+    agents: Vec<AppState>,
+    limits: HttpLimits,
+    shutdown: F,
+    drain: Duration,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let router = service(&agents, &limits);
+    let router = router.into_make_service();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // When `shutdown` resolves the server stops accepting; requests in flight (open streams
     // among them) go on until they finish.

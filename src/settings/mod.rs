@@ -179,6 +179,11 @@ pub struct Settings {
     pub args: Vec<String>,
     pub prompt_via: Option<PromptVia>,
     pub pass_env: Vec<String>,
+    /// Variables set in the agent's environment over the inherited and the adapter's own
+    /// ones (as `AGENT_PASS_ENV` passes them; `AGENT_HOST_*` and secret values are still
+    /// removed). Not read from flags, environment or file: for programs that embed the host
+    /// through [`crate::app::App::start`] (the integration tests set the CLI's HOME this way).
+    pub agent_env: Vec<(String, String)>,
     /// Media types a message part may name; the card's `defaultInputModes`.
     pub input_modes: Vec<String>,
     pub approval_pattern: Option<String>,
@@ -625,6 +630,7 @@ impl Settings {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            agent_env: Vec::new(),
             input_modes: crate::engine::input::input_modes(
                 args.input_modes.clone().or_else(|| ag.input_modes.clone()),
             )

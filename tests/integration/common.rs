@@ -1,15 +1,11 @@
 //! Test harness: a server on 127.0.0.1:0 running fake-agent, and small HTTP/SSE helpers.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use agent_host::adapter::{PromptVia, Registry};
-use agent_host::engine::launch::{child_env, Launch};
-use agent_host::engine::Engine;
-use agent_host::push::{PushService, Sealer};
-use agent_host::server::{self, AppState, CardSettings, HttpLimits};
-use agent_host::store::{MemoryStore, PushStore, SqliteStore, TaskStore};
+use agent_host::adapter::PromptVia;
+use agent_host::app::App;
+use agent_host::settings::{PushConfig, PushKey, ServeArgs, Settings, StoreChoice, TurnLimits};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -85,11 +81,69 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The settings these options stand for, with the agent working in `dir`: what
+    /// `agent-host serve` would resolve from the matching flags (the CLI's HOME and extra
+    /// variables go through `Settings::agent_env`, the push key is a fixed one).
+    pub fn settings(&self, dir: &std::path::Path) -> Settings {
+        let o = self;
+        let args = ServeArgs {
+            repo_path: Some(dir.to_path_buf()),
+            store: Some("memory".into()),
+            ..ServeArgs::default()
+        };
+        let mut s = Settings::resolve(&args).expect("settings");
+        s.adapter = Some(o.adapter.to_string());
+        // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
+        let program = o.program.clone().unwrap_or_else(|| {
+            if o.adapter == "demo" || o.adapter == "conformance" {
+                PathBuf::from(env!("CARGO_BIN_EXE_agent-host"))
+            } else {
+                fake_agent()
+            }
+        });
+        s.binary = Some(program.display().to_string());
+        s.limits = TurnLimits {
+            timeout: Some(o.timeout),
+            idle_timeout: Some(o.idle_timeout),
+            cancel_grace: Some(o.grace),
+            max_line_bytes: Some(o.max_line_bytes),
+        };
+        s.body_limit = o.body_limit;
+        s.card_legacy_v03 = o.legacy_card;
+        s.prompt_via = Some(o.prompt_via);
+        let db =
+            o.db.clone()
+                .or_else(|| o.sqlite.then(|| dir.join("tasks.db")));
+        s.store = db.map_or(StoreChoice::Memory, StoreChoice::Sqlite);
+        s.push = o.push.clone().map(|delivery| PushConfig {
+            delivery,
+            key: PushKey::Hex("5a".repeat(32)),
+        });
+        s.security = o.security.clone();
+        s.host_limits = o.host_limits.clone();
+        s.workspace_roots = o.workspace_roots.clone();
+        s.agent_env = o.env.clone();
+        if let Some(h) = &o.home {
+            s.agent_env.push(("HOME".into(), h.display().to_string()));
+        }
+        s.args = o.extra_args.clone();
+        s.model = o.model.clone();
+        s.force = o.force;
+        s.blocking_wait = o.blocking_wait;
+        if !o.input_modes.is_empty() {
+            s.input_modes = o.input_modes.clone();
+        }
+        s.sse_keepalive = Duration::from_millis(200);
+        s
+    }
+}
+
 pub struct TestServer {
     pub base: String,
     pub client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    handle: Option<tokio::task::JoinHandle<Result<(), agent_host::app::StartError>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -105,127 +159,16 @@ impl TestServer {
     pub async fn with(o: Options) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("README.md"), "test project\n").expect("write");
-        let adapter = Registry::builtin()
-            .expect("registry")
-            .get(o.adapter)
-            .expect("adapter")
-            .clone();
-        let host_env: Vec<(String, String)> = std::env::vars().collect();
-        let mut env = child_env(&adapter, &host_env, &[]);
-        let home = o
-            .home
-            .as_ref()
-            .map(|h| ("HOME".to_string(), h.display().to_string()));
-        for (k, v) in o.env.iter().cloned().chain(home) {
-            env.retain(|(ek, _)| *ek != k);
-            env.push((k, v));
-        }
-        let launch = Launch {
-            env,
-            adapter,
-            // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
-            program: o.program.unwrap_or_else(|| {
-                if o.adapter == "demo" || o.adapter == "conformance" {
-                    PathBuf::from(env!("CARGO_BIN_EXE_agent-host"))
-                } else {
-                    fake_agent()
-                }
-            }),
-            extra_args: o.extra_args.clone(),
-            prompt_via: o.prompt_via,
-            cwd: dir.path().to_path_buf(),
-            model: o.model.clone(),
-            force: o.force,
-            max_line_bytes: o.max_line_bytes,
-            timeout: o.timeout,
-            idle_timeout: o.idle_timeout,
-            cancel_grace: o.grace,
-        };
-        let db =
-            o.db.clone()
-                .or_else(|| o.sqlite.then(|| dir.path().join("tasks.db")));
-        let (store, push_store): (Arc<dyn TaskStore>, Arc<dyn PushStore>) = match db {
-            Some(path) => {
-                let s = Arc::new(SqliteStore::open(&path).expect("sqlite store"));
-                (s.clone(), s)
-            }
-            None => {
-                let s = Arc::new(MemoryStore::new());
-                (s.clone(), s)
-            }
-        };
-        let input_modes = if o.input_modes.is_empty() {
-            agent_host::engine::input::default_input_modes()
-        } else {
-            o.input_modes.clone()
-        };
-        let engine = Engine::with_config(
-            store.clone(),
-            launch,
-            agent_host::engine::EngineConfig {
-                limits: o.host_limits.clone(),
-                workspace_roots: o.workspace_roots.clone(),
-                secrets: o.security.secret_values(),
-                input_modes: input_modes.clone(),
-            },
-        );
-        let push = match o.push {
-            Some(settings) => {
-                let sealer = Sealer::from_hex(&"5a".repeat(32)).expect("key");
-                let svc = PushService::start(settings, push_store, store.clone(), sealer)
-                    .await
-                    .expect("push service");
-                let hook = svc.clone();
-                engine.set_update_hook(Arc::new(move |t: &str| hook.on_update(t)));
-                Some(svc)
-            }
-            None => None,
-        };
-        engine.recover().await.expect("recover");
+        let settings = o.settings(dir.path());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let state = AppState {
-            engine,
-            card: CardSettings {
-                path_prefix: String::new(),
-                others: Vec::new(),
-                cli_version: Default::default(),
-                required_extensions: Vec::new(),
-                input_modes,
-                name: None,
-                description: None,
-                legacy_v03_fields: o.legacy_card,
-                public_url: None,
-                signer: None,
-            },
-            local_addr: addr,
-            started_at: SystemTime::now(),
-            keepalive: Duration::from_millis(200),
-            blocking_wait: o.blocking_wait,
-            push,
-            guard: Arc::new(agent_host::server::guard::Guard::new(
-                o.security.clone(),
-                addr,
-                None,
-                o.host_limits.rate_per_minute,
-            )),
-        };
+        let app = App::start(&settings, addr).await.expect("start");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let limits = HttpLimits {
-            body_limit: o.body_limit,
-            route_by_metadata: false,
-        };
-        let handle = tokio::spawn(server::serve(
-            listener,
-            state,
-            limits,
-            async move {
-                let _ = rx.await;
-            },
-            Duration::from_secs(10),
-        ));
+        let handle = tokio::spawn(app.serve(listener, async move {
+            let _ = rx.await;
+        }));
         TestServer {
             base: format!("http://{addr}"),
             client: reqwest::Client::new(),

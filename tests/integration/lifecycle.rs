@@ -1,7 +1,6 @@
 //! Processes: every exit path ends the task with one terminal state and leaves nothing
 //! running.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_host::runner::group_alive;
@@ -209,17 +208,27 @@ async fn garbage_floods_and_long_lines_do_not_break_a_task() {
 #[tokio::test]
 async fn a_missing_program_fails_the_task_with_a_clear_message() {
     limit(async {
+        // The host checks the program when it starts, so this one goes away after that.
+        let bin = tempfile::tempdir().unwrap();
+        let program = bin.path().join("agent-binary");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let s = TestServer::with(Options {
-            program: Some(PathBuf::from("/nonexistent/agent-binary")),
+            program: Some(program.clone()),
             ..Options::default()
         })
         .await;
+        std::fs::remove_file(&program).unwrap();
         let t = final_state(&s, "hello").await;
         assert_eq!(t["status"]["state"], "TASK_STATE_FAILED");
         let text = status_text(&t);
         assert!(text.contains("could not be started"), "{text}");
         assert!(
-            !text.contains("/nonexistent"),
+            !text.contains(&bin.path().display().to_string()),
             "no local paths in errors: {text}"
         );
     })

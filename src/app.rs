@@ -1,0 +1,494 @@
+//! The composition root: [`App::start`] turns [`Settings`] into running engines (one per
+//! adapter, recovered), their push services, the request guard and the HTTP service. The
+//! `serve` command and the integration tests both start through it, so the tests exercise
+//! the wiring the binary uses; [`App::router`] is the whole HTTP service, testable with
+//! `tower::ServiceExt::oneshot` and no socket.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+
+use crate::adapter::{AdapterSpec, Registry};
+use crate::engine::launch::{child_env, resolve_program, Launch};
+use crate::engine::{Engine, EngineConfig, Recovery};
+use crate::push::{PushService, Sealer};
+use crate::server::guard::Guard;
+use crate::server::{self, AppState, CardSettings, HttpLimits};
+use crate::settings::{PushKey, Settings, StoreChoice};
+use crate::store::{MemoryStore, PushStore, SqliteStore, StoreError, TaskStore};
+
+/// Failure to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    #[error(transparent)]
+    Adapter(#[from] crate::adapter::AdapterError),
+    #[error(transparent)]
+    Launch(#[from] crate::engine::launch::LaunchError),
+    #[error("cannot read adapters directory {0}: {1}")]
+    AdaptersDir(String, std::io::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(String, std::io::Error),
+    #[error("server error: {0}")]
+    Serve(std::io::Error),
+    #[error("task store: {0}")]
+    Store(StoreError),
+    #[error("push notifications: {0}")]
+    PushKey(crate::push::seal::SealError),
+}
+
+/// The host's environment (variables that are not UTF-8 are left out).
+pub(crate) fn host_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// The built-in adapters plus those of the configured directory.
+pub fn registry(settings: &Settings) -> Result<Registry, StartError> {
+    let mut r = Registry::builtin()?;
+    if let Some(dir) = &settings.adapters_dir {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| StartError::AdaptersDir(dir.display().to_string(), e))?;
+        let mut files: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| StartError::AdaptersDir(f.display().to_string(), e))?;
+            r.insert(AdapterSpec::from_toml(&f.display().to_string(), &text)?);
+        }
+    }
+    Ok(r)
+}
+
+/// The adapter to serve: the configured one, else the first installed CLI whose adapter
+/// says `detect = true`, else `demo`. Logs which and why.
+pub fn choose_adapter(
+    settings: &Settings,
+    registry: &Registry,
+    env: &[(String, String)],
+) -> Result<AdapterSpec, StartError> {
+    if let Some(id) = &settings.adapter {
+        // With several adapters (`claude-code,codex`), the first is the default one.
+        let id = id
+            .split(',')
+            .map(str::trim)
+            .find(|s| !s.is_empty())
+            .unwrap_or("");
+        let a = registry.get(id)?.clone();
+        tracing::info!(adapter = %a.id, "serving the adapter named by AGENT_ADAPTER");
+        return Ok(a);
+    }
+    let mut looked = Vec::new();
+    for a in registry.all().iter().filter(|a| a.detect) {
+        if resolve_program(a, None, env, &settings.repo_path).is_ok() {
+            tracing::info!(adapter = %a.id, "AGENT_ADAPTER is not set; serving the first installed known CLI");
+            return Ok(a.clone());
+        }
+        looked.push(format!("{} ({})", a.id, a.binary));
+    }
+    let demo = registry.get("demo")?.clone();
+    if looked.is_empty() {
+        tracing::info!("AGENT_ADAPTER is not set; serving the demo agent");
+    } else {
+        tracing::info!(looked_for = %looked.join(", "), "AGENT_ADAPTER is not set and no known CLI is installed; serving the demo agent");
+    }
+    Ok(demo)
+}
+
+/// Everything the engine needs, from settings.
+pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launch, StartError> {
+    // AGENT_APPROVAL_PATTERN / _RESPONSE configure text adapters' prompt detection.
+    let opts = &mut adapter.wire_options;
+    if let Some(p) = &settings.approval_pattern {
+        opts.insert("approval_pattern".into(), toml::Value::String(p.clone()));
+    }
+    if let Some(r) = &settings.approval_response {
+        opts.insert(
+            "approval_response_yes".into(),
+            toml::Value::String(r.clone()),
+        );
+    }
+    crate::adapter::wire::validate(&adapter).map_err(|message| {
+        crate::adapter::AdapterError::Invalid {
+            source_name: format!("{} (with AGENT_APPROVAL_PATTERN/_RESPONSE)", adapter.id),
+            message,
+        }
+    })?;
+    let env = host_env();
+    let program = resolve_program(
+        &adapter,
+        settings.binary.as_deref(),
+        &env,
+        &settings.repo_path,
+    )?;
+    let mut child_env = child_env(&adapter, &env, &settings.pass_env);
+    // Variables the embedding program sets win over inherited and adapter ones.
+    for (k, v) in &settings.agent_env {
+        child_env.retain(|(ek, _)| ek != k);
+        child_env.push((k.clone(), v.clone()));
+    }
+    // The host's own credentials never reach an agent, whatever was passed through.
+    let secrets = settings.security.secret_values();
+    child_env.retain(|(k, v)| !k.starts_with("AGENT_HOST_") && !secrets.contains(v));
+    let limits = settings.limits.resolve(&adapter.limits);
+    Ok(Launch {
+        program,
+        extra_args: settings.args.clone(),
+        prompt_via: settings.prompt_via.unwrap_or(adapter.prompt),
+        cwd: settings.repo_path.clone(),
+        env: child_env,
+        model: settings.model.clone(),
+        force: settings.force,
+        max_line_bytes: limits.max_line_bytes,
+        timeout: limits.timeout,
+        idle_timeout: limits.idle_timeout,
+        cancel_grace: limits.cancel_grace,
+        adapter,
+    })
+}
+
+/// The card settings of the default adapter (the others get their path prefix when nested).
+pub fn card_settings(s: &Settings) -> CardSettings {
+    CardSettings {
+        path_prefix: String::new(),
+        others: Vec::new(),
+        name: s.card_name.clone(),
+        description: s.card_description.clone(),
+        legacy_v03_fields: s.card_legacy_v03,
+        public_url: s.public_url.clone(),
+        signer: s.card_signer.clone(),
+        cli_version: Default::default(),
+        required_extensions: s.required_extensions.clone(),
+        input_modes: s.input_modes.clone(),
+    }
+}
+
+/// The adapters to serve: each of a comma-separated `AGENT_ADAPTER` (the first is the
+/// default), else the one [`choose_adapter`] picks.
+fn adapters_to_serve(
+    settings: &Settings,
+    registry: &Registry,
+) -> Result<Vec<AdapterSpec>, StartError> {
+    let mut out: Vec<AdapterSpec> = Vec::new();
+    match settings.adapter.as_deref().filter(|a| a.contains(',')) {
+        Some(list) => {
+            for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if !out.iter().any(|a| a.id == id) {
+                    out.push(registry.get(id)?.clone());
+                }
+            }
+        }
+        None => out.push(choose_adapter(settings, registry, &host_env())?),
+    }
+    Ok(out)
+}
+
+/// The task store and push-config store of one engine (one SQLite file or memory store).
+type Stores = (Arc<dyn TaskStore>, Arc<dyn PushStore>);
+
+/// The store of one adapter: the configured one for the default adapter; a database next
+/// to it (`agent-host.<id>.db`) for each other one, so that every engine owns its tasks.
+fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<Stores, StartError> {
+    Ok(match choice {
+        StoreChoice::Memory => {
+            let s = Arc::new(MemoryStore::new());
+            (s.clone(), s)
+        }
+        StoreChoice::Sqlite(path) => {
+            let path = if default {
+                path.clone()
+            } else {
+                let stem = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "agent-host".into());
+                path.with_file_name(format!("{stem}.{adapter_id}.db"))
+            };
+            let s = Arc::new(SqliteStore::open(&path).map_err(StartError::Store)?);
+            tracing::info!(adapter = %adapter_id, path = %path.display(), "store: sqlite");
+            (s.clone(), s)
+        }
+    })
+}
+
+/// One adapter's engine (recovered), push service and handler state.
+async fn start_agent(
+    settings: &Settings,
+    adapter: AdapterSpec,
+    default: bool,
+    guard: Arc<Guard>,
+    local_addr: SocketAddr,
+) -> Result<AppState, StartError> {
+    let launch = launch_for(settings, adapter)?;
+    let id = launch.adapter.id.clone();
+    tracing::info!(adapter = %id, default, "agent");
+    tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
+    if settings.store == StoreChoice::Memory {
+        tracing::info!(adapter = %id, "store: memory (tasks are gone when agent-host stops)");
+    }
+    let (store, push_store) = open_store(&settings.store, &id, default)?;
+    let engine = Engine::with_config(
+        store.clone(),
+        launch,
+        EngineConfig {
+            limits: settings.host_limits.clone(),
+            workspace_roots: settings.workspace_roots.clone(),
+            secrets: settings.security.secret_values(),
+            input_modes: settings.input_modes.clone(),
+        },
+    );
+    let push = match &settings.push {
+        Some(p) => {
+            let sealer = match &p.key {
+                PushKey::Hex(h) => Sealer::from_hex(h),
+                PushKey::File(f) => Sealer::from_file(f),
+            }
+            .map_err(StartError::PushKey)?;
+            let svc = PushService::start(p.delivery.clone(), push_store, store.clone(), sealer)
+                .await
+                .map_err(StartError::Store)?;
+            let hook = svc.clone();
+            engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
+            tracing::info!(
+                allow_private = p.delivery.allow_private,
+                "push notifications on"
+            );
+            Some(svc)
+        }
+        None => None,
+    };
+    let r = engine.recover().await.map_err(StartError::Store)?;
+    if r != Recovery::default() {
+        tracing::info!(
+            adapter = %id,
+            resumed = r.resumed,
+            queued = r.queued,
+            waiting_for_input = r.waiting,
+            failed = r.failed,
+            stale_processes_stopped = r.stale_processes,
+            "picked up the tasks a previous agent-host left unfinished"
+        );
+    }
+    Ok(AppState {
+        engine,
+        card: card_settings(settings),
+        local_addr,
+        started_at: SystemTime::now(),
+        keepalive: settings.sse_keepalive,
+        blocking_wait: settings.blocking_wait,
+        push,
+        guard,
+    })
+}
+
+/// A started host: the engines (one per adapter, the default first) with their push
+/// services, and the HTTP service over them.
+pub struct App {
+    agents: Vec<AppState>,
+    limits: HttpLimits,
+    local_addr: SocketAddr,
+    /// How long open connections may take to close after the engines stopped.
+    drain: Duration,
+}
+
+impl App {
+    /// Builds and starts everything `settings` describe: the registry and the adapters to
+    /// serve, each adapter's launch, store, engine (with its unfinished tasks recovered) and
+    /// push service, the guard, and the card. `local_addr` is the address the service answers
+    /// on (the listener's, already bound: it names the server in Host checks and cards).
+    pub async fn start(settings: &Settings, local_addr: SocketAddr) -> Result<App, StartError> {
+        let registry = registry(settings)?;
+        let adapters = adapters_to_serve(settings, &registry)?;
+        let guard = Arc::new(
+            Guard::new(
+                settings.security.clone(),
+                local_addr,
+                settings.public_url.as_deref(),
+                settings.host_limits.rate_per_minute,
+            )
+            .with_required_extensions(settings.required_extensions.clone()),
+        );
+        let others: Vec<(String, String, String)> = adapters
+            .iter()
+            .skip(1)
+            .map(|a| (a.id.clone(), a.name.clone(), a.description.clone()))
+            .collect();
+        let mut agents = Vec::new();
+        let mut grace = Duration::ZERO;
+        for (i, adapter) in adapters.into_iter().enumerate() {
+            let mut state =
+                start_agent(settings, adapter, i == 0, guard.clone(), local_addr).await?;
+            // The CLI's version, for the extended card; found in the background so that a
+            // slow CLI does not hold up the start.
+            let (cell, launch) = (state.card.cli_version.clone(), state.engine.launch());
+            let (program, a) = (launch.program.clone(), launch.adapter.clone());
+            tokio::spawn(async move {
+                if let Some(v) = adapter_version(&a, &program).await {
+                    let _ = cell.set(v);
+                }
+            });
+            if i == 0 {
+                state.card.others = others.clone();
+            }
+            grace = grace.max(state.engine.launch().cancel_grace);
+            agents.push(state);
+        }
+        if settings.security.credentials.is_empty() {
+            if settings.security.insecure_no_auth && !local_addr.ip().is_loopback() {
+                tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
+            }
+        } else {
+            tracing::info!(
+                credentials = settings.security.credentials.len(),
+                "authentication required"
+            );
+        }
+        Ok(App {
+            agents,
+            limits: HttpLimits {
+                body_limit: settings.body_limit,
+                route_by_metadata: settings.route_by_metadata,
+            },
+            local_addr,
+            drain: grace + Duration::from_secs(10),
+        })
+    }
+
+    /// The whole HTTP service, as [`App::serve`] runs it (routing between adapters,
+    /// trailing-slash trimming, guard, body limit, every route).
+    pub fn router(&self) -> Router {
+        server::service(&self.agents, &self.limits)
+    }
+
+    /// The handler state of each adapter, the default first (engines, push services).
+    pub fn agents(&self) -> &[AppState] {
+        &self.agents
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then ends every task and waits for
+    /// open connections (see [`server::serve_many`]).
+    pub async fn serve<F>(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: F,
+    ) -> Result<(), StartError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let addr = self.local_addr;
+        // One line a supervisor (or a test that asked for port 0) can read the address from.
+        tracing::info!("agent-host listening on http://{addr} (card: http://{addr}/.well-known/agent-card.json)");
+        for s in self.agents.iter().skip(1) {
+            let id = &s.engine.launch().adapter.id;
+            tracing::info!("also serving {id} at http://{addr}/agents/{id}/");
+        }
+        server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
+            .await
+            .map_err(StartError::Serve)
+    }
+}
+
+/// The version of an adapter's program: this build's for the built-in agents, else what
+/// the program prints for `version_args`.
+pub(crate) async fn adapter_version(a: &AdapterSpec, program: &std::path::Path) -> Option<String> {
+    if a.binary == crate::engine::launch::SELF_BINARY {
+        return Some(env!("CARGO_PKG_VERSION").to_string());
+    }
+    program_version(program, &a.version_args).await
+}
+
+/// The version a program prints for `version_args` (the first `N.N[.N...]` in its output),
+/// waiting at most 10 s.
+async fn program_version(program: &std::path::Path, args: &[String]) -> Option<String> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .ok()?
+        .ok()?;
+    let text = format!(
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::ServeArgs;
+
+    fn settings() -> Settings {
+        Settings::resolve(&ServeArgs::default()).unwrap()
+    }
+
+    fn env(path: &str) -> Vec<(String, String)> {
+        vec![("PATH".to_string(), path.to_string())]
+    }
+
+    #[test]
+    fn an_unset_adapter_picks_the_first_installed_cli_else_demo() {
+        let mut r = Registry::builtin().unwrap();
+        let mut cli = r.get("demo").unwrap().clone();
+        cli.id = "some-cli".into();
+        cli.binary = "sh".into();
+        cli.detect = true;
+        r.insert(cli);
+        let s = settings();
+        assert_eq!(
+            choose_adapter(&s, &r, &env("/bin:/usr/bin")).unwrap().id,
+            "some-cli"
+        );
+        assert_eq!(
+            choose_adapter(&s, &r, &env("/nonexistent")).unwrap().id,
+            "demo"
+        );
+        let mut named = settings();
+        named.adapter = Some("jsonl".into());
+        assert_eq!(
+            choose_adapter(&named, &r, &env("/bin")).unwrap().id,
+            "jsonl"
+        );
+        named.adapter = Some("nope".into());
+        let err = choose_adapter(&named, &r, &env("/bin"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown adapter 'nope'") && err.contains("demo"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn adapters_dir_overrides_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("demo.toml"),
+            "id = \"demo\"\nname = \"My demo\"\ndescription = \"d\"\nbinary = \"sh\"\nwire = \"agent-host-jsonl\"\n",
+        )
+        .unwrap();
+        let mut s = settings();
+        s.adapters_dir = Some(dir.path().to_path_buf());
+        let r = registry(&s).unwrap();
+        assert_eq!(r.get("demo").unwrap().name, "My demo");
+        assert!(r.get("jsonl").is_ok());
+        std::fs::write(dir.path().join("bad.toml"), "id = 1\n").unwrap();
+        let err = registry(&s).unwrap_err().to_string();
+        assert!(err.contains("bad.toml"), "{err}");
+    }
+}
