@@ -405,9 +405,9 @@ pub async fn limit_to<F: std::future::Future<Output = ()>>(max: Duration, f: F) 
         .expect("test took longer than its limit (a hang)");
 }
 
-/// An agent-host started from the binary: `serve --store memory` on a free port of
-/// 127.0.0.1, in a temporary working directory, with the given environment and arguments;
-/// killed when dropped.
+/// An agent-host started from the binary: `serve --store memory --port 0` on 127.0.0.1 (the
+/// child picks a free port and its log names it), in a temporary working directory, with the
+/// given environment and arguments; killed when dropped.
 pub struct HostProcess {
     _child: tokio::process::Child,
     /// `http://127.0.0.1:PORT` (no trailing slash).
@@ -419,40 +419,61 @@ pub struct HostProcess {
 
 impl HostProcess {
     pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
+        use tokio::io::AsyncBufReadExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["serve", "--store", "memory", "--port", &port.to_string()])
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--store", "memory", "--port", "0"])
             .args(args)
             .env("AGENT_REPO_PATH", dir.path())
             .env("AGENT_BINARY", fake_agent())
+            .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .kill_on_drop(true)
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn agent-host");
-        let base = format!("http://127.0.0.1:{port}");
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            if let Ok(r) = client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await
-            {
-                let card = r.json().await.expect("card JSON");
-                return HostProcess {
-                    _child: child,
-                    base,
-                    card,
-                    _dir: dir,
-                };
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        // The log line "agent-host listening on http://ADDR ..." names the bound address.
+        let mut seen = Vec::new();
+        let found = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some((_, rest)) = line.split_once("listening on http://") {
+                    let addr: String = rest
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '"')
+                        .collect();
+                    return Some(addr);
+                }
+                seen.push(line);
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        })
+        .await;
+        let addr = match found {
+            Ok(Some(addr)) => addr,
+            _ => panic!(
+                "agent-host did not log its address within 10 s; its log:\n{}",
+                seen.join("\n")
+            ),
+        };
+        // Keep reading the log so that the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let base = format!("http://{addr}");
+        let card = reqwest::Client::new()
+            .get(format!("{base}/.well-known/agent-card.json"))
+            .send()
+            .await
+            .expect("card request")
+            .json()
+            .await
+            .expect("card JSON");
+        HostProcess {
+            _child: child,
+            base,
+            card,
+            _dir: dir,
         }
-        panic!("agent-host did not serve its card within 10 s");
     }
 
     /// A v1.0 JSON-RPC call at `path` (from the root, e.g. `/` or `/agents/jsonl/`) with
