@@ -1,11 +1,13 @@
-//! The gate every request passes: Host allow-list (DNS rebinding), Origin allow-list and CORS
-//! preflight, authentication (bearer tokens, API keys, Basic; compared in constant time) and
-//! a per-credential rate limit. It puts the [`Caller`] into the request for the handlers.
+//! The gates every request passes, outermost first: [`gate`] (Host allow-list against DNS
+//! rebinding, Origin allow-list), [`cors_layer`] (tower-http's CORS: preflights and the
+//! `Access-Control-*` headers of allowed origins), then [`guard`] (authentication: bearer
+//! tokens, API keys, Basic, compared in constant time; a per-credential rate limit). The
+//! guard puts the [`Caller`] into the request for the handlers.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -15,6 +17,7 @@ use axum::Json;
 use base64::Engine as _;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::Caller;
 use crate::settings::{Secret, Security};
@@ -37,6 +40,8 @@ pub struct Guard {
     /// Host names accepted (lower case, without port); empty with `any_host`.
     hosts: Vec<String>,
     any_host: bool,
+    /// The origin of `--public-url` (`https://host[:port]`), a same origin too.
+    public_origin: Option<String>,
     rate_per_minute: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
     /// Extensions every A2A request must name (`A2A-Extensions`).
@@ -64,12 +69,13 @@ impl Guard {
             hosts.push(local.ip().to_string());
             hosts.push(format!("[{}]", local.ip()));
         }
-        if let Some(h) = public_url
-            .and_then(|u| reqwest::Url::parse(u).ok())
-            .and_then(|u| u.host_str().map(str::to_string))
-        {
+        let public = public_url.and_then(|u| reqwest::Url::parse(u).ok());
+        if let Some(h) = public.as_ref().and_then(|u| u.host_str()) {
             hosts.push(h.to_ascii_lowercase());
         }
+        let public_origin = public
+            .map(|u| u.origin().ascii_serialization())
+            .filter(|o| o != "null");
         let mut any_host = false;
         for h in &security.allowed_hosts {
             if h.trim() == "*" {
@@ -82,6 +88,7 @@ impl Guard {
             security,
             hosts,
             any_host,
+            public_origin,
             rate_per_minute,
             buckets: Mutex::new(HashMap::new()),
             required_extensions: Vec::new(),
@@ -106,22 +113,36 @@ impl Guard {
         self.hosts.iter().any(|h| h == name)
     }
 
-    /// The caller's origin, and whether it may call: same origin as the Host, or listed.
-    fn origin_allowed(&self, headers: &HeaderMap) -> Option<(String, bool)> {
-        let origin = headers.get(header::ORIGIN)?.to_str().ok()?.to_string();
+    /// Whether the request's origin (None: it names none) may call: the same origin as the
+    /// server (scheme included: `http://` and the Host it was sent to, or the origin of
+    /// `--public-url`), or listed (`*`: any).
+    fn origin_allowed(&self, headers: &HeaderMap) -> Option<bool> {
+        let origin = headers.get(header::ORIGIN)?;
+        let Ok(origin) = origin.to_str() else {
+            return Some(false);
+        };
+        Some(self.origin_ok(origin, headers))
+    }
+
+    fn origin_ok(&self, origin: &str, headers: &HeaderMap) -> bool {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
+        // agent-host itself serves plain HTTP; HTTPS reaches it through a proxy, whose
+        // address is the public URL.
         let same = origin
-            .split_once("://")
-            .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(host));
-        let listed = self
+            .strip_prefix("http://")
+            .is_some_and(|rest| !host.is_empty() && rest.eq_ignore_ascii_case(host))
+            || self
+                .public_origin
+                .as_deref()
+                .is_some_and(|p| p.eq_ignore_ascii_case(origin));
+        same || self
             .security
             .allowed_origins
             .iter()
-            .any(|o| o == "*" || o.eq_ignore_ascii_case(&origin));
-        Some((origin, same || listed))
+            .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
     }
 
     /// Who presented valid credentials; Ok(None) when none are configured.
@@ -229,11 +250,9 @@ fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
     (status, Json(json!({"error": error, "message": message}))).into_response()
 }
 
-const CORS_HEADERS: &str =
-    "authorization, content-type, a2a-version, a2a-extensions, x-a2a-extensions, last-event-id, x-api-key";
-
-/// The middleware.
-pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+/// The outer middleware: refuses (403) a Host that does not name this server, an Origin that
+/// may not call, and a preflight that names no origin. Runs before [`cors_layer`].
+pub async fn gate(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     if !g.host_allowed(headers) {
         return refuse(
@@ -243,40 +262,49 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         );
     }
     let origin = g.origin_allowed(headers);
-    if let Some((_, false)) = &origin {
+    if origin == Some(false) {
         return refuse(
             StatusCode::FORBIDDEN,
             "Forbidden",
             "this origin may not call agent-host; add it to security.allowed_origins (AGENT_HOST_ALLOWED_ORIGINS)",
         );
     }
-    if req.method() == Method::OPTIONS && headers.contains_key("access-control-request-method") {
-        return match origin {
-            Some((o, true)) => {
-                let mut r = StatusCode::NO_CONTENT.into_response();
-                cors(r.headers_mut(), &o);
-                let h = r.headers_mut();
-                h.insert(
-                    "access-control-allow-methods",
-                    HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
-                );
-                // The origin is allowed, so the headers it asks for are too (this covers a
-                // custom API key header); without a request list, the standard set.
-                let allow = headers
-                    .get("access-control-request-headers")
-                    .cloned()
-                    .unwrap_or(HeaderValue::from_static(CORS_HEADERS));
-                h.insert("access-control-allow-headers", allow);
-                h.insert("access-control-max-age", HeaderValue::from_static("600"));
-                r
-            }
-            _ => refuse(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                "cross-origin requests are not allowed",
-            ),
-        };
+    let options = req.method() == Method::OPTIONS;
+    if options && origin.is_none() && headers.contains_key("access-control-request-method") {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "cross-origin requests are not allowed",
+        );
     }
+    let mut resp = next.run(req).await;
+    // The CORS layer answers every OPTIONS request itself, with 200 and no body: 204 says so.
+    if options && resp.status() == StatusCode::OK {
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+    }
+    resp
+}
+
+/// CORS for the origins [`gate`] lets through: preflights get the methods, the headers they
+/// ask for and a max age of 10 minutes; answers carry `Access-Control-Allow-Origin` (the
+/// origin itself) and expose `etag`, `retry-after` and `www-authenticate`. No credentials
+/// mode (no cookies are involved).
+pub fn cors_layer(g: Arc<Guard>) -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, parts| {
+            origin
+                .to_str()
+                .is_ok_and(|o| g.origin_ok(o, &parts.headers))
+        }))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([header::ETAG, header::RETRY_AFTER, header::WWW_AUTHENTICATE])
+        .max_age(Duration::from_secs(600))
+}
+
+/// The inner middleware: authentication, the rate limit, the caller and the request's
+/// trace and extensions.
+pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let public = is_public(req.uri().path());
     let caller = match g.authenticate(req.headers()) {
         Ok(name) => name,
@@ -289,9 +317,6 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
                 .into_response();
             if let Ok(v) = HeaderValue::from_str(&g.www_authenticate()) {
                 r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-            }
-            if let Some((o, true)) = &origin {
-                cors(r.headers_mut(), o);
             }
             return r;
         }
@@ -323,9 +348,6 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     let run = super::extensions::EXTENSIONS.scope(ext.clone(), run);
     let mut resp = crate::engine::TRACEPARENT.scope(traceparent, run).await;
     super::extensions::echo(resp.headers_mut(), &ext);
-    if let Some((o, true)) = &origin {
-        cors(resp.headers_mut(), o);
-    }
     resp
 }
 
@@ -346,17 +368,6 @@ fn valid_traceparent(t: &str) -> bool {
         && hex(parts[2], 16)
         && parts[2].bytes().any(|b| b != b'0')
         && hex(parts[3], 2)
-}
-
-fn cors(h: &mut HeaderMap, origin: &str) {
-    if let Ok(v) = HeaderValue::from_str(origin) {
-        h.insert("access-control-allow-origin", v);
-        h.insert(header::VARY, HeaderValue::from_static("Origin"));
-        h.insert(
-            "access-control-expose-headers",
-            HeaderValue::from_static("etag, retry-after, www-authenticate"),
-        );
-    }
 }
 
 #[cfg(test)]

@@ -87,7 +87,12 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limits.body_limit))
-        .layer(axum::middleware::from_fn_with_state(guard, guard::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            guard.clone(),
+            guard::guard,
+        ))
+        .layer(guard::cors_layer(guard.clone()))
+        .layer(axum::middleware::from_fn_with_state(guard, guard::gate))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
