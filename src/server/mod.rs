@@ -250,3 +250,6 @@ where
     };
     result.map_err(std::io::Error::other)?
 }
+
+#[cfg(test)]
+mod tests;
