@@ -168,6 +168,7 @@ pub fn card_settings(s: &Settings) -> CardSettings {
         cli_version: Default::default(),
         required_extensions: s.required_extensions.clone(),
         input_modes: s.input_modes.clone(),
+        cache: Default::default(),
     }
 }
 
@@ -307,6 +308,12 @@ impl App {
     pub async fn start(settings: &Settings, local_addr: SocketAddr) -> Result<App, StartError> {
         let registry = registry(settings)?;
         let adapters = adapters_to_serve(settings, &registry)?;
+        if let Some(signer) = &settings.card_signer {
+            if signer.alg() == crate::protocol::jws::Alg::Rs256 {
+                // RSA private-key operations in the `rsa` crate are not constant-time.
+                tracing::warn!("the agent card is signed with RS256: the rsa crate's signing has an unfixed timing side channel (RUSTSEC-2023-0071); prefer ES256 (the card is signed once per base URL, which limits what a client can time)");
+            }
+        }
         let guard = Arc::new(
             Guard::new(
                 settings.security.clone(),

@@ -38,6 +38,57 @@ pub struct CardSettings {
     pub required_extensions: Vec<String>,
     /// Media types the agent reads (the configured input modes).
     pub input_modes: Vec<String>,
+    /// The served card of each base URL, built and signed once.
+    pub cache: std::sync::Arc<CardCache>,
+}
+
+/// A card as served: its JSON text and entity tag.
+#[derive(Debug)]
+pub struct ServedCard {
+    pub body: String,
+    pub etag: String,
+}
+
+/// Base URLs whose card is kept; a host that answers to more (every `Host` port gives its
+/// own base URL) builds and signs the others per request.
+const CARD_CACHE_MAX: usize = 64;
+
+/// The served card by base URL (the only part of the card that depends on the request), so
+/// that a signed card is signed once per base URL instead of on every unauthenticated GET.
+#[derive(Debug, Default)]
+pub struct CardCache(
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<ServedCard>>>,
+);
+
+impl CardCache {
+    /// The cached card of `base`, else `build`'s (kept while there is room).
+    pub fn get_or_build(
+        &self,
+        base: &str,
+        build: impl FnOnce() -> ServedCard,
+    ) -> std::sync::Arc<ServedCard> {
+        let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = lock().get(base) {
+            return c.clone();
+        }
+        // Built outside the lock: signing may take a while; a concurrent first request
+        // builds the same card.
+        let card = std::sync::Arc::new(build());
+        let mut map = lock();
+        if map.len() < CARD_CACHE_MAX {
+            map.insert(base.to_string(), card.clone());
+        }
+        card
+    }
+
+    /// How many base URLs have their card kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Media types the agent writes.
@@ -180,16 +231,20 @@ pub fn served_json(card: &AgentCard, cs: &CardSettings) -> Value {
 /// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).
 pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = base_url(&state, &headers);
-    let card = build(
-        &state.engine.launch().adapter,
-        &state.card,
-        &base,
-        state.push.is_some(),
-        state.guard.security(),
-    );
-    let body = served_json(&card, &state.card).to_string();
-    let digest = Sha256::digest(body.as_bytes());
-    let etag = format!("\"{}\"", hex::encode(&digest[..16]));
+    let served = state.card.cache.get_or_build(&base, || {
+        let card = build(
+            &state.engine.launch().adapter,
+            &state.card,
+            &base,
+            state.push.is_some(),
+            state.guard.security(),
+        );
+        let body = served_json(&card, &state.card).to_string();
+        let digest = Sha256::digest(body.as_bytes());
+        let etag = format!("\"{}\"", hex::encode(&digest[..16]));
+        ServedCard { body, etag }
+    });
+    let (body, etag) = (served.body.clone(), &served.etag);
     let last_modified = httpdate::fmt_http_date(state.started_at);
     let matches = headers
         .get(header::IF_NONE_MATCH)
@@ -197,7 +252,7 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
         .map(|v| {
             v.split(',')
                 .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag || t == "*")
+                .any(|t| t == etag.as_str() || t == "*")
         })
         .unwrap_or(false);
     let mut resp = if matches {
@@ -212,7 +267,7 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
             HeaderValue::from_static("application/json"),
         );
     }
-    if let Ok(v) = HeaderValue::from_str(&etag) {
+    if let Ok(v) = HeaderValue::from_str(etag) {
         h.insert(header::ETAG, v);
     }
     if let Ok(v) = HeaderValue::from_str(&last_modified) {

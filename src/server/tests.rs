@@ -19,6 +19,12 @@ const TOKEN: &str = "tok-router-test";
 
 /// The service of the demo adapter with an in-memory store, after `change`.
 async fn service(change: impl FnOnce(&mut Settings)) -> (Router, tempfile::TempDir) {
+    let (app, dir) = started(change).await;
+    (app.router(), dir)
+}
+
+/// The started [`App`] of [`service`].
+async fn started(change: impl FnOnce(&mut Settings)) -> (App, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let args = ServeArgs {
         repo_path: Some(dir.path().to_path_buf()),
@@ -29,7 +35,7 @@ async fn service(change: impl FnOnce(&mut Settings)) -> (Router, tempfile::TempD
     let mut s = Settings::resolve(&args).unwrap();
     change(&mut s);
     let app = App::start(&s, ADDR.parse().unwrap()).await.unwrap();
-    (app.router(), dir)
+    (app, dir)
 }
 
 fn with_token(s: &mut Settings) {
@@ -436,4 +442,36 @@ async fn bodies_over_the_limit_get_413() {
         Body::from(big),
     );
     assert_eq!(call(&router, req).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn the_signed_card_is_built_once_per_base_url() {
+    use crate::protocol::jws::{Alg, CardSigner};
+    let (app, _dir) = started(|s| {
+        let signer = CardSigner::new(Alg::Hs256, "card-secret", None).unwrap();
+        s.card_signer = Some(Arc::new(signer));
+    })
+    .await;
+    let router = app.router();
+    let cache = app.agents()[0].card.cache.clone();
+    let get = |host: &'static str| {
+        Request::builder()
+            .uri("/.well-known/agent-card.json")
+            .header("host", host)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (_, h1, card) = call(&router, get("127.0.0.1:41242")).await;
+    assert!(card["signatures"][0]["signature"].is_string(), "{card}");
+    let (_, h2, again) = call(&router, get("127.0.0.1:41242")).await;
+    assert_eq!((h1["etag"].clone(), &card), (h2["etag"].clone(), &again));
+    assert_eq!(cache.len(), 1, "the second GET is served from the cache");
+    // Another Host is another base URL: its own card, with its own URLs and signature.
+    let (_, h3, other) = call(&router, get("localhost:41242")).await;
+    assert_ne!(h1["etag"], h3["etag"]);
+    assert!(
+        other.to_string().contains("http://localhost:41242/"),
+        "{other}"
+    );
+    assert_eq!(cache.len(), 2);
 }
