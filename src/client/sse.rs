@@ -21,6 +21,8 @@ pub struct SseParser {
     last_id: Option<String>,
     /// The previous chunk ended with CR: a LF at the start of the next one belongs to it.
     after_cr: bool,
+    /// Comment lines seen (keep-alives).
+    comments: usize,
 }
 
 impl SseParser {
@@ -31,6 +33,11 @@ impl SseParser {
     /// The last event id seen (also from events without data).
     pub fn last_id(&self) -> Option<&str> {
         self.last_id.as_deref()
+    }
+
+    /// How many comment lines (`:` ..., what servers send as keep-alives) were seen.
+    pub fn comments(&self) -> usize {
+        self.comments
     }
 
     /// Feeds bytes; returns the events they complete.
@@ -78,6 +85,7 @@ impl SseParser {
             });
         }
         if line.starts_with(':') {
+            self.comments += 1;
             return None;
         }
         let (field, value) = match line.split_once(':') {
@@ -111,6 +119,9 @@ mod tests {
         assert_eq!(evs[0].data, "{\"a\":1}");
         assert_eq!(evs[0].event, "message");
         assert_eq!(evs[1].data, "x\ny");
+        let mut p = SseParser::new();
+        p.push(b": ping\n\n:\n\ndata: x\n\n: ping\n");
+        assert_eq!(p.comments(), 3, "keep-alive comments are counted");
     }
 
     #[test]

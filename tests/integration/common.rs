@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use agent_host::adapter::PromptVia;
 use agent_host::app::App;
+use agent_host::client::sse::SseParser;
 use agent_host::settings::{PushConfig, PushKey, ServeArgs, Settings, StoreChoice, TurnLimits};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -281,10 +282,13 @@ pub struct Frame {
     pub data: Value,
 }
 
+/// The SSE frames of a response, read with the client's own parser.
 pub struct SseReader {
     pub is_sse: bool,
     body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    buf: String,
+    parser: SseParser,
+    ready: std::collections::VecDeque<Frame>,
+    /// Keep-alive comments seen so far.
     pub pings: usize,
 }
 
@@ -300,7 +304,8 @@ impl SseReader {
         SseReader {
             is_sse: ct.starts_with("text/event-stream"),
             body: Box::pin(resp.bytes_stream()),
-            buf: String::new(),
+            parser: SseParser::new(),
+            ready: Default::default(),
             pings: 0,
         }
     }
@@ -308,29 +313,19 @@ impl SseReader {
     /// The next data frame (keep-alive comments are counted and skipped); None at the end.
     pub async fn next(&mut self) -> Option<Frame> {
         loop {
-            if let Some(pos) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..pos + 2).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in raw.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = v.trim().parse().ok();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    } else if line.starts_with(':') {
-                        self.pings += 1;
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                let data = serde_json::from_str(&data).expect("frame data is JSON");
-                return Some(Frame { id, data });
+            if let Some(f) = self.ready.pop_front() {
+                return Some(f);
             }
-            match self.body.next().await {
-                Some(Ok(chunk)) => self.buf.push_str(&String::from_utf8_lossy(&chunk)),
+            let chunk = match self.body.next().await {
+                Some(Ok(chunk)) => chunk,
                 Some(Err(_)) | None => return None,
+            };
+            for ev in self.parser.push(&chunk) {
+                let data = serde_json::from_str(&ev.data).expect("frame data is JSON");
+                let id = ev.id.and_then(|i| i.trim().parse().ok());
+                self.ready.push_back(Frame { id, data });
             }
+            self.pings = self.parser.comments();
         }
     }
 
