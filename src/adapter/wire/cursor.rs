@@ -196,7 +196,9 @@ mod tests {
     fn documented_session_maps_every_line() {
         let events = parse_all(&documented_session());
         insta::assert_debug_snapshot!(events);
-        insta::assert_json_snapshot!(crate::adapter::wire::golden::updates(&events));
+        crate::adapter::wire::golden::assert_updates!(crate::adapter::wire::golden::updates(
+            &events
+        ));
     }
 
     #[test]

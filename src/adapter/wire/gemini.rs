@@ -225,7 +225,7 @@ mod tests {
             fn $name() {
                 let events = recorded($file);
                 insta::assert_debug_snapshot!(events);
-                insta::assert_json_snapshot!(golden::updates(&events));
+                golden::assert_updates!(golden::updates(&events));
             }
         };
     }

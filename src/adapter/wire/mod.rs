@@ -199,8 +199,8 @@ pub(crate) mod golden {
         out
     }
 
-    /// The A2A updates (v1.0 JSON) the events become, with the parts that change from run to
-    /// run (timestamps, generated message ids) replaced by placeholders.
+    /// The A2A updates (v1.0 JSON) the events become. Timestamps and generated message ids
+    /// change from run to run: snapshot them with [`assert_updates!`], which redacts them.
     pub fn updates(events: &[AgentEvent]) -> Vec<Value> {
         // The recordings' working directory is the placeholder /workspace/project.
         let mut m = TurnMapper::new("task-1", "context-1").with_redactor(crate::task::Redactor {
@@ -219,27 +219,24 @@ pub(crate) mod golden {
                     .map(|u| serde_json::to_value(u).unwrap_or_default()),
             );
         }
-        for v in &mut out {
-            scrub(v);
-        }
         out
     }
 
-    fn scrub(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                for (k, x) in m.iter_mut() {
-                    if k == "timestamp" {
-                        *x = Value::String("[timestamp]".into());
-                    } else if k == "messageId" {
-                        *x = Value::String("[message-id]".into());
-                    } else {
-                        scrub(x);
-                    }
-                }
-            }
-            Value::Array(a) => a.iter_mut().for_each(scrub),
-            _ => {}
-        }
+    /// `insta::assert_json_snapshot!` of [`updates`] (optionally named) with insta's
+    /// redactions for what changes from run to run: every `timestamp` and `messageId`.
+    macro_rules! assert_updates {
+        ($updates:expr) => {
+            insta::assert_json_snapshot!($updates, {
+                ".**.timestamp" => "[timestamp]",
+                ".**.messageId" => "[message-id]",
+            })
+        };
+        ($name:expr, $updates:expr) => {
+            insta::assert_json_snapshot!($name, $updates, {
+                ".**.timestamp" => "[timestamp]",
+                ".**.messageId" => "[message-id]",
+            })
+        };
     }
+    pub(crate) use assert_updates;
 }

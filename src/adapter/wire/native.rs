@@ -316,7 +316,9 @@ mod tests {
             .iter()
             .filter(|e| !matches!(e, AgentEvent::Warning { .. }))
             .collect::<Vec<_>>());
-        insta::assert_json_snapshot!(crate::adapter::wire::golden::updates(&events));
+        crate::adapter::wire::golden::assert_updates!(crate::adapter::wire::golden::updates(
+            &events
+        ));
     }
 
     #[test]

@@ -128,21 +128,21 @@ fn the_handshake_goes_initialize_then_session_new_then_prompt() {
 fn golden_gemini_acp_permission() {
     let (events, _) = replay(GEMINI);
     insta::assert_debug_snapshot!(events);
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]
 fn golden_qwen_acp_permission() {
     let (events, _) = replay(QWEN);
     insta::assert_debug_snapshot!(events);
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]
 fn golden_opencode_acp_permission() {
     let (events, _) = replay(OPENCODE);
     insta::assert_debug_snapshot!(events);
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]

@@ -87,7 +87,7 @@ macro_rules! golden_test {
         fn $name() {
             let events = events_of($fixture);
             insta::assert_debug_snapshot!(events);
-            insta::assert_json_snapshot!(golden::updates(&events));
+            golden::assert_updates!(golden::updates(&events));
         }
     };
 }

@@ -113,7 +113,7 @@ fn golden_app_server_session() {
     let mut p = started_parser();
     let events = golden::events(&mut p, FIXTURE);
     insta::assert_debug_snapshot!(events);
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]

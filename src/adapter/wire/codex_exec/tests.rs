@@ -50,7 +50,7 @@ fn golden_exec_runs() {
         let events = events_of(fixture);
         let name = fixture.trim_end_matches(".jsonl").trim_end_matches(".raw");
         insta::assert_debug_snapshot!(format!("{name}-events"), events);
-        insta::assert_json_snapshot!(format!("{name}-updates"), golden::updates(&events));
+        golden::assert_updates!(format!("{name}-updates"), golden::updates(&events));
     }
 }
 

@@ -27,7 +27,7 @@ fn golden_claude_tool_use_through_rules() {
     let mut p = RulesParser::new(&claude_spec());
     let events = golden::events(&mut p, "claude-code/2.1.330/claude-code-tool-use.jsonl");
     insta::assert_debug_snapshot!(events);
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]

@@ -30,7 +30,7 @@ fn golden_aider_text() {
         }],
         "the banner, the price-map failure and the token line are skipped"
     );
-    insta::assert_json_snapshot!(golden::updates(&events));
+    golden::assert_updates!(golden::updates(&events));
 }
 
 #[test]
