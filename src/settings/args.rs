@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// Adapter to serve (demo, jsonl, ...); unset: the first installed known CLI, else demo
     #[arg(long, env = "AGENT_ADAPTER", value_name = "ID")]
     pub adapter: Option<String>,
-    /// Port to listen on [default: 41242]; ignored when --bind includes a port
+    /// Port to listen on [default: 41242]; ignored when --bind includes a port; 0 picks a
+    /// free one (the log line "agent-host listening on http://ADDR" names it)
     #[arg(long, env = "PORT")]
     pub port: Option<u16>,
     /// Address to bind, ADDR or ADDR:PORT [default: 127.0.0.1]
