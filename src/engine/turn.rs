@@ -58,9 +58,9 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
     if let Some(tp) = &turn.traceparent {
         crate::telemetry::set_remote_parent(&span, tp);
     }
-    let (task_id, context_id) = (turn.task_id.clone(), turn.context_id.clone());
+    let task_id = turn.task_id.clone();
     drive(&inner, turn).instrument(span).await;
-    inner.finish_turn(&task_id, &context_id);
+    inner.finish_turn(&task_id);
 }
 
 /// Runs the turn to its terminal state.
@@ -188,9 +188,11 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                             if let Some(note) = note {
                                 ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
                             }
-                            inner.publish_events(&task_id, &notify, ev).await;
+                            let stored = inner.publish_events(&task_id, &notify, ev).await;
                             idle_sleep.as_mut().reset(Instant::now() + idle);
-                            let _ = ack.send(Ok(()));
+                            let _ = ack.send(stored.ok_or_else(|| A2AError::Internal(
+                                "the answer reached the agent but could not be stored".into(),
+                            )));
                         }
                         Err(e) => {
                             let _ = ack.send(Err(e));
