@@ -8,6 +8,7 @@
 //! from their own position, so a slow subscriber never blocks the CLI and never misses events.
 
 mod attach;
+pub mod child;
 pub mod input;
 pub mod launch;
 mod query;
@@ -118,6 +119,8 @@ struct Inner {
     state: Mutex<State>,
     turn_ended: Notify,
     hook: std::sync::OnceLock<UpdateHook>,
+    /// Starts each turn's program.
+    spawner: Arc<dyn child::Spawner>,
 }
 
 /// The task engine. Cheap to clone.
@@ -173,10 +176,17 @@ impl Engine {
         Engine::with_config(store, launch, EngineConfig::default())
     }
 
-    pub fn with_config(
+    pub fn with_config(store: Arc<dyn TaskStore>, launch: Launch, config: EngineConfig) -> Engine {
+        Engine::with_spawner(store, launch, config, Arc::new(child::ProcessSpawner))
+    }
+
+    /// An engine whose turns start their program through `spawner` (tests: a scripted
+    /// child instead of a process).
+    pub fn with_spawner(
         store: Arc<dyn TaskStore>,
         launch: Launch,
         mut config: EngineConfig,
+        spawner: Arc<dyn child::Spawner>,
     ) -> Engine {
         if config.workspace_roots.is_empty() {
             let root = launch
@@ -210,6 +220,7 @@ impl Engine {
                 }),
                 turn_ended: Notify::new(),
                 hook: std::sync::OnceLock::new(),
+                spawner,
             }),
         }
     }
