@@ -6,27 +6,34 @@
 //! process; everyone else talks to it through a control channel. Every change to a task is
 //! appended to the store and announced on the task's watch channel; subscribers read the log
 //! from their own position, so a slow subscriber never blocks the CLI and never misses events.
+//!
+//! Files: `schedule` decides which turn runs when (no I/O; the engine holds it under its one
+//! lock); `turn` drives one turn through a [`child::Child`]; `answer` relays answers;
+//! `stream` follows a task's log; `publish` appends and wakes; `query` reads tasks;
+//! `recover` picks up after a previous host.
 
+mod answer;
 mod attach;
 pub mod child;
 pub mod input;
 pub mod launch;
+mod publish;
 mod query;
 mod recover;
 mod schedule;
 mod stream;
 mod turn;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use crate::protocol::v1::{SendMessageRequest, StreamResponse, Task, TaskState};
+use crate::protocol::v1::{SendMessageRequest, Task, TaskState};
 use crate::protocol::A2AError;
-use crate::store::{Snapshot, StoreError, TaskStore};
-use crate::task::{self, ExitReason, TaskEvent, TurnMapper};
+use crate::store::{StoreError, TaskStore};
+use crate::task::{self, ExitReason, TurnMapper};
 
 pub use launch::{Launch, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
@@ -36,7 +43,6 @@ use crate::settings::HostLimits;
 use crate::task::Redactor;
 use schedule::{CancelPlan, Pending, Refusal, Scheduler, Start};
 use std::path::PathBuf;
-use stream::SubscriberSlot;
 
 /// Messages to a running turn.
 enum Control {
@@ -384,90 +390,6 @@ impl Engine {
         Ok(canon)
     }
 
-    /// A message with `taskId`: the answer to a task waiting for input.
-    async fn answer(
-        &self,
-        task_id: &str,
-        mut msg: crate::protocol::v1::Message,
-        owner: Owner<'_>,
-        opts: &RequestOptions,
-    ) -> Result<Accepted, A2AError> {
-        let snap = self.snapshot_for(task_id, owner).await?;
-        if let Some(c) = msg.context_id.as_deref().filter(|c| !c.is_empty()) {
-            if c != snap.task.context_id {
-                return Err(A2AError::InvalidParams(format!(
-                    "message.contextId '{c}' does not match the context of task {task_id}"
-                )));
-            }
-        }
-        let state = snap.task.status.state;
-        if state.is_terminal() {
-            return Err(A2AError::UnsupportedOperation(format!(
-                "task {task_id} is already {}; send a new message without taskId (and with its contextId to continue the conversation)",
-                state_word(state)
-            )));
-        }
-        // A working task takes the message when its agent reads messages while it works
-        // (the turn decides); a waiting one takes it as the answer.
-        if state != TaskState::InputRequired && state != TaskState::Working {
-            return Err(A2AError::UnsupportedOperation(format!(
-                "task {task_id} is {} and not waiting for input; wait for input-required, or cancel it",
-                state_word(state)
-            )));
-        }
-        let control = {
-            let st = lock(&self.inner.state);
-            match st.live.get(task_id) {
-                Some(l) => Ok(l.control.clone()),
-                None => Err(()),
-            }
-        };
-        msg.context_id = Some(snap.task.context_id.clone());
-        msg.task_id = Some(task_id.to_string());
-        let control = match control {
-            Ok(Some(c)) => c,
-            // Waiting since before a restart: the answer resumes the CLI's session.
-            Ok(None) if state == TaskState::InputRequired => {
-                return self.answer_after_restart(task_id, msg, opts).await
-            }
-            Ok(None) => {
-                return Err(A2AError::UnsupportedOperation(format!(
-                    "task {task_id} has not started yet; wait for it to work, or cancel it"
-                )))
-            }
-            Err(()) => {
-                return Err(A2AError::UnsupportedOperation(format!(
-                    "task {task_id} can no longer be answered"
-                )))
-            }
-        };
-        let (ack_tx, ack_rx) = oneshot::channel();
-        control
-            .send(Control::Reply(msg, ack_tx))
-            .map_err(|_| A2AError::UnsupportedOperation(format!("task {task_id} has ended")))?;
-        // The turn acknowledges with the sequence number of the stored answer: what follows
-        // it is the agent's reaction, even when the agent asks again at once.
-        let answered_at = match tokio::time::timeout(Duration::from_secs(10), ack_rx).await {
-            Ok(Ok(Ok(seq))) => seq,
-            Ok(Ok(Err(e))) => return Err(e),
-            Ok(Err(_)) => {
-                return Err(A2AError::UnsupportedOperation(format!(
-                    "task {task_id} ended before the answer was delivered"
-                )))
-            }
-            Err(_) => {
-                return Err(A2AError::Internal(
-                    "the agent did not take the answer in time".into(),
-                ))
-            }
-        };
-        Ok(Accepted {
-            task_id: task_id.to_string(),
-            from_seq: answered_at,
-            new_task: false,
-        })
-    }
-
     /// Cancels a task: a queued one ends at once; a running one after its CLI is stopped.
     pub async fn cancel(&self, task_id: &str, owner: Owner<'_>) -> Result<Task, A2AError> {
         let snap = self.snapshot_for(task_id, owner).await?;
@@ -520,101 +442,6 @@ impl Engine {
         Ok(task::view(&snap.task, None, true))
     }
 
-    /// A client's stream of a task's log from after `after`: counted against the task's
-    /// subscriber limit.
-    pub async fn subscribe(
-        &self,
-        task_id: &str,
-        after: u64,
-        owner: Owner<'_>,
-    ) -> Result<EventStream, A2AError> {
-        self.snapshot_for(task_id, owner).await?;
-        let slot = {
-            let mut st = lock(&self.inner.state);
-            let n = st.subscribers.entry(task_id.to_string()).or_insert(0);
-            if *n >= self.inner.config.limits.max_subscribers {
-                return Err(A2AError::Busy(format!(
-                    "task {task_id} already has {n} streams following it; close one and retry"
-                )));
-            }
-            *n += 1;
-            metrics::gauge!("agent_host_sse_subscribers").increment(1.0);
-            SubscriberSlot {
-                inner: self.inner.clone(),
-                task_id: task_id.to_string(),
-            }
-        };
-        let mut s = self.follow(task_id, after);
-        s._slot = Some(slot);
-        Ok(s)
-    }
-
-    /// Follows a task's log from after `after` (the caller checked the task exists).
-    fn follow(&self, task_id: &str, after: u64) -> EventStream {
-        // Subscribe to the watch before reading the store, so no wake-up is missed.
-        let rx = {
-            let st = lock(&self.inner.state);
-            st.live.get(task_id).map(|l| l.notify.subscribe())
-        };
-        EventStream {
-            store: self.inner.store.clone(),
-            task_id: task_id.to_string(),
-            cursor: after,
-            rx,
-            buf: VecDeque::new(),
-            done: false,
-            _slot: None,
-        }
-    }
-
-    /// Waits until the task is terminal or waits for input (following from `after`), and
-    /// returns it.
-    pub async fn wait_settled(
-        &self,
-        task_id: &str,
-        after: u64,
-        owner: Owner<'_>,
-    ) -> Result<Snapshot, A2AError> {
-        self.snapshot_for(task_id, owner).await?;
-        let mut s = self.follow(task_id, after);
-        while s.next().await.is_some() {}
-        self.snapshot(task_id).await
-    }
-
-    /// Follows a task just answered: the task as it is now and the stream of what follows,
-    /// which is already at its end when the task settled after the answer (stored at
-    /// `answered_at`): waiting for input again, or ended. A stream of an answer thus ends at
-    /// the first settled state after the answer, even one reached before it was opened.
-    pub async fn follow_answer(
-        &self,
-        task_id: &str,
-        answered_at: u64,
-        owner: Owner<'_>,
-    ) -> Result<(Snapshot, EventStream), A2AError> {
-        let snap = self.snapshot_for(task_id, owner).await?;
-        let mut cursor = answered_at;
-        while cursor < snap.last_seq {
-            let events = self
-                .inner
-                .store
-                .events_after(task_id, cursor, 512)
-                .await
-                .map_err(store_err)?;
-            let Some(last) = events.last() else { break };
-            cursor = last.seq;
-            if events
-                .iter()
-                .any(|e| e.seq <= snap.last_seq && e.event.ends_stream())
-            {
-                let mut ended = self.follow(task_id, snap.last_seq);
-                ended.done = true;
-                return Ok((snap, ended));
-            }
-        }
-        let events = self.subscribe(task_id, snap.last_seq, owner).await?;
-        Ok((snap, events))
-    }
-
     /// Ends every task: queued ones fail at once, running ones have their CLI stopped
     /// (process group SIGTERM, grace, SIGKILL) and end `failed`. Returns when all are done or
     /// after the grace period plus a margin.
@@ -656,87 +483,10 @@ impl Engine {
 }
 
 impl Inner {
-    /// Appends stream events and wakes subscribers.
-    async fn publish(
-        &self,
-        task_id: &str,
-        notify: &watch::Sender<u64>,
-        events: Vec<StreamResponse>,
-    ) {
-        let events = events.into_iter().map(TaskEvent::Stream).collect();
-        let _ = self.publish_events(task_id, notify, events).await;
-    }
-
-    /// Appends events and wakes subscribers. Returns the sequence number of the last event
-    /// stored (None when there was nothing to store or the store failed).
-    async fn publish_events(
-        &self,
-        task_id: &str,
-        notify: &watch::Sender<u64>,
-        events: Vec<TaskEvent>,
-    ) -> Option<u64> {
-        if events.is_empty() {
-            return None;
-        }
-        let terminal = events.iter().find_map(|e| match e {
-            TaskEvent::Stream(StreamResponse::StatusUpdate(u)) if u.status.state.is_terminal() => {
-                Some(u.status.state)
-            }
-            _ => None,
-        });
-        match self.store.append(task_id, events).await {
-            Ok(seq) => {
-                notify.send_replace(seq);
-                self.count_terminal(task_id, &terminal);
-                if let Some(hook) = self.hook.get() {
-                    hook(task_id);
-                }
-                Some(seq)
-            }
-            Err(e) => {
-                tracing::error!(task = %task_id, error = %e, "could not store task events");
-                None
-            }
-        }
-    }
-
-    /// Counts a task that reached a terminal state, with its duration.
-    fn count_terminal(&self, task_id: &str, state: &Option<TaskState>) {
-        let Some(state) = state else {
-            return;
-        };
-        let adapter = self.launch.adapter.id.clone();
-        let label = state_word(*state);
-        metrics::counter!("agent_host_tasks_finished_total", "adapter" => adapter.clone(), "state" => label)
-            .increment(1);
-        let created = lock(&self.state).live.get(task_id).map(|l| l.created);
-        if let Some(c) = created {
-            metrics::histogram!("agent_host_task_duration_seconds", "adapter" => adapter, "state" => label)
-                .record(c.elapsed().as_secs_f64());
-        }
-    }
-
     /// Publishes the running and queued counts.
     fn gauge_load(st: &State) {
         metrics::gauge!("agent_host_running_tasks").set(st.sched.running() as f64);
         metrics::gauge!("agent_host_queued_tasks").set(st.sched.queued() as f64);
-    }
-
-    /// The watch channel of a live task (a fresh one for a task that is not live).
-    fn notify_of(&self, task_id: &str) -> Arc<watch::Sender<u64>> {
-        let st = lock(&self.state);
-        st.live
-            .get(task_id)
-            .map(|l| l.notify.clone())
-            .unwrap_or_else(|| Arc::new(watch::channel(0).0))
-    }
-
-    /// Publishes the final events of a task that never ran (queued, or shut down) and forgets it.
-    async fn publish_final(self: &Arc<Self>, task_id: &str, events: Vec<StreamResponse>) {
-        let notify = self.notify_of(task_id);
-        self.publish(task_id, &notify, events).await;
-        lock(&self.state).live.remove(task_id);
-        self.turn_ended.notify_waiters();
     }
 
     /// A task that held its context ended: forget it, free its slot if it had one, start
