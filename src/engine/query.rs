@@ -71,44 +71,8 @@ impl Engine {
         req: ListTasksRequest,
         owner: Owner<'_>,
     ) -> Result<ListTasksResponse, A2AError> {
-        let page_size = match req.page_size {
-            None | Some(0) => 50,
-            Some(n) if (1..=100).contains(&n) => n,
-            Some(n) => {
-                return Err(A2AError::InvalidParams(format!(
-                    "pageSize must be between 1 and 100, got {n}"
-                )))
-            }
-        };
-        if let Some(n) = req.history_length {
-            if n < 0 {
-                return Err(A2AError::InvalidParams(
-                    "historyLength must not be negative".into(),
-                ));
-            }
-        }
-        let status_after = match &req.status_timestamp_after {
-            Some(ts) => Some(
-                chrono::DateTime::parse_from_rfc3339(ts)
-                    .map_err(|_| {
-                        A2AError::InvalidParams(format!(
-                            "statusTimestampAfter '{ts}' is not an ISO 8601 timestamp"
-                        ))
-                    })?
-                    .with_timezone(&chrono::Utc)
-                    .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-                    .to_string(),
-            ),
-            None => None,
-        };
-        let query = ListQuery {
-            owner: owner.map(str::to_string),
-            context_id: req.context_id.filter(|c| !c.is_empty()),
-            state: req.status.filter(|s| *s != TaskState::Unspecified),
-            status_after,
-            page_size: page_size as usize,
-            page_token: req.page_token.filter(|t| !t.is_empty()),
-        };
+        let query = list_query(&req, owner)?;
+        let page_size = query.page_size as i32;
         let include_artifacts = req.include_artifacts.unwrap_or(false);
         let page = self
             .inner
@@ -126,5 +90,83 @@ impl Engine {
             page_size,
             total_size: page.total_size as i32,
         })
+    }
+}
+
+/// The store query for a list request, checked: page size 1..=100 (0 or none: 50), history
+/// length not negative, an RFC 3339 `statusTimestampAfter` (normalized to UTC milliseconds).
+fn list_query(req: &ListTasksRequest, owner: Owner<'_>) -> Result<ListQuery, A2AError> {
+    let page_size = match req.page_size {
+        None | Some(0) => 50,
+        Some(n) if (1..=100).contains(&n) => n,
+        Some(n) => {
+            return Err(A2AError::InvalidParams(format!(
+                "pageSize must be between 1 and 100, got {n}"
+            )))
+        }
+    };
+    if req.history_length.is_some_and(|n| n < 0) {
+        return Err(A2AError::InvalidParams(
+            "historyLength must not be negative".into(),
+        ));
+    }
+    let status_after = match &req.status_timestamp_after {
+        Some(ts) => Some(
+            chrono::DateTime::parse_from_rfc3339(ts)
+                .map_err(|_| {
+                    A2AError::InvalidParams(format!(
+                        "statusTimestampAfter '{ts}' is not an ISO 8601 timestamp"
+                    ))
+                })?
+                .with_timezone(&chrono::Utc)
+                .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+                .to_string(),
+        ),
+        None => None,
+    };
+    Ok(ListQuery {
+        owner: owner.map(str::to_string),
+        context_id: req.context_id.clone().filter(|c| !c.is_empty()),
+        state: req.status.filter(|s| *s != TaskState::Unspecified),
+        status_after,
+        page_size: page_size as usize,
+        page_token: req.page_token.clone().filter(|t| !t.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(v: serde_json::Value) -> ListTasksRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn list_requests_are_checked_and_normalized() {
+        let q = list_query(&req(serde_json::json!({})), Some("alice")).unwrap();
+        assert_eq!(q.page_size, 50);
+        assert_eq!(q.owner.as_deref(), Some("alice"));
+        assert_eq!(q.context_id, None);
+        let q = list_query(
+            &req(
+                serde_json::json!({"pageSize": 100, "contextId": "", "pageToken": "",
+                "statusTimestampAfter": "2026-01-02T03:04:05+02:00"}),
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(q.page_size, 100);
+        assert_eq!((q.context_id, q.page_token), (None, None));
+        assert_eq!(q.status_after.as_deref(), Some("2026-01-02T01:04:05.000Z"));
+        for bad in [
+            serde_json::json!({"pageSize": 101}),
+            serde_json::json!({"pageSize": -1}),
+            serde_json::json!({"historyLength": -1}),
+            serde_json::json!({"statusTimestampAfter": "yesterday"}),
+        ] {
+            let e = list_query(&req(bad.clone()), None).unwrap_err();
+            assert_eq!(e.code(), -32602, "{bad}");
+        }
     }
 }
