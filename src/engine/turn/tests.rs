@@ -146,6 +146,14 @@ const GRACE: Duration = Duration::from_secs(2);
 
 /// An engine running the demo adapter's protocol with scripted children.
 fn engine(timeout: Duration, idle: Duration) -> (Engine, mpsc::UnboundedReceiver<Script>) {
+    engine_with(timeout, idle, EngineConfig::default())
+}
+
+fn engine_with(
+    timeout: Duration,
+    idle: Duration,
+    config: EngineConfig,
+) -> (Engine, mpsc::UnboundedReceiver<Script>) {
     let adapter = Registry::builtin()
         .unwrap()
         .get("demo")
@@ -169,7 +177,7 @@ fn engine(timeout: Duration, idle: Duration) -> (Engine, mpsc::UnboundedReceiver
     let e = Engine::with_spawner(
         Arc::new(MemoryStore::new()),
         launch,
-        EngineConfig::default(),
+        config,
         Arc::new(ScriptedSpawner(tx)),
     );
     (e, rx)
@@ -388,4 +396,31 @@ async fn an_answer_to_a_task_that_is_not_asking_is_refused() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("takes no messages"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_running_and_queued_tasks() {
+    let mut config = EngineConfig::default();
+    config.limits.max_running = 1;
+    let (e, mut scripts) = engine_with(HARD, IDLE, config);
+    let (running, script) = start(&e, &mut scripts).await;
+    let queued = e
+        .send(request("later", None), None, &RequestOptions::default())
+        .await
+        .unwrap()
+        .task_id;
+    assert_eq!(e.live_count(), 2);
+    e.shutdown().await;
+    assert_eq!(e.live_count(), 0);
+    for id in [&running, &queued] {
+        let t = e.get(id, None, None).await.unwrap();
+        assert_eq!(t.status.state, TaskState::Failed, "{id}");
+    }
+    assert!(script.log().contains(&"terminate".to_string()));
+    assert!(scripts.try_recv().is_err(), "the queued task never started");
+    let refused = e
+        .send(request("more", None), None, &RequestOptions::default())
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("shutting down"), "{refused}");
 }
