@@ -27,7 +27,11 @@
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
 //!   turn's process from the adapter and settings ([`engine::launch`]); checks messages
 //!   against the input modes and saves their binary parts as files for the agent
-//!   ([`engine::input`]).
+//!   ([`engine::input`]). Which turn runs when (contexts, queues, admission against the
+//!   running and queued limits) is a synchronous state machine with no I/O (`schedule`);
+//!   turns start their program through [`engine::child::Spawner`] (the runner by default,
+//!   a scripted child in the turn tests); the HTTP layer passes a request's trace and
+//!   extensions as [`engine::RequestOptions`].
 //! - [`push`]: push notifications: webhook configs, in-order at-least-once delivery from each
 //!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
 //!   sealed at rest.

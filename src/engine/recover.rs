@@ -1,11 +1,7 @@
 //! Picking up after a previous host: stale process groups, contexts, unfinished tasks, and
 //! answers to tasks that were waiting when the host restarted.
 
-use std::sync::Arc;
-
-use tokio::sync::watch;
-
-use super::{input, lock, turn, Accepted, Engine, Live, Pending};
+use super::{input, lock, Accepted, Engine, Live, Pending, RequestOptions};
 use crate::protocol::v1::{Message, TaskState};
 use crate::protocol::A2AError;
 use crate::store::StoreError;
@@ -51,10 +47,7 @@ impl Engine {
             let contexts = store.contexts().await?;
             let mut st = lock(&self.inner.state);
             for c in contexts {
-                let ctx = st.contexts.entry(c.context_id).or_default();
-                ctx.session = c.session_id;
-                ctx.owner = c.owner;
-                ctx.cwd = c.cwd.map(Into::into);
+                st.sched.restore_context(c);
             }
         }
         let can_resume = self.inner.launch.can_resume();
@@ -65,65 +58,56 @@ impl Engine {
             let ctx_id = t.context_id.clone();
             let kept = {
                 let mut st = lock(&self.inner.state);
-                let resumable = can_resume
-                    && st
-                        .contexts
-                        .get(&ctx_id)
-                        .is_some_and(|c| c.session.is_some());
-                let ctx = st.contexts.entry(ctx_id.clone()).or_default();
-                if ctx.owner.is_none() {
-                    ctx.owner = snap.owner.clone();
-                }
+                let resumable = can_resume && st.sched.session_of(&ctx_id).is_some();
+                st.sched.claim(&ctx_id, snap.owner.clone());
                 let keep = match t.status.state {
                     TaskState::Submitted => {
                         // The attachments were saved when the task was accepted.
-                        let work_dir = ctx.cwd.as_deref().unwrap_or(&default_cwd);
+                        let work_dir = st.sched.cwd_of(&ctx_id).unwrap_or(&default_cwd);
                         let dir = input::attachments_dir(work_dir, &id);
                         let first = t.history.first();
                         let prompt = first
                             .map(|m| input::prompt_of(m, Some(&dir)))
                             .unwrap_or_default();
                         let message_id = first.map(|m| m.message_id.clone()).unwrap_or_default();
-                        ctx.queue.push_back(Pending {
-                            task_id: id.clone(),
-                            prompt,
-                            traceparent: None,
-                            tool_trace: false,
-                            message_id,
-                            continuing: false,
-                        });
+                        st.sched.requeue(
+                            &ctx_id,
+                            Pending {
+                                task_id: id.clone(),
+                                prompt,
+                                traceparent: None,
+                                tool_trace: false,
+                                message_id,
+                                continuing: false,
+                            },
+                        );
                         r.queued += 1;
                         true
                     }
                     TaskState::Working if resumable => {
-                        ctx.queue.push_back(Pending {
-                            task_id: id.clone(),
-                            prompt: RESTART_PROMPT.to_string(),
-                            traceparent: None,
-                            tool_trace: false,
-                            message_id: String::new(),
-                            continuing: true,
-                        });
+                        st.sched.requeue(
+                            &ctx_id,
+                            Pending {
+                                task_id: id.clone(),
+                                prompt: RESTART_PROMPT.to_string(),
+                                traceparent: None,
+                                tool_trace: false,
+                                message_id: String::new(),
+                                continuing: true,
+                            },
+                        );
                         r.resumed += 1;
                         true
                     }
                     TaskState::InputRequired if resumable => {
-                        ctx.running = Some(id.clone());
+                        st.sched.hold(&ctx_id, &id);
                         r.waiting += 1;
                         true
                     }
                     _ => false,
                 };
                 if keep {
-                    st.live.insert(
-                        id.clone(),
-                        Live {
-                            context_id: ctx_id.clone(),
-                            created: std::time::Instant::now(),
-                            notify: Arc::new(watch::channel(snap.last_seq).0),
-                            control: None,
-                        },
-                    );
+                    st.live.insert(id.clone(), Live::new(snap.last_seq));
                 }
                 keep
             };
@@ -135,21 +119,12 @@ impl Engine {
             self.inner.publish_final(&id, events).await;
             r.failed += 1;
         }
-        let turns: Vec<turn::Turn> = {
+        let turns = {
             let mut st = lock(&self.inner.state);
-            let free: Vec<(String, Pending)> = st
-                .contexts
-                .iter_mut()
-                .filter(|(_, c)| c.running.is_none())
-                .filter_map(|(id, c)| c.queue.pop_front().map(|p| (id.clone(), p)))
-                .collect();
-            free.into_iter()
-                .filter_map(|(ctx_id, p)| self.start_or_wait(&mut st, &ctx_id, p))
-                .collect()
+            let starts = st.sched.start_idle();
+            self.inner.prepare(&mut st, starts)
         };
-        for t in turns {
-            tokio::spawn(turn::run(self.inner.clone(), t));
-        }
+        self.inner.spawn(turns);
         Ok(r)
     }
 
@@ -158,8 +133,8 @@ impl Engine {
     pub(super) async fn answer_after_restart(
         &self,
         task_id: &str,
-        context_id: &str,
         msg: Message,
+        opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
         let answer = match input::decision_of(&msg, "", "question") {
             Ok(d) => d
@@ -173,31 +148,27 @@ impl Engine {
         );
         let msg_id = msg.message_id.clone();
         let notify = self.inner.notify_of(task_id);
-        self.inner
+        let answered_at = self
+            .inner
             .publish_events(task_id, &notify, vec![TaskEvent::UserMessage(msg)])
-            .await;
-        let turn = {
+            .await
+            .ok_or_else(|| A2AError::Internal("the answer could not be stored".into()))?;
+        let turns = {
             let mut st = lock(&self.inner.state);
-            self.start_or_wait(
-                &mut st,
-                context_id,
-                Pending {
-                    task_id: task_id.to_string(),
-                    prompt,
-                    traceparent: super::current_traceparent(),
-                    tool_trace: super::current_tool_trace(),
-                    message_id: msg_id,
-                    continuing: true,
-                },
-            )
+            let starts = st.sched.resume(Pending {
+                task_id: task_id.to_string(),
+                prompt,
+                traceparent: opts.traceparent.clone(),
+                tool_trace: opts.tool_trace,
+                message_id: msg_id,
+                continuing: true,
+            });
+            self.inner.prepare(&mut st, starts.into_iter().collect())
         };
-        if let Some(t) = turn {
-            tokio::spawn(turn::run(self.inner.clone(), t));
-        }
-        let snap = self.snapshot(task_id).await?;
+        self.inner.spawn(turns);
         Ok(Accepted {
             task_id: task_id.to_string(),
-            from_seq: snap.last_seq,
+            from_seq: answered_at,
             new_task: false,
         })
     }

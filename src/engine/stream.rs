@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{lock, Inner};
+use super::{lock, Engine, Inner, Owner};
+use crate::protocol::A2AError;
+use crate::store::Snapshot;
 use crate::store::TaskStore;
 use crate::task::LoggedEvent;
 
@@ -85,5 +87,68 @@ impl EventStream {
     /// Sequence number of the last event returned.
     pub fn cursor(&self) -> u64 {
         self.cursor
+    }
+}
+
+impl Engine {
+    /// A client's stream of a task's log from after `after`: counted against the task's
+    /// subscriber limit.
+    pub async fn subscribe(
+        &self,
+        task_id: &str,
+        after: u64,
+        owner: Owner<'_>,
+    ) -> Result<EventStream, A2AError> {
+        self.snapshot_for(task_id, owner).await?;
+        let slot = {
+            let mut st = lock(&self.inner.state);
+            let n = st.subscribers.entry(task_id.to_string()).or_insert(0);
+            if *n >= self.inner.config.limits.max_subscribers {
+                return Err(A2AError::Busy(format!(
+                    "task {task_id} already has {n} streams following it; close one and retry"
+                )));
+            }
+            *n += 1;
+            metrics::gauge!("agent_host_sse_subscribers").increment(1.0);
+            SubscriberSlot {
+                inner: self.inner.clone(),
+                task_id: task_id.to_string(),
+            }
+        };
+        let mut s = self.follow(task_id, after);
+        s._slot = Some(slot);
+        Ok(s)
+    }
+
+    /// Follows a task's log from after `after` (the caller checked the task exists).
+    pub(super) fn follow(&self, task_id: &str, after: u64) -> EventStream {
+        // Subscribe to the watch before reading the store, so no wake-up is missed.
+        let rx = {
+            let st = lock(&self.inner.state);
+            st.live.get(task_id).map(|l| l.notify.subscribe())
+        };
+        EventStream {
+            store: self.inner.store.clone(),
+            task_id: task_id.to_string(),
+            cursor: after,
+            rx,
+            buf: VecDeque::new(),
+            done: false,
+            _slot: None,
+        }
+    }
+
+    /// Waits until the task is terminal or waits for input (following from `after`), and
+    /// returns it.
+    pub async fn wait_settled(
+        &self,
+        task_id: &str,
+        after: u64,
+        owner: Owner<'_>,
+    ) -> Result<Snapshot, A2AError> {
+        self.snapshot_for(task_id, owner).await?;
+        let mut s = self.follow(task_id, after);
+        while s.next().await.is_some() {}
+        self.snapshot(task_id).await
     }
 }

@@ -12,11 +12,12 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::child::{Child, SpawnError};
 use super::{input, Control, Inner, SessionArgs};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
-use crate::runner::{start_ticks, ExitInfo, Output, Process};
+use crate::runner::{start_ticks, ExitInfo, Output};
 use crate::task::{ExitReason, TaskEvent, TurnMapper};
 
 /// Everything a turn needs to start.
@@ -58,9 +59,9 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
     if let Some(tp) = &turn.traceparent {
         crate::telemetry::set_remote_parent(&span, tp);
     }
-    let (task_id, context_id) = (turn.task_id.clone(), turn.context_id.clone());
+    let task_id = turn.task_id.clone();
     drive(&inner, turn).instrument(span).await;
-    inner.finish_turn(&task_id, &context_id);
+    inner.finish_turn(&task_id);
 }
 
 /// Runs the turn to its terminal state.
@@ -107,11 +108,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         spec.env.push(("TRACEPARENT".into(), tp.clone()));
         mapper.add_metadata("traceparent", serde_json::json!(tp));
     }
-    // fork/exec off the async workers, so a burst of new tasks never delays other streams.
-    let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
-    let mut proc = match spawned {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => {
+    let mut proc = match inner.spawner.spawn(spec).await {
+        Ok(p) => p,
+        Err(SpawnError::Runner(e)) => {
             metrics::counter!("agent_host_spawn_failures_total", "adapter" => launch.adapter.id.clone())
                 .increment(1);
             tracing::warn!(error = %e, "could not start the agent");
@@ -121,7 +120,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
             inner.publish(&task_id, &notify, ev).await;
             return;
         }
-        Err(e) => {
+        Err(e @ SpawnError::Internal(_)) => {
             tracing::error!(error = %e, "spawn task failed");
             let ev = mapper.on_exit(ExitReason::SpawnFailed("internal error".into()));
             inner.publish(&task_id, &notify, ev).await;
@@ -178,9 +177,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
             ctl = control.recv() => match ctl {
                 Some(Control::Reply(msg, ack)) => {
                     let res = if mapper.pending_approval().is_some() || mapper.state().is_terminal() {
-                        deliver_answer(&mut proc, parser.as_mut(), &mut mapper, &msg).await.map(Some)
+                        deliver_answer(proc.as_mut(), parser.as_mut(), &mut mapper, &msg).await.map(Some)
                     } else {
-                        deliver_message(&mut proc, parser.as_mut(), &task_id, &msg).await.map(|()| None)
+                        deliver_message(proc.as_mut(), parser.as_mut(), &task_id, &msg).await.map(|()| None)
                     };
                     match res {
                         Ok(note) => {
@@ -188,9 +187,11 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                             if let Some(note) = note {
                                 ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
                             }
-                            inner.publish_events(&task_id, &notify, ev).await;
+                            let stored = inner.publish_events(&task_id, &notify, ev).await;
                             idle_sleep.as_mut().reset(Instant::now() + idle);
-                            let _ = ack.send(Ok(()));
+                            let _ = ack.send(stored.ok_or_else(|| A2AError::Internal(
+                                "the answer reached the agent but could not be stored".into(),
+                            )));
                         }
                         Err(e) => {
                             let _ = ack.send(Err(e));
@@ -274,7 +275,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
             if let Some(bytes) = parser.interrupt() {
-                interrupt(&mut proc, &bytes, grace).await;
+                interrupt(proc.as_mut(), &bytes, grace).await;
             }
             let exit = proc.terminate(grace).await;
             tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
@@ -306,7 +307,7 @@ fn exited(exit: ExitInfo, stderr_tail: &VecDeque<String>) -> ExitReason {
 
 /// Writes the user's answer to the CLI. Returns a note for the status message.
 async fn deliver_answer(
-    proc: &mut Process,
+    proc: &mut dyn Child,
     parser: &mut dyn WireParser,
     mapper: &mut TurnMapper,
     msg: &crate::protocol::v1::Message,
@@ -335,7 +336,7 @@ async fn deliver_answer(
 
 /// Writes a message from the client to a CLI that works (and reads messages meanwhile).
 async fn deliver_message(
-    proc: &mut Process,
+    proc: &mut dyn Child,
     parser: &mut dyn WireParser,
     task_id: &str,
     msg: &crate::protocol::v1::Message,
@@ -366,7 +367,7 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// Asks the CLI to end its turn by itself, and gives it `grace` to finish its output. What
 /// it prints meanwhile is not mapped: the task ends the way the host decided.
-async fn interrupt(proc: &mut Process, bytes: &[u8], grace: Duration) {
+async fn interrupt(proc: &mut dyn Child, bytes: &[u8], grace: Duration) {
     if proc.write_stdin(bytes).await.is_err() {
         return;
     }
@@ -389,3 +390,6 @@ fn count_usage(adapter: &str, u: &crate::adapter::Usage) {
         metrics::gauge!("agent_host_cost_usd_total", "adapter" => adapter.to_string()).increment(c);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -54,6 +54,8 @@ Keywords in the prompt (case-insensitive words, may combine):
                     stdin EOF prints an error and exits 2
     question        ask approval_required (id q-1, kind question, "Which file?"); the answer
                     ({"type":"input","text":...} or an approval_response's message) is in the result
+    asks=N          then ask N more questions (ids ask-1..ask-N), each as soon as the previous
+                    one is answered (the answer-then-re-ask race)
     fail            print some output, then an error "simulated failure"; exit 1
     crash           print init and a text chunk, then abort (SIGABRT, no done)
     exit=N          print init and a text chunk, then exit N without done
@@ -128,6 +130,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String>
 struct Keywords {
     approval: bool,
     question: bool,
+    asks: Option<usize>,
     fail: bool,
     crash: bool,
     exit: Option<i32>,
@@ -155,6 +158,7 @@ fn parse_keywords(prompt: &str) -> Keywords {
         match (key, num) {
             ("approval", None) => k.approval = true,
             ("question", None) => k.question = true,
+            ("asks", Some(n)) => k.asks = usize::try_from(n).ok(),
             ("fail", None) => k.fail = true,
             ("crash", None) => k.crash = true,
             ("exit", Some(n)) => k.exit = i32::try_from(n).ok(),
@@ -351,6 +355,16 @@ fn run_session(
             .find_map(|k| str_field(&reply, k))
             .unwrap_or("");
         chosen_file = Some(answer.to_string());
+    }
+    for i in 1..=kw.asks.unwrap_or(0) {
+        out.emit(&json!({
+            "type": "approval_required", "id": format!("ask-{i}"), "kind": "question",
+            "target": "answer", "detail": format!("Question {i}?"), "options": [],
+        }))?;
+        if read_reply(input)?.is_none() {
+            out.error("stdin closed while waiting for an answer", "stdin_closed")?;
+            return Ok(End::Exit(2));
+        }
     }
 
     out.emit(

@@ -127,6 +127,22 @@ fn question_answer_reaches_the_result() {
 }
 
 #[test]
+fn asks_puts_more_questions_one_after_the_other() {
+    let (lines, _, end) = run_with(&["question asks=2"], "a\nb\nc\n");
+    let (v, done) = values(&lines);
+    let asked: Vec<&str> = v
+        .iter()
+        .filter(|v| v["type"] == "approval_required")
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(asked, ["q-1", "ask-1", "ask-2"]);
+    assert_eq!((end, &done["type"]), (End::Exit(0), &json!("done")));
+    // An answer missing: the agent says stdin closed.
+    let (_, _, end) = run_with(&["question asks=2"], "a\nb\n");
+    assert_eq!(end, End::Exit(2));
+}
+
+#[test]
 fn failure_modes() {
     let (lines, _, end) = run_with(&["please fail"], "");
     assert_eq!(

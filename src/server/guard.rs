@@ -343,10 +343,12 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         .filter(|t| valid_traceparent(t))
         .map(str::to_string);
     let ext = super::extensions::from_headers(req.headers(), &g.required_extensions);
-    let tool_trace = ext.tool_trace();
-    let run = crate::engine::TOOL_TRACE.scope(tool_trace, next.run(req));
-    let run = super::extensions::EXTENSIONS.scope(ext.clone(), run);
-    let mut resp = crate::engine::TRACEPARENT.scope(traceparent, run).await;
+    req.extensions_mut().insert(crate::engine::RequestOptions {
+        traceparent,
+        tool_trace: ext.tool_trace(),
+    });
+    let run = super::extensions::EXTENSIONS.scope(ext.clone(), next.run(req));
+    let mut resp = run.await;
     super::extensions::echo(resp.headers_mut(), &ext);
     resp
 }

@@ -106,6 +106,7 @@ fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
 pub async fn handle(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<super::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     Query(query): Query<std::collections::HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -208,7 +209,16 @@ pub async fn handle(
             )
         }
     };
-    let result = dispatch(&state, caller.owner(), &headers, &id, &method, params).await;
+    let result = dispatch(
+        &state,
+        caller.owner(),
+        &opts,
+        &headers,
+        &id,
+        &method,
+        params,
+    )
+    .await;
     let e = match result {
         Ok(r) => return r,
         Err(A2AError::Internal(detail)) => {
@@ -230,6 +240,7 @@ fn id_json(id: &Value) -> String {
 async fn dispatch(
     state: &AppState,
     owner: Option<&str>,
+    opts: &crate::engine::RequestOptions,
     headers: &HeaderMap,
     id: &Value,
     method: &str,
@@ -242,14 +253,14 @@ async fn dispatch(
     match method {
         "SendMessage" => {
             let req: SendMessageRequest = decode(params)?;
-            let resp = send_blocking(state, owner, req, push::V1).await?;
+            let resp = send_blocking(state, owner, req, opts, push::V1).await?;
             let v = serde_json::to_value(resp).map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
         }
         "message/send" => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
-            let resp = send_blocking(state, owner, req, push::V03).await?;
+            let resp = send_blocking(state, owner, req, opts, push::V03).await?;
             Ok(result_response(id, v03::send_response_to_v03(&resp)))
         }
         "SendStreamingMessage" => {
@@ -258,6 +269,7 @@ async fn dispatch(
                 state,
                 owner,
                 req,
+                opts,
                 Flavor::V1JsonRpc { id: id_json(id) },
                 push::V1,
             )
@@ -270,6 +282,7 @@ async fn dispatch(
                 state,
                 owner,
                 req,
+                opts,
                 Flavor::V03JsonRpc { id: id_json(id) },
                 push::V03,
             )

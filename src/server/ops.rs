@@ -8,6 +8,7 @@ use axum::response::Response;
 use super::push_rpc;
 use super::sse::{self, Flavor};
 use super::AppState;
+use crate::engine::RequestOptions;
 use crate::protocol::v1::{SendMessageRequest, SendMessageResponse, StreamResponse, Task};
 use crate::protocol::A2AError;
 use crate::task;
@@ -20,6 +21,7 @@ pub async fn send_blocking(
     state: &AppState,
     owner: Option<&str>,
     req: SendMessageRequest,
+    opts: &RequestOptions,
     version: &str,
 ) -> Result<SendMessageResponse, A2AError> {
     let cfg = req.configuration.clone().unwrap_or_default();
@@ -31,7 +33,7 @@ pub async fn send_blocking(
         }
     }
     let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req, owner).await?;
+    let acc = state.engine.send(req, owner, opts).await?;
     push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     let snap = if cfg.return_immediately {
         state.engine.get_snapshot(&acc.task_id, owner).await?
@@ -82,17 +84,25 @@ pub async fn stream_send(
     state: &AppState,
     owner: Option<&str>,
     req: SendMessageRequest,
+    opts: &RequestOptions,
     flavor: Flavor,
     version: &str,
 ) -> Result<Response, A2AError> {
     let push_cfg = push_rpc::inline_config(state, &req).await?;
-    let acc = state.engine.send(req, owner).await?;
+    let acc = state.engine.send(req, owner, opts).await?;
     push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     if acc.new_task {
         let events = state.engine.subscribe(&acc.task_id, 0, owner).await?;
         return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
     }
-    follow_from_snapshot(state, owner, &acc.task_id, flavor).await
+    // An answer: the task as it is now, then what follows the answer, ending at the first
+    // settled state after it (which may already be the one the snapshot shows).
+    let (snap, events) = state
+        .engine
+        .follow_answer(&acc.task_id, acc.from_seq, owner)
+        .await?;
+    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
+    Ok(sse::response(vec![first], events, flavor, state.keepalive))
 }
 
 /// Streams the current task, then its events.

@@ -9,6 +9,7 @@ mod lifecycle;
 mod model_server;
 mod observe;
 mod push;
+mod races;
 mod real_cli;
 mod rest;
 mod restart;

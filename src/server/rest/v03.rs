@@ -41,12 +41,13 @@ fn send_request(
 pub async fn send(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     q: Q,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, "/v1/message:send", body)?;
-    let resp = ops::send_blocking(&state, caller.owner(), req, crate::push::V03).await?;
+    let resp = ops::send_blocking(&state, caller.owner(), req, &opts, crate::push::V03).await?;
     ok_json(&send_response_to_rest03(&resp))
 }
 
@@ -54,6 +55,7 @@ pub async fn send(
 pub async fn stream(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     q: Q,
     headers: HeaderMap,
     body: Body,
@@ -63,6 +65,7 @@ pub async fn stream(
         &state,
         caller.owner(),
         req,
+        &opts,
         Flavor::V03Rest,
         crate::push::V03,
     )

@@ -50,13 +50,14 @@ fn tenant(params: &Params) -> Option<String> {
 pub async fn send(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     params: Params,
     q: Q,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, &params, "/message:send", body)?;
-    let resp = ops::send_blocking(&state, caller.owner(), req, crate::push::V1).await?;
+    let resp = ops::send_blocking(&state, caller.owner(), req, &opts, crate::push::V1).await?;
     ok_json(&resp)
 }
 
@@ -64,13 +65,22 @@ pub async fn send(
 pub async fn stream(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     params: Params,
     q: Q,
     headers: HeaderMap,
     body: Body,
 ) -> Answer {
     let req = send_request(&headers, q, &params, "/message:stream", body)?;
-    Ok(ops::stream_send(&state, caller.owner(), req, Flavor::V1Rest, crate::push::V1).await?)
+    Ok(ops::stream_send(
+        &state,
+        caller.owner(),
+        req,
+        &opts,
+        Flavor::V1Rest,
+        crate::push::V1,
+    )
+    .await?)
 }
 
 /// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.

@@ -1,0 +1,132 @@
+//! Answers to a task: delivered to its running turn (or, after a restart, to a new turn),
+//! then followed from the stored answer on.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{lock, state_word, stream::EventStream, Control, Engine, Owner, RequestOptions};
+use super::{store_err, Accepted};
+use crate::protocol::v1::TaskState;
+use crate::protocol::A2AError;
+use crate::store::Snapshot;
+
+impl Engine {
+    /// A message with `taskId`: the answer to a task waiting for input.
+    pub(super) async fn answer(
+        &self,
+        task_id: &str,
+        mut msg: crate::protocol::v1::Message,
+        owner: Owner<'_>,
+        opts: &RequestOptions,
+    ) -> Result<Accepted, A2AError> {
+        let snap = self.snapshot_for(task_id, owner).await?;
+        if let Some(c) = msg.context_id.as_deref().filter(|c| !c.is_empty()) {
+            if c != snap.task.context_id {
+                return Err(A2AError::InvalidParams(format!(
+                    "message.contextId '{c}' does not match the context of task {task_id}"
+                )));
+            }
+        }
+        let state = snap.task.status.state;
+        if state.is_terminal() {
+            return Err(A2AError::UnsupportedOperation(format!(
+                "task {task_id} is already {}; send a new message without taskId (and with its contextId to continue the conversation)",
+                state_word(state)
+            )));
+        }
+        // A working task takes the message when its agent reads messages while it works
+        // (the turn decides); a waiting one takes it as the answer.
+        if state != TaskState::InputRequired && state != TaskState::Working {
+            return Err(A2AError::UnsupportedOperation(format!(
+                "task {task_id} is {} and not waiting for input; wait for input-required, or cancel it",
+                state_word(state)
+            )));
+        }
+        let control = {
+            let st = lock(&self.inner.state);
+            match st.live.get(task_id) {
+                Some(l) => Ok(l.control.clone()),
+                None => Err(()),
+            }
+        };
+        msg.context_id = Some(snap.task.context_id.clone());
+        msg.task_id = Some(task_id.to_string());
+        let control = match control {
+            Ok(Some(c)) => c,
+            // Waiting since before a restart: the answer resumes the CLI's session.
+            Ok(None) if state == TaskState::InputRequired => {
+                return self.answer_after_restart(task_id, msg, opts).await
+            }
+            Ok(None) => {
+                return Err(A2AError::UnsupportedOperation(format!(
+                    "task {task_id} has not started yet; wait for it to work, or cancel it"
+                )))
+            }
+            Err(()) => {
+                return Err(A2AError::UnsupportedOperation(format!(
+                    "task {task_id} can no longer be answered"
+                )))
+            }
+        };
+        let (ack_tx, ack_rx) = oneshot::channel();
+        control
+            .send(Control::Reply(msg, ack_tx))
+            .map_err(|_| A2AError::UnsupportedOperation(format!("task {task_id} has ended")))?;
+        // The turn acknowledges with the sequence number of the stored answer: what follows
+        // it is the agent's reaction, even when the agent asks again at once.
+        let answered_at = match tokio::time::timeout(Duration::from_secs(10), ack_rx).await {
+            Ok(Ok(Ok(seq))) => seq,
+            Ok(Ok(Err(e))) => return Err(e),
+            Ok(Err(_)) => {
+                return Err(A2AError::UnsupportedOperation(format!(
+                    "task {task_id} ended before the answer was delivered"
+                )))
+            }
+            Err(_) => {
+                return Err(A2AError::Internal(
+                    "the agent did not take the answer in time".into(),
+                ))
+            }
+        };
+        Ok(Accepted {
+            task_id: task_id.to_string(),
+            from_seq: answered_at,
+            new_task: false,
+        })
+    }
+
+    /// Follows a task just answered: the task as it is now and the stream of what follows,
+    /// which is already at its end when the task settled after the answer (stored at
+    /// `answered_at`): waiting for input again, or ended. A stream of an answer thus ends at
+    /// the first settled state after the answer, even one reached before it was opened.
+    pub async fn follow_answer(
+        &self,
+        task_id: &str,
+        answered_at: u64,
+        owner: Owner<'_>,
+    ) -> Result<(Snapshot, EventStream), A2AError> {
+        let snap = self.snapshot_for(task_id, owner).await?;
+        let mut cursor = answered_at;
+        while cursor < snap.last_seq {
+            let events = self
+                .inner
+                .store
+                .events_after(task_id, cursor, 512)
+                .await
+                .map_err(store_err)?;
+            let Some(last) = events.last() else { break };
+            cursor = last.seq;
+            if events
+                .iter()
+                .any(|e| e.seq <= snap.last_seq && e.event.ends_stream())
+            {
+                let mut ended = self.follow(task_id, snap.last_seq);
+                ended.done = true;
+                return Ok((snap, ended));
+            }
+        }
+        let events = self.subscribe(task_id, snap.last_seq, owner).await?;
+        Ok((snap, events))
+    }
+}

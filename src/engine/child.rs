@@ -1,0 +1,85 @@
+//! The seam between a turn and the agent's program: a turn starts its program through a
+//! [`Spawner`] and talks to it as a [`Child`]. The engine's default is [`ProcessSpawner`],
+//! the real runner; tests give the engine a scripted child instead, so that timeouts, cancel
+//! and exit handling run under paused time with no process.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::runner::{ExitInfo, Output, Process, RunnerError, SpawnSpec};
+
+/// A started agent program, as the turn uses it (see [`Process`] for the real one).
+#[async_trait]
+pub trait Child: Send {
+    /// Its process id (also its process group id), recorded for the stale-process sweep.
+    fn pid(&self) -> u32;
+    /// The next piece of output; None once all output has ended. Must be cancel-safe.
+    async fn next(&mut self) -> Option<Output>;
+    /// Writes to its stdin.
+    async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError>;
+    /// Closes its stdin. Idempotent.
+    fn close_stdin(&mut self);
+    /// Waits for it to exit (then stops what it left running, `grace` after SIGTERM).
+    async fn wait(&mut self, grace: Duration) -> ExitInfo;
+    /// Stops it: SIGTERM, `grace`, SIGKILL. Idempotent.
+    async fn terminate(&mut self, grace: Duration) -> ExitInfo;
+}
+
+#[async_trait]
+impl Child for Process {
+    fn pid(&self) -> u32 {
+        Process::pid(self)
+    }
+
+    async fn next(&mut self) -> Option<Output> {
+        Process::next(self).await
+    }
+
+    async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError> {
+        Process::write_stdin(self, bytes).await
+    }
+
+    fn close_stdin(&mut self) {
+        Process::close_stdin(self)
+    }
+
+    async fn wait(&mut self, grace: Duration) -> ExitInfo {
+        Process::wait(self, grace).await
+    }
+
+    async fn terminate(&mut self, grace: Duration) -> ExitInfo {
+        Process::terminate(self, grace).await
+    }
+}
+
+/// Why a program could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    #[error("the task that starts the program failed: {0}")]
+    Internal(String),
+}
+
+/// Starts the agent's program for a turn.
+#[async_trait]
+pub trait Spawner: Send + Sync {
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError>;
+}
+
+/// The real runner: a child process per turn.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessSpawner;
+
+#[async_trait]
+impl Spawner for ProcessSpawner {
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError> {
+        // fork/exec off the async workers, so a burst of new tasks never delays other streams.
+        match tokio::task::spawn_blocking(move || Process::spawn(spec)).await {
+            Ok(Ok(p)) => Ok(Box::new(p)),
+            Ok(Err(e)) => Err(SpawnError::Runner(e)),
+            Err(e) => Err(SpawnError::Internal(e.to_string())),
+        }
+    }
+}
