@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use super::error::ClientError;
 use crate::protocol::card::{AgentCard, AgentInterface};
+/// An A2A protocol version this client speaks.
+pub use crate::protocol::ProtocolVersion;
 
 /// A transport binding this client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,33 +35,6 @@ impl Binding {
         match s.to_ascii_uppercase().as_str() {
             "JSONRPC" | "JSON-RPC" => Some(Binding::JsonRpc),
             "HTTP+JSON" | "HTTP-JSON" | "REST" | "HTTP_JSON" => Some(Binding::HttpJson),
-            _ => None,
-        }
-    }
-}
-
-/// An A2A protocol version this client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProtocolVersion {
-    V1,
-    V03,
-}
-
-impl ProtocolVersion {
-    /// The `A2A-Version` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolVersion::V1 => "1.0",
-            ProtocolVersion::V03 => "0.3",
-        }
-    }
-
-    /// `1`, `1.0`, `1.0.1` → v1; `0.3`, `0.3.0` → v0.3; anything else is not spoken.
-    pub fn parse(s: &str) -> Option<ProtocolVersion> {
-        let mut it = s.trim().split('.');
-        match (it.next(), it.next()) {
-            (Some("1"), _) => Some(ProtocolVersion::V1),
-            (Some("0"), Some("3")) => Some(ProtocolVersion::V03),
             _ => None,
         }
     }

@@ -430,7 +430,7 @@ impl Client {
                 let mut req = req;
                 req.tenant = req.tenant.or(e.tenant.clone());
                 let p = serde_json::to_value(&req).unwrap_or_default();
-                self.rpc("ListTasks", p, t).await?
+                self.rpc(crate::protocol::Method::ListTasks, p, t).await?
             }
             (Binding::HttpJson, _) => {
                 let mut q: Vec<String> = Vec::new();
