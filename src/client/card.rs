@@ -114,7 +114,7 @@ pub fn select_interface(card: &AgentCard, prefs: &Preferences) -> Result<Endpoin
 
 /// Reads a card: a v1.0 card as is; a legacy v0.3 card (no `supportedInterfaces`) from its
 /// `url` + `preferredTransport` and `additionalInterfaces`, all as version `protocolVersion`.
-pub fn parse_card(mut v: Value) -> Result<AgentCard, String> {
+pub fn parse_card(mut v: Value) -> Result<AgentCard, NotACard> {
     let has_v1 = v
         .get("supportedInterfaces")
         .and_then(Value::as_array)
@@ -166,8 +166,13 @@ pub fn parse_card(mut v: Value) -> Result<AgentCard, String> {
             obj.entry(k).or_insert(d);
         }
     }
-    serde_json::from_value(v).map_err(|e| format!("not an agent card: {e}"))
+    serde_json::from_value(v).map_err(NotACard)
 }
+
+/// A JSON document that does not read as an agent card.
+#[derive(Debug, thiserror::Error)]
+#[error("not an agent card: {0}")]
+pub struct NotACard(#[source] pub serde_json::Error);
 
 /// A card as fetched: the card, its raw JSON and its `ETag`.
 #[derive(Debug, Clone)]

@@ -269,9 +269,9 @@ async fn fetch_card(inner: &Inner, etag: Option<&str>) -> Result<Option<CachedCa
             url: url.clone(),
             detail: format!("not JSON: {e}"),
         })?;
-        let card = card::parse_card(raw.clone()).map_err(|detail| ClientError::Card {
+        let card = card::parse_card(raw.clone()).map_err(|e| ClientError::Card {
             url: url.clone(),
-            detail,
+            detail: e.to_string(),
         })?;
         return Ok(Some(CachedCard {
             card,
