@@ -1,5 +1,8 @@
 //! AgentEvent → A2A updates: [`TurnMapper::on_event`] per event. `cargo bench --bench mapping`.
 
+// Benchmarks are test code: a broken fixture should stop them loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use agent_host::adapter::AgentEvent;

@@ -3,6 +3,9 @@
 //! One group per format; one iteration parses every recorded session of the format with a
 //! fresh parser per session, as a turn would. `cargo bench --bench parse`.
 
+// Benchmarks are test code: a broken fixture should stop them loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

@@ -4,6 +4,9 @@
 //! is every further subscriber of the same event, which only wraps the cached JSON in its
 //! envelope and frame. `cargo bench --bench sse`.
 
+// Benchmarks are test code: a broken fixture should stop them loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use agent_host::adapter::AgentEvent;
 use agent_host::protocol::v1::StreamResponse;
 use agent_host::server::sse::Flavor;

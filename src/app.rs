@@ -116,10 +116,10 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
             toml::Value::String(r.clone()),
         );
     }
-    crate::adapter::wire::validate(&adapter).map_err(|message| {
+    crate::adapter::wire::validate(&adapter).map_err(|e| {
         crate::adapter::AdapterError::Invalid {
             source_name: format!("{} (with AGENT_APPROVAL_PATTERN/_RESPONSE)", adapter.id),
-            message,
+            message: e.to_string(),
         }
     })?;
     let env = host_env();

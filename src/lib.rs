@@ -10,7 +10,8 @@
 //!
 //! - [`protocol`]: A2A wire types. v1.0 ([`protocol::v1`]) is the internal model; v0.3
 //!   ([`protocol::v03`]) is converted at the edge; the agent card; error codes
-//!   ([`protocol::A2AError`], the one place that maps errors to JSON-RPC codes).
+//!   ([`protocol::A2AError`], the one place that maps errors to JSON-RPC codes); the JSON-RPC
+//!   method names of both versions ([`protocol::Method`]).
 //! - [`adapter`]: adapter definitions (`adapters/*.toml`, embedded; [`adapter::AdapterSpec`]),
 //!   the normalized [`adapter::AgentEvent`], and one parser per CLI output format in
 //!   [`adapter::wire`] (the native `agent-host-jsonl` protocol first).
@@ -51,6 +52,14 @@
 //!
 //! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
 //! double CLI that speaks the native protocol and replays recorded transcripts.
+//!
+//! # Documents
+//!
+//! - `docs/dependencies.md`: the crates used and the ones considered and not used (nix's pty
+//!   calls instead of portable-pty, one mutex-guarded engine state instead of dashmap, the own
+//!   line reader instead of tokio-util's codec), with the reasons.
+//! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
+//!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
 
 pub mod adapter;
 pub mod app;

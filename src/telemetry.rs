@@ -80,7 +80,8 @@ mod export {
     }
 }
 
-#[cfg(all(test, feature = "otel"))]
+#[cfg(test)]
+#[cfg(feature = "otel")]
 mod tests {
     use std::sync::{Arc, Mutex};
 

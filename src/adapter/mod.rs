@@ -184,10 +184,10 @@ impl AdapterSpec {
                 ),
             });
         }
-        if let Err(message) = wire::validate(&spec) {
+        if let Err(e) = wire::validate(&spec) {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
-                message,
+                message: e.to_string(),
             });
         }
         if spec.id.is_empty() {

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use super::error::ClientError;
 use crate::protocol::card::{AgentCard, AgentInterface};
+/// An A2A protocol version this client speaks.
+pub use crate::protocol::ProtocolVersion;
 
 /// A transport binding this client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,33 +35,6 @@ impl Binding {
         match s.to_ascii_uppercase().as_str() {
             "JSONRPC" | "JSON-RPC" => Some(Binding::JsonRpc),
             "HTTP+JSON" | "HTTP-JSON" | "REST" | "HTTP_JSON" => Some(Binding::HttpJson),
-            _ => None,
-        }
-    }
-}
-
-/// An A2A protocol version this client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProtocolVersion {
-    V1,
-    V03,
-}
-
-impl ProtocolVersion {
-    /// The `A2A-Version` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolVersion::V1 => "1.0",
-            ProtocolVersion::V03 => "0.3",
-        }
-    }
-
-    /// `1`, `1.0`, `1.0.1` → v1; `0.3`, `0.3.0` → v0.3; anything else is not spoken.
-    pub fn parse(s: &str) -> Option<ProtocolVersion> {
-        let mut it = s.trim().split('.');
-        match (it.next(), it.next()) {
-            (Some("1"), _) => Some(ProtocolVersion::V1),
-            (Some("0"), Some("3")) => Some(ProtocolVersion::V03),
             _ => None,
         }
     }
@@ -139,7 +114,7 @@ pub fn select_interface(card: &AgentCard, prefs: &Preferences) -> Result<Endpoin
 
 /// Reads a card: a v1.0 card as is; a legacy v0.3 card (no `supportedInterfaces`) from its
 /// `url` + `preferredTransport` and `additionalInterfaces`, all as version `protocolVersion`.
-pub fn parse_card(mut v: Value) -> Result<AgentCard, String> {
+pub fn parse_card(mut v: Value) -> Result<AgentCard, NotACard> {
     let has_v1 = v
         .get("supportedInterfaces")
         .and_then(Value::as_array)
@@ -191,8 +166,13 @@ pub fn parse_card(mut v: Value) -> Result<AgentCard, String> {
             obj.entry(k).or_insert(d);
         }
     }
-    serde_json::from_value(v).map_err(|e| format!("not an agent card: {e}"))
+    serde_json::from_value(v).map_err(NotACard)
 }
+
+/// A JSON document that does not read as an agent card.
+#[derive(Debug, thiserror::Error)]
+#[error("not an agent card: {0}")]
+pub struct NotACard(#[source] pub serde_json::Error);
 
 /// A card as fetched: the card, its raw JSON and its `ETag`.
 #[derive(Debug, Clone)]

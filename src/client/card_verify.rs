@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::Value;
 
-use crate::protocol::jws::{self, Alg};
+use crate::protocol::jws::{self, Alg, JwsError};
 
 /// Arguments of `agent-host card verify`.
 #[derive(Debug, Clone, Args)]
@@ -32,16 +32,32 @@ pub fn card_url(url: &str) -> String {
 
 /// The key text for a signature of `alg`: the secret itself for HS256, the file's PEM text
 /// (or inline PEM) for ES256/RS256.
-fn key_for(alg: Option<Alg>, key: Option<&str>) -> Result<Option<String>, String> {
+fn key_for(alg: Option<Alg>, key: Option<&str>) -> Result<Option<String>, SignatureError> {
     let Some(key) = key else { return Ok(None) };
     match alg {
         Some(Alg::Es256 | Alg::Rs256) if !key.trim_start().starts_with("-----BEGIN") => {
             std::fs::read_to_string(key)
                 .map(Some)
-                .map_err(|e| format!("cannot read key file {key}: {e}"))
+                .map_err(|source| SignatureError::KeyFile {
+                    path: key.to_string(),
+                    source,
+                })
         }
         _ => Ok(Some(key.to_string())),
     }
+}
+
+/// Why one signature of a card did not verify.
+#[derive(Debug, thiserror::Error)]
+enum SignatureError {
+    #[error("cannot read key file {path}: {source}")]
+    KeyFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Jws(#[from] JwsError),
 }
 
 /// One line per signature of `card`, and whether all verified (and there was one).
@@ -67,8 +83,7 @@ pub fn verify_card(card: &Value, key: Option<&str>) -> (Vec<String>, bool) {
             .map(|h| h.alg.clone())
             .unwrap_or_else(|| "-".into());
         let alg = Alg::parse(&alg_name).ok();
-        let result = key_for(alg, key)
-            .and_then(|k| jws::verify(card, sig, k.as_deref()).map_err(|e| e.to_string()));
+        let result = key_for(alg, key).and_then(|k| Ok(jws::verify(card, sig, k.as_deref())?));
         let status = match result {
             Ok(_) => "OK".to_string(),
             Err(reason) => {

@@ -269,9 +269,9 @@ async fn fetch_card(inner: &Inner, etag: Option<&str>) -> Result<Option<CachedCa
             url: url.clone(),
             detail: format!("not JSON: {e}"),
         })?;
-        let card = card::parse_card(raw.clone()).map_err(|detail| ClientError::Card {
+        let card = card::parse_card(raw.clone()).map_err(|e| ClientError::Card {
             url: url.clone(),
-            detail,
+            detail: e.to_string(),
         })?;
         return Ok(Some(CachedCard {
             card,
@@ -430,7 +430,7 @@ impl Client {
                 let mut req = req;
                 req.tenant = req.tenant.or(e.tenant.clone());
                 let p = serde_json::to_value(&req).unwrap_or_default();
-                self.rpc("ListTasks", p, t).await?
+                self.rpc(crate::protocol::Method::ListTasks, p, t).await?
             }
             (Binding::HttpJson, _) => {
                 let mut q: Vec<String> = Vec::new();

@@ -14,6 +14,7 @@ use super::sse::SseEvent;
 use super::Client;
 use crate::protocol::v03::{reverse, TaskIdParams03, TaskQueryParams03};
 use crate::protocol::v1::{SendMessageRequest, SendMessageResponse, StreamResponse, Task};
+use crate::protocol::Method as RpcMethod;
 
 /// What a stream is opened for.
 #[derive(Debug, Clone)]
@@ -108,7 +109,7 @@ impl Client {
     /// One JSON-RPC call; the `result`.
     pub(super) async fn rpc(
         &self,
-        method: &str,
+        method: RpcMethod,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
@@ -117,7 +118,7 @@ impl Client {
         let resp = self
             .request(Method::POST, &url)
             .timeout(timeout)
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method.as_str(), "params": params}))
             .send()
             .await
             .map_err(|e| self.transport_err(&url, e, timeout))?;
@@ -171,12 +172,14 @@ impl Client {
         match (e.binding, e.version) {
             (Binding::JsonRpc, ProtocolVersion::V1) => {
                 req.tenant = req.tenant.or(e.tenant.clone());
-                let v = self.rpc("SendMessage", to_value(&req), timeout).await?;
+                let v = self
+                    .rpc(RpcMethod::SendMessage, to_value(&req), timeout)
+                    .await?;
                 decode(&e.url, v)
             }
             (Binding::JsonRpc, ProtocolVersion::V03) => {
                 let p = to_value(&reverse::send_request_to_v03(&req));
-                let v = self.rpc("message/send", p, timeout).await?;
+                let v = self.rpc(RpcMethod::MessageSend, p, timeout).await?;
                 reverse::send_result_from_v03(v).map_err(|err| invalid(&e.url, err))
             }
             (Binding::HttpJson, ProtocolVersion::V1) => {
@@ -211,7 +214,7 @@ impl Client {
                 if let Some(tn) = &e.tenant {
                     p["tenant"] = json!(tn);
                 }
-                decode(&e.url, self.rpc("GetTask", p, t).await?)
+                decode(&e.url, self.rpc(RpcMethod::GetTask, p, t).await?)
             }
             (Binding::JsonRpc, ProtocolVersion::V03) => {
                 let p = TaskQueryParams03 {
@@ -219,7 +222,7 @@ impl Client {
                     history_length: history_length.map(|n| n.max(1)),
                     metadata: None,
                 };
-                let v = self.rpc("tasks/get", to_value(&p), t).await?;
+                let v = self.rpc(RpcMethod::TasksGet, to_value(&p), t).await?;
                 reverse::task_from_v03(v).map_err(|err| invalid(&e.url, err))
             }
             (Binding::HttpJson, version) => {
@@ -247,14 +250,14 @@ impl Client {
                 if let Some(tn) = &e.tenant {
                     p["tenant"] = json!(tn);
                 }
-                decode(&e.url, self.rpc("CancelTask", p, t).await?)
+                decode(&e.url, self.rpc(RpcMethod::CancelTask, p, t).await?)
             }
             (Binding::JsonRpc, ProtocolVersion::V03) => {
                 let p = TaskIdParams03 {
                     id: id.to_string(),
                     metadata: None,
                 };
-                let v = self.rpc("tasks/cancel", to_value(&p), t).await?;
+                let v = self.rpc(RpcMethod::TasksCancel, to_value(&p), t).await?;
                 reverse::task_from_v03(v).map_err(|err| invalid(&e.url, err))
             }
             (Binding::HttpJson, version) => {
@@ -285,23 +288,24 @@ impl Client {
                     (ProtocolVersion::V1, StreamOp::Send(r)) => {
                         let mut r = (**r).clone();
                         r.tenant = r.tenant.or(e.tenant.clone());
-                        ("SendStreamingMessage", to_value(&r))
+                        (RpcMethod::SendStreamingMessage, to_value(&r))
                     }
                     (ProtocolVersion::V1, StreamOp::Subscribe(id)) => {
                         let mut p = json!({"id": id});
                         if let Some(tn) = &e.tenant {
                             p["tenant"] = json!(tn);
                         }
-                        ("SubscribeToTask", p)
+                        (RpcMethod::SubscribeToTask, p)
                     }
-                    (ProtocolVersion::V03, StreamOp::Send(r)) => {
-                        ("message/stream", to_value(&reverse::send_request_to_v03(r)))
-                    }
+                    (ProtocolVersion::V03, StreamOp::Send(r)) => (
+                        RpcMethod::MessageStream,
+                        to_value(&reverse::send_request_to_v03(r)),
+                    ),
                     (ProtocolVersion::V03, StreamOp::Subscribe(id)) => {
-                        ("tasks/resubscribe", json!({"id": id}))
+                        (RpcMethod::TasksResubscribe, json!({"id": id}))
                     }
                 };
-                let body = json!({"jsonrpc": "2.0", "id": self.next_id(), "method": method, "params": params});
+                let body = json!({"jsonrpc": "2.0", "id": self.next_id(), "method": method.as_str(), "params": params});
                 attempts.push((Method::POST, e.url.clone(), body));
             }
             (Binding::HttpJson, v, StreamOp::Send(r)) => {

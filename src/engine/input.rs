@@ -16,8 +16,17 @@ pub const DEFAULT_INPUT_MODES: &[&str] = &["text/plain", "application/json", "*/
 /// The directory under a task's working directory where agent-host keeps its files.
 pub const HOST_DIR: &str = ".agent-host";
 
+/// A configured list of input modes that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputModeError {
+    #[error("input mode '{0}' is not a media type: use type/subtype, type/* or */* (e.g. image/png, image/*)")]
+    NotAMediaType(String),
+    #[error("input modes are empty: name at least one media type (e.g. text/plain)")]
+    Empty,
+}
+
 /// Checks one configured input mode: `type/subtype`, `type/*` or `*/*`, without parameters.
-pub fn check_input_mode(mode: &str) -> Result<(), String> {
+pub fn check_input_mode(mode: &str) -> Result<(), InputModeError> {
     let token = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -32,9 +41,7 @@ pub fn check_input_mode(mode: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "input mode '{mode}' is not a media type: use type/subtype, type/* or */* (e.g. image/png, image/*)"
-        ))
+        Err(InputModeError::NotAMediaType(mode.to_string()))
     }
 }
 
@@ -44,7 +51,7 @@ pub fn default_input_modes() -> Vec<String> {
 }
 
 /// The input modes as configured (`None`: the defaults), trimmed and checked.
-pub fn input_modes(configured: Option<Vec<String>>) -> Result<Vec<String>, String> {
+pub fn input_modes(configured: Option<Vec<String>>) -> Result<Vec<String>, InputModeError> {
     let Some(list) = configured else {
         return Ok(default_input_modes());
     };
@@ -54,7 +61,7 @@ pub fn input_modes(configured: Option<Vec<String>>) -> Result<Vec<String>, Strin
         .filter(|m| !m.is_empty())
         .collect();
     if modes.is_empty() {
-        return Err("input modes are empty: name at least one media type (e.g. text/plain)".into());
+        return Err(InputModeError::Empty);
     }
     modes.iter().try_for_each(|m| check_input_mode(m))?;
     Ok(modes)
@@ -478,7 +485,8 @@ mod tests {
             "a b/c",
         ] {
             let e = check_input_mode(bad).unwrap_err();
-            assert!(e.contains("type/subtype"), "{bad}: {e}");
+            assert_eq!(e, InputModeError::NotAMediaType(bad.to_string()));
+            assert!(e.to_string().contains("type/subtype"), "{bad}: {e}");
         }
     }
 

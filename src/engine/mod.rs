@@ -258,7 +258,7 @@ impl Engine {
         let mut msg = req.message;
         input::validate_message(&msg, &self.inner.config.input_modes)?;
         if let Some(task_id) = msg.task_id.clone().filter(|t| !t.is_empty()) {
-            task::validate_id("message.taskId", &task_id).map_err(A2AError::InvalidParams)?;
+            task::check_id("message.taskId", &task_id)?;
             return self.answer(&task_id, msg, owner, opts).await;
         }
         let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
@@ -267,7 +267,7 @@ impl Engine {
         };
         let context_id = match msg.context_id.clone().filter(|c| !c.is_empty()) {
             Some(c) => {
-                task::validate_id("message.contextId", &c).map_err(A2AError::InvalidParams)?;
+                task::check_id("message.contextId", &c)?;
                 c
             }
             None => uuid::Uuid::new_v4().to_string(),

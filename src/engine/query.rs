@@ -23,8 +23,7 @@ impl Engine {
         task_id: &str,
         owner: Owner<'_>,
     ) -> Result<Snapshot, A2AError> {
-        task::validate_id("id", task_id)
-            .map_err(|_| A2AError::TaskNotFound(task_id.to_string()))?;
+        task::check_id("id", task_id).map_err(|_| A2AError::TaskNotFound(task_id.to_string()))?;
         let snap = self.snapshot(task_id).await?;
         if !visible(&snap.owner, owner) {
             return Err(A2AError::TaskNotFound(task_id.to_string()));
@@ -62,7 +61,7 @@ impl Engine {
     /// Whether this engine holds the task, whoever owns it (for routing between engines; the
     /// engine that holds it still checks the caller).
     pub async fn has_task(&self, task_id: &str) -> bool {
-        task::validate_id("id", task_id).is_ok() && self.snapshot(task_id).await.is_ok()
+        task::check_id("id", task_id).is_ok() && self.snapshot(task_id).await.is_ok()
     }
 
     /// Lists the caller's tasks, newest status first.

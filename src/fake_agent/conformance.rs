@@ -25,15 +25,18 @@ pub enum Version {
     V03,
 }
 
+/// A conformance version other than 1.0 and 0.3.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("conformance version must be 1.0 or 0.3, not '{0}'")]
+pub struct UnknownVersion(pub String);
+
 impl Version {
     /// `1.0` / `1` or `0.3`.
-    pub fn parse(s: &str) -> Result<Version, String> {
+    pub fn parse(s: &str) -> Result<Version, UnknownVersion> {
         match s.trim() {
             "1.0" | "1" => Ok(Version::V1),
             "0.3" => Ok(Version::V03),
-            other => Err(format!(
-                "conformance version must be 1.0 or 0.3, not '{other}'"
-            )),
+            other => Err(UnknownVersion(other.to_string())),
         }
     }
 }

@@ -93,11 +93,29 @@ enum Command {
     Run(Box<Args>),
 }
 
-fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String> {
+/// A command line fake-agent does not understand.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum ArgsError {
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    #[error("--delay-ms: not a number: {value}")]
+    NotANumber {
+        value: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("unknown option {0}")]
+    UnknownOption(String),
+}
+
+fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, ArgsError> {
     let mut args = Args::default();
     let mut words = Vec::new();
     while let Some(arg) = argv.next() {
-        let mut value = |name: &str| argv.next().ok_or(format!("{name} needs a value"));
+        let mut value = |name: &str| {
+            argv.next()
+                .ok_or_else(|| ArgsError::MissingValue(name.to_string()))
+        };
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "--session-id" => args.session_id = Some(value(&arg)?),
@@ -112,10 +130,10 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Command, String>
                 let v = value(&arg)?;
                 args.delay_ms = v
                     .parse()
-                    .map_err(|_| format!("--delay-ms: not a number: {v}"))?;
+                    .map_err(|source| ArgsError::NotANumber { value: v, source })?;
             }
             "--" => words.extend(argv.by_ref()),
-            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            s if s.starts_with("--") => return Err(ArgsError::UnknownOption(s.to_string())),
             _ => words.push(arg),
         }
     }

@@ -3,7 +3,9 @@
 pub mod card;
 pub mod error;
 pub mod jws;
+pub mod method;
 pub mod v03;
 pub mod v1;
 
 pub use error::A2AError;
+pub use method::{Method, ProtocolVersion};

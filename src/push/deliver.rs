@@ -162,6 +162,7 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                     save(inner, &rec).await;
                 }
                 Err(err) => {
+                    let err = err.to_string();
                     metrics::counter!("agent_host_push_failures_total").increment(1);
                     rec.attempts += 1;
                     tracing::warn!(task = %rec.task_id, config = %rec.id, seq = ev.seq, attempt = rec.attempts, error = %err, "push delivery failed");
@@ -245,7 +246,24 @@ struct Headers<'a> {
     traceparent: Option<&'a str>,
 }
 
-async fn post(inner: &Inner, rec: &PushRecord, body: &str, h: &Headers<'_>) -> Result<(), String> {
+/// Why one webhook request did not deliver its event.
+#[derive(Debug, thiserror::Error)]
+enum DeliveryError {
+    #[error(transparent)]
+    Url(#[from] super::guard::UrlError),
+    /// reqwest's message includes the URL; it is kept (the client configured it).
+    #[error("request failed: {0}")]
+    Request(#[source] reqwest::Error),
+    #[error("the receiver answered HTTP {0}")]
+    Status(u16),
+}
+
+async fn post(
+    inner: &Inner,
+    rec: &PushRecord,
+    body: &str,
+    h: &Headers<'_>,
+) -> Result<(), DeliveryError> {
     // The resolver refuses non-public addresses for names; literal addresses are checked
     // here (the resolver never sees them).
     super::guard::check_url(&rec.url, inner.settings.allow_private).await?;
@@ -264,14 +282,11 @@ async fn post(inner: &Inner, rec: &PushRecord, body: &str, h: &Headers<'_>) -> R
     if let Some(t) = h.traceparent {
         req = req.header("traceparent", t);
     }
-    let resp = req.send().await.map_err(|e| {
-        // reqwest's message includes the URL; keep it (the client configured it).
-        format!("request failed: {e}")
-    })?;
+    let resp = req.send().await.map_err(DeliveryError::Request)?;
     let status = resp.status();
     if status.is_success() {
         Ok(())
     } else {
-        Err(format!("the receiver answered HTTP {}", status.as_u16()))
+        Err(DeliveryError::Status(status.as_u16()))
     }
 }

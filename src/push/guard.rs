@@ -60,23 +60,53 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     !blocked
 }
 
+/// Why a webhook URL is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    #[error("url '{url}' is not a valid URL: {source}")]
+    Invalid {
+        url: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error("url scheme '{0}' is not allowed: use http or https")]
+    Scheme(String),
+    #[error("url has no host")]
+    NoHost,
+    #[error("url must not carry credentials; use the authentication field")]
+    Credentials,
+    #[error(
+        "url host '{host}' resolves to {ip}, a loopback, private, link-local or reserved address; \
+         such callbacks are refused unless push.allow_private is set"
+    )]
+    NotPublic { host: String, ip: IpAddr },
+    #[error("url host '{host}' cannot be resolved: {source}")]
+    Resolve {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("url host '{host}' resolves to no address")]
+    NoAddress { host: String },
+}
+
 /// Checks a webhook URL: its form, and (unless `allow_private`) every address its host
 /// resolves to. The error says what is wrong.
-pub async fn check_url(raw: &str, allow_private: bool) -> Result<Url, String> {
-    let url = Url::parse(raw).map_err(|e| format!("url '{raw}' is not a valid URL: {e}"))?;
+pub async fn check_url(raw: &str, allow_private: bool) -> Result<Url, UrlError> {
+    let url = Url::parse(raw).map_err(|source| UrlError::Invalid {
+        url: raw.to_string(),
+        source,
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
-            "url scheme '{}' is not allowed: use http or https",
-            url.scheme()
-        ));
+        return Err(UrlError::Scheme(url.scheme().to_string()));
     }
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| "url has no host".to_string())?
+        .ok_or(UrlError::NoHost)?
         .to_string();
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("url must not carry credentials; use the authentication field".into());
+        return Err(UrlError::Credentials);
     }
     if allow_private {
         return Ok(url);
@@ -84,26 +114,27 @@ pub async fn check_url(raw: &str, allow_private: bool) -> Result<Url, String> {
     let port = url.port_or_known_default().unwrap_or(80);
     let addrs = resolve(&host, port).await?;
     if let Some(bad) = addrs.iter().find(|a| !is_public(a.ip())) {
-        return Err(format!(
-            "url host '{host}' resolves to {}, a loopback, private, link-local or reserved address; \
-             such callbacks are refused unless push.allow_private is set",
-            bad.ip()
-        ));
+        return Err(UrlError::NotPublic { host, ip: bad.ip() });
     }
     Ok(url)
 }
 
-async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, UrlError> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
         .await
-        .map_err(|e| format!("url host '{host}' cannot be resolved: {e}"))?
+        .map_err(|source| UrlError::Resolve {
+            host: host.to_string(),
+            source,
+        })?
         .collect();
     if addrs.is_empty() {
-        return Err(format!("url host '{host}' resolves to no address"));
+        return Err(UrlError::NoAddress {
+            host: host.to_string(),
+        });
     }
     Ok(addrs)
 }
@@ -190,7 +221,7 @@ mod tests {
             "http://user:pw@example.com/",
             "not a url",
         ] {
-            let err = check_url(url, false).await.unwrap_err();
+            let err = check_url(url, false).await.unwrap_err().to_string();
             assert!(err.contains("url"), "{url}: {err}");
         }
         assert!(check_url("http://127.0.0.1:9/hook", true).await.is_ok());

@@ -140,7 +140,7 @@ impl PushService {
     pub async fn validate(&self, cfg: &TaskPushNotificationConfig) -> Result<(), A2AError> {
         guard::check_url(&cfg.url, self.inner.settings.allow_private)
             .await
-            .map_err(A2AError::InvalidParams)?;
+            .map_err(|e| A2AError::InvalidParams(e.to_string()))?;
         if let Some(a) = &cfg.authentication {
             if a.scheme.trim().is_empty() {
                 return Err(A2AError::InvalidParams(
@@ -177,7 +177,7 @@ impl PushService {
                 uuid::Uuid::new_v4().to_string()
             }
         });
-        crate::task::validate_id("id", &id).map_err(A2AError::InvalidParams)?;
+        crate::task::check_id("id", &id)?;
         cfg.id = Some(id.clone());
         let sealer = &self.inner.sealer;
         let rec = PushRecord {

@@ -20,35 +20,8 @@ use crate::protocol::v03::{self, decode_params};
 use crate::protocol::v1::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest,
 };
-use crate::protocol::A2AError;
+use crate::protocol::{A2AError, Method};
 use crate::push;
-
-const V1_METHODS: &[&str] = &[
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-    "GetExtendedAgentCard",
-];
-
-const V03_METHODS: &[&str] = &[
-    "message/send",
-    "message/stream",
-    "tasks/get",
-    "tasks/cancel",
-    "tasks/resubscribe",
-    "tasks/pushNotificationConfig/set",
-    "tasks/pushNotificationConfig/get",
-    "tasks/pushNotificationConfig/list",
-    "tasks/pushNotificationConfig/delete",
-    "agent/getAuthenticatedExtendedCard",
-];
 
 /// A JSON-RPC error response (HTTP 200, as JSON-RPC errors travel).
 /// A JSON-RPC error response object.
@@ -166,28 +139,20 @@ pub async fn handle(
             None,
         );
     }
-    let Some(method) = obj
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
+    let Some(name) = obj.get("method").and_then(Value::as_str) else {
         return error_response(
             &id,
             &A2AError::InvalidRequest("method must be a string".into()),
             None,
         );
     };
-    let version = if V1_METHODS.contains(&method.as_str()) {
-        Version::V1
-    } else if V03_METHODS.contains(&method.as_str()) {
-        Version::V03
-    } else {
-        return error_response(
-            &id,
-            &A2AError::MethodNotFound(format!("Method not found: {method}")),
-            None,
-        );
+    let method = match name.parse::<Method>() {
+        Ok(m) => m,
+        Err(unknown) => {
+            return error_response(&id, &A2AError::MethodNotFound(unknown.to_string()), None)
+        }
     };
+    let version = method.version();
     let requested = requested_version(&headers, &query);
     if let Err(e) = check_version(requested.as_deref(), version, &format!("method {method}")) {
         return error_response(&id, &e, Some(Version::V1));
@@ -209,16 +174,7 @@ pub async fn handle(
             )
         }
     };
-    let result = dispatch(
-        &state,
-        caller.owner(),
-        &opts,
-        &headers,
-        &id,
-        &method,
-        params,
-    )
-    .await;
+    let result = dispatch(&state, caller.owner(), &opts, &headers, &id, method, params).await;
     let e = match result {
         Ok(r) => return r,
         Err(A2AError::Internal(detail)) => {
@@ -227,7 +183,7 @@ pub async fn handle(
         }
         Err(e) => e,
     };
-    if matches!(method.as_str(), "message/stream" | "tasks/resubscribe") {
+    if method.is_streaming() && version == Version::V03 {
         return sse_error_response(&id, &e);
     }
     error_response(&id, &e, Some(version))
@@ -243,27 +199,24 @@ async fn dispatch(
     opts: &crate::engine::RequestOptions,
     headers: &HeaderMap,
     id: &Value,
-    method: &str,
+    method: Method,
     params: Value,
 ) -> Result<Response, A2AError> {
     let engine = &state.engine;
-    if let Some(r) = push_rpc::dispatch(state, owner, method, params.clone()).await {
-        return r.map(|v| result_response(id, v));
-    }
     match method {
-        "SendMessage" => {
+        Method::SendMessage => {
             let req: SendMessageRequest = decode(params)?;
             let resp = send_blocking(state, owner, req, opts, push::V1).await?;
             let v = serde_json::to_value(resp).map_err(|e| A2AError::Internal(e.to_string()))?;
             Ok(result_response(id, v))
         }
-        "message/send" => {
+        Method::MessageSend => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
             let resp = send_blocking(state, owner, req, opts, push::V03).await?;
             Ok(result_response(id, v03::send_response_to_v03(&resp)))
         }
-        "SendStreamingMessage" => {
+        Method::SendStreamingMessage => {
             let req: SendMessageRequest = decode(params)?;
             stream_send(
                 state,
@@ -275,7 +228,7 @@ async fn dispatch(
             )
             .await
         }
-        "message/stream" => {
+        Method::MessageStream => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
             stream_send(
@@ -288,34 +241,34 @@ async fn dispatch(
             )
             .await
         }
-        "GetTask" => {
+        Method::GetTask => {
             let req: GetTaskRequest = decode(params)?;
             let t = engine.get(&req.id, req.history_length, owner).await?;
             Ok(result_response(id, to_value(&t)?))
         }
-        "tasks/get" => {
+        Method::TasksGet => {
             let p: v03::TaskQueryParams03 = decode(params)?;
             let req = GetTaskRequest::try_from(p)?;
             let t = engine.get(&req.id, req.history_length, owner).await?;
             Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
         }
-        "ListTasks" => {
+        Method::ListTasks => {
             let req: ListTasksRequest = decode(params)?;
             let r = engine.list(req, owner).await?;
             Ok(result_response(id, to_value(&r)?))
         }
-        "CancelTask" => {
+        Method::CancelTask => {
             let req: CancelTaskRequest = decode(params)?;
             let t = engine.cancel(&req.id, owner).await?;
             Ok(result_response(id, to_value(&t)?))
         }
-        "tasks/cancel" => {
+        Method::TasksCancel => {
             let p: v03::TaskIdParams03 = decode(params)?;
             let req = CancelTaskRequest::from(p);
             let t = engine.cancel(&req.id, owner).await?;
             Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
         }
-        "SubscribeToTask" => {
+        Method::SubscribeToTask => {
             let req: SubscribeToTaskRequest = decode(params)?;
             subscribe(
                 state,
@@ -326,7 +279,7 @@ async fn dispatch(
             )
             .await
         }
-        "tasks/resubscribe" => {
+        Method::TasksResubscribe => {
             let p: v03::TaskIdParams03 = decode(params)?;
             let req = SubscribeToTaskRequest::from(p);
             subscribe(
@@ -338,15 +291,22 @@ async fn dispatch(
             )
             .await
         }
-        "GetExtendedAgentCard" => {
+        Method::GetExtendedAgentCard => {
             super::extended::card_json(state, headers, false).map(|v| result_response(id, v))
         }
-        "agent/getAuthenticatedExtendedCard" => {
+        Method::GetAuthenticatedExtendedCard => {
             super::extended::card_json(state, headers, true).map(|v| result_response(id, v))
         }
-        other => Err(A2AError::MethodNotFound(format!(
-            "Method not found: {other}"
-        ))),
+        Method::CreateTaskPushNotificationConfig
+        | Method::GetTaskPushNotificationConfig
+        | Method::ListTaskPushNotificationConfigs
+        | Method::DeleteTaskPushNotificationConfig
+        | Method::PushConfigSet
+        | Method::PushConfigGet
+        | Method::PushConfigList
+        | Method::PushConfigDelete => push_rpc::dispatch(state, owner, method, params)
+            .await
+            .map(|v| result_response(id, v)),
     }
 }
 

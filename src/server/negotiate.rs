@@ -8,11 +8,7 @@ use axum::http::{header, HeaderMap};
 use crate::protocol::A2AError;
 
 /// Protocol version of a method or route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
-    V1,
-    V03,
-}
+pub use crate::protocol::ProtocolVersion as Version;
 
 /// True for `application/json` and `application/a2a+json` (parameters ignored), and when
 /// there is no `Content-Type` at all (lenient: such a client is not refused).

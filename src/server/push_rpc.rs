@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::AppState;
 use crate::protocol::v03::{self, decode_params};
 use crate::protocol::v1::{SendMessageRequest, TaskPushNotificationConfig};
-use crate::protocol::A2AError;
+use crate::protocol::{A2AError, Method};
 use crate::push::{PushService, V03, V1};
 
 pub(super) fn service(state: &AppState) -> Result<&PushService, A2AError> {
@@ -36,64 +36,41 @@ struct TaskRef {
     task_id: String,
 }
 
-/// The push methods, or None for any other method.
+/// One of the push-notification config methods ([`Method::is_push_config`]).
 pub async fn dispatch(
     state: &AppState,
     owner: Option<&str>,
-    method: &str,
-    params: Value,
-) -> Option<Result<Value, A2AError>> {
-    let known = matches!(
-        method,
-        "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig"
-            | "tasks/pushNotificationConfig/set"
-            | "tasks/pushNotificationConfig/get"
-            | "tasks/pushNotificationConfig/list"
-            | "tasks/pushNotificationConfig/delete"
-    );
-    if !known {
-        return None;
-    }
-    Some(run(state, owner, method, params).await)
-}
-
-async fn run(
-    state: &AppState,
-    owner: Option<&str>,
-    method: &str,
+    method: Method,
     params: Value,
 ) -> Result<Value, A2AError> {
     let push = service(state)?;
     match method {
-        "CreateTaskPushNotificationConfig" => {
+        Method::CreateTaskPushNotificationConfig => {
             let cfg: TaskPushNotificationConfig = decode_params(params)?;
             to_value(&push.create(owner, cfg, V1, false).await?)
         }
-        "GetTaskPushNotificationConfig" => {
+        Method::GetTaskPushNotificationConfig => {
             let r: ConfigRef = decode_params(params)?;
             to_value(&push.get(owner, &r.task_id, &r.id).await?)
         }
-        "ListTaskPushNotificationConfigs" => {
+        Method::ListTaskPushNotificationConfigs => {
             let r: TaskRef = decode_params(params)?;
             let configs = push.list(owner, &r.task_id).await?;
             Ok(json!({"configs": configs, "nextPageToken": ""}))
         }
-        "DeleteTaskPushNotificationConfig" => {
+        Method::DeleteTaskPushNotificationConfig => {
             let r: ConfigRef = decode_params(params)?;
             push.delete(owner, &r.task_id, &r.id).await?;
             Ok(json!({}))
         }
-        "tasks/pushNotificationConfig/set" => {
+        Method::PushConfigSet => {
             let c: v03::TaskPushNotificationConfig03 = decode_params(params)?;
             let cfg = TaskPushNotificationConfig::try_from(c)?;
             to_value(&v03::push_config_to_v03(
                 &push.create(owner, cfg, V03, false).await?,
             ))
         }
-        "tasks/pushNotificationConfig/get" => {
+        Method::PushConfigGet => {
             let p: v03::TaskPushNotificationConfigParams03 = decode_params(params)?;
             let cfg = match p.push_notification_config_id.filter(|i| !i.is_empty()) {
                 Some(id) => push.get(owner, &p.id, &id).await?,
@@ -109,7 +86,7 @@ async fn run(
             };
             to_value(&v03::push_config_to_v03(&cfg))
         }
-        "tasks/pushNotificationConfig/list" => {
+        Method::PushConfigList => {
             let p: v03::TaskIdParams03 = decode_params(params)?;
             let all: Vec<v03::TaskPushNotificationConfig03> = push
                 .list(owner, &p.id)
@@ -119,7 +96,7 @@ async fn run(
                 .collect();
             to_value(&all)
         }
-        "tasks/pushNotificationConfig/delete" => {
+        Method::PushConfigDelete => {
             let p: v03::TaskPushNotificationConfigParams03 = decode_params(params)?;
             let id = p.push_notification_config_id.ok_or_else(|| {
                 A2AError::InvalidParams("pushNotificationConfigId is required".into())
@@ -127,8 +104,9 @@ async fn run(
             push.delete(owner, &p.id, &id).await?;
             Ok(Value::Null)
         }
-        other => Err(A2AError::MethodNotFound(format!(
-            "Method not found: {other}"
+        // The JSON-RPC dispatcher sends only the push methods here.
+        other => Err(A2AError::Internal(format!(
+            "{other} is not a push notification config method"
         ))),
     }
 }

@@ -6,20 +6,29 @@ use clap::Args;
 
 use crate::adapter::PromptVia;
 
-pub(super) fn parse_bool(s: &str) -> Result<bool, String> {
+/// A flag value (or its environment variable) that is not one of the accepted words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagValueError {
+    #[error("'{0}' is not a boolean (use true or false)")]
+    NotABool(String),
+    #[error("'{0}' is not one of arg, stdin, protocol")]
+    NotAPromptVia(String),
+}
+
+pub(super) fn parse_bool(s: &str) -> Result<bool, FlagValueError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
-        other => Err(format!("'{other}' is not a boolean (use true or false)")),
+        other => Err(FlagValueError::NotABool(other.to_string())),
     }
 }
 
-fn parse_prompt_via(s: &str) -> Result<PromptVia, String> {
+fn parse_prompt_via(s: &str) -> Result<PromptVia, FlagValueError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "arg" | "argument" => Ok(PromptVia::Arg),
         "stdin" => Ok(PromptVia::Stdin),
         "protocol" => Ok(PromptVia::Protocol),
-        other => Err(format!("'{other}' is not one of arg, stdin, protocol")),
+        other => Err(FlagValueError::NotAPromptVia(other.to_string())),
     }
 }
 

@@ -1,4 +1,4 @@
-//! [`AgentEvent`] → A2A updates for one turn (DESIGN.md §4).
+//! [`AgentEvent`] → A2A updates for one turn.
 //!
 //! | AgentEvent | update |
 //! |---|---|

@@ -160,23 +160,41 @@ pub fn now_timestamp() -> String {
 /// Longest task or context id accepted from a client.
 pub const MAX_ID_LEN: usize = 128;
 
+/// A client-supplied id that is refused; `what` names the field (`message.taskId`, `id`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidId {
+    #[error("{what} must not be empty")]
+    Empty { what: String },
+    #[error("{what} is longer than {MAX_ID_LEN} characters")]
+    TooLong { what: String },
+    #[error("{what} contains '{}'; allowed are letters, digits and _ . : -", .found.escape_default())]
+    BadChar { what: String, found: char },
+}
+
+impl From<InvalidId> for crate::protocol::A2AError {
+    fn from(e: InvalidId) -> Self {
+        crate::protocol::A2AError::InvalidParams(e.to_string())
+    }
+}
+
 /// Checks a client-supplied task or context id: 1–128 characters of letters, digits and
-/// `_ . : -`. Returns what is wrong, for the error message.
-pub fn validate_id(what: &str, id: &str) -> Result<(), String> {
+/// `_ . : -`.
+pub fn check_id(what: &str, id: &str) -> Result<(), InvalidId> {
+    let what = || what.to_string();
     if id.is_empty() {
-        return Err(format!("{what} must not be empty"));
+        return Err(InvalidId::Empty { what: what() });
     }
     if id.len() > MAX_ID_LEN {
-        return Err(format!("{what} is longer than {MAX_ID_LEN} characters"));
+        return Err(InvalidId::TooLong { what: what() });
     }
-    if let Some(c) = id
+    if let Some(found) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
     {
-        return Err(format!(
-            "{what} contains '{}'; allowed are letters, digits and _ . : -",
-            c.escape_default()
-        ));
+        return Err(InvalidId::BadChar {
+            what: what(),
+            found,
+        });
     }
     Ok(())
 }
@@ -265,10 +283,24 @@ mod tests {
 
     #[test]
     fn ids_are_validated() {
-        assert!(validate_id("contextId", "ctx-1.a:b_c").is_ok());
-        assert!(validate_id("contextId", "").is_err());
-        assert!(validate_id("contextId", &"x".repeat(129)).is_err());
-        assert!(validate_id("contextId", "a/b").unwrap_err().contains("'/'"));
+        assert!(check_id("contextId", "ctx-1.a:b_c").is_ok());
+        assert!(check_id("contextId", "").is_err());
+        assert!(check_id("contextId", &"x".repeat(129)).is_err());
+        assert!(check_id("contextId", "a/b")
+            .unwrap_err()
+            .to_string()
+            .contains("'/'"));
+        assert_eq!(
+            check_id("id", "a\nb"),
+            Err(InvalidId::BadChar {
+                what: "id".into(),
+                found: '\n'
+            })
+        );
+        assert_eq!(
+            check_id("id", "a\nb").unwrap_err().to_string(),
+            "id contains '\\n'; allowed are letters, digits and _ . : -"
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub struct Redactor {
     pub secrets: Vec<String>,
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern, compiled by the tests below"
+)]
 fn key_pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
@@ -26,6 +30,10 @@ fn key_pattern() -> &'static Regex {
     })
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern, compiled by the tests below"
+)]
 fn path_pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {

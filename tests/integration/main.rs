@@ -1,5 +1,8 @@
 //! Integration tests: the real server on 127.0.0.1:0 with fake-agent as the CLI.
 
+// Test code, helpers included, may unwrap and expect: a failed setup should stop the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod card_sign;
 mod client;
 mod common;

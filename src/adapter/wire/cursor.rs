@@ -2,7 +2,7 @@
 //!
 //! **Documented, not recorded.** Cursor's CLI is not on npm and has no custom model endpoint,
 //! so no run was recorded. Every fact here comes from the documented format in
-//! cli-formats §7 (Cursor's "Output format" page and community captures); the tests use
+//! docs/wire-formats.md (from Cursor's "Output format" page and community captures); the tests use
 //! lines written from those documented examples. Re-check against a real run before
 //! adding a version to `tested_versions`.
 //!
@@ -161,7 +161,7 @@ impl WireParser for CursorParser {
 mod tests {
     use super::*;
 
-    // Lines written from the DOCUMENTED examples of cli-formats §7 (Cursor docs "Output
+    // Lines written from the DOCUMENTED examples in docs/wire-formats.md (Cursor docs "Output
     // format" and community captures), with the documented placeholders (`<uuid>`, `…`)
     // filled in. NOT recorded from a real cursor-agent: no binary exists here.
     const SID: &str = "0f6c6c1e-8a9d-4f3e-9b1a-2d5e7c9a1b20";

@@ -2,8 +2,8 @@
 //! stream-json` (one JSON object per line on stdout).
 //!
 //! Every fact here comes from the recorded runs of Gemini CLI 0.61.0
-//! (tests/fixtures/transcripts/gemini/0.61.0, cli-formats §4.2), except the `error` line,
-//! whose shape is from the CLI's source (cli-formats §4.2 **[src]**; no recording has one):
+//! (tests/fixtures/transcripts/gemini/0.61.0, described in docs/wire-formats.md), except the
+//! `error` line, whose shape is from the CLI's source (no recording has one):
 //!
 //! | line | AgentEvent |
 //! |---|---|
@@ -379,7 +379,7 @@ mod tests {
         }
     }
 
-    // `error` lines: shape from the CLI's source (cli-formats §4.2 [src]), not recorded.
+    // `error` lines: shape from the CLI's source (docs/wire-formats.md), not recorded.
     #[test]
     fn src_documented_warning_error_line_does_not_fail_the_task() {
         let mut events = recorded("gemini-resume-2-by-id.jsonl");

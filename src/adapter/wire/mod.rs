@@ -6,6 +6,7 @@ pub mod claude;
 pub mod codex_app_server;
 pub mod codex_exec;
 pub mod cursor;
+mod error;
 pub mod gemini;
 pub mod native;
 pub mod opencode;
@@ -13,6 +14,7 @@ pub mod rules;
 pub mod text;
 
 use super::{AdapterSpec, AgentEvent};
+pub use error::{OptionsError, RuleProblem};
 
 /// Names of the supported wire formats (the `wire` key of an adapter).
 pub const FORMATS: &[&str] = &[
@@ -146,7 +148,7 @@ pub fn parser_for(spec: &AdapterSpec) -> Option<Box<dyn WireParser>> {
 
 /// Checks the adapter's `wire_options` for its format (the rules of `jsonl-rules`, the regexes
 /// of `text`), so a broken adapter file fails when it is loaded rather than on its first turn.
-pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+pub fn validate(spec: &AdapterSpec) -> Result<(), OptionsError> {
     match spec.wire.as_str() {
         rules::FORMAT => rules::validate(spec),
         text::FORMAT => text::validate(spec),

@@ -165,21 +165,32 @@ impl WireParser for NativeParser {
     }
 }
 
+/// Why an `artifact` line was ignored.
+#[derive(Debug, thiserror::Error)]
+enum BadArtifact {
+    #[error("no artifact_id")]
+    NoId,
+    #[error("parts: {0}")]
+    Parts(#[source] serde_json::Error),
+    #[error("no parts")]
+    NoParts,
+    #[error("parts[{0}] must have exactly one of text, raw, url, data")]
+    NotOneContent(usize),
+}
+
 /// An `artifact` line: `artifact_id` (required), `name`, `parts` (A2A v1.0 parts, each with
 /// exactly one of text, raw, url, data), `append`, `last_chunk`.
-fn artifact(v: &Value) -> Result<AgentEvent, String> {
+fn artifact(v: &Value) -> Result<AgentEvent, BadArtifact> {
     let artifact_id = str_of(v, "artifact_id")
         .filter(|id| !id.is_empty())
-        .ok_or("no artifact_id")?;
+        .ok_or(BadArtifact::NoId)?;
     let parts: Vec<Part> = serde_json::from_value(v.get("parts").cloned().unwrap_or_default())
-        .map_err(|e| format!("parts: {e}"))?;
+        .map_err(BadArtifact::Parts)?;
     if parts.is_empty() {
-        return Err("no parts".into());
+        return Err(BadArtifact::NoParts);
     }
     if let Some(i) = parts.iter().position(|p| p.content_count() != 1) {
-        return Err(format!(
-            "parts[{i}] must have exactly one of text, raw, url, data"
-        ));
+        return Err(BadArtifact::NotOneContent(i));
     }
     let flag = |key: &str| v.get(key).and_then(Value::as_bool).unwrap_or(false);
     Ok(AgentEvent::Artifact {

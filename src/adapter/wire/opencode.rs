@@ -2,7 +2,7 @@
 //! object per line on stdout, `{type, timestamp, sessionID, part | error}`).
 //!
 //! Every fact here comes from the recorded runs of opencode 1.18.33
-//! (tests/fixtures/transcripts/opencode/1.18.33, cli-formats §5):
+//! (tests/fixtures/transcripts/opencode/1.18.33, described in docs/wire-formats.md):
 //!
 //! | line | AgentEvent |
 //! |---|---|

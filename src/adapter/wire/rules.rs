@@ -50,7 +50,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Decision, WireParser};
+use super::{Decision, OptionsError, RuleProblem, WireParser};
 use crate::adapter::{AdapterSpec, AgentEvent, Usage};
 
 pub const FORMAT: &str = "jsonl-rules";
@@ -195,35 +195,43 @@ struct Options {
     answer_deny: Option<String>,
 }
 
-fn check_pointer(p: &str, what: &str) -> Result<(), String> {
+fn check_pointer(p: &str, field: &str) -> Result<(), RuleProblem> {
     if p.is_empty() || p.starts_with('/') {
         Ok(())
     } else {
-        Err(format!(
-            "{what}: '{p}' is not a JSON pointer (it must start with '/')"
-        ))
+        Err(RuleProblem::NotAPointer {
+            field: field.to_string(),
+            pointer: p.to_string(),
+        })
     }
 }
 
-fn compile_rule(def: RuleDef, at: &str, nested: bool) -> Result<Rule, String> {
+fn compile_rule(def: RuleDef, at: &str, nested: bool) -> Result<Rule, OptionsError> {
+    let err = |problem| OptionsError::Rule {
+        at: at.to_string(),
+        problem,
+    };
     let mut matches = Vec::new();
     for (p, v) in def.matches.iter() {
-        check_pointer(p, &format!("{at}: match"))?;
-        let v = serde_json::to_value(v).map_err(|e| format!("{at}: match {p}: {e}"))?;
+        check_pointer(p, "match").map_err(err)?;
+        let v = serde_json::to_value(v).map_err(|source| {
+            err(RuleProblem::Value {
+                what: format!("match {p}"),
+                source,
+            })
+        })?;
         matches.push((p.clone(), v));
     }
     let body = match (&def.each, &def.event) {
-        (Some(_), Some(_)) => return Err(format!("{at}: a rule has either 'each' or 'event'")),
-        (Some(_), None) if nested => return Err(format!("{at}: items cannot have 'each'")),
+        (Some(_), Some(_)) => return Err(err(RuleProblem::EachAndEvent)),
+        (Some(_), None) if nested => return Err(err(RuleProblem::NestedEach)),
         (Some(each), None) => {
-            check_pointer(each, &format!("{at}: each"))?;
+            check_pointer(each, "each").map_err(err)?;
             if def.items.is_empty() {
-                return Err(format!("{at}: 'each' needs 'items'"));
+                return Err(err(RuleProblem::EachWithoutItems));
             }
             if def.pointers().iter().any(|(_, v)| v.is_some()) || !def.set.is_empty() {
-                return Err(format!(
-                    "{at}: a rule with 'each' takes its fields in 'items'"
-                ));
+                return Err(err(RuleProblem::FieldsBesideEach));
             }
             let pointer = each.clone();
             let items = def
@@ -234,10 +242,10 @@ fn compile_rule(def: RuleDef, at: &str, nested: bool) -> Result<Rule, String> {
                 .collect::<Result<Vec<_>, _>>()?;
             Body::Each { pointer, items }
         }
-        (None, None) => return Err(format!("{at}: 'event' is missing")),
+        (None, None) => return Err(err(RuleProblem::NoEvent)),
         (None, Some(event)) => {
             if !def.items.is_empty() {
-                return Err(format!("{at}: 'items' needs 'each'"));
+                return Err(err(RuleProblem::ItemsWithoutEach));
             }
             let allowed = EVENTS
                 .iter()
@@ -245,25 +253,36 @@ fn compile_rule(def: RuleDef, at: &str, nested: bool) -> Result<Rule, String> {
                 .map(|(_, f)| *f)
                 .ok_or_else(|| {
                     let known: Vec<&str> = EVENTS.iter().map(|(e, _)| *e).collect();
-                    format!(
-                        "{at}: unknown event '{event}' (known: {})",
-                        known.join(", ")
-                    )
+                    err(RuleProblem::UnknownEvent {
+                        event: event.clone(),
+                        known: known.join(", "),
+                    })
                 })?;
+            let no_field = |field: &str| {
+                err(RuleProblem::NoSuchField {
+                    event: event.clone(),
+                    field: field.to_string(),
+                })
+            };
             let mut fields = BTreeMap::new();
             for (name, p) in def.pointers() {
                 let Some(p) = p else { continue };
                 if !allowed.contains(&name) {
-                    return Err(format!("{at}: event '{event}' has no field '{name}'"));
+                    return Err(no_field(name));
                 }
-                check_pointer(p, &format!("{at}: {name}"))?;
+                check_pointer(p, name).map_err(err)?;
                 fields.insert(name.to_string(), Source::Pointer(p.clone()));
             }
             for (name, v) in def.set.iter() {
                 if !allowed.contains(&name.as_str()) {
-                    return Err(format!("{at}: event '{event}' has no field '{name}'"));
+                    return Err(no_field(name));
                 }
-                let v = serde_json::to_value(v).map_err(|e| format!("{at}: set {name}: {e}"))?;
+                let v = serde_json::to_value(v).map_err(|source| {
+                    err(RuleProblem::Value {
+                        what: format!("set {name}"),
+                        source,
+                    })
+                })?;
                 fields.insert(name.clone(), Source::Const(v));
             }
             Body::Event(EventRule {
@@ -279,12 +298,12 @@ fn compile_rule(def: RuleDef, at: &str, nested: bool) -> Result<Rule, String> {
     })
 }
 
-fn compile(table: &toml::Table) -> Result<Options, String> {
+fn compile(table: &toml::Table) -> Result<Options, OptionsError> {
     let def: OptionsDef = toml::Value::Table(table.clone())
         .try_into()
-        .map_err(|e: toml::de::Error| format!("wire_options: {}", e.message()))?;
+        .map_err(OptionsError::Shape)?;
     if def.rules.is_empty() {
-        return Err("wire_options.rules is empty: the format has nothing to read".into());
+        return Err(OptionsError::NoRules);
     }
     let rules = def
         .rules
@@ -301,14 +320,14 @@ fn compile(table: &toml::Table) -> Result<Options, String> {
 }
 
 /// Checks an adapter's rules (for the registry, at load time).
-pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+pub fn validate(spec: &AdapterSpec) -> Result<(), OptionsError> {
     compile(&spec.wire_options).map(|_| ())
 }
 
 /// The parser: checked rules, or the reason they are invalid (reported on the first line).
 #[derive(Debug)]
 pub struct RulesParser {
-    options: Result<Options, String>,
+    options: Result<Options, OptionsError>,
     reported: bool,
 }
 

@@ -18,7 +18,7 @@
 use regex::Regex;
 use serde::Deserialize;
 
-use super::{Decision, WireParser};
+use super::{Decision, OptionsError, WireParser};
 use crate::adapter::{AdapterSpec, AgentEvent};
 
 pub const FORMAT: &str = "text";
@@ -53,14 +53,14 @@ struct Options {
     errors: Vec<(Regex, Option<String>)>,
 }
 
-fn regex(key: &str, p: &str) -> Result<Regex, String> {
-    Regex::new(p).map_err(|e| format!("wire_options.{key}: {e}"))
+fn regex(key: &'static str, p: &str) -> Result<Regex, OptionsError> {
+    Regex::new(p).map_err(|source| OptionsError::Regex { key, source })
 }
 
-fn compile(table: &toml::Table) -> Result<Options, String> {
+fn compile(table: &toml::Table) -> Result<Options, OptionsError> {
     let def: OptionsDef = toml::Value::Table(table.clone())
         .try_into()
-        .map_err(|e: toml::de::Error| format!("wire_options: {}", e.message()))?;
+        .map_err(OptionsError::Shape)?;
     let approval = def
         .approval_pattern
         .as_deref()
@@ -77,7 +77,7 @@ fn compile(table: &toml::Table) -> Result<Options, String> {
         .error_patterns
         .into_iter()
         .map(|e| Ok((regex("error_patterns", &e.pattern)?, e.kind)))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, OptionsError>>()?;
     Ok(Options {
         approval,
         yes: def
@@ -92,14 +92,14 @@ fn compile(table: &toml::Table) -> Result<Options, String> {
 }
 
 /// Checks an adapter's `wire_options` (for the registry, at load time).
-pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+pub fn validate(spec: &AdapterSpec) -> Result<(), OptionsError> {
     compile(&spec.wire_options).map(|_| ())
 }
 
 /// The parser: checked options, or the reason they are invalid (reported on the first line).
 #[derive(Debug)]
 pub struct TextParser {
-    options: Result<Options, String>,
+    options: Result<Options, OptionsError>,
     reported: bool,
     prompts: u64,
 }

@@ -222,16 +222,40 @@ struct RawFile03 {
     name: Option<String>,
 }
 
-impl TryFrom<RawPart03> for Part03 {
-    type Error = String;
+/// Why a v0.3 part could not be read (serde reports the message with its position).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPart03 {
+    #[error("part has \"type\" {0} but no \"kind\"; a v0.3 part names its kind in \"kind\": text, file or data")]
+    TypeWithoutKind(String),
+    #[error("part has no kind and none of text, file or data")]
+    NoContent,
+    #[error("part has no kind and several contents ({0}); set kind")]
+    SeveralContents(String),
+    #[error("part of kind \"{kind}\" has no \"{field}\" {what}")]
+    Missing {
+        kind: &'static str,
+        field: &'static str,
+        what: &'static str,
+    },
+    #[error("file part has both file.bytes and file.uri")]
+    BytesAndUri,
+    #[error("file part needs file.bytes or file.uri")]
+    NoBytesOrUri,
+    #[error("data part: \"data\" must be a JSON object in v0.3")]
+    DataNotObject,
+    #[error("unknown part kind \"{0}\" (expected text, file or data)")]
+    UnknownKind(String),
+}
 
-    fn try_from(raw: RawPart03) -> Result<Self, String> {
+impl TryFrom<RawPart03> for Part03 {
+    type Error = BadPart03;
+
+    fn try_from(raw: RawPart03) -> Result<Self, BadPart03> {
         let kind = match raw.kind.as_deref() {
             Some(k) => k.to_string(),
             None if raw.type_.is_some() => {
-                return Err(format!(
-                    "part has \"type\" {} but no \"kind\"; a v0.3 part names its kind in \"kind\": text, file or data",
-                    raw.type_.as_ref().map(Value::to_string).unwrap_or_default()
+                return Err(BadPart03::TypeWithoutKind(
+                    raw.type_.as_ref().map(Value::to_string).unwrap_or_default(),
                 ));
             }
             None => {
@@ -246,13 +270,10 @@ impl TryFrom<RawPart03> for Part03 {
                 match present.as_slice() {
                     [one] => (*one).to_string(),
                     [] => {
-                        return Err("part has no kind and none of text, file or data".into());
+                        return Err(BadPart03::NoContent);
                     }
                     many => {
-                        return Err(format!(
-                            "part has no kind and several contents ({}); set kind",
-                            many.join(", ")
-                        ));
+                        return Err(BadPart03::SeveralContents(many.join(", ")));
                     }
                 }
             }
@@ -260,15 +281,19 @@ impl TryFrom<RawPart03> for Part03 {
         let metadata = raw.metadata;
         match kind.as_str() {
             "text" => {
-                let text = raw
-                    .text
-                    .ok_or("part of kind \"text\" has no \"text\" string")?;
+                let text = raw.text.ok_or(BadPart03::Missing {
+                    kind: "text",
+                    field: "text",
+                    what: "string",
+                })?;
                 Ok(Part03::Text(TextPart03 { text, metadata }))
             }
             "file" => {
-                let f = raw
-                    .file
-                    .ok_or("part of kind \"file\" has no \"file\" object")?;
+                let f = raw.file.ok_or(BadPart03::Missing {
+                    kind: "file",
+                    field: "file",
+                    what: "object",
+                })?;
                 let file = match (f.bytes, f.uri) {
                     (Some(bytes), None) => FileContent03::Bytes {
                         bytes,
@@ -281,24 +306,24 @@ impl TryFrom<RawPart03> for Part03 {
                         name: f.name,
                     },
                     (Some(_), Some(_)) => {
-                        return Err("file part has both file.bytes and file.uri".into());
+                        return Err(BadPart03::BytesAndUri);
                     }
                     (None, None) => {
-                        return Err("file part needs file.bytes or file.uri".into());
+                        return Err(BadPart03::NoBytesOrUri);
                     }
                 };
                 Ok(Part03::File(FilePart03 { file, metadata }))
             }
             "data" => match raw.data {
                 Some(Value::Object(data)) => Ok(Part03::Data(DataPart03 { data, metadata })),
-                None | Some(Value::Null) => {
-                    Err("part of kind \"data\" has no \"data\" object".into())
-                }
-                Some(_) => Err("data part: \"data\" must be a JSON object in v0.3".into()),
+                None | Some(Value::Null) => Err(BadPart03::Missing {
+                    kind: "data",
+                    field: "data",
+                    what: "object",
+                }),
+                Some(_) => Err(BadPart03::DataNotObject),
             },
-            other => Err(format!(
-                "unknown part kind \"{other}\" (expected text, file or data)"
-            )),
+            other => Err(BadPart03::UnknownKind(other.to_string())),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `claude-stream-json`: Claude Code's `--output-format stream-json --verbose` lines, also
 //! spoken by qwen-code (`-o stream-json`). Every fact here comes from the recorded runs in
 //! `tests/fixtures/transcripts/claude-code/2.1.330/` and `.../qwen/0.24.4/` (described in
-//! reference/cli-formats.md §2 and §6).
+//! docs/wire-formats.md, sections Claude Code and Qwen Code).
 //!
 //! Two modes, chosen by `wire_options.input`:
 //!

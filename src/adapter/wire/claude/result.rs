@@ -93,7 +93,7 @@ fn error_kind(v: &Value, subtype: &str, hint: Option<&str>, errors: &[&str]) -> 
         _ => {}
     }
     // `hint` values other than the two recorded ones are those of the SDK's
-    // `assistant.error` enum (reference/cli-formats.md §2.4).
+    // `assistant.error` enum (docs/wire-formats.md, section Claude Code).
     if status == Some(401)
         || matches!(
             hint,

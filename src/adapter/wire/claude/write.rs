@@ -78,7 +78,7 @@ pub(super) fn permission(buf: &mut Vec<u8>, request_id: &str, allow: Result<&Val
     );
 }
 
-/// An error answer to a control request (the SDK's shape, reference/cli-formats.md §2.5).
+/// An error answer to a control request (the SDK's shape, docs/wire-formats.md).
 pub(super) fn error(buf: &mut Vec<u8>, request_id: &str, error: &str) {
     line_into(
         buf,

@@ -164,7 +164,7 @@ fn invalid_rules_are_rejected_at_load_time_with_the_reason() {
         ),
     ];
     for (options, want) in cases {
-        let err = validate(&spec_with(options)).unwrap_err();
+        let err = validate(&spec_with(options)).unwrap_err().to_string();
         assert!(err.contains(want), "{options:?}: {err}");
     }
     // The registry calls it: a bad adapter file fails to load.
@@ -178,6 +178,30 @@ fn invalid_rules_are_rejected_at_load_time_with_the_reason() {
         err.contains("bad.toml") && err.contains("unknown event"),
         "{err}"
     );
+}
+
+#[test]
+fn rule_errors_are_typed_and_name_the_rule() {
+    let err = validate(&spec_with(
+        "[[wire_options.rules]]\nevent = \"text\"\n[[wire_options.rules]]\neach = \"/c\"\n",
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(&err, OptionsError::Rule { at, problem: RuleProblem::EachWithoutItems } if at == "wire_options.rules[1]"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "wire_options.rules[1]: 'each' needs 'items'"
+    );
+    assert!(matches!(
+        validate(&spec_with("")),
+        Err(OptionsError::NoRules)
+    ));
+    // A TOML shape error keeps the parser's error as its source.
+    let err = validate(&spec_with("rules = 3\n")).unwrap_err();
+    assert!(matches!(err, OptionsError::Shape(_)), "{err:?}");
+    assert!(std::error::Error::source(&err).is_some());
 }
 
 #[test]

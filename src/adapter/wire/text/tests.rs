@@ -132,9 +132,11 @@ fn without_a_pattern_nothing_is_asked_or_answered() {
 fn invalid_options_are_rejected_at_load_time() {
     assert!(validate(&spec_with("approval_pattern = '('"))
         .unwrap_err()
+        .to_string()
         .contains("approval_pattern"));
     assert!(validate(&spec_with("aproval_pattern = 'x'"))
         .unwrap_err()
+        .to_string()
         .contains("aproval_pattern"));
     assert!(validate(&spec_with("error_patterns = [{ pattern = '[' }]")).is_err());
     let mut p = TextParser::new(&spec_with("skip_pattern = '('"));
