@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use clap::{Parser, Subcommand};
 
 use crate::adapter::{AdapterSpec, Registry};
-use crate::engine::launch::{child_env, resolve_program, Launch};
+use crate::engine::launch::{child_env, resolve_program, Launch, LaunchError};
 use crate::engine::{Engine, EngineConfig, Recovery};
 use crate::push::{PushService, Sealer};
 use crate::server::guard::Guard;
@@ -457,10 +457,13 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
                 ]
             }
             Err(e) => {
-                let hint = if a.install.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("not installed ({})", a.install)
+                // "not installed" only when the program was looked for and not found; a
+                // configured path that cannot be run says why.
+                let hint = match &e {
+                    LaunchError::NotFound { .. } if !a.install.is_empty() => {
+                        format!("not installed ({})", a.install)
+                    }
+                    _ => e.to_string(),
                 };
                 [a.id.clone(), a.wire.clone(), "-".into(), "-".into(), hint]
             }
@@ -594,5 +597,27 @@ mod tests {
         std::fs::write(dir.path().join("bad.toml"), "id = 1\n").unwrap();
         let err = registry(&s).unwrap_err().to_string();
         assert!(err.contains("bad.toml"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn adapters_say_why_a_configured_program_cannot_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent");
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        for (path, reason) in [
+            (file.clone(), "no execute permission"),
+            (dir.path().to_path_buf(), "is a directory"),
+            (dir.path().join("missing"), "does not exist"),
+        ] {
+            let mut s = settings();
+            s.binary = Some(path.display().to_string());
+            let out = list_adapters(&s).await.unwrap();
+            let row = out
+                .lines()
+                .find(|l| l.starts_with("claude-code "))
+                .unwrap_or_default();
+            assert!(row.contains(reason), "{row}");
+            assert!(!row.contains("not installed"), "{row}");
+        }
     }
 }
