@@ -4,6 +4,7 @@
 //! the config overrides by `id`). [`AdapterSpec`] is its schema; `adapters/README.md`
 //! documents it. [`wire`] holds one parser per output format, producing [`AgentEvent`]s.
 
+pub mod error_kind;
 pub mod event;
 pub mod wire;
 

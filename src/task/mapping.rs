@@ -20,7 +20,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::adapter::{AgentEvent, Usage};
+use crate::adapter::{error_kind, AgentEvent, Usage};
 use crate::protocol::v1::{
     Artifact, Message, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
@@ -43,6 +43,22 @@ pub const DIRECT_MESSAGE_KEY: &str = "directMessage";
 const TOOL_OUTPUT_MAX: usize = 2000;
 /// Longest answer text kept to fill the result when the CLI ends without one.
 const ANSWER_KEEP_MAX: usize = 1 << 20;
+
+/// Output lines that stand for the error text of a program that failed without stderr.
+const EXIT_TAIL_LINES: usize = 5;
+
+/// The last `n` non-empty lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .collect();
+    lines.reverse();
+    lines.join("\n")
+}
 
 /// Why a turn's process ended, when the mapper has not seen a terminal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -356,9 +372,8 @@ impl TurnMapper {
                 vec![self.status(TaskState::Rejected, Some(msg))]
             }
             AgentEvent::Error { message, kind } => {
-                if let Some(k) = kind {
-                    self.pending_metadata.insert("errorKind".into(), json!(k));
-                }
+                let k = error_kind::kind_of(kind.as_deref(), &message);
+                self.pending_metadata.insert("errorKind".into(), json!(k));
                 let msg = self.agent_text(&self.redactor.clean(&message));
                 vec![self.status(TaskState::Failed, Some(msg))]
             }
@@ -390,8 +405,19 @@ impl TurnMapper {
                     (Some(c), None) => format!("The agent exited with code {c}"),
                     (None, None) => "The agent exited".to_string(),
                 };
-                let tail = self.redactor.clean(stderr_tail.trim());
+                // On a pty stderr is merged into stdout: the last output lines are the
+                // program's own error text then.
+                let tail = if stderr_tail.trim().is_empty() {
+                    last_lines(&self.answer, EXIT_TAIL_LINES)
+                } else {
+                    stderr_tail
+                };
+                let tail = self.redactor.clean(tail.trim());
                 let tail = tail.trim();
+                self.pending_metadata.insert(
+                    "errorKind".into(),
+                    json!(error_kind::kind_of(None, tail)),
+                );
                 let text = if tail.is_empty() {
                     format!("{how} before finishing its turn")
                 } else {
@@ -400,18 +426,30 @@ impl TurnMapper {
                 (TaskState::Failed, text)
             }
             ExitReason::SpawnFailed(why) => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::CONFIG));
+                    TaskState::Failed
+                },
                 format!(
                     "The agent could not be started: {}",
                     self.redactor.clean(&why)
                 ),
             ),
             ExitReason::IdleTimeout { secs } => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                    TaskState::Failed
+                },
                 format!("The agent printed nothing for {secs} s and was stopped (idle timeout)"),
             ),
             ExitReason::HardTimeout { secs } => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                    TaskState::Failed
+                },
                 format!("The task ran longer than its limit of {secs} s and was stopped"),
             ),
             ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),

@@ -143,3 +143,37 @@ fn invalid_options_are_rejected_at_load_time() {
     );
     assert!(parse(&mut p, "x").is_empty());
 }
+
+/// A pty program that fails prints its error on the terminal (stderr is merged into stdout):
+/// the failure message carries its last lines, and `errorKind` comes from them. Recorded
+/// aider 401 output, run through the generic adapter (no error patterns) and a failing exit.
+#[test]
+fn a_failing_pty_program_reports_its_last_lines() {
+    use crate::task::{ExitReason, TurnMapper};
+    let mut p = TextParser::new(&adapter("generic"));
+    let events = golden::events(&mut p, "aider/0.86.2/aider-auth-401.txt");
+    let mut m = TurnMapper::new("t", "c");
+    m.started();
+    for e in events {
+        m.on_event(e);
+    }
+    let out = m.on_exit(ExitReason::Exited {
+        code: Some(1),
+        signal: None,
+        stderr_tail: String::new(),
+    });
+    let last = serde_json::to_value(out.last().unwrap()).unwrap();
+    let status = &last["statusUpdate"];
+    assert_eq!(status["status"]["state"], "TASK_STATE_FAILED");
+    let text = status["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.starts_with("The agent exited with code 1 before finishing its turn: ")
+            && text.contains("litellm.AuthenticationError")
+            && text.ends_with("Check your API key."),
+        "{text}"
+    );
+    assert_eq!(status["metadata"]["errorKind"], "auth");
+    assert_eq!(status["metadata"]["exitCode"], 1);
+}
