@@ -274,10 +274,12 @@ impl TurnMapper {
                     output
                 };
                 let shown = truncate_chars(&output, TOOL_OUTPUT_MAX);
-                let text = if is_error {
-                    format!("Tool failed: {shown}")
-                } else {
-                    format!("Tool result: {shown}")
+                // Never an empty result text (Codex reports a declined command with no output).
+                let text = match (is_error, shown.trim().is_empty()) {
+                    (true, true) => "Tool failed (it gave no reason)".to_string(),
+                    (true, false) => format!("Tool failed: {shown}"),
+                    (false, true) => "Tool finished (no output)".to_string(),
+                    (false, false) => format!("Tool result: {shown}"),
                 };
                 let mut msg = self.agent_text(&text);
                 if self.tool_trace {

@@ -292,9 +292,11 @@ impl AcpParser {
     }
 
     /// Reports a tool call the first time its id shows up (Gemini sends no `tool_call`, only
-    /// the permission request and the final `tool_call_update`). The name is `_meta.toolName`
-    /// (qwen), else the title of a `tool_call` (opencode: `bash`; later titles describe the
-    /// call, e.g. the command), else the tool kind (`execute`).
+    /// the permission request and the final `tool_call_update`). One naming rule for every
+    /// ACP agent: the name is the tool's ACP `kind` (`execute`, `edit`, `read`, ...), whatever
+    /// the title says (Gemini titles a call it runs without asking by its command, `echo hi`;
+    /// opencode by its tool, `bash`); the command or file is in the input (`rawInput`, else the
+    /// title and locations). Without a kind: `_meta.toolName` (qwen), else the title.
     fn tool_seen(&mut self, call: &Value, announced: bool, out: &mut Vec<AgentEvent>) {
         let Some(id) = str_at(call, "/toolCallId") else {
             return;
@@ -302,12 +304,11 @@ impl AcpParser {
         if self.tools.contains_key(&id) {
             return;
         }
-        let known = str_at(call, "/_meta/toolName")
+        let known = str_at(call, "/kind")
+            .filter(|k| !k.is_empty())
+            .or_else(|| str_at(call, "/_meta/toolName"))
             .or_else(|| announced.then(|| str_at(call, "/title")).flatten());
-        let name = known
-            .clone()
-            .or_else(|| str_at(call, "/kind"))
-            .unwrap_or_else(|| "tool".into());
+        let name = known.clone().unwrap_or_else(|| "tool".into());
         let input = match call.get("rawInput") {
             Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()),
             _ => {
@@ -349,6 +350,7 @@ impl AcpParser {
         };
         let tool = str_at(call, "/toolCallId")
             .and_then(|id| self.tools.get(&id).cloned().flatten())
+            .or_else(|| str_at(call, "/kind"))
             .or_else(|| str_at(call, "/_meta/toolName"));
         let detail = content_text(call.get("content")).or_else(|| {
             let paths: Vec<String> = call
@@ -370,11 +372,26 @@ impl AcpParser {
             id,
             kind: kind.into(),
             tool,
-            target: str_at(call, "/title"),
+            target: target_of(call),
             detail,
             options,
         });
     }
+}
+
+/// What a tool call acts on: its command or file (`rawInput`, else the first location), else
+/// its title.
+fn target_of(call: &Value) -> Option<String> {
+    [
+        "/rawInput/command",
+        "/rawInput/filePath",
+        "/rawInput/file_path",
+        "/rawInput/path",
+    ]
+    .iter()
+    .find_map(|p| str_at(call, p).filter(|t| !t.is_empty()))
+    .or_else(|| str_at(call, "/locations/0/path"))
+    .or_else(|| str_at(call, "/title"))
 }
 
 impl WireParser for AcpParser {

@@ -481,3 +481,31 @@ fn noise_is_a_warning_and_unknown_notifications_are_ignored() {
     .is_empty());
     assert!(parse(&mut p, "  ").0.is_empty());
 }
+
+/// One naming rule: the ACP kind names the tool (with the command or file in its input and
+/// the approval's target), whatever the agent's title says: opencode titles the call `bash`,
+/// qwen names it `run_shell_command`, Gemini only asks, and titles a call it runs without
+/// asking by its command.
+#[test]
+fn tools_are_named_by_their_kind() {
+    for fixture in [GEMINI, QWEN, OPENCODE] {
+        let (events, _) = replay(fixture);
+        let mut names = Vec::new();
+        for e in &events {
+            match e {
+                AgentEvent::ToolUse { name, .. } => names.push(name.clone()),
+                AgentEvent::ApprovalRequired {
+                    tool: Some(t),
+                    target: Some(c),
+                    ..
+                } => {
+                    assert!(c.contains("touch fake_created.txt"), "{fixture}: {c}");
+                    names.push(t.clone());
+                }
+                _ => {}
+            }
+        }
+        assert!(!names.is_empty(), "{fixture}");
+        assert!(names.iter().all(|n| n == "execute"), "{fixture}: {names:?}");
+    }
+}
