@@ -250,6 +250,18 @@ impl TurnMapper {
                 vec![self.status(TaskState::Working, Some(msg))]
             }
             AgentEvent::Thinking { .. } | AgentEvent::Warning { .. } => Vec::new(),
+            AgentEvent::SessionReplaced {
+                reason,
+                history_told,
+            } => {
+                // Said in the task's metadata: the agent's own memory of the context is gone,
+                // and what it knows of it is what it was told.
+                self.pending_metadata.insert(
+                    "sessionReplaced".into(),
+                    json!({"reason": self.redactor.clean(&reason), "historyTold": history_told}),
+                );
+                Vec::new()
+            }
             AgentEvent::ToolUse { id, name, input } => {
                 let mut msg = self.agent_text(&format!("Using tool: {name}"));
                 if self.tool_trace {

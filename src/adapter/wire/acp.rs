@@ -7,7 +7,12 @@
 //! 1. `start` sends `initialize` (no file system, no terminal: the agent does its own I/O);
 //! 2. its response → `session/new` (`cwd`, no MCP servers), or `session/load` when the turn
 //!    resumes a session and the agent advertised `loadSession`;
-//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`]. After
+//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`]. A
+//!    `session/load` that fails (Gemini CLI 0.61.0 loses a session resumed in the UTC minute
+//!    it was created: its file is named after that minute and the load starts a new recording
+//!    under the same name before reading the old one) is followed by `session/new`, and the
+//!    prompt then carries the earlier turns given by [`WireParser::set_history`]
+//!    ([`AgentEvent::SessionReplaced`], task metadata `sessionReplaced`). After
 //!    `session/load` the prompt first waits for the answer to [`SYNC_METHOD`]: Gemini CLI
 //!    0.61.0 replays the history *after* answering the load (against the spec); the sync
 //!    answer comes after the replay (seen with the real CLI), and updates before the prompt
@@ -28,6 +33,9 @@ use crate::adapter::{AgentEvent, ApprovalOption, Usage};
 
 pub const FORMAT: &str = "acp";
 
+/// Framing of the earlier turns told to a session that replaces one that could not be loaded.
+const HISTORY_PREAMBLE: &str = "[agent-host: your earlier session of this conversation could not be resumed. These are the earlier turns; continue the conversation from them.]\n<earlier-turns>";
+const HISTORY_END: &str = "</earlier-turns>\n[The new message follows.]";
 /// ACP `protocolVersion` the host speaks (the one the recordings negotiated).
 const PROTOCOL_VERSION: u64 = 1;
 /// JSON-RPC "method not found".
@@ -94,6 +102,10 @@ pub struct AcpParser {
     text_broken: bool,
     /// Usage summed from per-request `_meta.usage` (qwen), used when the prompt result has none.
     usage: Option<Usage>,
+    /// The context's earlier turns ([`WireParser::set_history`]).
+    history: Option<String>,
+    /// Why `session/load` failed, once a new session replaces the one to resume.
+    replaced: Option<String>,
 }
 
 impl AcpParser {
@@ -112,7 +124,13 @@ impl AcpParser {
 
     fn send_prompt(&mut self, session_id: &str, reply: &mut Vec<u8>) {
         self.prompting = true;
-        let prompt = self.prompt.clone();
+        let prompt = match (&self.replaced, &self.history) {
+            (Some(_), Some(h)) => format!(
+                "{HISTORY_PREAMBLE}\n\n{h}\n\n{HISTORY_END}\n\n{}",
+                self.prompt
+            ),
+            _ => self.prompt.clone(),
+        };
         reply.extend(self.request(
             Pending::Prompt,
             json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
@@ -135,6 +153,23 @@ impl AcpParser {
             return;
         }
         if let Some(err) = v.get("error") {
+            if what == Pending::LoadSession && self.replaced.is_none() {
+                // Gemini CLI 0.61.0 loses a session resumed within the minute it was created
+                // ("No previous sessions found", then "Invalid session identifier"): start a
+                // new one and tell it the earlier turns rather than fail the follow-up.
+                let AgentEvent::Error { message, .. } = rpc_error(what, err) else {
+                    return;
+                };
+                out.push(AgentEvent::Warning {
+                    message: format!("{message}; starting a new session"),
+                });
+                self.replaced = Some(message);
+                let cwd = self.cwd.clone();
+                reply.extend(
+                    self.request(Pending::NewSession, json!({"cwd": cwd, "mcpServers": []})),
+                );
+                return;
+            }
             out.push(rpc_error(what, err));
             return;
         }
@@ -189,6 +224,12 @@ impl AcpParser {
                     cwd: Some(self.cwd.clone()),
                     tools: Vec::new(),
                 });
+                if let Some(reason) = self.replaced.clone() {
+                    out.push(AgentEvent::SessionReplaced {
+                        reason,
+                        history_told: self.history.is_some(),
+                    });
+                }
                 self.session_id = Some(id.clone());
                 if what == Pending::LoadSession {
                     reply.extend(self.request(Pending::Sync, json!({})));
@@ -409,6 +450,10 @@ impl WireParser for AcpParser {
                 }
             }),
         )
+    }
+
+    fn set_history(&mut self, earlier_turns: &str) {
+        self.history = Some(earlier_turns.to_string()).filter(|h| !h.trim().is_empty());
     }
 
     fn parse_line(&mut self, text: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
