@@ -6,6 +6,7 @@
 
 pub mod error_kind;
 pub mod event;
+pub mod retry;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -68,6 +69,10 @@ pub struct Limits {
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub cancel_grace_ms: Option<u64>,
+    /// Regex for the lines (stderr) where the CLI reports a failed model request it retries.
+    pub retry_pattern: Option<String>,
+    /// How many such failed attempts pass before the turn fails (see [`retry`]).
+    pub retry_limit: Option<u32>,
 }
 
 /// A skill shown in the agent card.
@@ -185,7 +190,7 @@ impl AdapterSpec {
                 ),
             });
         }
-        if let Err(message) = wire::validate(&spec) {
+        if let Err(message) = wire::validate(&spec).and_then(|()| retry::validate(&spec)) {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
                 message,
