@@ -1,6 +1,7 @@
 //! Tests of the parent module.
 
 use super::*;
+use crate::adapter::Usage;
 
 fn states(updates: &[StreamResponse]) -> Vec<TaskState> {
     updates
