@@ -97,6 +97,9 @@ summary=()
 if [[ -n "${A2A_TCK_DIR:-}" ]]; then
   echo "== 1.0 kit: $(git -C "$A2A_TCK_DIR" rev-parse --short HEAD 2>/dev/null || echo '?') ($A2A_TCK_DIR)"
   venv "$venvs/tck-1.0" "$A2A_TCK_DIR"
+  # The card route serves the pure v1.0 card to requests with `A2A-Version: 1.0` (header or
+  # query) and the v0.3 fields to the others; the 1.0 kit (at 357c4a8) fetches the card with
+  # no A2A-Version, so it is served with the v0.3 fields switched off.
   serve v1 1.0 false 0
   level=()
   [[ -n "${TCK_LEVEL:-}" ]] && level=(--level "$TCK_LEVEL")

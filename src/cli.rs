@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::engine::launch::resolve_program;
+use crate::engine::launch::{resolve_program, LaunchError};
 use crate::server;
 use crate::settings::{ServeArgs, Settings};
 
@@ -134,10 +134,13 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
                 ]
             }
             Err(e) => {
-                let hint = if a.install.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("not installed ({})", a.install)
+                // "not installed" only when the program was looked for and not found; a
+                // configured path that cannot be run says why.
+                let hint = match &e {
+                    LaunchError::NotFound { .. } if !a.install.is_empty() => {
+                        format!("not installed ({})", a.install)
+                    }
+                    _ => e.to_string(),
                 };
                 [a.id.clone(), a.wire.clone(), "-".into(), "-".into(), hint]
             }
@@ -175,4 +178,36 @@ pub fn print_card(settings: &Settings) -> Result<String, StartError> {
         &settings.security,
     );
     Ok(serde_json::to_string_pretty(&server::card::served_json(&card, &cs)).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::ServeArgs;
+
+    fn settings() -> Settings {
+        Settings::resolve(&ServeArgs::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn adapters_say_why_a_configured_program_cannot_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent");
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        for (path, reason) in [
+            (file.clone(), "no execute permission"),
+            (dir.path().to_path_buf(), "is a directory"),
+            (dir.path().join("missing"), "does not exist"),
+        ] {
+            let mut s = settings();
+            s.binary = Some(path.display().to_string());
+            let out = list_adapters(&s).await.unwrap();
+            let row = out
+                .lines()
+                .find(|l| l.starts_with("claude-code "))
+                .unwrap_or_default();
+            assert!(row.contains(reason), "{row}");
+            assert!(!row.contains("not installed"), "{row}");
+        }
+    }
 }

@@ -13,11 +13,12 @@
 //!   ([`protocol::A2AError`], the one place that maps errors to JSON-RPC codes); the JSON-RPC
 //!   method names of both versions ([`protocol::Method`]).
 //! - [`adapter`]: adapter definitions (`adapters/*.toml`, embedded; [`adapter::AdapterSpec`]),
-//!   the normalized [`adapter::AgentEvent`], and one parser per CLI output format in
-//!   [`adapter::wire`] (the native `agent-host-jsonl` protocol first).
+//!   the normalized [`adapter::AgentEvent`], one parser per CLI output format in
+//!   [`adapter::wire`] (the native `agent-host-jsonl` protocol first), and the one table from
+//!   a CLI's error text to the task's `errorKind` ([`adapter::error_kind`]).
 //! - [`task`]: the task model: [`task::TaskEvent`]s applied to a task in place, the event log
 //!   entry, id rules, and [`task::TurnMapper`] (AgentEvent → A2A updates, exactly one terminal
-//!   state per turn).
+//!   state per turn); a context's earlier turns as text ([`task::history`]).
 //! - [`runner`]: the only place with child processes, ptys and signals: spawn in its own
 //!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
 //!   group, grace, SIGKILL, reap.

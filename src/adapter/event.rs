@@ -89,4 +89,7 @@ pub enum AgentEvent {
     Rejected { message: String },
     /// A line the host noticed but that changes nothing (non-JSON noise, an over-long line).
     Warning { message: String },
+    /// The CLI's session could not be resumed (`reason`: the CLI's error); a new one was
+    /// started, told the earlier turns when `history_told`.
+    SessionReplaced { reason: String, history_told: bool },
 }

@@ -4,7 +4,9 @@
 //! the config overrides by `id`). [`AdapterSpec`] is its schema; `adapters/README.md`
 //! documents it. [`wire`] holds one parser per output format, producing [`AgentEvent`]s.
 
+pub mod error_kind;
 pub mod event;
+pub mod retry;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -67,6 +69,10 @@ pub struct Limits {
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub cancel_grace_ms: Option<u64>,
+    /// Regex for the lines (stderr) where the CLI reports a failed model request it retries.
+    pub retry_pattern: Option<String>,
+    /// How many such failed attempts pass before the turn fails (see [`retry`]).
+    pub retry_limit: Option<u32>,
 }
 
 /// A skill shown in the agent card.
@@ -184,10 +190,13 @@ impl AdapterSpec {
                 ),
             });
         }
-        if let Err(e) = wire::validate(&spec) {
+        if let Err(message) = wire::validate(&spec)
+            .map_err(|e| e.to_string())
+            .and_then(|()| retry::validate(&spec))
+        {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
-                message: e.to_string(),
+                message,
             });
         }
         if spec.id.is_empty() {

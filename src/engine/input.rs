@@ -304,7 +304,26 @@ const NO: &[&str] = &[
 /// Reads a user's answer to an approval request. A data part `{"decision": "allow"|"deny",
 /// "option": "...", "message": "..."}` wins; otherwise the text: yes/allow/approve … or
 /// no/deny/reject …. For a question (`kind` "question") any text is the answer.
+///
+/// An answer that names the question it answers (`approvalId` in a data part or in the
+/// message's metadata) must name the one waiting: an answer meant for an earlier question
+/// never answers a later one the client has not seen.
 pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A2AError> {
+    let named = m
+        .parts
+        .iter()
+        .filter_map(|p| p.data.as_ref()?.get("approvalId")?.as_str())
+        .chain(
+            m.metadata
+                .as_ref()
+                .and_then(|md| md.get("approvalId")?.as_str()),
+        )
+        .find(|id| !approval_id.is_empty() && *id != approval_id);
+    if let Some(other) = named {
+        return Err(A2AError::InvalidParams(format!(
+            "the answer is for approval '{other}', but the task now waits for approval '{approval_id}'; read the task's status and answer that question"
+        )));
+    }
     for p in &m.parts {
         if let Some(Value::Object(d)) = &p.data {
             if let Some(dec) = d.get("decision").and_then(Value::as_str) {
@@ -611,5 +630,22 @@ mod tests {
         let d = decision_of(&m, "a", "command").unwrap();
         assert!(!d.allow);
         assert_eq!(d.message.as_deref(), Some("too risky"));
+    }
+
+    #[test]
+    fn an_answer_for_another_question_is_refused() {
+        let mut m = text_message("yes");
+        m.parts.push(Part::data(
+            json!({"approvalId": "prompt-1", "decision": "allow"}),
+        ));
+        assert!(decision_of(&m, "prompt-1", "other").unwrap().allow);
+        let e = decision_of(&m, "prompt-2", "other").unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert!(e.to_string().contains("'prompt-1'") && e.to_string().contains("'prompt-2'"));
+        // A text reply that names its question in the message metadata.
+        let mut t = text_message("yes");
+        t.metadata = Some(serde_json::from_value(json!({"approvalId": "prompt-1"})).unwrap());
+        assert!(decision_of(&t, "prompt-1", "other").is_ok());
+        assert!(decision_of(&t, "prompt-2", "other").is_err());
     }
 }

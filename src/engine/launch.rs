@@ -37,8 +37,13 @@ pub const SELF_BINARY: &str = "{self}";
 pub enum LaunchError {
     #[error("adapter '{adapter}' names no program; set {hint}")]
     NoProgram { adapter: String, hint: String },
-    #[error("'{path}' (adapter '{adapter}') is not an executable file")]
-    NotExecutable { adapter: String, path: String },
+    #[error("'{path}' (adapter '{adapter}') is not an executable file: {reason}")]
+    NotExecutable {
+        adapter: String,
+        path: String,
+        /// Why: missing, not a regular file, or without an execute bit.
+        reason: String,
+    },
     #[error("'{program}' (adapter '{adapter}') was not found next to agent-host or on PATH; {install}set {env_var} to its path")]
     NotFound {
         adapter: String,
@@ -275,13 +280,13 @@ pub fn resolve_program(
     if name.contains('/') {
         let base = std::env::current_dir().unwrap_or_else(|_| cwd.to_path_buf());
         let p = base.join(&name);
-        return if is_executable(&p) {
-            Ok(p)
-        } else {
-            Err(LaunchError::NotExecutable {
+        return match not_executable_reason(&p) {
+            None => Ok(p),
+            Some(reason) => Err(LaunchError::NotExecutable {
                 adapter: adapter.id.clone(),
                 path: name.clone(),
-            })
+                reason,
+            }),
         };
     }
     if let Some(dir) = std::env::current_exe()
@@ -306,6 +311,22 @@ pub fn resolve_program(
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     which::which_in(&name, Some(path), cwd).map_err(|_| not_found())
+}
+
+/// Why `p` cannot be run, or None when it is an executable file.
+fn not_executable_reason(p: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("it does not exist".into()),
+        Err(e) => Some(format!("it cannot be read ({e})")),
+        Ok(m) if m.is_dir() => Some("it is a directory".into()),
+        Ok(m) if !m.is_file() => Some("it is not a regular file".into()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Some(format!(
+            "it has no execute permission (mode {:o}; chmod +x it)",
+            m.permissions().mode() & 0o7777
+        )),
+        Ok(_) => None,
+    }
 }
 
 fn is_executable(p: &Path) -> bool {

@@ -1,6 +1,9 @@
 //! The agent card route: built from the adapter and the settings, with caching headers.
 
-use axum::extract::State;
+use std::collections::HashMap;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -221,17 +224,41 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 
 /// The card's JSON as served: with the v0.3 fields if configured, then signed if configured.
 pub fn served_json(card: &AgentCard, cs: &CardSettings) -> Value {
-    let mut v = card.to_json(cs.legacy_v03_fields);
+    served_json_for(card, cs, false)
+}
+
+/// The card's JSON for a client that asked for a version: a client that sent `A2A-Version: 1.x`
+/// (`pure_v1`) gets the pure v1.0 card; the others get the v0.3 fields too when configured,
+/// since v0.3 clients send no version and read `url` / `preferredTransport`.
+pub fn served_json_for(card: &AgentCard, cs: &CardSettings, pure_v1: bool) -> Value {
+    let mut v = card.to_json(cs.legacy_v03_fields && !pure_v1);
     if let Some(signer) = &cs.signer {
         signer.attach(&mut v);
     }
     v
 }
 
-/// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`).
-pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// Whether the request asks for A2A 1.x (`A2A-Version` header or query parameter).
+pub fn asks_for_v1(headers: &HeaderMap, query: &HashMap<String, String>) -> bool {
+    super::negotiate::requested_version(headers, query)
+        .is_some_and(|v| v.split('.').next().is_some_and(|major| major.trim() == "1"))
+}
+
+/// `GET /.well-known/agent-card.json` (also `/.well-known/agent.json`). The body depends on
+/// `A2A-Version` (see [`served_json_for`]), so the response says `Vary: A2A-Version` and the
+/// ETag, a digest of the body, differs between the two forms.
+pub async fn get_card(
+    State(state): State<AppState>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    // A query that does not parse asks for no version; the card is public anyway.
+    let query = query.map(|Query(q)| q).unwrap_or_default();
+    let pure_v1 = asks_for_v1(&headers, &query);
     let base = base_url(&state, &headers);
-    let served = state.card.cache.get_or_build(&base, || {
+    // One entry per base URL and card form (the pure v1.0 card, or the one with v0.3 fields).
+    let key = format!("{}{base}", if pure_v1 { "v1 " } else { "" });
+    let served = state.card.cache.get_or_build(&key, || {
         let card = build(
             &state.engine.launch().adapter,
             &state.card,
@@ -239,7 +266,7 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
             state.push.is_some(),
             state.guard.security(),
         );
-        let body = served_json(&card, &state.card).to_string();
+        let body = served_json_for(&card, &state.card, pure_v1).to_string();
         let digest = Sha256::digest(body.as_bytes());
         let etag = format!("\"{}\"", hex::encode(&digest[..16]));
         ServedCard { body, etag }
@@ -277,5 +304,6 @@ pub async fn get_card(State(state): State<AppState>, headers: HeaderMap) -> Resp
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=60"),
     );
+    h.insert(header::VARY, HeaderValue::from_static("A2A-Version"));
     resp
 }

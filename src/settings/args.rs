@@ -122,7 +122,7 @@ pub struct ServeArgs {
     /// Longest a blocking send waits for the task to finish or ask for input before it answers with the task as it is (still working; follow it with GetTask or a subscription); 0 waits as long as the task runs [default: 0]
     #[arg(long, env = "AGENT_HOST_BLOCKING_WAIT_MS", value_name = "MS")]
     pub blocking_wait_ms: Option<u64>,
-    /// Add the v0.3 top-level fields to the agent card (off for the v1.0 conformance kit) [default: true]
+    /// Add the v0.3 top-level fields to the agent card served without A2A-Version 1.x (a request with it gets the pure v1.0 card) [default: true]
     #[arg(long, env = "AGENT_HOST_CARD_LEGACY_V03", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub card_legacy_v03: Option<bool>,
     /// Extensions every request must name in its A2A-Extensions header, comma-separated (urn:agent-host:tool-trace:v1, urn:agent-host:approval:v1) [default: none]

@@ -20,13 +20,17 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::adapter::{AgentEvent, Usage};
+use crate::adapter::{error_kind, AgentEvent};
 use crate::protocol::v1::{
     Artifact, Message, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
 
 use super::now_timestamp;
+
+mod parts;
+pub use parts::approval_data;
+use parts::{approval_text, last_lines, truncate_chars, usage_json};
 
 /// Artifact holding the streamed answer.
 pub const ANSWER_ARTIFACT: &str = "assistant-response";
@@ -43,6 +47,9 @@ pub const DIRECT_MESSAGE_KEY: &str = "directMessage";
 const TOOL_OUTPUT_MAX: usize = 2000;
 /// Longest answer text kept to fill the result when the CLI ends without one.
 const ANSWER_KEEP_MAX: usize = 1 << 20;
+
+/// Output lines that stand for the error text of a program that failed without stderr.
+const EXIT_TAIL_LINES: usize = 5;
 
 /// Why a turn's process ended, when the mapper has not seen a terminal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,6 +241,18 @@ impl TurnMapper {
                 vec![self.status(TaskState::Working, Some(msg))]
             }
             AgentEvent::Thinking { .. } | AgentEvent::Warning { .. } => Vec::new(),
+            AgentEvent::SessionReplaced {
+                reason,
+                history_told,
+            } => {
+                // Said in the task's metadata: the agent's own memory of the context is gone,
+                // and what it knows of it is what it was told.
+                self.pending_metadata.insert(
+                    "sessionReplaced".into(),
+                    json!({"reason": self.redactor.clean(&reason), "historyTold": history_told}),
+                );
+                Vec::new()
+            }
             AgentEvent::ToolUse { id, name, input } => {
                 let mut msg = self.agent_text(&format!("Using tool: {name}"));
                 if self.tool_trace {
@@ -258,10 +277,12 @@ impl TurnMapper {
                     output
                 };
                 let shown = truncate_chars(&output, TOOL_OUTPUT_MAX);
-                let text = if is_error {
-                    format!("Tool failed: {shown}")
-                } else {
-                    format!("Tool result: {shown}")
+                // Never an empty result text (Codex reports a declined command with no output).
+                let text = match (is_error, shown.trim().is_empty()) {
+                    (true, true) => "Tool failed (it gave no reason)".to_string(),
+                    (true, false) => format!("Tool failed: {shown}"),
+                    (false, true) => "Tool finished (no output)".to_string(),
+                    (false, false) => format!("Tool result: {shown}"),
                 };
                 let mut msg = self.agent_text(&text);
                 if self.tool_trace {
@@ -356,9 +377,8 @@ impl TurnMapper {
                 vec![self.status(TaskState::Rejected, Some(msg))]
             }
             AgentEvent::Error { message, kind } => {
-                if let Some(k) = kind {
-                    self.pending_metadata.insert("errorKind".into(), json!(k));
-                }
+                let k = error_kind::kind_of(kind.as_deref(), &message);
+                self.pending_metadata.insert("errorKind".into(), json!(k));
                 let msg = self.agent_text(&self.redactor.clean(&message));
                 vec![self.status(TaskState::Failed, Some(msg))]
             }
@@ -390,8 +410,19 @@ impl TurnMapper {
                     (Some(c), None) => format!("The agent exited with code {c}"),
                     (None, None) => "The agent exited".to_string(),
                 };
-                let tail = self.redactor.clean(stderr_tail.trim());
+                // On a pty stderr is merged into stdout: the last output lines are the
+                // program's own error text then.
+                let tail = if stderr_tail.trim().is_empty() {
+                    last_lines(&self.answer, EXIT_TAIL_LINES)
+                } else {
+                    stderr_tail
+                };
+                let tail = self.redactor.clean(tail.trim());
                 let tail = tail.trim();
+                self.pending_metadata.insert(
+                    "errorKind".into(),
+                    json!(error_kind::kind_of(None, tail)),
+                );
                 let text = if tail.is_empty() {
                     format!("{how} before finishing its turn")
                 } else {
@@ -400,18 +431,30 @@ impl TurnMapper {
                 (TaskState::Failed, text)
             }
             ExitReason::SpawnFailed(why) => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::CONFIG));
+                    TaskState::Failed
+                },
                 format!(
                     "The agent could not be started: {}",
                     self.redactor.clean(&why)
                 ),
             ),
             ExitReason::IdleTimeout { secs } => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                    TaskState::Failed
+                },
                 format!("The agent printed nothing for {secs} s and was stopped (idle timeout)"),
             ),
             ExitReason::HardTimeout { secs } => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                    TaskState::Failed
+                },
                 format!("The task ran longer than its limit of {secs} s and was stopped"),
             ),
             ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
@@ -483,94 +526,11 @@ impl TurnMapper {
     }
 }
 
-/// The readable text of an approval request: a question as asked; a permission request as
-/// "The agent asks to use Bash: rm -rf build (detail)".
-fn approval_text(
-    kind: &str,
-    tool: Option<&str>,
-    target: Option<&str>,
-    detail: Option<&str>,
-) -> String {
-    if kind == "question" {
-        return detail
-            .or(target)
-            .map(str::to_string)
-            .unwrap_or_else(|| "The agent asks a question".to_string());
-    }
-    let mut s = match tool {
-        Some(t) => format!("The agent asks for approval to use {t}"),
-        None => format!("The agent asks for approval ({kind})"),
-    };
-    if let Some(t) = target {
-        s.push_str(": ");
-        s.push_str(t);
-    }
-    if let Some(d) = detail.filter(|d| Some(*d) != target) {
-        s.push_str(&format!(" ({d})"));
-    }
-    s.push_str(". Answer yes or no.");
-    s
-}
-
-/// The cross-CLI shape of an approval request, sent as a data part of the input-required
-/// status message: `approvalId`, `kind` (command, file-edit, tool, question, other), `tool`,
-/// `target`, `detail`, `options` (each `{id, label}`), and how to answer.
-pub fn approval_data(
-    id: &str,
-    kind: &str,
-    tool: Option<&str>,
-    target: Option<&str>,
-    detail: Option<&str>,
-    options: &[crate::adapter::ApprovalOption],
-) -> Value {
-    let options: Vec<Value> = options
-        .iter()
-        .map(|o| json!({"id": o.id, "label": o.label}))
-        .collect();
-    json!({
-        "approvalId": id,
-        "kind": kind,
-        "tool": tool,
-        "target": target,
-        "detail": detail,
-        "options": options,
-        "answer": "Reply on this task: text yes/no, or a data part {\"approvalId\": ..., \"decision\": \"allow\"|\"deny\"}",
-    })
-}
-
 fn obj(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
     }
-}
-
-fn usage_json(u: &Usage) -> Value {
-    let mut m = Map::new();
-    if let Some(v) = u.input_tokens {
-        m.insert("inputTokens".into(), json!(v));
-    }
-    if let Some(v) = u.output_tokens {
-        m.insert("outputTokens".into(), json!(v));
-    }
-    if let Some(v) = u.cost_usd {
-        m.insert("costUsd".into(), json!(v));
-    }
-    if let Some(v) = u.duration_ms {
-        m.insert("durationMs".into(), json!(v));
-    }
-    Value::Object(m)
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &s[..end], s.len())
 }
 
 #[cfg(test)]

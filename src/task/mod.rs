@@ -5,6 +5,7 @@
 //! task's log with a sequence number and applied to the stored task in place: an update costs
 //! the size of the update, never a copy of the whole task.
 
+pub mod history;
 pub mod mapping;
 pub mod redact;
 

@@ -224,6 +224,46 @@ async fn card_and_health() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 304);
+        assert_eq!(resp.headers()["vary"], "A2A-Version");
+        // A 1.0 client (header or query parameter) gets the pure v1.0 card, under another ETag.
+        for (header, path) in [
+            (Some("1.0"), "/.well-known/agent-card.json"),
+            (None, "/.well-known/agent-card.json?A2A-Version=1.0"),
+        ] {
+            let mut req = s.client.get(format!("{}{path}", s.base));
+            if let Some(v) = header {
+                req = req.header("A2A-Version", v);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            assert_eq!(resp.headers()["vary"], "A2A-Version");
+            assert_ne!(resp.headers()["etag"].to_str().unwrap(), etag);
+            let v1: Value = resp.json().await.unwrap();
+            for k in [
+                "url",
+                "preferredTransport",
+                "protocolVersion",
+                "additionalInterfaces",
+            ] {
+                assert!(
+                    v1.get(k).is_none(),
+                    "{k} in the card served to a 1.0 client"
+                );
+            }
+            assert_eq!(v1["supportedInterfaces"], card["supportedInterfaces"]);
+        }
+        // An explicit 0.3 request reads the legacy fields.
+        let v03: Value = s
+            .client
+            .get(format!("{}/.well-known/agent-card.json", s.base))
+            .header("A2A-Version", "0.3")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v03["url"], format!("{}/", s.base));
         let legacy: Value = s
             .client
             .get(format!("{}/.well-known/agent.json", s.base))

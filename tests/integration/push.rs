@@ -391,6 +391,43 @@ async fn push_configs_over_http_json_in_both_versions() {
             format!("tasks/{id}/pushNotificationConfigs/r03"),
             "{created03}"
         );
+        // Python SDK 1.3.0: proto field names, the id in `config.name`.
+        let sdk: Value = s
+            .client
+            .post(&base03)
+            .header("content-type", "application/json")
+            .json(&json!({"parent": format!("tasks/{id}"),
+                "config": {"name": format!("tasks/{id}/pushNotificationConfigs/sdk"),
+                    "push_notification_config": {"url": rx.url, "token": "tok"}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            sdk["name"],
+            format!("tasks/{id}/pushNotificationConfigs/sdk"),
+            "{sdk}"
+        );
+        assert_eq!(sdk["pushNotificationConfig"]["token"], "tok", "{sdk}");
+        let got03: Value = s
+            .client
+            .get(format!("{base03}/sdk"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got03["pushNotificationConfig"]["url"], rx.url.as_str());
+        let del03 = s
+            .client
+            .delete(format!("{base03}/sdk"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(del03.status(), 200);
         let list: Value = s
             .client
             .get(&base)

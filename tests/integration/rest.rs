@@ -421,14 +421,18 @@ async fn v03_routes_speak_proto_json() {
         let state = r.body["task"]["status"]["state"].as_str().unwrap();
         assert!(["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"].contains(&state), "{state}");
         let hung = r.body["task"]["id"].as_str().unwrap().to_string();
-        let r = v03(&s, Method::POST, &format!("/tasks/{hung}:cancel"), None).await;
+        // The Python SDK's cancel body: `{"name": "tasks/{id}"}`.
+        let r = v03(&s, Method::POST, &format!("/tasks/{hung}:cancel"), Some(json!({"name": format!("tasks/{hung}")}))).await;
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.body["status"]["state"], "TASK_STATE_CANCELLED");
         let r = v03(&s, Method::POST, &format!("/tasks/{hung}:cancel"), Some(json!({}))).await;
         assert_error(&r, 409, Some("TASK_NOT_CANCELABLE"));
 
         // Stream: bare v0.3 StreamResponse events, the last status update final.
-        let mut st = open(&s, Method::POST, &format!("{V03}/message:stream"), Some(msg03("hello")), None).await;
+        // The Python SDK's stream body: proto field names.
+        let sdk = json!({"request": {"message_id": uuid(), "role": "ROLE_USER", "content": [{"text": "hello"}]},
+            "configuration": {"accepted_output_modes": ["text/plain"], "history_length": 0, "blocking": true}, "metadata": {}});
+        let mut st = open(&s, Method::POST, &format!("{V03}/message:stream"), Some(sdk), None).await;
         let frames = st.all().await;
         assert!(frames[0].data["task"].is_object());
         assert!(frames.iter().all(|f| f.id.is_some() && f.data.get("result").is_none()));
@@ -445,8 +449,8 @@ async fn v03_routes_speak_proto_json() {
         );
         assert!(frames.iter().any(|f| f.data["artifactUpdate"]["artifact"]["parts"].is_array()));
         let sid = frames[0].data["task"]["id"].as_str().unwrap().to_string();
-        for method in [Method::GET, Method::POST] {
-            let mut r = open(&s, method, &format!("{V03}/tasks/{sid}:subscribe"), None, Some(1)).await;
+        for (method, body) in [(Method::GET, None), (Method::POST, Some(json!({"name": format!("tasks/{sid}")})))] {
+            let mut r = open(&s, method, &format!("{V03}/tasks/{sid}:subscribe"), body, Some(1)).await;
             let replay = r.all().await;
             assert_eq!(replay.first().and_then(|f| f.id), Some(2));
             assert_eq!(replay.len(), frames.len() - 1);

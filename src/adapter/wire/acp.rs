@@ -7,7 +7,12 @@
 //! 1. `start` sends `initialize` (no file system, no terminal: the agent does its own I/O);
 //! 2. its response → `session/new` (`cwd`, no MCP servers), or `session/load` when the turn
 //!    resumes a session and the agent advertised `loadSession`;
-//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`]. After
+//! 3. that response → `session/prompt`; the session id becomes [`AgentEvent::Init`]. A
+//!    `session/load` that fails (Gemini CLI 0.61.0 loses a session resumed in the UTC minute
+//!    it was created: its file is named after that minute and the load starts a new recording
+//!    under the same name before reading the old one) is followed by `session/new`, and the
+//!    prompt then carries the earlier turns given by [`WireParser::set_history`]
+//!    ([`AgentEvent::SessionReplaced`], task metadata `sessionReplaced`). After
 //!    `session/load` the prompt first waits for the answer to [`SYNC_METHOD`]: Gemini CLI
 //!    0.61.0 replays the history *after* answering the load (against the spec); the sync
 //!    answer comes after the replay (seen with the real CLI), and updates before the prompt
@@ -26,8 +31,14 @@ use serde_json::{json, Value};
 use super::{Decision, TurnStart, WireParser};
 use crate::adapter::{AgentEvent, ApprovalOption, Usage};
 
+mod json;
+use json::*;
+
 pub const FORMAT: &str = "acp";
 
+/// Framing of the earlier turns told to a session that replaces one that could not be loaded.
+const HISTORY_PREAMBLE: &str = "[agent-host: your earlier session of this conversation could not be resumed. These are the earlier turns; continue the conversation from them.]\n<earlier-turns>";
+const HISTORY_END: &str = "</earlier-turns>\n[The new message follows.]";
 /// ACP `protocolVersion` the host speaks (the one the recordings negotiated).
 const PROTOCOL_VERSION: u64 = 1;
 /// JSON-RPC "method not found".
@@ -94,6 +105,10 @@ pub struct AcpParser {
     text_broken: bool,
     /// Usage summed from per-request `_meta.usage` (qwen), used when the prompt result has none.
     usage: Option<Usage>,
+    /// The context's earlier turns ([`WireParser::set_history`]).
+    history: Option<String>,
+    /// Why `session/load` failed, once a new session replaces the one to resume.
+    replaced: Option<String>,
 }
 
 impl AcpParser {
@@ -112,7 +127,13 @@ impl AcpParser {
 
     fn send_prompt(&mut self, session_id: &str, reply: &mut Vec<u8>) {
         self.prompting = true;
-        let prompt = self.prompt.clone();
+        let prompt = match (&self.replaced, &self.history) {
+            (Some(_), Some(h)) => format!(
+                "{HISTORY_PREAMBLE}\n\n{h}\n\n{HISTORY_END}\n\n{}",
+                self.prompt
+            ),
+            _ => self.prompt.clone(),
+        };
         reply.extend(self.request(
             Pending::Prompt,
             json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
@@ -135,6 +156,23 @@ impl AcpParser {
             return;
         }
         if let Some(err) = v.get("error") {
+            if what == Pending::LoadSession && self.replaced.is_none() {
+                // Gemini CLI 0.61.0 loses a session resumed within the minute it was created
+                // ("No previous sessions found", then "Invalid session identifier"): start a
+                // new one and tell it the earlier turns rather than fail the follow-up.
+                let AgentEvent::Error { message, .. } = rpc_error(what, err) else {
+                    return;
+                };
+                out.push(AgentEvent::Warning {
+                    message: format!("{message}; starting a new session"),
+                });
+                self.replaced = Some(message);
+                let cwd = self.cwd.clone();
+                reply.extend(
+                    self.request(Pending::NewSession, json!({"cwd": cwd, "mcpServers": []})),
+                );
+                return;
+            }
             out.push(rpc_error(what, err));
             return;
         }
@@ -189,6 +227,12 @@ impl AcpParser {
                     cwd: Some(self.cwd.clone()),
                     tools: Vec::new(),
                 });
+                if let Some(reason) = self.replaced.clone() {
+                    out.push(AgentEvent::SessionReplaced {
+                        reason,
+                        history_told: self.history.is_some(),
+                    });
+                }
                 self.session_id = Some(id.clone());
                 if what == Pending::LoadSession {
                     reply.extend(self.request(Pending::Sync, json!({})));
@@ -292,9 +336,11 @@ impl AcpParser {
     }
 
     /// Reports a tool call the first time its id shows up (Gemini sends no `tool_call`, only
-    /// the permission request and the final `tool_call_update`). The name is `_meta.toolName`
-    /// (qwen), else the title of a `tool_call` (opencode: `bash`; later titles describe the
-    /// call, e.g. the command), else the tool kind (`execute`).
+    /// the permission request and the final `tool_call_update`). One naming rule for every
+    /// ACP agent: the name is the tool's ACP `kind` (`execute`, `edit`, `read`, ...), whatever
+    /// the title says (Gemini titles a call it runs without asking by its command, `echo hi`;
+    /// opencode by its tool, `bash`); the command or file is in the input (`rawInput`, else the
+    /// title and locations). Without a kind: `_meta.toolName` (qwen), else the title.
     fn tool_seen(&mut self, call: &Value, announced: bool, out: &mut Vec<AgentEvent>) {
         let Some(id) = str_at(call, "/toolCallId") else {
             return;
@@ -302,12 +348,11 @@ impl AcpParser {
         if self.tools.contains_key(&id) {
             return;
         }
-        let known = str_at(call, "/_meta/toolName")
+        let known = str_at(call, "/kind")
+            .filter(|k| !k.is_empty())
+            .or_else(|| str_at(call, "/_meta/toolName"))
             .or_else(|| announced.then(|| str_at(call, "/title")).flatten());
-        let name = known
-            .clone()
-            .or_else(|| str_at(call, "/kind"))
-            .unwrap_or_else(|| "tool".into());
+        let name = known.clone().unwrap_or_else(|| "tool".into());
         let input = match call.get("rawInput") {
             Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()),
             _ => {
@@ -349,6 +394,7 @@ impl AcpParser {
         };
         let tool = str_at(call, "/toolCallId")
             .and_then(|id| self.tools.get(&id).cloned().flatten())
+            .or_else(|| str_at(call, "/kind"))
             .or_else(|| str_at(call, "/_meta/toolName"));
         let detail = content_text(call.get("content")).or_else(|| {
             let paths: Vec<String> = call
@@ -370,7 +416,7 @@ impl AcpParser {
             id,
             kind: kind.into(),
             tool,
-            target: str_at(call, "/title"),
+            target: target_of(call),
             detail,
             options,
         });
@@ -392,6 +438,10 @@ impl WireParser for AcpParser {
                 }
             }),
         )
+    }
+
+    fn set_history(&mut self, earlier_turns: &str) {
+        self.history = Some(earlier_turns.to_string()).filter(|h| !h.trim().is_empty());
     }
 
     fn parse_line(&mut self, text: &str, out: &mut Vec<AgentEvent>, reply: &mut Vec<u8>) {
@@ -462,133 +512,6 @@ impl WireParser for AcpParser {
             "method": "session/cancel",
             "params": {"sessionId": session}
         })))
-    }
-}
-
-fn line(v: &Value) -> Vec<u8> {
-    let mut bytes = v.to_string().into_bytes();
-    bytes.push(b'\n');
-    bytes
-}
-
-fn str_at(v: &Value, pointer: &str) -> Option<String> {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
-/// A JSON-RPC id as the approval id: numbers as digits, strings as they are.
-fn id_string(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The text of a `session/update` chunk (text content only; empty chunks are nothing).
-fn chunk_text(update: &Value) -> Option<&str> {
-    let content = update.get("content")?;
-    if content.get("type").and_then(Value::as_str) != Some("text") {
-        return None;
-    }
-    content
-        .get("text")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-}
-
-/// The text blocks of a tool call's `content` (`[{type:"content", content:{type:"text",…}}]`;
-/// diffs are named by their path).
-fn content_text(content: Option<&Value>) -> Option<String> {
-    let parts: Vec<String> = content?
-        .as_array()?
-        .iter()
-        .filter_map(|c| match c.get("type").and_then(Value::as_str) {
-            Some("content") => str_at(c, "/content/text"),
-            Some("diff") => str_at(c, "/path").map(|p| format!("diff of {p}")),
-            _ => None,
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("\n"))
-}
-
-/// What a finished tool call produced: its content text, else `rawOutput.output`, else the
-/// whole `rawOutput`.
-fn tool_output(update: &Value) -> String {
-    if let Some(t) = content_text(update.get("content")) {
-        return t;
-    }
-    match update.get("rawOutput") {
-        Some(raw) => match raw.get("output") {
-            Some(Value::String(s)) => s.clone(),
-            _ => raw.to_string(),
-        },
-        None => String::new(),
-    }
-}
-
-/// The model the session runs: `models.currentModelId` (Gemini, qwen) or the `model` config
-/// option's `currentValue` (opencode).
-fn current_model(result: &Value) -> Option<String> {
-    str_at(result, "/models/currentModelId").or_else(|| {
-        result
-            .get("configOptions")?
-            .as_array()?
-            .iter()
-            .find(|o| o.get("id").and_then(Value::as_str) == Some("model"))
-            .and_then(|o| str_at(o, "/currentValue"))
-    })
-}
-
-/// ACP usage `{inputTokens, outputTokens}`.
-fn acp_usage(u: &Value) -> Option<Usage> {
-    let input_tokens = u.get("inputTokens").and_then(Value::as_u64);
-    let output_tokens = u.get("outputTokens").and_then(Value::as_u64);
-    (input_tokens.is_some() || output_tokens.is_some()).then(|| Usage {
-        input_tokens,
-        output_tokens,
-        ..Usage::default()
-    })
-}
-
-/// Usage in a `session/prompt` result: `usage` (opencode) or `_meta.quota.token_count`
-/// (Gemini).
-fn prompt_usage(result: &Value) -> Option<Usage> {
-    if let Some(u) = result.get("usage").and_then(acp_usage) {
-        return Some(u);
-    }
-    let tc = result.pointer("/_meta/quota/token_count")?;
-    Some(Usage {
-        input_tokens: tc.get("input_tokens").and_then(Value::as_u64),
-        output_tokens: tc.get("output_tokens").and_then(Value::as_u64),
-        ..Usage::default()
-    })
-}
-
-fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    }
-}
-
-fn rpc_error(what: Pending, err: &Value) -> AgentEvent {
-    let code = err.get("code").and_then(Value::as_i64);
-    let msg = err
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("error");
-    // Gemini gives the reason of an "Internal error" in `data.details`.
-    let msg = match err.pointer("/data/details").and_then(Value::as_str) {
-        Some(d) if !d.is_empty() => format!("{msg} ({d})"),
-        _ => msg.to_string(),
-    };
-    let lower = msg.to_ascii_lowercase();
-    let auth =
-        code == Some(AUTH_REQUIRED) || lower.contains("authenticat") || lower.contains("api key");
-    AgentEvent::Error {
-        message: format!("{} failed: {msg}", what.method()),
-        kind: auth.then(|| "auth".to_string()),
     }
 }
 

@@ -93,6 +93,11 @@ pub trait WireParser: Send {
     fn interrupt(&mut self) -> Option<Vec<u8>> {
         None
     }
+
+    /// The earlier turns of the context as text, given before [`WireParser::start`] of a
+    /// follow-up: a protocol that cannot resume the CLI's session starts a new one and tells
+    /// it these (and reports [`AgentEvent::SessionReplaced`]). Default: ignored.
+    fn set_history(&mut self, _earlier_turns: &str) {}
 }
 
 /// One line of output as a JSON object, or None: nothing for a blank line, a warning (with

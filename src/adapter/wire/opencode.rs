@@ -394,7 +394,7 @@ mod tests {
             })
         );
         assert_eq!(last_status(&events)["status"]["state"], "TASK_STATE_FAILED");
-        assert_eq!(last_status(&events)["metadata"]["errorKind"], "server");
+        assert_eq!(last_status(&events)["metadata"]["errorKind"], "model");
         assert!(
             matches!(recorded("opencode-connection-refused.jsonl").last(),
             Some(AgentEvent::Error { kind: Some(k), message }) if k == "api" && message.starts_with("APIError: Cannot connect"))

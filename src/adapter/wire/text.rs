@@ -14,6 +14,11 @@
 //! A prompt the CLI leaves without a newline (`Continue? [y/N] `) still reaches the parser: on
 //! a pty the runner hands over a partial line once the CLI has been quiet for a moment, and on
 //! pipes the last line at EOF.
+//!
+//! Only a line that *ends* with the pattern's match is a question (trailing blanks aside),
+//! whatever the pattern says: once answered, terminal prompts redraw their line with the typed
+//! answer after it (aider 0.86.2: `... (Y)es/(N)o [Yes]: y`), and that redraw, like the
+//! terminal's echo of the answer, is dropped rather than read as a new question or as text.
 
 use regex::Regex;
 use serde::Deserialize;
@@ -102,6 +107,10 @@ pub struct TextParser {
     options: Result<Options, OptionsError>,
     reported: bool,
     prompts: u64,
+    /// The last question's line, until the next line that is not its redraw.
+    asked: Option<String>,
+    /// The answer just written, until the next line (its echo is dropped).
+    answered: Option<String>,
 }
 
 impl TextParser {
@@ -110,8 +119,40 @@ impl TextParser {
             options: compile(&spec.wire_options),
             reported: false,
             prompts: 0,
+            asked: None,
+            answered: None,
         }
     }
+
+    /// The line is the terminal's redraw of the question just answered (the question followed
+    /// by the typed answer), the echo of that answer, or a redraw of the question still
+    /// waiting for its answer (aider redraws it after warning that the terminal does not
+    /// answer cursor position requests).
+    fn is_redraw(&mut self, line: &str) -> bool {
+        let line = line.trim();
+        let Some(answer) = self.answered.take() else {
+            return self.asked.as_deref() == Some(line);
+        };
+        let echo = line == answer.trim();
+        let redraw = self
+            .asked
+            .as_deref()
+            .and_then(|q| line.strip_prefix(q))
+            .is_some_and(|rest| rest.trim().is_empty() || rest.trim() == answer.trim());
+        if echo || redraw {
+            // Both can come (echo, then redraw): stay on guard for one more line.
+            self.answered = Some(answer);
+            return true;
+        }
+        self.asked = None;
+        false
+    }
+}
+
+/// Whether `re` matches `line` at its end (trailing blanks aside).
+fn matches_at_end(re: &Regex, line: &str) -> bool {
+    let line = line.trim_end();
+    re.find_iter(line).any(|m| m.end() == line.len())
 }
 
 impl WireParser for TextParser {
@@ -135,6 +176,13 @@ impl WireParser for TextParser {
         if opts.skip.as_ref().is_some_and(|r| r.is_match(line)) {
             return;
         }
+        let approval = opts.approval.clone();
+        if self.is_redraw(line) {
+            return;
+        }
+        let Ok(opts) = &self.options else {
+            return;
+        };
         if let Some((_, kind)) = opts.errors.iter().find(|(r, _)| r.is_match(line)) {
             out.push(AgentEvent::Error {
                 message: line.trim().to_string(),
@@ -142,8 +190,9 @@ impl WireParser for TextParser {
             });
             return;
         }
-        if opts.approval.as_ref().is_some_and(|r| r.is_match(line)) {
+        if approval.as_ref().is_some_and(|r| matches_at_end(r, line)) {
             self.prompts += 1;
+            self.asked = Some(line.trim().to_string());
             out.push(AgentEvent::ApprovalRequired {
                 id: format!("prompt-{}", self.prompts),
                 kind: "other".into(),
@@ -164,7 +213,9 @@ impl WireParser for TextParser {
         let opts = self.options.as_ref().ok()?;
         opts.approval.as_ref()?;
         let answer = if d.allow { &opts.yes } else { &opts.no };
-        Some(answer.as_bytes().to_vec())
+        let bytes = answer.as_bytes().to_vec();
+        self.answered = Some(answer.clone());
+        Some(bytes)
     }
 }
 

@@ -316,6 +316,34 @@ pub fn decode_send_request(body: Value) -> Result<v1::SendMessageRequest, A2AErr
     v1::SendMessageRequest::try_from(r)
 }
 
+/// Decodes a v0.3 REST `CreateTaskPushNotificationConfigRequest` body: `{parent, configId,
+/// config: {name, pushNotificationConfig}}` with JSON or proto field names (`config_id`,
+/// `push_notification_config`, as the Python SDK sends them), or a bare
+/// `PushNotificationConfig`. The config's id is its own `id`, else `configId`, else the last
+/// segment of `config.name` (`tasks/{t}/pushNotificationConfigs/{id}`).
+pub fn decode_create_push_config(body: Value) -> Result<PushNotificationConfig03, A2AError> {
+    let field = |v: &Value, json: &str, proto: &str| v.get(json).or_else(|| v.get(proto)).cloned();
+    let config = body.get("config");
+    let inner = config
+        .and_then(|c| field(c, "pushNotificationConfig", "push_notification_config"))
+        .or_else(|| field(&body, "pushNotificationConfig", "push_notification_config"))
+        .unwrap_or_else(|| body.clone());
+    let mut pnc: PushNotificationConfig03 = serde_json::from_value(inner)
+        .map_err(|e| invalid(format!("Invalid push notification config: {e}")))?;
+    if pnc.id.is_none() {
+        let from_name = config
+            .and_then(|c| c.get("name"))
+            .and_then(Value::as_str)
+            .and_then(|n| n.rsplit_once("/pushNotificationConfigs/"))
+            .map(|(_, id)| id.to_string());
+        pnc.id = field(&body, "configId", "config_id")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .or(from_name)
+            .filter(|id| !id.is_empty());
+    }
+    Ok(pnc)
+}
+
 // ---------------------------------------------------------------------------------------
 // v1 → REST (responses, stream events), through the v0.3 JSON-RPC objects
 // ---------------------------------------------------------------------------------------

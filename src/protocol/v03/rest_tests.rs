@@ -230,3 +230,55 @@ fn parts_round_trip_through_rest() {
         assert_eq!(v1::Part::from(p03), p);
     }
 }
+
+#[test]
+fn create_push_config_takes_json_and_proto_field_names() {
+    // Python SDK 1.3.0 (proto field names).
+    let sdk = decode_create_push_config(json!({
+        "parent": "tasks/T",
+        "config": {"name": "tasks/T/pushNotificationConfigs/c1",
+                   "push_notification_config": {"url": "https://h/hook", "token": "tok",
+                       "authentication": {"schemes": ["Bearer"], "credentials": "x"}}}
+    }))
+    .unwrap();
+    assert_eq!(sdk.url, "https://h/hook");
+    assert_eq!(sdk.token.as_deref(), Some("tok"));
+    assert_eq!(sdk.id.as_deref(), Some("c1"), "the id from config.name");
+    assert_eq!(sdk.authentication.unwrap().schemes, vec!["Bearer"]);
+    // JSON names, with configId.
+    let js = decode_create_push_config(json!({
+        "parent": "tasks/T", "configId": "c2",
+        "config": {"pushNotificationConfig": {"url": "https://h/hook"}}
+    }))
+    .unwrap();
+    assert_eq!(js.id.as_deref(), Some("c2"));
+    let proto_id = decode_create_push_config(json!({
+        "parent": "tasks/T", "config_id": "c3",
+        "config": {"push_notification_config": {"url": "https://h/hook"}}
+    }))
+    .unwrap();
+    assert_eq!(proto_id.id.as_deref(), Some("c3"));
+    // A bare config, with its own id.
+    let bare = decode_create_push_config(json!({"id": "c4", "url": "https://h/hook"})).unwrap();
+    assert_eq!(bare.id.as_deref(), Some("c4"));
+    // No url anywhere: invalid params, saying what is missing.
+    let err =
+        decode_create_push_config(json!({"config": {"push_notification_config": {}}})).unwrap_err();
+    assert!(err.to_string().contains("url"), "{err}");
+}
+
+#[test]
+fn a_send_with_the_python_sdk_push_config_decodes() {
+    // message:stream with a push config in the configuration (proto names throughout).
+    let req = decode_send_request(json!({
+        "request": {"message_id": "m1", "role": "ROLE_USER", "content": [{"text": "hi"}]},
+        "configuration": {"push_notification": {"url": "https://h/hook", "token": "t"},
+                          "blocking": false}
+    }))
+    .unwrap();
+    let cfg = req.configuration.unwrap();
+    assert_eq!(
+        cfg.task_push_notification_config.unwrap().url,
+        "https://h/hook"
+    );
+}

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{check, method_not_allowed, ok_json, query, read_body, Answer, Params, Reject};
 use crate::protocol::v03;
+use crate::protocol::v03::rest::decode_create_push_config;
 use crate::protocol::v1::TaskPushNotificationConfig;
 use crate::protocol::A2AError;
 use crate::push::{V03, V1};
@@ -101,23 +102,8 @@ pub async fn v03(
     let task_id = param(&params, "id").unwrap_or_default();
     match (method.clone(), param(&params, "config_id")) {
         (Method::POST, None) => {
-            // CreateTaskPushNotificationConfigRequest {parent, configId, config: {name,
-            // pushNotificationConfig}}; a bare config is accepted too.
-            let body = body_json(&headers, body)?;
-            let config_id = body["configId"].as_str().map(str::to_string);
-            let inner = body
-                .get("config")
-                .and_then(|c| c.get("pushNotificationConfig"))
-                .or_else(|| body.get("pushNotificationConfig"))
-                .cloned()
-                .unwrap_or(body.clone());
-            let mut pnc: v03::PushNotificationConfig03 =
-                serde_json::from_value(inner).map_err(|e| {
-                    A2AError::InvalidParams(format!("Invalid push notification config: {e}"))
-                })?;
-            if pnc.id.is_none() {
-                pnc.id = config_id;
-            }
+            // CreateTaskPushNotificationConfigRequest, JSON or proto field names.
+            let pnc = decode_create_push_config(body_json(&headers, body)?)?;
             let cfg = TaskPushNotificationConfig::try_from(v03::TaskPushNotificationConfig03 {
                 task_id,
                 push_notification_config: pnc,

@@ -1,6 +1,7 @@
 //! Tests of the parent module.
 
 use super::*;
+use crate::adapter::Usage;
 
 fn states(updates: &[StreamResponse]) -> Vec<TaskState> {
     updates
@@ -265,4 +266,28 @@ fn tool_trace_adds_typed_parts() {
         resp[1].data,
         Some(json!({"id": "u1", "response": "a.txt", "isError": false}))
     );
+}
+
+#[test]
+fn tool_results_never_have_an_empty_text() {
+    let mut m = TurnMapper::new("t", "c");
+    m.started();
+    for (is_error, output, want) in [
+        (true, "", "Tool failed (it gave no reason)"),
+        (true, " \n", "Tool failed (it gave no reason)"),
+        (false, "", "Tool finished (no output)"),
+        (true, "denied", "Tool failed: denied"),
+        (false, "hi", "Tool result: hi"),
+    ] {
+        let out = m.on_event(AgentEvent::ToolResult {
+            id: "x".into(),
+            output: output.into(),
+            is_error,
+        });
+        let v = serde_json::to_value(out.last().unwrap()).unwrap();
+        assert_eq!(
+            v["statusUpdate"]["status"]["message"]["parts"][0]["text"],
+            want
+        );
+    }
 }

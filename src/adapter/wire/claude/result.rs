@@ -10,7 +10,8 @@
 //!   object (`--output-format json`, unknown session) give `total_cost_usd`; qwen-code gives
 //!   neither.
 //! * `result` holds the final text; error results without one (max turns, unknown session,
-//!   interrupt) list `errors`.
+//!   interrupt) list `errors`. qwen-code's error results carry the CLI's own error text in
+//!   `error.message` instead (`[API Error: 401 Incorrect API key provided: ...]`).
 //! * `api_error_status` (401, 500, null), `api_error` (`connection_failed`),
 //!   `terminal_reason` (`completed`, `max_turns`, `api_error`, `aborted_streaming`),
 //!   `subtype` (`success`, `error_max_turns`, `error_during_execution`).
@@ -51,10 +52,15 @@ pub(super) fn events(v: &Value, hint: Option<&str>) -> Vec<AgentEvent> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    // qwen-code: `error: {type, message}` (`[API Error: 401 Incorrect API key ...]`).
+    let own = v
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.trim().is_empty());
     let kind = error_kind(v, subtype, hint, &errors);
-    let message = match (kind, text) {
+    let message = match (kind, text.or(own)) {
         ("interrupted", _) => "The turn was interrupted".to_string(),
-        (_, Some(t)) => t.to_string(),
+        (_, Some(t)) => t.trim().to_string(),
         _ if !errors.is_empty() => errors.join("; "),
         _ => format!("The agent ended its turn with an error ({subtype})"),
     };

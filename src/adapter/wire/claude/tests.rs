@@ -165,6 +165,8 @@ golden_test!(
     "claude-code/2.1.330/claude-code-stdio-interrupt.transcript.jsonl"
 );
 golden_test!(golden_qwen_tool_use, "qwen/0.24.4/qwen-tool-use.jsonl");
+golden_test!(golden_qwen_auth_401, "qwen/0.24.4/qwen-auth-401.jsonl");
+golden_test!(golden_qwen_server_500, "qwen/0.24.4/qwen-server-500.jsonl");
 golden_test!(
     golden_qwen_default_approval_headless,
     "qwen/0.24.4/qwen-default-approval-headless.jsonl"
@@ -591,4 +593,32 @@ fn builtin_adapters_run_the_recorded_commands() {
         qwen.spawn_spec("x", &SessionArgs::None).args.join(" "),
         "--input-format stream-json -o stream-json"
     );
+}
+
+#[test]
+fn qwen_failures_carry_the_clis_error_text_and_kind() {
+    for (fixture, text, kind) in [
+        (
+            "qwen-auth-401.jsonl",
+            "[API Error: 401 Incorrect API key provided: sk-test.]",
+            "auth",
+        ),
+        (
+            "qwen-server-500.jsonl",
+            "[API Error: 500 The server had an error]",
+            "model",
+        ),
+    ] {
+        let events = events_of(&format!("{QWEN}/{fixture}"));
+        let (message, _) = last_error(&events);
+        assert_eq!(message, text, "{fixture}");
+        let updates = golden::updates(&events);
+        let last = &updates.last().unwrap()["statusUpdate"];
+        assert_eq!(last["status"]["state"], "TASK_STATE_FAILED", "{fixture}");
+        assert_eq!(last["metadata"]["errorKind"], kind, "{fixture}");
+        assert_eq!(
+            last["status"]["message"]["parts"][0]["text"], text,
+            "{fixture}"
+        );
+    }
 }

@@ -1,0 +1,121 @@
+//! A CLI that keeps retrying a failing model request (Gemini CLI 0.61.0 retries an HTTP 500
+//! with backoff for minutes, printing `Attempt N failed with status 500. Retrying with
+//! backoff... <the API's error>` on stderr) would hold its task `working` until the idle
+//! timeout. The adapter's `[limits]` `retry_pattern` names such lines and `retry_limit` how
+//! many the host lets pass: the next one ends the turn `failed` with that line as the message
+//! (the CLI's own error text) and its `errorKind` from [`super::error_kind`].
+//!
+//! Bounded time: the turn ends at the `retry_limit + 1`-th failed attempt, i.e. after the
+//! CLI's own backoff for those attempts (Gemini: about 5 s, 10 s, 20 s ... between attempts),
+//! and in any case by the idle timeout.
+
+use regex::Regex;
+
+use super::{error_kind, AdapterSpec, AgentEvent};
+
+/// Failed attempts let pass when an adapter names a `retry_pattern` but no `retry_limit`.
+pub const DEFAULT_RETRY_LIMIT: u32 = 2;
+
+/// Counts the retry lines of one turn.
+#[derive(Debug, Clone)]
+pub struct RetryWatch {
+    pattern: Regex,
+    limit: u32,
+    seen: u32,
+}
+
+/// Checks the adapter's `retry_pattern` (at load time).
+pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+    match &spec.limits.retry_pattern {
+        Some(p) => Regex::new(p)
+            .map(|_| ())
+            .map_err(|e| format!("limits.retry_pattern: {e}")),
+        None => Ok(()),
+    }
+}
+
+impl RetryWatch {
+    /// The adapter's watch, if it names a retry pattern (a valid one: checked at load time).
+    pub fn new(spec: &AdapterSpec) -> Option<RetryWatch> {
+        let pattern = Regex::new(spec.limits.retry_pattern.as_deref()?).ok()?;
+        Some(RetryWatch {
+            pattern,
+            limit: spec.limits.retry_limit.unwrap_or(DEFAULT_RETRY_LIMIT),
+            seen: 0,
+        })
+    }
+
+    /// A line the CLI printed (stderr, or a protocol notification's text). Returns the error
+    /// that ends the turn once more than `retry_limit` attempts failed.
+    pub fn on_line(&mut self, line: &str) -> Option<AgentEvent> {
+        if !self.pattern.is_match(line) {
+            return None;
+        }
+        self.seen += 1;
+        if self.seen <= self.limit {
+            return None;
+        }
+        let text = line.trim();
+        Some(AgentEvent::Error {
+            message: format!(
+                "The agent's model requests kept failing ({} attempts; agent-host stops after {}): {text}",
+                self.seen,
+                self.limit + 1
+            ),
+            kind: Some(error_kind::kind_of(None, text)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::Registry;
+
+    /// The recorded stderr of Gemini CLI 0.61.0 answering a model 500 (retries with backoff).
+    fn recorded_stderr() -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/transcripts/gemini/0.61.0/gemini-server-500.stderr.txt");
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn gemini_gives_up_on_a_model_500_after_its_limit() {
+        let spec = Registry::builtin().unwrap().get("gemini").unwrap().clone();
+        let mut w = RetryWatch::new(&spec).expect("gemini names its retry lines");
+        let lines = recorded_stderr();
+        let attempts = lines.iter().filter(|l| l.starts_with("Attempt ")).count();
+        assert!(
+            attempts as u32 > w.limit,
+            "the recording retried {attempts} times"
+        );
+        let mut ended = None;
+        for l in &lines {
+            if let Some(ev) = w.on_line(l) {
+                ended = Some(ev);
+                break;
+            }
+        }
+        match ended {
+            Some(AgentEvent::Error { message, kind }) => {
+                assert!(message.contains("failed with status 500"), "{message}");
+                assert!(message.contains("Internal error encountered."), "{message}");
+                assert_eq!(kind.as_deref(), Some("model"));
+            }
+            other => panic!("expected the turn to end: {other:?}"),
+        }
+        assert_eq!(w.seen, w.limit + 1);
+    }
+
+    #[test]
+    fn without_a_pattern_there_is_no_watch_and_a_bad_one_is_refused() {
+        let mut spec = Registry::builtin().unwrap().get("generic").unwrap().clone();
+        assert!(RetryWatch::new(&spec).is_none());
+        spec.limits.retry_pattern = Some("(".into());
+        assert!(validate(&spec).unwrap_err().contains("retry_pattern"));
+    }
+}
