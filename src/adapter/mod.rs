@@ -5,6 +5,7 @@
 //! documents it. [`wire`] holds one parser per output format, producing [`AgentEvent`]s.
 
 pub mod event;
+pub mod sandbox;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use event::{AgentEvent, ApprovalOption, Usage};
+pub use sandbox::{ByteSize, SandboxSpec};
 
 /// How the prompt reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -67,6 +69,14 @@ pub struct Limits {
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub cancel_grace_ms: Option<u64>,
+    /// Memory of one task (sandbox; e.g. `"4G"`).
+    pub task_memory: Option<ByteSize>,
+    /// Processes (and threads) of one task.
+    pub task_pids: Option<u64>,
+    /// CPU weight of one task, 1..=10000 (100: like any other process).
+    pub task_cpu_weight: Option<u64>,
+    /// Largest file one task may write.
+    pub task_file_size: Option<ByteSize>,
 }
 
 /// A skill shown in the agent card.
@@ -147,6 +157,9 @@ pub struct AdapterSpec {
     pub env: EnvSpec,
     #[serde(default)]
     pub limits: Limits,
+    /// What the CLI needs inside the sandbox (its state folders).
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
     #[serde(default)]
     pub skills: Vec<SkillSpec>,
 }

@@ -140,6 +140,7 @@ impl TestServer {
             timeout: o.timeout,
             idle_timeout: o.idle_timeout,
             cancel_grace: o.grace,
+            sandbox: None,
         };
         let db =
             o.db.clone()

@@ -12,6 +12,7 @@ mod push;
 mod real_cli;
 mod rest;
 mod restart;
+mod sandbox;
 mod security;
 mod streaming;
 mod tasks;
