@@ -219,8 +219,11 @@ pub fn sandbox_policy(
         .write
         .iter()
         .filter_map(|w| crate::adapter::sandbox::expand_path(w, env, home))
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
+        .filter(|p| p.starts_with('/'))
+        .map(|p| {
+            prepare_state_path(&p);
+            PathBuf::from(p.trim_end_matches('/'))
+        })
         .collect();
     let l = &adapter.limits;
     let nonzero = |v: Option<u64>| v.filter(|n| *n > 0);
@@ -244,6 +247,28 @@ pub fn sandbox_policy(
         user: settings.user.clone(),
         limits,
     })
+}
+
+/// Creates a missing state folder (`~/.codex/`, ending in `/`) or file (`~/.claude.json`,
+/// as `{}` for JSON, else empty), so that the sandbox can make it writable: everything else
+/// of the home folder is read-only there, so the CLI could not create it itself.
+fn prepare_state_path(p: &str) {
+    let path = Path::new(p.trim_end_matches('/'));
+    if path.exists() {
+        return;
+    }
+    let made = if p.ends_with('/') {
+        std::fs::create_dir_all(path)
+    } else {
+        let body = if p.ends_with(".json") { "{}" } else { "" };
+        path.parent()
+            .map(std::fs::create_dir_all)
+            .unwrap_or(Ok(()))
+            .and_then(|_| std::fs::write(path, body))
+    };
+    if let Err(e) = made {
+        tracing::warn!(path = %path.display(), error = %e, "cannot create the agent's state folder");
+    }
 }
 
 /// Hides every task's attachments in the turn's working directory but `task_id`'s own.

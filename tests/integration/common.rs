@@ -51,6 +51,8 @@ pub struct Options {
     pub blocking_wait: Option<Duration>,
     /// Media types a message part may name (empty: the defaults).
     pub input_modes: Vec<String>,
+    /// The sandbox of each turn (None: none).
+    pub sandbox: Option<agent_host::runner::SandboxPolicy>,
 }
 
 impl Default for Options {
@@ -81,6 +83,7 @@ impl Default for Options {
             force: false,
             blocking_wait: None,
             input_modes: Vec::new(),
+            sandbox: None,
         }
     }
 }
@@ -140,7 +143,7 @@ impl TestServer {
             timeout: o.timeout,
             idle_timeout: o.idle_timeout,
             cancel_grace: o.grace,
-            sandbox: None,
+            sandbox: o.sandbox.clone(),
         };
         let db =
             o.db.clone()

@@ -64,8 +64,12 @@ pub fn probe() -> (Option<(PathBuf, String)>, String) {
 }
 
 /// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
-/// `drop_caps`: the host is root and the task stays root, so it loses every capability.
-pub fn args(policy: &SandboxPolicy, cwd: &Path, drop_caps: bool) -> Vec<String> {
+/// `root`: the host is root and the task stays root: it then gets its own user namespace
+/// (uid 0 mapped to itself), so its capabilities reach only what the sandbox owns: it cannot
+/// remount the read-only system or see out of its namespaces, yet a CLI that starts its own
+/// bubblewrap for its commands (Codex does) still can. Without it (`--cap-drop ALL`) that
+/// nested sandbox fails.
+pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
     // The sandbox dies with the host; its init with the program (bubblewrap's default).
@@ -73,8 +77,8 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, drop_caps: bool) -> Vec<String> 
     if policy.network == Network::None {
         push(&["--unshare-net"]);
     }
-    if drop_caps {
-        push(&["--cap-drop", "ALL"]);
+    if root {
+        push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
     }
     push(&[
         "--ro-bind",
@@ -143,7 +147,7 @@ mod tests {
         let a = args(&policy, &work, true);
         let at = |s: &str| a.iter().position(|x| x == s).unwrap();
         assert!(a.contains(&"--unshare-net".to_string()));
-        assert!(a.contains(&"--cap-drop".to_string()));
+        assert!(a.contains(&"--unshare-user".to_string()));
         let w = work.display().to_string();
         let d = data.display().to_string();
         let o = own.display().to_string();
