@@ -16,8 +16,16 @@ pub const PARTIAL_LINE_AFTER: Duration = Duration::from_millis(300);
 mod stale;
 
 pub use stale::{kill_stale_group, start_ticks};
+mod group;
 mod pty;
 pub mod sandbox;
+mod spawner;
+
+pub use group::group_alive;
+#[cfg(test)]
+use group::parse_stat;
+use group::signal_group_members;
+use spawner::spawn_cmd;
 
 pub use sandbox::{SandboxPolicy, TaskLimits};
 
@@ -517,80 +525,6 @@ impl Drop for Process {
     }
 }
 
-/// Sends `signal` to every live member of group `pgid` but its leader.
-#[cfg(target_os = "linux")]
-fn signal_group_members(pgid: u32, signal: Signal) {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == pgid {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if parse_stat(&stat).is_some_and(|(_, g)| g == pgid) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn signal_group_members(pgid: u32, signal: Signal) {
-    let _ = killpg(Pid::from_raw(pgid as i32), signal);
-}
-
-/// A job for the spawner thread.
-type SpawnJob = Box<dyn FnOnce() + Send>;
-
-/// Spawns `cmd`; under bubblewrap from one long-lived thread. bubblewrap's
-/// `--die-with-parent` is `PR_SET_PDEATHSIG`, which fires when the *thread* that forked it
-/// exits: spawned from a short-lived thread (tokio's blocking pool ends idle threads after
-/// 10 s) the sandbox would be killed with it.
-fn spawn_cmd(mut cmd: Command, wrapped: bool) -> io::Result<Child> {
-    if !wrapped {
-        return cmd.spawn();
-    }
-    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<SpawnJob>>> =
-        std::sync::OnceLock::new();
-    let sender = SPAWNER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
-        let started = std::thread::Builder::new()
-            .name("agent-host-spawner".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    job();
-                }
-            });
-        if let Err(e) = started {
-            tracing::error!(error = %e, "cannot start the spawner thread");
-        }
-        std::sync::Mutex::new(tx)
-    });
-    let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let job: SpawnJob = Box::new(move || {
-        let _runtime = handle.enter();
-        let _ = done_tx.send(cmd.spawn());
-    });
-    sender
-        .lock()
-        .map_err(|_| io::Error::other("spawner lock poisoned"))?
-        .send(job)
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
-    done_rx
-        .recv()
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?
-}
-
 /// Writes `initial`, then every request, to the child's stdin. Ends (closing stdin) when the
 /// request channel is closed.
 async fn write_stdin_task(
@@ -614,63 +548,6 @@ async fn write_stdin_task(
 async fn write_all(writer: &mut (dyn AsyncWrite + Send + Unpin), bytes: &[u8]) -> io::Result<()> {
     writer.write_all(bytes).await?;
     writer.flush().await
-}
-
-/// true if any non-zombie process has process group id `pgid`.
-///
-/// The kernel answers first (`killpg(pgid, 0)`): no process in the group at all, which is
-/// the common case once a CLI has exited and been reaped, costs one system call. Only when
-/// the group still has a member is `/proc` scanned, to tell a zombie from a live process;
-/// that scan reads every process's `stat` (milliseconds with a thousand processes), so doing
-/// it at every turn's end made each task cost that much host CPU.
-#[cfg(target_os = "linux")]
-pub fn group_alive(pgid: u32) -> bool {
-    if !killpg_probe(pgid) {
-        return false;
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        // The process may vanish between listing and reading: then it is not alive.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((state, group)) = parse_stat(&stat) {
-            if group == pgid && state != 'Z' && state != 'X' {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// true if any process has process group id `pgid` (zombies included: no portable way to tell).
-#[cfg(not(target_os = "linux"))]
-pub fn group_alive(pgid: u32) -> bool {
-    killpg_probe(pgid)
-}
-
-fn killpg_probe(pgid: u32) -> bool {
-    // EPERM means the group exists but belongs to someone else.
-    !matches!(killpg(Pid::from_raw(pgid as i32), None), Err(Errno::ESRCH))
-}
-
-/// From `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."): the state and the process group.
-/// `comm` may contain spaces and parentheses, so fields are counted after its last `)`.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_stat(stat: &str) -> Option<(char, u32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
 }
 
 #[cfg(test)]
