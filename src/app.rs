@@ -38,6 +38,8 @@ pub enum StartError {
     Store(StoreError),
     #[error("push notifications: {0}")]
     PushKey(crate::push::seal::SealError),
+    #[error("{0}")]
+    Sandbox(String),
 }
 
 /// The host's environment (variables that are not UTF-8 are left out).
@@ -139,6 +141,15 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
     let secrets = settings.security.secret_values();
     child_env.retain(|(k, v)| !k.starts_with("AGENT_HOST_") && !secrets.contains(v));
     let limits = settings.limits.resolve(&adapter.limits);
+    let sandbox = crate::engine::launch::sandbox_policy(&adapter, &settings.sandbox, &child_env)?;
+    let missing = crate::runner::sandbox::Capabilities::get().missing(&sandbox);
+    if sandbox.mode == crate::runner::sandbox::Mode::Required && !missing.is_empty() {
+        return Err(StartError::Sandbox(format!(
+            "sandbox = \"required\" (adapter '{}') but this machine lacks: {}",
+            adapter.id,
+            missing.join("; ")
+        )));
+    }
     Ok(Launch {
         program,
         extra_args: settings.args.clone(),
@@ -151,6 +162,7 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         timeout: limits.timeout,
         idle_timeout: limits.idle_timeout,
         cancel_grace: limits.cancel_grace,
+        sandbox: Some(sandbox),
         adapter,
     })
 }
@@ -335,10 +347,12 @@ impl App {
                 start_agent(settings, adapter, i == 0, guard.clone(), local_addr).await?;
             // The CLI's version, for the extended card; found in the background so that a
             // slow CLI does not hold up the start.
-            let (cell, launch) = (state.card.cli_version.clone(), state.engine.launch());
-            let (program, a) = (launch.program.clone(), launch.adapter.clone());
+            let (cell, launch) = (
+                state.card.cli_version.clone(),
+                state.engine.launch().clone(),
+            );
             tokio::spawn(async move {
-                if let Some(v) = adapter_version(&a, &program).await {
+                if let Some(v) = adapter_version(&launch.adapter, &launch).await {
                     let _ = cell.set(v);
                 }
             });
@@ -405,30 +419,43 @@ impl App {
 
 /// The version of an adapter's program: this build's for the built-in agents, else what
 /// the program prints for `version_args`.
-pub(crate) async fn adapter_version(a: &AdapterSpec, program: &std::path::Path) -> Option<String> {
+pub(crate) async fn adapter_version(a: &AdapterSpec, launch: &Launch) -> Option<String> {
     if a.binary == crate::engine::launch::SELF_BINARY {
         return Some(env!("CARGO_PKG_VERSION").to_string());
     }
-    program_version(program, &a.version_args).await
+    program_version(launch, &a.version_args).await
 }
 
-/// The version a program prints for `version_args` (the first `N.N[.N...]` in its output),
-/// waiting at most 10 s.
-async fn program_version(program: &std::path::Path, args: &[String]) -> Option<String> {
-    let run = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(10), run)
+/// The version a program prints for `args` (the first `N.N[.N...]` in its output), run like
+/// a task's program (clean environment, own process group, the task's sandbox), waiting at
+/// most 10 s; then everything it started is stopped.
+async fn program_version(launch: &Launch, args: &[String]) -> Option<String> {
+    use crate::runner::{IoMode, Output, Process, SpawnSpec, StdinMode};
+    let spec = SpawnSpec {
+        program: launch.program.clone(),
+        args: args.to_vec(),
+        cwd: launch.cwd.clone(),
+        env: launch.env.clone(),
+        io: IoMode::Pipes,
+        stdin: StdinMode::Null,
+        max_line_bytes: 64 * 1024,
+        sandbox: launch.sandbox.clone(),
+    };
+    let mut proc = tokio::task::spawn_blocking(move || Process::spawn(spec))
         .await
         .ok()?
         .ok()?;
-    let text = format!(
-        "{} {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut text = String::new();
+    let read = async {
+        while let Some(out) = proc.next().await {
+            if let Output::Line(l) | Output::Stderr(l) = out {
+                text.push_str(&l);
+                text.push(' ');
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+    proc.terminate(Duration::from_millis(500)).await;
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
         .map(|w| w.trim_matches('.'))
         .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))

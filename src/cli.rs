@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::engine::launch::{resolve_program, LaunchError};
+use crate::engine::launch::LaunchError;
 use crate::server;
 use crate::settings::{ServeArgs, Settings};
 
@@ -116,9 +116,10 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
         "PROGRAM".to_string(),
     ]];
     for a in registry.all() {
-        let row = match resolve_program(a, settings.binary.as_deref(), &env, &settings.repo_path) {
-            Ok(p) => {
-                let version = adapter_version(a, &p).await;
+        let row = match launch_for(settings, a.clone()) {
+            Ok(launch) => {
+                let p = launch.program.clone();
+                let version = adapter_version(a, &launch).await;
                 let tested = match &version {
                     Some(v) if a.tested_versions.iter().any(|t| t == v) => "yes",
                     Some(_) if a.tested_versions.is_empty() => "-",
@@ -137,7 +138,7 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
                 // "not installed" only when the program was looked for and not found; a
                 // configured path that cannot be run says why.
                 let hint = match &e {
-                    LaunchError::NotFound { .. } if !a.install.is_empty() => {
+                    StartError::Launch(LaunchError::NotFound { .. }) if !a.install.is_empty() => {
                         format!("not installed ({})", a.install)
                     }
                     _ => e.to_string(),
@@ -158,7 +159,26 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
         out.push_str(&r[4]);
         out.push('\n');
     }
+    let policy = crate::engine::launch::sandbox_policy(
+        registry.get("jsonl")?,
+        &settings.sandbox,
+        &crate::engine::launch::child_env(registry.get("jsonl")?, &env, &settings.pass_env),
+    )?;
+    out.push_str(&sandbox_report(&policy));
     Ok(out)
+}
+
+/// The sandbox lines of `agent-host adapters`: the mode, the pieces in force, what is missing.
+pub fn sandbox_report(policy: &crate::runner::SandboxPolicy) -> String {
+    let caps = crate::runner::sandbox::Capabilities::get();
+    let mut out = format!("\nsandbox: {}\n", policy.mode.as_str());
+    for p in caps.pieces(policy) {
+        out.push_str(&format!("  in force: {p}\n"));
+    }
+    for m in caps.missing(policy) {
+        out.push_str(&format!("  missing:  {m}\n"));
+    }
+    out
 }
 
 /// `agent-host card`: the card as served at the configured address.

@@ -21,7 +21,10 @@
 //!   state per turn); a context's earlier turns as text ([`task::history`]).
 //! - [`runner`]: the only place with child processes, ptys and signals: spawn in its own
 //!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
-//!   group, grace, SIGKILL, reap.
+//!   group, grace, SIGKILL, reap; and the sandbox per task ([`runner::sandbox`]): a cgroup
+//!   per task (tracking, `cgroup.kill`, memory/process/CPU limits), bubblewrap (own PID
+//!   namespace, read-only system, host data hidden, optional no network) or Landlock, and the
+//!   pieces this machine offers.
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs,
 //!   context sessions, process groups) and [`store::PushStore`]; the SQLite store (the
 //!   default, with migrations) and the in-memory one.

@@ -43,6 +43,12 @@ fn init_logging(format: LogFormat) -> anyhow::Result<Telemetry> {
 }
 
 fn main() {
+    // Other processes of this user (a task's agent among them) may not read this process's
+    // environment or memory (/proc/PID/environ, mem) nor attach to it.
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("agent-host: warning: cannot protect the process (PR_SET_DUMPABLE): {e}");
+    }
     let cli = Cli::parse();
     if let Command::FakeAgent { args } = cli.command {
         agent_host::fake_agent::main_with(args.into_iter());

@@ -7,6 +7,7 @@
 pub mod error_kind;
 pub mod event;
 pub mod retry;
+pub mod sandbox;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use event::{AgentEvent, ApprovalOption, Usage};
+pub use sandbox::{ByteSize, SandboxSpec};
 
 /// How the prompt reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -73,6 +75,14 @@ pub struct Limits {
     pub retry_pattern: Option<String>,
     /// How many such failed attempts pass before the turn fails (see [`retry`]).
     pub retry_limit: Option<u32>,
+    /// Memory of one task (sandbox; e.g. `"4G"`).
+    pub task_memory: Option<ByteSize>,
+    /// Processes (and threads) of one task.
+    pub task_pids: Option<u64>,
+    /// CPU weight of one task, 1..=10000 (100: like any other process).
+    pub task_cpu_weight: Option<u64>,
+    /// Largest file one task may write.
+    pub task_file_size: Option<ByteSize>,
 }
 
 /// A skill shown in the agent card.
@@ -153,6 +163,9 @@ pub struct AdapterSpec {
     pub env: EnvSpec,
     #[serde(default)]
     pub limits: Limits,
+    /// What the CLI needs inside the sandbox (its state folders).
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
     #[serde(default)]
     pub skills: Vec<SkillSpec>,
 }

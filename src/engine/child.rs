@@ -24,6 +24,10 @@ pub trait Child: Send {
     async fn wait(&mut self, grace: Duration) -> ExitInfo;
     /// Stops it: SIGTERM, `grace`, SIGKILL. Idempotent.
     async fn terminate(&mut self, grace: Duration) -> ExitInfo;
+    /// The task limit (memory, processes) it ran into, in words, once it is gone.
+    fn limit_hit(&self) -> Option<String> {
+        None
+    }
 }
 
 #[async_trait]
@@ -50,6 +54,10 @@ impl Child for Process {
 
     async fn terminate(&mut self, grace: Duration) -> ExitInfo {
         Process::terminate(self, grace).await
+    }
+
+    fn limit_hit(&self) -> Option<String> {
+        Process::limit_hit(self)
     }
 }
 

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::adapter::{AdapterSpec, Io, PromptVia, StdinPolicy};
+use crate::runner::sandbox::{Mode, Network, SandboxPolicy, TaskLimits};
 use crate::runner::{IoMode, SpawnSpec, StdinMode};
+use crate::settings::sandbox::{SandboxSettings, DEFAULT_TASK_PIDS};
 
 /// Host variables every CLI gets (when set): what a program needs to run at all.
 pub const BASE_ENV: &[&str] = &[
@@ -52,6 +54,8 @@ pub enum LaunchError {
         /// "install it with ...; or " when the adapter says how.
         install: String,
     },
+    #[error("adapter '{adapter}': {message}")]
+    Sandbox { adapter: String, message: String },
 }
 
 /// Everything needed to start the adapter's program for any turn.
@@ -70,6 +74,8 @@ pub struct Launch {
     pub timeout: Duration,
     pub idle_timeout: Duration,
     pub cancel_grace: Duration,
+    /// How each turn's process is contained ([`sandbox_policy`]); `None`: not at all.
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 /// Session arguments for one turn.
@@ -165,6 +171,7 @@ impl Launch {
             },
             stdin,
             max_line_bytes: self.max_line_bytes,
+            sandbox: self.sandbox.clone(),
         }
     }
 
@@ -177,6 +184,104 @@ impl Launch {
     /// protocol).
     pub fn can_resume(&self) -> bool {
         !self.adapter.resume_args.is_empty() || self.adapter.protocol_resume
+    }
+}
+
+/// The sandbox of the adapter's tasks: the host's settings over the adapter's `[sandbox]`
+/// and `[limits]` over the defaults; the adapter's state folders (expanded with the CLI's
+/// environment `env`) writable; the host's files and the attachments of every task hidden
+/// (each turn shows its own again, [`reveal_attachments`]).
+pub fn sandbox_policy(
+    adapter: &AdapterSpec,
+    settings: &SandboxSettings,
+    env: &[(String, String)],
+) -> Result<SandboxPolicy, LaunchError> {
+    let bad = |message: String| LaunchError::Sandbox {
+        adapter: adapter.id.clone(),
+        message,
+    };
+    let mode = match (settings.mode, &adapter.sandbox.mode) {
+        (Some(m), _) => m,
+        (None, Some(m)) => Mode::parse(m).ok_or_else(|| {
+            bad(format!(
+                "[sandbox] mode '{m}' is not one of auto, required, off"
+            ))
+        })?,
+        (None, None) => Mode::Auto,
+    };
+    let network = match (settings.network, &adapter.sandbox.network) {
+        (Some(n), _) => n,
+        (None, Some(n)) => Network::parse(n)
+            .ok_or_else(|| bad(format!("[sandbox] network '{n}' is not one of open, none")))?,
+        (None, None) => Network::Open,
+    };
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.as_str());
+    let write = adapter
+        .sandbox
+        .write
+        .iter()
+        .filter_map(|w| crate::adapter::sandbox::expand_path(w, env, home))
+        .filter(|p| p.starts_with('/'))
+        .map(|p| {
+            prepare_state_path(&p);
+            PathBuf::from(p.trim_end_matches('/'))
+        })
+        .collect();
+    let l = &adapter.limits;
+    let nonzero = |v: Option<u64>| v.filter(|n| *n > 0);
+    let limits = TaskLimits {
+        memory: nonzero(
+            settings
+                .memory
+                .or(l.task_memory.map(|b| b.0))
+                .or_else(crate::runner::sandbox::default_task_memory),
+        ),
+        pids: nonzero(settings.pids.or(l.task_pids).or(Some(DEFAULT_TASK_PIDS))),
+        cpu_weight: nonzero(settings.cpu_weight.or(l.task_cpu_weight)),
+        file_size: nonzero(settings.file_size.or(l.task_file_size.map(|b| b.0))),
+    };
+    Ok(SandboxPolicy {
+        mode,
+        write,
+        hide: settings.hide.clone(),
+        reveal: Vec::new(),
+        network,
+        user: settings.user.clone(),
+        limits,
+    })
+}
+
+/// Creates a missing state folder (`~/.codex/`, ending in `/`) or file (`~/.claude.json`,
+/// as `{}` for JSON, else empty), so that the sandbox can make it writable: everything else
+/// of the home folder is read-only there, so the CLI could not create it itself.
+fn prepare_state_path(p: &str) {
+    let path = Path::new(p.trim_end_matches('/'));
+    if path.exists() {
+        return;
+    }
+    let made = if p.ends_with('/') {
+        std::fs::create_dir_all(path)
+    } else {
+        let body = if p.ends_with(".json") { "{}" } else { "" };
+        path.parent()
+            .map(std::fs::create_dir_all)
+            .unwrap_or(Ok(()))
+            .and_then(|_| std::fs::write(path, body))
+    };
+    if let Err(e) = made {
+        tracing::warn!(path = %path.display(), error = %e, "cannot create the agent's state folder");
+    }
+}
+
+/// Hides every task's attachments in the turn's working directory but `task_id`'s own.
+pub fn reveal_attachments(spec: &mut SpawnSpec, task_id: &str) {
+    let own = crate::engine::input::attachments_dir(&spec.cwd, task_id);
+    if let (Some(p), Some(all)) = (spec.sandbox.as_mut(), own.parent()) {
+        p.hide.push(all.to_path_buf());
+        p.reveal.push(own.clone());
     }
 }
 
@@ -381,6 +486,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
             cancel_grace: Duration::from_secs(1),
+            sandbox: None,
         };
         let first = launch.spawn_spec("hello", &SessionArgs::New("s1".into()));
         assert_eq!(

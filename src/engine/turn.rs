@@ -103,6 +103,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     };
 
     let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd);
+    crate::engine::launch::reveal_attachments(&mut spec, &task_id);
     if let Some(tp) = &traceparent {
         spec.env.retain(|(k, _)| k != "TRACEPARENT");
         spec.env.push(("TRACEPARENT".into(), tp.clone()));
@@ -269,7 +270,11 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 Err(_) => proc.terminate(grace).await,
             };
             tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent exited");
-            let ev = mapper.on_exit(exited(exit, &stderr_tail));
+            let reason = match proc.limit_hit() {
+                Some(limit) => ExitReason::LimitReached(limit),
+                None => exited(exit, &stderr_tail),
+            };
+            let ev = mapper.on_exit(reason);
             inner.publish(&task_id, &notify, ev).await;
         }
         End::Stopped(reason, ack) => {
@@ -281,7 +286,10 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
             tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
             let reason = match reason {
                 // The turn may have finished properly just before being stopped.
-                ExitReason::Exited { .. } => exited(exit, &stderr_tail),
+                ExitReason::Exited { .. } => match proc.limit_hit() {
+                    Some(limit) => ExitReason::LimitReached(limit),
+                    None => exited(exit, &stderr_tail),
+                },
                 other => other,
             };
             let ev = mapper.on_exit(reason);

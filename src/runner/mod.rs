@@ -3,6 +3,11 @@
 //! A [`Process`] is one coding-agent CLI run. The child always leads its own process group
 //! (pid == pgid) so that cancel reaches everything it started (shells, dev servers, relaunched
 //! node processes). Output arrives line by line through [`Process::next`]; see [`Output`].
+//!
+//! With a [`SandboxPolicy`] in the [`SpawnSpec`], the child also runs contained
+//! ([`sandbox`]): in its own cgroup (so every process it starts is known to the kernel, even
+//! after `setsid`), under bubblewrap or Landlock, with limits. [`Process::terminate`] and
+//! [`Process::wait`] then end everything in the task's cgroup, not only its process group.
 
 mod lines;
 
@@ -11,7 +16,18 @@ pub const PARTIAL_LINE_AFTER: Duration = Duration::from_millis(300);
 mod stale;
 
 pub use stale::{kill_stale_group, start_ticks};
+mod group;
 mod pty;
+pub mod sandbox;
+mod spawner;
+
+pub use group::group_alive;
+#[cfg(test)]
+use group::parse_stat;
+use group::signal_group_members;
+use spawner::spawn_cmd;
+
+pub use sandbox::{SandboxPolicy, TaskLimits};
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -79,6 +95,8 @@ pub struct SpawnSpec {
     pub stdin: StdinMode,
     /// longest stdout line kept (default used by callers: 16 MiB); longer lines become Output::TooLong
     pub max_line_bytes: usize,
+    /// Containment of the child; `None`: none (its own process group only).
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 /// One piece of the child's output.
@@ -115,6 +133,8 @@ pub enum RunnerError {
     StdinClosed,
     #[error("writing to the child's stdin failed: {0}")]
     Stdin(#[source] io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
 }
 
 /// A write request for the stdin writer task, answered when the bytes are written.
@@ -132,6 +152,13 @@ pub struct Process {
     exit: Option<ExitInfo>,
     /// The group has been checked empty after the leader was reaped.
     group_gone: bool,
+    /// The task's cgroup (tracking, limits), when contained.
+    cgroup: Option<sandbox::TaskCgroup>,
+    /// The leader is bubblewrap's outer process (it dies on SIGTERM and takes the sandbox
+    /// with it, so a graceful SIGTERM goes to the others only).
+    wrapped: bool,
+    /// The limit the task ran into, read before its cgroup was removed.
+    limit_hit: Option<String>,
 }
 
 impl std::fmt::Debug for Process {
@@ -147,8 +174,32 @@ impl std::fmt::Debug for Process {
 impl Process {
     /// Start the child. Must be called inside a tokio runtime.
     pub fn spawn(spec: SpawnSpec) -> Result<Process, RunnerError> {
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args)
+        let mut prepared = match &spec.sandbox {
+            Some(policy) if policy.mode != sandbox::Mode::Off => {
+                sandbox::log_once(policy);
+                Some(sandbox::Prepared::new(
+                    policy,
+                    &spec.program,
+                    &spec.args,
+                    &spec.cwd,
+                )?)
+            }
+            _ => None,
+        };
+        let (program, args) = match &prepared {
+            Some(p) => (p.program.clone(), p.args.clone()),
+            None => (spec.program.clone(), spec.args.clone()),
+        };
+        let wrapped = prepared.as_ref().is_some_and(|p| p.wrapped);
+        let mut cmd = Command::new(&program);
+        if let Some(p) = prepared.as_mut() {
+            // SAFETY: the hook only makes system calls on values prepared before fork (see
+            // `sandbox::Prepared::pre_exec`).
+            unsafe {
+                cmd.pre_exec(p.pre_exec());
+            }
+        }
+        cmd.args(&args)
             .current_dir(&spec.cwd)
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -175,7 +226,7 @@ impl Process {
                     } else {
                         Stdio::null()
                     });
-                let mut child = cmd.spawn().map_err(spawn_err)?;
+                let mut child = spawn_cmd(cmd, wrapped).map_err(spawn_err)?;
                 if let Some(out) = child.stdout.take() {
                     tasks.push(tokio::spawn(pump(
                         out,
@@ -213,10 +264,9 @@ impl Process {
                 unsafe {
                     cmd.pre_exec(pty::become_session_leader);
                 }
-                let spawned = cmd.spawn();
-                // Close every parent copy of the slave (the Stdio values live in `cmd`), so that
-                // reading the master reports EOF once the child side is gone.
-                drop(cmd);
+                // Closes every parent copy of the slave (the Stdio values live in `cmd`, dropped
+                // after the spawn), so that reading the master reports EOF once the child side is gone.
+                let spawned = spawn_cmd(cmd, wrapped);
                 drop(pty.slave);
                 let child = spawned.map_err(spawn_err)?;
                 let master = pty::Master::new(pty.master).map_err(RunnerError::Pty)?;
@@ -254,6 +304,10 @@ impl Process {
             }
         }
 
+        let (cgroup, wrapped) = match prepared {
+            Some(mut p) => (p.cgroup.take(), p.wrapped),
+            None => (None, false),
+        };
         Ok(Process {
             pid,
             child,
@@ -262,6 +316,9 @@ impl Process {
             tasks,
             exit: None,
             group_gone: false,
+            cgroup,
+            wrapped,
+            limit_hit: None,
         })
     }
 
@@ -302,21 +359,21 @@ impl Process {
     }
 
     /// Wait for the leader to exit and reap it; afterwards, if anything is left in the process
-    /// group (a CLI's background shell or dev server), SIGTERM the group, wait up to `grace`,
-    /// SIGKILL what is left. Returns the leader's exit.
+    /// group or the task's cgroup (a CLI's background shell or dev server, a daemon), SIGTERM
+    /// it, wait up to `grace`, SIGKILL what is left. Returns the leader's exit.
     pub async fn wait(&mut self, grace: Duration) -> ExitInfo {
         let exit = self.reap().await;
-        if !self.group_gone && group_alive(self.pid) {
+        if !self.group_gone && self.members_alive() {
             self.signal_group(Signal::SIGTERM);
-            wait_group_gone(self.pid, Instant::now() + grace).await;
+            self.wait_members_gone(Instant::now() + grace).await;
         }
         self.kill_rest().await;
         exit
     }
 
-    /// Cancel: SIGTERM to the whole group, wait up to `grace` for the group to exit, then SIGKILL
-    /// to the group, reap the leader, and make sure no member of the group is left. Idempotent;
-    /// works if the leader already exited.
+    /// Cancel: SIGTERM to the whole group (and cgroup), wait up to `grace` for it to exit,
+    /// then SIGKILL, reap the leader, and make sure no process of the task is left.
+    /// Idempotent; works if the leader already exited.
     pub async fn terminate(&mut self, grace: Duration) -> ExitInfo {
         if let (Some(exit), true) = (self.exit, self.group_gone) {
             return exit;
@@ -329,11 +386,31 @@ impl Process {
         }
         // The leader may have gone while helpers are still shutting down: give them the rest
         // of the grace period too.
-        wait_group_gone(self.pid, deadline).await;
-        self.signal_group(Signal::SIGKILL);
+        self.wait_members_gone(deadline).await;
+        self.kill_everything();
         let exit = self.reap().await;
         self.kill_rest().await;
         exit
+    }
+
+    /// The limit (memory, processes) the task ran into, in words (`its memory limit (256
+    /// MiB, task_memory)`), once its processes are gone; `None` when it hit none or is not
+    /// in a cgroup.
+    pub fn limit_hit(&self) -> Option<String> {
+        self.limit_hit
+            .clone()
+            .or_else(|| self.cgroup.as_ref().and_then(|c| c.limit_hit()))
+    }
+
+    /// True while any process of the task is alive: its group, or its cgroup.
+    fn members_alive(&self) -> bool {
+        group_alive(self.pid) || self.cgroup.as_ref().is_some_and(|c| c.alive())
+    }
+
+    async fn wait_members_gone(&self, deadline: Instant) {
+        while self.members_alive() && Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Reap the leader (once) and remember its exit.
@@ -342,9 +419,16 @@ impl Process {
             return exit;
         }
         let exit = match self.child.wait().await {
-            Ok(status) => ExitInfo {
-                code: status.code(),
-                signal: status.signal(),
+            // bubblewrap reports a program killed by signal N as exit code 128 + N.
+            Ok(status) => match (status.code(), self.wrapped) {
+                (Some(c), true) if (129..160).contains(&c) => ExitInfo {
+                    code: None,
+                    signal: Some(c - 128),
+                },
+                _ => ExitInfo {
+                    code: status.code(),
+                    signal: status.signal(),
+                },
             },
             Err(e) => {
                 tracing::warn!(pid = self.pid, error = %e, "cannot collect the exit status");
@@ -358,30 +442,60 @@ impl Process {
         exit
     }
 
-    /// With the leader reaped: SIGKILL whatever is left in the group until it is empty.
+    /// With the leader reaped: SIGKILL whatever is left in the group and cgroup until both
+    /// are empty; then remove the cgroup (its limit counters read first).
     async fn kill_rest(&mut self) {
         if self.group_gone {
             return;
         }
         let deadline = Instant::now() + KILL_SETTLE;
-        while group_alive(self.pid) {
-            self.signal_group(Signal::SIGKILL);
+        while self.members_alive() {
+            self.kill_everything();
             if Instant::now() >= deadline {
                 tracing::warn!(
                     pgid = self.pid,
-                    "process group still has members after SIGKILL"
+                    "the task still has processes after SIGKILL"
                 );
                 return;
             }
             tokio::time::sleep(POLL).await;
         }
         self.group_gone = true;
+        if let Some(cg) = self.cgroup.take() {
+            self.limit_hit = cg.limit_hit();
+            // rmdir may wait a moment for the last exits to be accounted.
+            let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
+        }
     }
 
+    /// SIGTERM (or another catchable signal) to the task. Under bubblewrap the leader is its
+    /// outer process, which would die at once and SIGKILL the sandbox before the agent saw
+    /// the signal: then every other member gets it.
     fn signal_group(&self, signal: Signal) {
+        if self.wrapped && signal != Signal::SIGKILL {
+            match &self.cgroup {
+                Some(cg) => cg.signal(signal, Some(self.pid as i32)),
+                None => signal_group_members(self.pid, signal),
+            }
+            return;
+        }
         match killpg(self.pgid(), signal) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, ?signal, error = %e, "killpg failed"),
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.signal(signal, None);
+        }
+    }
+
+    /// SIGKILL to the group and everything in the task's cgroup.
+    fn kill_everything(&self) {
+        match killpg(self.pgid(), Signal::SIGKILL) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => tracing::warn!(pgid = self.pid, error = %e, "killpg failed"),
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
         }
     }
 }
@@ -390,7 +504,20 @@ impl Drop for Process {
     fn drop(&mut self) {
         if !self.group_gone {
             // Nothing may outlive a dropped Process. tokio reaps the dropped leader in the background.
-            self.signal_group(Signal::SIGKILL);
+            self.kill_everything();
+        }
+        if let Some(cg) = self.cgroup.take() {
+            // The killed processes take a moment to leave the cgroup; remove it off this thread.
+            std::thread::spawn(move || {
+                for _ in 0..100 {
+                    if !cg.alive() {
+                        break;
+                    }
+                    cg.kill_all();
+                    std::thread::sleep(POLL);
+                }
+                cg.remove();
+            });
         }
         for task in &self.tasks {
             task.abort();
@@ -421,70 +548,6 @@ async fn write_stdin_task(
 async fn write_all(writer: &mut (dyn AsyncWrite + Send + Unpin), bytes: &[u8]) -> io::Result<()> {
     writer.write_all(bytes).await?;
     writer.flush().await
-}
-
-/// Poll until no process of group `pgid` is left or `deadline` passes.
-async fn wait_group_gone(pgid: u32, deadline: Instant) {
-    while group_alive(pgid) && Instant::now() < deadline {
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// true if any non-zombie process has process group id `pgid`.
-///
-/// The kernel answers first (`killpg(pgid, 0)`): no process in the group at all, which is
-/// the common case once a CLI has exited and been reaped, costs one system call. Only when
-/// the group still has a member is `/proc` scanned, to tell a zombie from a live process;
-/// that scan reads every process's `stat` (milliseconds with a thousand processes), so doing
-/// it at every turn's end made each task cost that much host CPU.
-#[cfg(target_os = "linux")]
-pub fn group_alive(pgid: u32) -> bool {
-    if !killpg_probe(pgid) {
-        return false;
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        // The process may vanish between listing and reading: then it is not alive.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((state, group)) = parse_stat(&stat) {
-            if group == pgid && state != 'Z' && state != 'X' {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// true if any process has process group id `pgid` (zombies included: no portable way to tell).
-#[cfg(not(target_os = "linux"))]
-pub fn group_alive(pgid: u32) -> bool {
-    killpg_probe(pgid)
-}
-
-fn killpg_probe(pgid: u32) -> bool {
-    // EPERM means the group exists but belongs to someone else.
-    !matches!(killpg(Pid::from_raw(pgid as i32), None), Err(Errno::ESRCH))
-}
-
-/// From `/proc/PID/stat` ("pid (comm) state ppid pgrp ..."): the state and the process group.
-/// `comm` may contain spaces and parentheses, so fields are counted after its last `)`.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_stat(stat: &str) -> Option<(char, u32)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ fn sh(script: &str, io: IoMode, stdin: StdinMode) -> SpawnSpec {
         io,
         stdin,
         max_line_bytes: 16 << 20,
+        sandbox: None,
     }
 }
 

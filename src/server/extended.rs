@@ -15,6 +15,19 @@ use crate::protocol::A2AError;
 /// The extension entry that carries the runtime details.
 pub const RUNTIME_EXTENSION: &str = "urn:agent-host:runtime:v1";
 
+/// The sandbox of the adapter's tasks: the mode, the pieces in force, what is missing.
+fn sandbox_json(policy: Option<&crate::runner::SandboxPolicy>) -> Value {
+    let Some(p) = policy else {
+        return json!({"mode": "off", "inForce": ["off: process group only"], "missing": []});
+    };
+    let caps = crate::runner::sandbox::Capabilities::get();
+    json!({
+        "mode": p.mode.as_str(),
+        "inForce": caps.pieces(p),
+        "missing": caps.missing(p),
+    })
+}
+
 /// Whether a host with these credentials serves an extended card.
 pub fn offered(security: &crate::settings::Security) -> bool {
     !security.credentials.is_empty()
@@ -63,6 +76,7 @@ pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Val
             "maxSubscribers": limits.max_subscribers,
             "maxLineBytes": launch.max_line_bytes,
         },
+        "sandbox": sandbox_json(launch.sandbox.as_ref()),
     });
     let serde_json::Value::Object(params) = params else {
         // `json!({...})` is always an object.

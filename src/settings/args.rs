@@ -211,6 +211,27 @@ pub struct ServeArgs {
     /// Requests per minute per credential, 0 = no limit [default: 600]
     #[arg(long, env = "AGENT_HOST_RATE_LIMIT", value_name = "N")]
     pub rate_limit: Option<u32>,
+    /// Sandbox per task: auto (what the machine offers: bubblewrap, Landlock, cgroups), required (refuse to start when a piece is missing), off (the agent runs as the host's user with its view) [default: auto]
+    #[arg(long, env = "AGENT_SANDBOX", value_name = "auto|required|off")]
+    pub sandbox: Option<String>,
+    /// The task's network in the sandbox: open, or none (loopback only) [default: open]
+    #[arg(long, env = "AGENT_SANDBOX_NETWORK", value_name = "open|none")]
+    pub sandbox_network: Option<String>,
+    /// Run each task as this user (the host must run as root) [default: the host's user]
+    #[arg(long, env = "AGENT_SANDBOX_USER", value_name = "NAME")]
+    pub sandbox_user: Option<String>,
+    /// Memory of one task, e.g. 4G; 0 = no limit [default: half the machine's memory]
+    #[arg(long, env = "AGENT_TASK_MEMORY", value_name = "SIZE")]
+    pub task_memory: Option<String>,
+    /// Processes and threads of one task; 0 = no limit [default: 4096]
+    #[arg(long, env = "AGENT_TASK_PIDS", value_name = "N")]
+    pub task_pids: Option<u64>,
+    /// CPU weight of one task, 1..10000 (100 = like any other process) [default: 100]
+    #[arg(long, env = "AGENT_TASK_CPU_WEIGHT", value_name = "N")]
+    pub task_cpu_weight: Option<u64>,
+    /// Largest file one task may write, e.g. 1G; 0 = no limit [default: no limit]
+    #[arg(long, env = "AGENT_TASK_FILE_SIZE", value_name = "SIZE")]
+    pub task_file_size: Option<String>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::adapter::PromptVia;
 
 mod args;
+pub mod sandbox;
 pub mod security;
 pub use args::ServeArgs;
 pub use security::{Credential, HostLimits, Secret, Security};
@@ -54,6 +55,8 @@ pub struct FileConfig {
     pub workspace: security::WorkspaceSection,
     #[serde(default)]
     pub limits: security::LimitsSection,
+    #[serde(default)]
+    pub sandbox: sandbox::SandboxSection,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -207,6 +210,8 @@ pub struct Settings {
     /// Directories a message may name as its working directory (canonical).
     pub workspace_roots: Vec<PathBuf>,
     pub host_limits: HostLimits,
+    /// The sandbox per task and the task limits (see [`sandbox`]).
+    pub sandbox: sandbox::SandboxSettings,
 }
 
 /// Push notification settings, when on.
@@ -540,6 +545,23 @@ impl Settings {
                 .unwrap_or(d.max_subscribers)
                 .max(1),
         };
+        let mut secrets: Vec<PathBuf> = args.config.iter().cloned().collect();
+        if let StoreChoice::Sqlite(db) = &store {
+            secrets.push(db.clone());
+        }
+        if let Some(PushConfig {
+            key: PushKey::File(f),
+            ..
+        }) = &push
+        {
+            secrets.push(f.clone());
+        }
+        if let Some(k) = args.card_sign_key.clone().or_else(|| card.sign_key.clone()) {
+            if Path::new(&k).is_file() {
+                secrets.push(PathBuf::from(k));
+            }
+        }
+        let sandbox = sandbox::resolve(args, &file.sandbox, &file.limits, &secrets, &repo_path)?;
         let log_format = match args
             .log_format
             .clone()
@@ -685,6 +707,7 @@ impl Settings {
             security,
             workspace_roots,
             host_limits,
+            sandbox,
         })
     }
 }

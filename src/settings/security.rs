@@ -71,6 +71,10 @@ pub struct LimitsSection {
     pub rate_limit_per_minute: Option<u32>,
     pub max_output_bytes: Option<usize>,
     pub max_subscribers_per_task: Option<usize>,
+    pub task_memory: Option<crate::adapter::ByteSize>,
+    pub task_pids: Option<u64>,
+    pub task_cpu_weight: Option<u64>,
+    pub task_file_size: Option<crate::adapter::ByteSize>,
 }
 
 /// A credential's secret.

@@ -72,6 +72,8 @@ pub enum ExitReason {
     Shutdown,
     /// The host restarted while the task ran, and its CLI session cannot be resumed.
     Restarted,
+    /// The task ran into a limit of its sandbox (`its memory limit (256 MiB, task_memory)`).
+    LimitReached(String),
 }
 
 /// Maps one turn's AgentEvents to task updates.
@@ -456,6 +458,10 @@ impl TurnMapper {
                     TaskState::Failed
                 },
                 format!("The task ran longer than its limit of {secs} s and was stopped"),
+            ),
+            ExitReason::LimitReached(limit) => (
+                TaskState::Failed,
+                format!("The task reached {limit} and was stopped"),
             ),
             ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
             ExitReason::Shutdown => (

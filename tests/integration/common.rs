@@ -48,6 +48,8 @@ pub struct Options {
     pub blocking_wait: Option<Duration>,
     /// Media types a message part may name (empty: the defaults).
     pub input_modes: Vec<String>,
+    /// The sandbox of each turn (default: off, so the tests see the agent's real pids).
+    pub sandbox: agent_host::settings::sandbox::SandboxSettings,
 }
 
 impl Default for Options {
@@ -78,6 +80,10 @@ impl Default for Options {
             force: false,
             blocking_wait: None,
             input_modes: Vec::new(),
+            sandbox: agent_host::settings::sandbox::SandboxSettings {
+                mode: Some(agent_host::runner::sandbox::Mode::Off),
+                ..Default::default()
+            },
         }
     }
 }
@@ -131,6 +137,7 @@ impl Options {
         s.args = o.extra_args.clone();
         s.model = o.model.clone();
         s.force = o.force;
+        s.sandbox = o.sandbox.clone();
         s.blocking_wait = o.blocking_wait;
         if !o.input_modes.is_empty() {
             s.input_modes = o.input_modes.clone();

@@ -16,6 +16,7 @@ mod races;
 mod real_cli;
 mod rest;
 mod restart;
+mod sandbox;
 mod security;
 mod streaming;
 mod tasks;

@@ -31,6 +31,10 @@ impl Host {
             .arg(format!("sqlite:{}", db.display()))
             .env("AGENT_REPO_PATH", repo)
             .env("AGENT_CANCEL_GRACE_MS", "300")
+            // The fake agent reports its grandchild's pid, which under the sandbox is a pid
+            // of the task's own namespace; and there a dead host's processes die with it
+            // (tests/integration/sandbox.rs). This test is about the process-group records.
+            .env("AGENT_SANDBOX", "off")
             .env_remove("AGENT_HOST_CONFIG")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

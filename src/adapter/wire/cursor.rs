@@ -300,6 +300,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             idle_timeout: std::time::Duration::from_secs(1),
             cancel_grace: std::time::Duration::from_secs(1),
+            sandbox: None,
         };
         let next = launch.spawn_spec("again", &SessionArgs::Resume("chat-1".into()));
         assert_eq!(

@@ -448,6 +448,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             idle_timeout: std::time::Duration::from_secs(1),
             cancel_grace: std::time::Duration::from_secs(1),
+            sandbox: None,
         };
         let first = launch.spawn_spec(
             "say hi",

@@ -462,6 +462,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             idle_timeout: std::time::Duration::from_secs(1),
             cancel_grace: std::time::Duration::from_secs(1),
+            sandbox: None,
         };
         // opencode picks its session ids: the host cannot choose one up front.
         assert!(!launch.host_chooses_session());

@@ -172,6 +172,7 @@ fn engine_with(
         timeout,
         idle_timeout: idle,
         cancel_grace: GRACE,
+        sandbox: None,
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let e = Engine::with_spawner(

@@ -547,6 +547,7 @@ fn builtin_adapters_run_the_recorded_commands() {
         timeout: std::time::Duration::from_secs(60),
         idle_timeout: std::time::Duration::from_secs(60),
         cancel_grace: std::time::Duration::from_secs(1),
+        sandbox: None,
     };
 
     let claude = launch("claude-code", false);

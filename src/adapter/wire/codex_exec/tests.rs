@@ -303,6 +303,7 @@ fn launch(id: &str, force: bool) -> crate::engine::Launch {
         timeout: std::time::Duration::from_secs(1),
         idle_timeout: std::time::Duration::from_secs(1),
         cancel_grace: std::time::Duration::from_secs(1),
+        sandbox: None,
     }
 }
 

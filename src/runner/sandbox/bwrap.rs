@@ -1,0 +1,158 @@
+//! bubblewrap (`bwrap`): the namespaces and mounts of a task's sandbox.
+//!
+//! Why bubblewrap and not our own `unshare`/`mount` code: it is the small, audited setuid-free
+//! tool that Flatpak and Claude Code's own sandbox use on Linux for exactly this (a PID
+//! namespace whose init dies with the program, a read-only view of the system with chosen
+//! folders writable, a private `/tmp`, an optional empty network namespace), packaged by
+//! every distribution (`bubblewrap`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{Network, SandboxPolicy};
+
+/// A working bubblewrap (found on PATH and passing a trial run) and its version, or why not.
+pub fn probe() -> (Option<(PathBuf, String)>, String) {
+    let Ok(path) = which::which("bwrap") else {
+        return (None, "bwrap is not installed".into());
+    };
+    let version = Command::new(&path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .trim_start_matches("bubblewrap ")
+                .to_string()
+        })
+        .unwrap_or_default();
+    // A trial run with the namespaces a task gets: user namespaces may be disabled, or the
+    // host may itself run in a container that forbids them.
+    let trial = Command::new(&path)
+        .args([
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match trial {
+        Ok(o) if o.status.success() => (Some((path, version)), String::new()),
+        Ok(o) => (
+            None,
+            format!(
+                "bwrap {version} cannot create namespaces here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+        ),
+        Err(e) => (None, format!("bwrap cannot run: {e}")),
+    }
+}
+
+/// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
+/// `root`: the host is root and the task stays root: it then gets its own user namespace
+/// (uid 0 mapped to itself), so its capabilities reach only what the sandbox owns: it cannot
+/// remount the read-only system or see out of its namespaces, yet a CLI that starts its own
+/// bubblewrap for its commands (Codex does) still can. Without it (`--cap-drop ALL`) that
+/// nested sandbox fails.
+pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
+    // The sandbox dies with the host; its init with the program (bubblewrap's default).
+    push(&["--die-with-parent", "--unshare-pid", "--unshare-ipc"]);
+    if policy.network == Network::None {
+        push(&["--unshare-net"]);
+    }
+    if root {
+        push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
+    }
+    push(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]);
+    let text = |p: &Path| p.display().to_string();
+    for w in std::iter::once(cwd).chain(policy.write.iter().map(PathBuf::as_path)) {
+        if w.exists() {
+            let w = text(w);
+            push(&["--bind", &w, &w]);
+        }
+    }
+    for h in &policy.hide {
+        let Ok(meta) = std::fs::metadata(h) else {
+            continue;
+        };
+        let h = text(h);
+        if meta.is_dir() {
+            push(&["--tmpfs", &h]);
+        } else {
+            push(&["--ro-bind", "/dev/null", &h]);
+        }
+    }
+    for r in &policy.reveal {
+        if r.exists() {
+            let r = text(r);
+            push(&["--bind", &r, &r]);
+        }
+    }
+    let cwd = text(cwd);
+    push(&["--chdir", &cwd]);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_folders_come_after_writable_ones_and_reveals_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let data = dir.path().join("data");
+        let own = work.join(".agent-host/attachments/t1");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("push.key"), "k").unwrap();
+        let policy = SandboxPolicy {
+            hide: vec![
+                data.clone(),
+                data.join("push.key"),
+                work.join(".agent-host/attachments"),
+                dir.path().join("absent"),
+            ],
+            reveal: vec![own.clone()],
+            network: Network::None,
+            ..SandboxPolicy::default()
+        };
+        let a = args(&policy, &work, true);
+        let at = |s: &str| a.iter().position(|x| x == s).unwrap();
+        assert!(a.contains(&"--unshare-net".to_string()));
+        assert!(a.contains(&"--unshare-user".to_string()));
+        let w = work.display().to_string();
+        let d = data.display().to_string();
+        let o = own.display().to_string();
+        assert!(at(&w) < at(&d) && at(&d) < at(&o), "{a:?}");
+        assert!(!a.iter().any(|x| x.ends_with("absent")));
+        assert_eq!(a[a.len() - 2..], ["--chdir".to_string(), w]);
+    }
+}

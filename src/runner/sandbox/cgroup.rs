@@ -1,0 +1,492 @@
+//! A cgroup per task, through the plain cgroupfs files.
+//!
+//! Why not a crate: the maintained one (`cgroups-rs`) manages whole hierarchies, devices and
+//! systemd slices; a task needs five files (`cgroup.procs`, `cgroup.kill` or `freezer.state`,
+//! `pids.max`, `memory.*`, `cpu.*`) and the join must happen in the forked child before exec,
+//! where only raw system calls on prepared paths are allowed. Writing those files directly is
+//! shorter than adapting the crate's model and keeps the pre-exec hook allocation-free.
+//!
+//! Where: under the host's own cgroup in every hierarchy it can write (the unified cgroup2
+//! hierarchy and the v1 `pids`, `memory`, `freezer` and `cpu` ones), in a folder
+//! `agent-host-<host pid>` holding one `task-<n>` folder per running process.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::TaskLimits;
+
+/// What a hierarchy offers a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// cgroup v2 (unified): tracking, `cgroup.kill`; limits where its controllers are enabled.
+    Unified,
+    Pids,
+    Memory,
+    Freezer,
+    Cpu,
+}
+
+impl Kind {
+    fn v1_name(self) -> Option<&'static str> {
+        match self {
+            Kind::Unified => None,
+            Kind::Pids => Some("pids"),
+            Kind::Memory => Some("memory"),
+            Kind::Freezer => Some("freezer"),
+            Kind::Cpu => Some("cpu"),
+        }
+    }
+}
+
+/// The per-host folder in one hierarchy, created at start.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    pub kind: Kind,
+    /// `<mount>/<host's cgroup>/agent-host-<pid>`
+    pub base: PathBuf,
+    /// Unified only: the controllers its task folders get (`memory`, `pids`, `cpu`).
+    pub controllers: Vec<String>,
+}
+
+/// The hierarchies this host may create task cgroups in.
+#[derive(Debug, Clone, Default)]
+pub struct Hierarchies {
+    pub list: Vec<Hierarchy>,
+}
+
+static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
+
+impl Hierarchies {
+    /// Finds the mounted hierarchies, creates the host's folder in each one it may write,
+    /// and clears what dead hosts left there.
+    pub fn probe() -> Hierarchies {
+        let (Ok(mountinfo), Ok(own)) = (
+            std::fs::read_to_string("/proc/self/mountinfo"),
+            std::fs::read_to_string("/proc/self/cgroup"),
+        ) else {
+            return Hierarchies::default();
+        };
+        let mut list = Vec::new();
+        for (kind, mount, root) in mounts(&mountinfo) {
+            let Some(own_path) = own_path(&own, kind) else {
+                continue;
+            };
+            let rel = own_path
+                .strip_prefix(root.as_str())
+                .unwrap_or(&own_path)
+                .trim_start_matches('/');
+            let parent = mount.join(rel);
+            let base = parent.join(format!("agent-host-{}", std::process::id()));
+            sweep_dead_hosts(&parent);
+            if std::fs::create_dir(&base).is_err() && !base.is_dir() {
+                continue;
+            }
+            let controllers = if kind == Kind::Unified {
+                if !base.join("cgroup.kill").exists() {
+                    let _ = std::fs::remove_dir(&base);
+                    continue;
+                }
+                enable_controllers(&parent, &base)
+            } else {
+                Vec::new()
+            };
+            if list.iter().any(|h: &Hierarchy| h.kind == kind) {
+                continue;
+            }
+            list.push(Hierarchy {
+                kind,
+                base,
+                controllers,
+            });
+        }
+        Hierarchies { list }
+    }
+
+    pub fn has(&self, kind: Kind) -> bool {
+        self.list.iter().any(|h| h.kind == kind)
+    }
+
+    /// Whether `controller` (`memory`, `pids`, `cpu`) can limit a task, in v2 or v1.
+    pub fn can_limit(&self, controller: &str) -> bool {
+        self.list.iter().any(|h| match h.kind {
+            Kind::Unified => h.controllers.iter().any(|c| c == controller),
+            k => k.v1_name() == Some(controller),
+        })
+    }
+
+    /// A new, empty cgroup for one task with `limits` written.
+    pub fn create(&self, limits: &TaskLimits) -> io::Result<TaskCgroup> {
+        let n = NEXT_TASK.fetch_add(1, Ordering::Relaxed);
+        let mut cg = TaskCgroup {
+            dirs: Vec::new(),
+            join: Vec::new(),
+            memory_limit: None,
+            pids_limit: None,
+        };
+        for h in &self.list {
+            // Without a limit to apply, a v1 memory/cpu cgroup adds nothing.
+            let wanted = match h.kind {
+                Kind::Memory => limits.memory.is_some(),
+                Kind::Cpu => limits.cpu_weight.is_some(),
+                Kind::Pids => true,
+                Kind::Unified | Kind::Freezer => true,
+            };
+            if !wanted {
+                continue;
+            }
+            let dir = h.base.join(format!("task-{n}"));
+            std::fs::create_dir(&dir)?;
+            cg.join.push(
+                CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+                    .map_err(io::Error::other)?,
+            );
+            cg.dirs.push((h.kind, dir.clone()));
+            let has = |c: &str| h.kind == Kind::Unified && h.controllers.iter().any(|x| x == c);
+            if let Some(max) = limits.pids {
+                if h.kind == Kind::Pids || has("pids") {
+                    std::fs::write(dir.join("pids.max"), max.to_string())?;
+                    cg.pids_limit = Some(max);
+                }
+            }
+            if let Some(bytes) = limits.memory {
+                if h.kind == Kind::Memory {
+                    std::fs::write(dir.join("memory.limit_in_bytes"), bytes.to_string())?;
+                    // With swap accounting, swap counts too (else the limit only moves pages to swap).
+                    let _ =
+                        std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+                    cg.memory_limit = Some(bytes);
+                } else if has("memory") {
+                    std::fs::write(dir.join("memory.max"), bytes.to_string())?;
+                    let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+                    cg.memory_limit = Some(bytes);
+                }
+            }
+            if let Some(weight) = limits.cpu_weight {
+                if h.kind == Kind::Cpu {
+                    // cpu.shares: 1024 is the default, as weight 100 is in v2.
+                    let shares = (weight * 1024 / 100).max(2);
+                    std::fs::write(dir.join("cpu.shares"), shares.to_string())?;
+                } else if has("cpu") {
+                    std::fs::write(dir.join("cpu.weight"), weight.clamp(1, 10_000).to_string())?;
+                }
+            }
+        }
+        Ok(cg)
+    }
+}
+
+/// One task's cgroups (one folder per hierarchy).
+#[derive(Debug)]
+pub struct TaskCgroup {
+    dirs: Vec<(Kind, PathBuf)>,
+    /// `cgroup.procs` of each folder, ready for the pre-exec hook.
+    join: Vec<CString>,
+    memory_limit: Option<u64>,
+    pids_limit: Option<u64>,
+}
+
+/// How long a v1 freeze may take before the kill goes ahead anyway.
+const FREEZE_WAIT: Duration = Duration::from_millis(500);
+
+impl TaskCgroup {
+    /// Runs in the forked child before exec: moves it into every folder of the task. Only
+    /// raw system calls on the prepared paths (async-signal-safe, no allocation).
+    pub fn join_self(paths: &[CString]) -> io::Result<()> {
+        for p in paths {
+            // SAFETY: `p` is a valid NUL-terminated path and open is async-signal-safe.
+            let fd =
+                unsafe { nix::libc::open(p.as_ptr(), nix::libc::O_WRONLY | nix::libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is the descriptor just opened; the buffer is a static one-byte
+            // string, and write is async-signal-safe.
+            let n = unsafe { nix::libc::write(fd, b"0".as_ptr().cast(), 1) };
+            let err = io::Error::last_os_error();
+            // SAFETY: `fd` is open and owned here; close is async-signal-safe.
+            unsafe { nix::libc::close(fd) };
+            if n != 1 {
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` paths for [`TaskCgroup::join_self`].
+    pub fn join_paths(&self) -> Vec<CString> {
+        self.join.clone()
+    }
+
+    /// The folder used to list the task's processes.
+    fn tracking(&self) -> Option<&Path> {
+        [
+            Kind::Unified,
+            Kind::Pids,
+            Kind::Freezer,
+            Kind::Memory,
+            Kind::Cpu,
+        ]
+        .iter()
+        .find_map(|k| self.dir(*k))
+    }
+
+    fn dir(&self, kind: Kind) -> Option<&Path> {
+        self.dirs
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, d)| d.as_path())
+    }
+
+    /// Every process of the task (the kernel's list, whatever they did to their group).
+    pub fn pids(&self) -> Vec<i32> {
+        let Some(dir) = self.tracking() else {
+            return Vec::new();
+        };
+        std::fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// True while any process is in the task's cgroup.
+    pub fn alive(&self) -> bool {
+        !self.pids().is_empty()
+    }
+
+    /// Sends `signal` to every process of the task but `except` (a sandbox wrapper that
+    /// would die at once and take the rest with it before they saw the signal).
+    pub fn signal(&self, signal: Signal, except: Option<i32>) {
+        for pid in self.pids() {
+            if Some(pid) != except {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
+        }
+    }
+
+    /// Kills every process of the task: `cgroup.kill` (v2), else freeze, SIGKILL each, thaw
+    /// (v1: nothing can fork in between), else SIGKILL each.
+    pub fn kill_all(&self) {
+        if let Some(dir) = self.dir(Kind::Unified) {
+            if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+                return;
+            }
+        }
+        if let Some(dir) = self.dir(Kind::Freezer) {
+            let state = dir.join("freezer.state");
+            if std::fs::write(&state, "FROZEN").is_ok() {
+                let until = Instant::now() + FREEZE_WAIT;
+                while Instant::now() < until
+                    && std::fs::read_to_string(&state).is_ok_and(|s| s.trim() != "FROZEN")
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                self.signal(Signal::SIGKILL, None);
+                let _ = std::fs::write(&state, "THAWED");
+                return;
+            }
+        }
+        self.signal(Signal::SIGKILL, None);
+    }
+
+    /// The limit the task ran into, in words, if the kernel counted one.
+    pub fn limit_hit(&self) -> Option<String> {
+        let count = |file: PathBuf, key: &str| -> u64 {
+            std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| {
+                    s.lines().find_map(|l| {
+                        let (k, v) = l.split_once(' ')?;
+                        (k == key).then(|| v.trim().parse().ok()).flatten()
+                    })
+                })
+                .unwrap_or(0)
+        };
+        for (kind, dir) in &self.dirs {
+            let oom = match kind {
+                Kind::Memory => count(dir.join("memory.oom_control"), "oom_kill"),
+                Kind::Unified => count(dir.join("memory.events"), "oom_kill"),
+                _ => 0,
+            };
+            if oom > 0 {
+                let limit = self.memory_limit.map(human_bytes).unwrap_or_default();
+                return Some(format!("its memory limit ({limit}, task_memory)"));
+            }
+        }
+        for (kind, dir) in &self.dirs {
+            if matches!(kind, Kind::Pids | Kind::Unified)
+                && count(dir.join("pids.events"), "max") > 0
+            {
+                let limit = self.pids_limit.map(|n| n.to_string()).unwrap_or_default();
+                return Some(format!("its process limit ({limit} processes, task_pids)"));
+            }
+        }
+        None
+    }
+
+    /// Removes the folders (they must be empty; a process that is still exiting keeps one a
+    /// moment longer, so this retries briefly).
+    pub fn remove(&self) {
+        for (_, dir) in &self.dirs {
+            let until = Instant::now() + Duration::from_secs(2);
+            while std::fs::remove_dir(dir).is_err() && dir.exists() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// `256 MiB`-style text for a byte count.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (unit, size) in UNITS {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// The cgroup hierarchies mounted: (what it offers, mount point, root of the mount).
+fn mounts(mountinfo: &str) -> Vec<(Kind, PathBuf, String)> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let l: Vec<&str> = left.split(' ').collect();
+        let r: Vec<&str> = right.split(' ').collect();
+        let (Some(root), Some(point), Some(fstype)) = (l.get(3), l.get(4), r.first()) else {
+            continue;
+        };
+        let point = PathBuf::from(point.replace("\\040", " "));
+        match *fstype {
+            "cgroup2" => out.push((Kind::Unified, point, root.to_string())),
+            "cgroup" => {
+                let opts = r.get(2).copied().unwrap_or("");
+                for kind in [Kind::Pids, Kind::Memory, Kind::Freezer, Kind::Cpu] {
+                    if opts.split(',').any(|o| Some(o) == kind.v1_name()) {
+                        out.push((kind, point.clone(), root.to_string()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The host's cgroup path in the hierarchy of `kind`, from `/proc/self/cgroup`.
+fn own_path(proc_cgroup: &str, kind: Kind) -> Option<String> {
+    proc_cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = match kind.v1_name() {
+            None => id == "0" && controllers.is_empty(),
+            Some(name) => controllers.split(',').any(|c| c == name),
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// Enables `memory`, `pids` and `cpu` for the task folders under `base` where the parent
+/// allows it (v2 lets a folder hand out only what its parent handed to it). Returns what is on.
+fn enable_controllers(parent: &Path, base: &Path) -> Vec<String> {
+    let available = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    let mut on = Vec::new();
+    for c in ["memory", "pids", "cpu"] {
+        let offered = available.split_whitespace().any(|a| a == c)
+            || (std::fs::write(parent.join("cgroup.subtree_control"), format!("+{c}")).is_ok()
+                && std::fs::read_to_string(base.join("cgroup.controllers"))
+                    .is_ok_and(|s| s.split_whitespace().any(|a| a == c)));
+        if offered && std::fs::write(base.join("cgroup.subtree_control"), format!("+{c}")).is_ok() {
+            on.push(c.to_string());
+        }
+    }
+    on
+}
+
+/// Kills what hosts that died without cleaning up left in `parent/agent-host-<pid>/task-*`
+/// and removes those folders.
+fn sweep_dead_hosts(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("agent-host-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let host = e.path();
+        if let Ok(tasks) = std::fs::read_dir(&host) {
+            for t in tasks.flatten().filter(|t| t.path().is_dir()) {
+                let cg = TaskCgroup {
+                    dirs: vec![(Kind::Pids, t.path())],
+                    join: Vec::new(),
+                    memory_limit: None,
+                    pids_limit: None,
+                };
+                if cg.alive() {
+                    tracing::warn!(cgroup = %t.path().display(), "killing what a stopped agent-host left running");
+                    let _ = std::fs::write(t.path().join("cgroup.kill"), "1");
+                    cg.signal(Signal::SIGKILL, None);
+                }
+                cg.remove();
+            }
+        }
+        let _ = std::fs::remove_dir(&host);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_and_proc_cgroup_lines() {
+        let mi = "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:9 - cgroup cgroup rw,pids\n\
+                  36 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                  37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
+        let m = mounts(mi);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].0, Kind::Pids);
+        assert_eq!(
+            m[1],
+            (
+                Kind::Unified,
+                PathBuf::from("/sys/fs/cgroup/unified"),
+                "/".into()
+            )
+        );
+        assert_eq!(m[2].0, Kind::Cpu);
+        let pc = "8:pids:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n";
+        assert_eq!(own_path(pc, Kind::Memory).as_deref(), Some("/a/b"));
+        assert_eq!(own_path(pc, Kind::Unified).as_deref(), Some("/user.slice"));
+        assert_eq!(own_path(pc, Kind::Cpu).as_deref(), Some("/"));
+        assert_eq!(own_path(pc, Kind::Freezer), None);
+    }
+
+    #[test]
+    fn byte_counts_in_words() {
+        assert_eq!(human_bytes(256 << 20), "256 MiB");
+        assert_eq!(human_bytes(4 << 30), "4 GiB");
+        assert_eq!(human_bytes(1000), "1000 bytes");
+    }
+}

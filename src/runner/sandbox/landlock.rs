@@ -1,0 +1,62 @@
+//! Landlock, where bubblewrap is missing: the task may write only its working directory, the
+//! adapter's state folders, `/tmp` and `/dev` (terminals, `/dev/null`); everything else is
+//! read-only. Through the `landlock` crate, the Landlock maintainers' own.
+//!
+//! Landlock cannot hide files (reading the host's database stays possible where file modes
+//! allow it) nor processes; that needs bubblewrap.
+
+use std::path::PathBuf;
+
+use landlock::{
+    path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+    ABI,
+};
+
+/// The newest ABI this code knows the access rights of.
+const ABI_USED: ABI = ABI::V5;
+
+/// The kernel's Landlock ABI version, if Landlock is on.
+pub fn abi() -> Option<i32> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
+    // a number; it reads no memory.
+    let v = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    (v > 0).then_some(v as i32)
+}
+
+/// A ruleset built before fork, applied in the child by [`Prepared::restrict_self`].
+#[derive(Debug)]
+pub struct Prepared(Option<RulesetCreated>);
+
+impl Prepared {
+    pub fn new(write: &[PathBuf]) -> Result<Prepared, String> {
+        let all = AccessFs::from_all(ABI_USED);
+        let mut writable: Vec<PathBuf> = write.iter().filter(|p| p.exists()).cloned().collect();
+        writable.extend(["/tmp", "/dev", "/proc/self"].map(PathBuf::from));
+        let created = Ruleset::default()
+            .handle_access(all)
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_USED))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&writable, all)))
+            .map_err(|e| e.to_string())?;
+        Ok(Prepared(Some(created)))
+    }
+
+    /// In the forked child: no new privileges, then the ruleset. Makes system calls only
+    /// (the crate allocates solely to report an error).
+    pub fn restrict_self(&mut self) -> std::io::Result<()> {
+        match self.0.take() {
+            Some(r) => r
+                .restrict_self()
+                .map(|_| ())
+                .map_err(|_| std::io::Error::other("landlock_restrict_self failed")),
+            None => Ok(()),
+        }
+    }
+}

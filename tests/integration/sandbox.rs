@@ -1,0 +1,393 @@
+//! The sandbox per task (issue: contain every agent): a jsonl agent script
+//! (`tests/fixtures/sandbox/probe-agent.sh`) tries to read the host's secrets, write outside
+//! its working directory, leave processes behind, exhaust processes and memory, and reach the
+//! network. With `AGENT_SANDBOX=auto` each attempt is refused; with `off` the same script
+//! succeeds, which shows that the checks can fail.
+//!
+//! Needs bubblewrap and a writable cgroup hierarchy: without them the tests say so and pass,
+//! except under `CI=true`, where a missing piece is a failure.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::common::limit;
+
+/// One agent-host process serving the probe agent, with a SQLite store and a push key in a
+/// data folder, a HOME and a working directory of its own (outside /tmp, which the sandbox
+/// replaces anyway).
+struct Host {
+    child: tokio::process::Child,
+    base: String,
+    root: tempfile::TempDir,
+}
+
+impl Host {
+    async fn start(sandbox: &str, extra: &[(&str, &str)]) -> Host {
+        let root = tempfile::Builder::new()
+            .prefix("sandbox-test")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("tempdir");
+        let r = root.path();
+        for d in [
+            "work",
+            "data",
+            "home",
+            "work/.agent-host/attachments/other-task",
+        ] {
+            std::fs::create_dir_all(r.join(d)).expect("mkdir");
+        }
+        std::fs::write(
+            r.join("work/.agent-host/attachments/other-task/secret.txt"),
+            "another caller's file",
+        )
+        .expect("write");
+        let script = r.join("work/probe-agent.sh");
+        std::fs::copy(probe_script(), &script).expect("copy script");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let db = format!("sqlite:{}", r.join("data/agent-host.db").display());
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--port", &port.to_string()])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", r.join("home"))
+            .env("AGENT_ADAPTER", "jsonl")
+            .env("AGENT_BINARY", &script)
+            .env("AGENT_REPO_PATH", r.join("work"))
+            .env("AGENT_HOST_STORE", db)
+            .env("AGENT_PUSH", "true")
+            .env("AGENT_HOST_TOKEN", "probe-secret-token")
+            .env("AGENT_HOST_RATE_LIMIT", "0")
+            .env("AGENT_SANDBOX", sandbox)
+            .env("AGENT_TASK_PIDS", "64")
+            .env("AGENT_TASK_MEMORY", "256M")
+            .env("AGENT_CANCEL_GRACE_MS", "300")
+            .envs(extra.iter().copied())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn agent-host");
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            if client
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .send()
+                .await
+                .is_ok()
+            {
+                return Host { child, base, root };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("agent-host did not serve its card within 10 s");
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.root.path().join(p)
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        reqwest::Client::new()
+            .post(format!("{}/", self.base))
+            .bearer_auth("probe-secret-token")
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("JSON-RPC response")
+    }
+
+    /// Sends `prompt` and waits for the task to end; returns the task.
+    async fn run(&self, prompt: &str) -> Value {
+        let v = self.rpc("SendMessage", message(prompt, true)).await;
+        let task = v["result"]["task"].clone();
+        assert!(task.is_object(), "{v}");
+        task
+    }
+
+    /// Stops the host with SIGTERM and waits for it.
+    async fn sigterm(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+    }
+}
+
+fn probe_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sandbox/probe-agent.sh")
+}
+
+fn message(text: &str, blocking: bool) -> Value {
+    json!({"message": {"messageId": super::common::uuid(), "role": "ROLE_USER",
+        "parts": [{"text": text}]}, "configuration": {"returnImmediately": !blocking}})
+}
+
+/// The text the agent printed (the task's result).
+fn text_of(task: &Value) -> String {
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// True when this machine can run the sandbox (bubblewrap, a cgroup hierarchy); else says
+/// why, and fails under CI.
+fn sandbox_available() -> bool {
+    let caps = agent_host::runner::sandbox::Capabilities::get();
+    let mut missing = Vec::new();
+    if caps.bwrap.is_none() {
+        missing.push(caps.bwrap_missing.clone());
+    }
+    if caps.cgroups.list.is_empty() {
+        missing.push("no writable cgroup hierarchy".into());
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "CI=true and the sandbox lacks: {}; .ci/run installs bubblewrap",
+            missing.join("; ")
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED: the sandbox tests need {} ***\n",
+        missing.join("; ")
+    );
+    false
+}
+
+/// Processes whose command line has `mark` in it (the probe's `sleep MARK` children).
+fn with_mark(mark: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(mark) && super::common::process_alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits (a few seconds at most) until no process with `mark` is left; returns those left.
+async fn left_with_mark(mark: &str) -> Vec<u32> {
+    for _ in 0..100 {
+        if with_mark(mark).is_empty() {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    with_mark(mark)
+}
+
+fn kill_all(pids: &[u32]) {
+    for p in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*p as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// A `sleep` duration unique to one test run, so that its processes can be found.
+fn mark() -> String {
+    format!("1000.{}", rand_digits())
+}
+
+fn rand_digits() -> u32 {
+    std::process::id() * 7919 % 1_000_000
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() % 1000)
+            .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn secrets_other_tasks_and_the_system_are_out_of_reach() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        for mode in ["auto", "off"] {
+            let host = Host::start(mode, &[]).await;
+            let etc = format!("/etc/agent-host-probe-{}", std::process::id());
+            let prompt = format!(
+                "probe {} {} {} {} {}",
+                std::process::id(),
+                host.path("data/agent-host.db").display(),
+                host.path("data/push.key").display(),
+                host.path("work/.agent-host/attachments/other-task/secret.txt")
+                    .display(),
+                etc
+            );
+            let task = host.run(&prompt).await;
+            let text = text_of(&task);
+            let ssh = host.path("home/.ssh/x").exists();
+            let etc_written = Path::new(&etc).exists();
+            let _ = std::fs::remove_file(&etc);
+            host.sigterm().await;
+            assert_eq!(
+                task["status"]["state"], "TASK_STATE_COMPLETED",
+                "{mode}: {task}"
+            );
+            if mode == "auto" {
+                for probe in ["environ", "processes", "database", "pushkey", "attachments"] {
+                    assert!(
+                        text.contains(&format!("{probe}=refused")),
+                        "{mode}: {probe}: {text}"
+                    );
+                }
+                assert!(
+                    !ssh && !etc_written,
+                    "{mode}: wrote outside the working dir: {text}"
+                );
+            } else {
+                // Without the sandbox the same script reaches all of it (the host runs as
+                // root here; as another user, file modes alone would refuse some).
+                for probe in ["processes", "database", "pushkey", "attachments"] {
+                    assert!(
+                        text.contains(&format!("{probe}=ok")),
+                        "{mode}: {probe}: {text}"
+                    );
+                }
+                if nix::unistd::geteuid().is_root() {
+                    assert!(text.contains("environ=ok"), "{text}");
+                    assert!(etc_written, "{text}");
+                }
+                assert!(ssh, "{text}");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn nothing_a_task_started_outlives_cancel_exit_or_host_shutdown() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        for mode in ["auto", "off"] {
+            // 1. Normal exit of the program.
+            let host = Host::start(mode, &[]).await;
+            let m = mark();
+            eprintln!("{mode}: exit");
+            let task = host.run(&format!("spawn {m}")).await;
+            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+            let left = left_with_mark(&format!("{m} ")).await;
+            // 2. Cancel while it runs.
+            eprintln!("{mode}: cancel");
+            let m2 = format!("{m}1");
+            let v = host
+                .rpc("SendMessage", message(&format!("spawn {m2} wait"), false))
+                .await;
+            let id = v["result"]["task"]["id"]
+                .as_str()
+                .expect("task id")
+                .to_string();
+            while with_mark(&m2).len() < 5 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let c = host.rpc("CancelTask", json!({"id": id})).await;
+            assert!(c["result"].is_object(), "{c}");
+            let left2 = left_with_mark(&m2).await;
+            // 3. The host stopped with SIGTERM while the task runs.
+            eprintln!("{mode}: sigterm");
+            let m3 = format!("{m}2");
+            host.rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
+                .await;
+            while with_mark(&m3).len() < 5 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            host.sigterm().await;
+            let left3 = left_with_mark(&m3).await;
+            kill_all(&[left.clone(), left2.clone(), left3.clone()].concat());
+            if mode == "auto" {
+                assert!(left.is_empty(), "after exit: {left:?}");
+                assert!(left2.is_empty(), "after cancel: {left2:?}");
+                assert!(left3.is_empty(), "after SIGTERM: {left3:?}");
+            } else {
+                // setsid, setpgid and the daemon leave the process group: they escape.
+                assert!(left.len() >= 3, "off, after exit: {left:?}");
+                assert!(left2.len() >= 3, "off, after cancel: {left2:?}");
+                assert!(left3.len() >= 3, "off, after SIGTERM: {left3:?}");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_task_over_its_process_or_memory_limit_fails_naming_it() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        for mode in ["auto", "off"] {
+            let host = Host::start(mode, &[]).await;
+            // 200 processes against a limit of 64; 512 MiB against 256 MiB.
+            let fork = host.run("fork 200").await;
+            let alloc = host.run("alloc 512").await;
+            let after = host.run("hello").await;
+            host.sigterm().await;
+            assert_eq!(
+                after["status"]["state"], "TASK_STATE_COMPLETED",
+                "host keeps serving: {after}"
+            );
+            if mode == "auto" {
+                assert_eq!(fork["status"]["state"], "TASK_STATE_FAILED", "{fork}");
+                assert!(
+                    text_of(&fork).contains("process limit (64 processes, task_pids)"),
+                    "{fork}"
+                );
+                assert_eq!(alloc["status"]["state"], "TASK_STATE_FAILED", "{alloc}");
+                assert!(
+                    text_of(&alloc).contains("memory limit (256 MiB, task_memory)"),
+                    "{alloc}"
+                );
+            } else {
+                assert_eq!(fork["status"]["state"], "TASK_STATE_COMPLETED", "{fork}");
+                assert_eq!(alloc["status"]["state"], "TASK_STATE_COMPLETED", "{alloc}");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_network_a_task_cannot_reach_a_port_outside() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        for (mode, network, expect) in [
+            ("auto", "none", "connect=refused"),
+            ("auto", "open", "connect=ok"),
+            ("off", "none", "connect=ok"),
+        ] {
+            let host = Host::start(mode, &[("AGENT_SANDBOX_NETWORK", network)]).await;
+            let task = host.run(&format!("connect {port}")).await;
+            host.sigterm().await;
+            assert!(text_of(&task).contains(expect), "{mode}/{network}: {task}");
+        }
+    })
+    .await;
+}
