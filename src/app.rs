@@ -321,7 +321,8 @@ impl App {
                 settings.public_url.as_deref(),
                 settings.host_limits.rate_per_minute,
             )
-            .with_required_extensions(settings.required_extensions.clone()),
+            .with_required_extensions(settings.required_extensions.clone())
+            .with_auth_failures_per_minute(settings.host_limits.auth_failures_per_minute),
         );
         let others: Vec<(String, String, String)> = adapters
             .iter()
@@ -363,6 +364,7 @@ impl App {
             limits: HttpLimits {
                 body_limit: settings.body_limit,
                 route_by_metadata: settings.route_by_metadata,
+                conn: settings.conn_limits.clone(),
             },
             local_addr,
             drain: grace + Duration::from_secs(10),

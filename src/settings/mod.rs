@@ -65,6 +65,7 @@ pub struct PushSection {
     pub retry_base_ms: Option<u64>,
     pub retry_max_ms: Option<u64>,
     pub timeout_ms: Option<u64>,
+    pub max_configs_per_task: Option<usize>,
     pub key: Option<String>,
     pub key_file: Option<PathBuf>,
 }
@@ -79,6 +80,10 @@ pub struct ServerSection {
     pub body_limit_bytes: Option<usize>,
     pub sse_keepalive_ms: Option<u64>,
     pub blocking_wait_ms: Option<u64>,
+    pub header_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
+    pub max_connections_per_address: Option<usize>,
+    pub max_streams: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -190,6 +195,8 @@ pub struct Settings {
     pub approval_response: Option<String>,
     pub body_limit: usize,
     pub sse_keepalive: Duration,
+    /// Header-read (and keep-alive idle) timeout, connection and stream caps.
+    pub conn_limits: crate::server::listen::ConnLimits,
     /// Longest wait of a blocking send; None: until the task settles.
     pub blocking_wait: Option<Duration>,
     pub card_name: Option<String>,
@@ -278,6 +285,10 @@ fn resolve_push(
         retry_base: p.retry_base_ms.map(ms).unwrap_or(d.retry_base),
         retry_max: p.retry_max_ms.map(ms).unwrap_or(d.retry_max),
         timeout: p.timeout_ms.map(ms).unwrap_or(d.timeout),
+        max_configs_per_task: p
+            .max_configs_per_task
+            .unwrap_or(d.max_configs_per_task)
+            .max(1),
     };
     let key = match (args.push_key.clone().or_else(|| p.key.clone()), &p.key_file) {
         (Some(hex), _) => {
@@ -539,6 +550,14 @@ impl Settings {
                 .max_subscribers_per_task
                 .unwrap_or(d.max_subscribers)
                 .max(1),
+            auth_failures_per_minute: args
+                .auth_failures_per_minute
+                .or(l.auth_failures_per_minute)
+                .unwrap_or(d.auth_failures_per_minute),
+            max_files_per_message: l
+                .max_files_per_message
+                .unwrap_or(d.max_files_per_message)
+                .max(1),
         };
         let log_format = match args
             .log_format
@@ -645,6 +664,37 @@ impl Settings {
                 "server.sse_keepalive_ms",
                 srv.sse_keepalive_ms.unwrap_or(DEFAULT_KEEPALIVE_MS),
             )?),
+            conn_limits: {
+                let d = crate::server::listen::ConnLimits::default();
+                let cap =
+                    |name: &str, v: Option<usize>, d: usize| -> Result<usize, SettingsError> {
+                        Ok(positive(name, v.unwrap_or(d) as u64)? as usize)
+                    };
+                crate::server::listen::ConnLimits {
+                    header_timeout: Duration::from_millis(positive(
+                        "server.header_timeout_ms",
+                        args.header_timeout_ms
+                            .or(srv.header_timeout_ms)
+                            .unwrap_or(d.header_timeout.as_millis() as u64),
+                    )?),
+                    max_connections: cap(
+                        "server.max_connections",
+                        args.max_connections.or(srv.max_connections),
+                        d.max_connections,
+                    )?,
+                    max_connections_per_address: cap(
+                        "server.max_connections_per_address",
+                        args.max_connections_per_address
+                            .or(srv.max_connections_per_address),
+                        d.max_connections_per_address,
+                    )?,
+                    max_streams: cap(
+                        "server.max_streams",
+                        args.max_streams.or(srv.max_streams),
+                        d.max_streams,
+                    )?,
+                }
+            },
             blocking_wait: args
                 .blocking_wait_ms
                 .or(srv.blocking_wait_ms)
