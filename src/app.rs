@@ -349,16 +349,13 @@ impl App {
             grace = grace.max(state.engine.launch().cancel_grace);
             agents.push(state);
         }
-        if settings.security.credentials.is_empty() {
-            if settings.security.insecure_no_auth && !local_addr.ip().is_loopback() {
-                tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
-            }
-        } else {
+        if !settings.security.credentials.is_empty() {
             tracing::info!(
                 credentials = settings.security.credentials.len(),
                 "authentication required"
             );
         }
+        warn_risky(settings, local_addr);
         Ok(App {
             agents,
             limits: HttpLimits {
@@ -402,6 +399,59 @@ impl App {
         server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
             .await
             .map_err(StartError::Serve)
+    }
+}
+
+/// A warning for every setting that opens the host: what it allows, and the setting.
+fn warn_risky(settings: &Settings, local_addr: SocketAddr) {
+    let sec = &settings.security;
+    let no_creds = sec.credentials.is_empty();
+    if no_creds && !local_addr.ip().is_loopback() {
+        tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
+    }
+    if sec.allowed_hosts.iter().any(|h| h.trim() == "*") {
+        tracing::warn!(
+            "security.allowed_hosts contains \"*\": any Host header is accepted, so DNS rebinding can reach this host from a web page{}",
+            if no_creds { " (and no credentials are required)" } else { "" }
+        );
+    }
+    if sec.allowed_origins.iter().any(|o| o.trim() == "*") {
+        tracing::warn!(
+            "security.allowed_origins contains \"*\": a page on any web site may call this host from a browser{}",
+            if no_creds { ", and no credentials are required: any site a local user visits can run the agent" } else { "" }
+        );
+    }
+    if let Some(p) = &settings.push {
+        if p.delivery.allow_private {
+            tracing::warn!("push.allow_private is on (--push-allow-private): webhooks may target loopback, private and link-local addresses (cloud metadata among them); local testing only");
+        }
+    }
+    let l = &settings.host_limits;
+    if !no_creds && l.rate_per_minute == 0 && l.auth_failures_per_minute == 0 {
+        tracing::warn!("limits.rate_limit_per_minute and limits.auth_failures_per_minute are 0: requests and failed authentications are not throttled");
+    } else if !no_creds && l.auth_failures_per_minute == 0 {
+        tracing::warn!(
+            "limits.auth_failures_per_minute is 0: failed authentications are not throttled"
+        );
+    }
+    for c in &sec.credentials {
+        let short = match &c.secret {
+            crate::settings::Secret::Bearer(t) | crate::settings::Secret::ApiKey(t) => t.len() < 16,
+            crate::settings::Secret::Basic { password, .. } => password.len() < 12,
+        };
+        if short {
+            tracing::warn!(credential = %c.name, "this credential's secret is short enough to guess; use at least 16 random characters (e.g. openssl rand -hex 32)");
+        }
+    }
+    if settings
+        .workspace_roots
+        .iter()
+        .any(|r| r.parent().is_none())
+    {
+        tracing::warn!("a workspace root is \"/\": a message may run the agent in any directory (workspace.roots, AGENT_ALLOWED_CWDS)");
+    }
+    if settings.force {
+        tracing::warn!("AGENT_FORCE is on: the agent runs with its adapter's force arguments (no approval prompts)");
     }
 }
 

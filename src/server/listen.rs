@@ -123,7 +123,18 @@ async fn refuse(mut stream: tokio::net::TcpStream, why: &'static str) {
     let write = async {
         stream.write_all(head.as_bytes()).await?;
         stream.write_all(body.as_bytes()).await?;
-        stream.shutdown().await
+        stream.shutdown().await?;
+        // Read what the client sent (a little, briefly): closing a socket with unread data
+        // resets it, and the client would see the reset instead of the 503.
+        let mut sink = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match tokio::io::AsyncReadExt::read(&mut stream, &mut sink).await? {
+                0 => break,
+                n => left = left.saturating_sub(n),
+            }
+        }
+        Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }
@@ -152,6 +163,7 @@ where
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     let mut warned = false;
+    let refusing = Arc::new(Semaphore::new(64));
     loop {
         let (stream, peer) = tokio::select! {
             biased;
@@ -173,7 +185,13 @@ where
                     tracing::warn!(client = %peer.ip(), "connection refused with 503: {why} (server.max_connections, server.max_connections_per_address)");
                     warned = true;
                 }
-                tokio::spawn(refuse(stream, why));
+                // At most 64 refusals are written at once; beyond, the socket is just closed.
+                if let Ok(permit) = refusing.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(stream, why).await;
+                        drop(permit);
+                    });
+                }
                 continue;
             }
         };

@@ -409,6 +409,8 @@ pub struct HostProcess {
     pub base: String,
     /// The root card, read once the host answered.
     pub card: Value,
+    /// Its log (stderr) up to the line naming its address: what it said at start.
+    pub start_log: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -433,6 +435,7 @@ impl HostProcess {
         let mut seen = Vec::new();
         let found = tokio::time::timeout(Duration::from_secs(10), async {
             while let Ok(Some(line)) = lines.next_line().await {
+                seen.push(line.clone());
                 if let Some((_, rest)) = line.split_once("listening on http://") {
                     let addr: String = rest
                         .chars()
@@ -440,7 +443,6 @@ impl HostProcess {
                         .collect();
                     return Some(addr);
                 }
-                seen.push(line);
             }
             None
         })
@@ -467,6 +469,7 @@ impl HostProcess {
             _child: child,
             base,
             card,
+            start_log: seen,
             _dir: dir,
         }
     }
