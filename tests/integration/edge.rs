@@ -304,3 +304,29 @@ async fn risky_settings_are_warned_about_at_start() {
     })
     .await;
 }
+
+/// A prompt that starts like an option reaches the agent as its prompt (after `--`), with
+/// the built-in demo adapter and with the jsonl adapter running fake-agent: the answer
+/// repeats it (`echo`). Without the `--` fake-agent stops with "unknown option".
+#[tokio::test]
+async fn a_prompt_that_looks_like_an_option_is_the_prompt() {
+    limit(async {
+        for adapter in ["demo", "jsonl"] {
+            let s = TestServer::with(Options {
+                adapter,
+                ..Options::default()
+            })
+            .await;
+            let v = s.rpc("SendMessage", send_params("--help echo")).await;
+            let task = &v["result"]["task"];
+            assert_eq!(
+                task["status"]["state"], "TASK_STATE_COMPLETED",
+                "{adapter}: {v}"
+            );
+            let answer = task["artifacts"].to_string();
+            assert!(answer.contains("--help echo"), "{adapter}: {answer}");
+            s.shutdown().await;
+        }
+    })
+    .await;
+}

@@ -311,6 +311,7 @@ mod tests {
                 "--resume",
                 "chat-1",
                 "--force",
+                "--",
                 "again"
             ]
         );
