@@ -136,8 +136,7 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         child_env.push((k.clone(), v.clone()));
     }
     // The host's own credentials never reach an agent, whatever was passed through.
-    let secrets = settings.security.secret_values();
-    child_env.retain(|(k, v)| !k.starts_with("AGENT_HOST_") && !secrets.contains(v));
+    drop_secrets(&mut child_env, &settings.security.secret_values());
     let limits = settings.limits.resolve(&adapter.limits);
     Ok(Launch {
         program,
@@ -153,6 +152,17 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         cancel_grace: limits.cancel_grace,
         adapter,
     })
+}
+
+/// Removes `AGENT_HOST_*` variables and every variable whose value contains one of
+/// `secrets` (`X=prefix<token>suffix` too, not only `X=<token>`).
+fn drop_secrets(env: &mut Vec<(String, String)>, secrets: &[String]) {
+    env.retain(|(k, v)| {
+        !k.starts_with("AGENT_HOST_")
+            && !secrets
+                .iter()
+                .any(|s| !s.is_empty() && v.contains(s.as_str()))
+    });
 }
 
 /// The card settings of the default adapter (the others get their path prefix when nested).
@@ -531,6 +541,24 @@ mod tests {
             err.contains("unknown adapter 'nope'") && err.contains("demo"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn secrets_are_dropped_from_the_agent_env_even_inside_longer_values() {
+        let mut env: Vec<(String, String)> = [
+            ("PATH", "/bin"),
+            ("EXACT", "tok-secret-1"),
+            ("WRAPPED", "prefix-tok-secret-1-suffix"),
+            ("URL", "https://u:tok-secret-1@example.com"),
+            ("AGENT_HOST_OTHER", "x"),
+            ("FINE", "tok-secret"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        drop_secrets(&mut env, &["tok-secret-1".to_string()]);
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["PATH", "FINE"]);
     }
 
     #[test]

@@ -330,3 +330,68 @@ async fn a_prompt_that_looks_like_an_option_is_the_prompt() {
     })
     .await;
 }
+
+/// A conversation's directory is checked at every turn: replaced by a symbolic link to a
+/// folder outside the roots after the first turn, the next turn is refused (-32602) instead
+/// of running there.
+#[tokio::test]
+async fn a_conversation_directory_swapped_for_a_symlink_is_refused() {
+    limit(async {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let proj = root.path().join("proj");
+        std::fs::create_dir(&proj).unwrap();
+        let s = TestServer::with(Options {
+            workspace_roots: vec![root.path().canonicalize().unwrap()],
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("hello");
+        p["message"]["metadata"] = serde_json::json!({"cwd": proj.canonicalize().unwrap()});
+        p["message"]["contextId"] = serde_json::json!("ctx-swap");
+        let v = s.rpc("SendMessage", p).await;
+        assert_eq!(
+            v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{v}"
+        );
+        std::fs::remove_dir(&proj).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &proj).unwrap();
+        let mut next = send_params("hello again");
+        next["message"]["contextId"] = serde_json::json!("ctx-swap");
+        let v = s.rpc("SendMessage", next).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// One message with more file parts than `limits.max_files_per_message` is refused with
+/// -32602 naming the limit, and writes nothing.
+#[tokio::test]
+async fn files_per_message_are_capped() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: HostLimits {
+                rate_per_minute: 0,
+                max_files_per_message: 5,
+                ..HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        let mut p = send_params("files");
+        let parts = p["message"]["parts"].as_array_mut().unwrap();
+        for _ in 0..6 {
+            parts.push(serde_json::json!({"raw": "AAE=", "mediaType": "application/octet-stream"}));
+        }
+        let v = s.rpc("SendMessage", p).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_files_per_message"));
+        assert!(!s.dir().join(".agent-host").exists());
+        s.shutdown().await;
+    })
+    .await;
+}
