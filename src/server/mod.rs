@@ -232,7 +232,7 @@ where
         shutdown.await;
         let _ = stop_tx.send(());
     });
-    let mut server = tokio::spawn(async move { server.await });
+    let mut server = tokio::spawn(server);
     let finished = tokio::select! {
         biased;
         _ = stop_rx => None,

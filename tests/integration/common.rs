@@ -66,8 +66,10 @@ impl Default for Options {
             db: None,
             push: None,
             security: agent_host::settings::Security::default(),
+            // No request or failed-login throttling unless a test asks for it.
             host_limits: agent_host::settings::HostLimits {
                 rate_per_minute: 0,
+                auth_failures_per_minute: 0,
                 ..agent_host::settings::HostLimits::default()
             },
             workspace_roots: Vec::new(),

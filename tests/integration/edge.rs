@@ -216,6 +216,7 @@ async fn failed_logins_are_throttled_per_address() {
             security: with_token(),
             host_limits: HostLimits {
                 rate_per_minute: 0,
+                auth_failures_per_minute: 20,
                 ..HostLimits::default()
             },
             ..Options::default()
