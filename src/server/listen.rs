@@ -285,4 +285,44 @@ mod tests {
         drop(a1);
         assert!(t.admit(b).is_ok(), "a closed connection frees its place");
     }
+
+    #[tokio::test]
+    async fn event_streams_beyond_the_cap_get_503() {
+        use tower::ServiceExt;
+        let sse = || async {
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                Body::from_stream(futures::stream::pending::<
+                    Result<bytes::Bytes, std::io::Error>,
+                >()),
+            )
+        };
+        let streams: Streams = Arc::new(Semaphore::new(1));
+        let app = Router::new()
+            .route("/s", axum::routing::get(sse))
+            .route("/plain", axum::routing::get(|| async { "ok" }))
+            .layer(axum::middleware::from_fn_with_state(
+                streams.clone(),
+                limit_streams,
+            ));
+        let req = |path: &str| axum::http::Request::get(path).body(Body::empty()).unwrap();
+        let first = app.clone().oneshot(req("/s")).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let second = app.clone().oneshot(req("/s")).await.unwrap();
+        assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(second.headers().contains_key(header::RETRY_AFTER));
+        let plain = app.clone().oneshot(req("/plain")).await.unwrap();
+        assert_eq!(
+            plain.status(),
+            StatusCode::OK,
+            "plain requests are not capped"
+        );
+        drop(first);
+        let third = app.clone().oneshot(req("/s")).await.unwrap();
+        assert_eq!(
+            third.status(),
+            StatusCode::OK,
+            "a closed stream frees its place"
+        );
+    }
 }
