@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::adapter::PromptVia;
 
 mod args;
+mod conn;
 pub mod security;
 pub use args::ServeArgs;
 pub use security::{Credential, HostLimits, Secret, Security};
@@ -664,37 +665,7 @@ impl Settings {
                 "server.sse_keepalive_ms",
                 srv.sse_keepalive_ms.unwrap_or(DEFAULT_KEEPALIVE_MS),
             )?),
-            conn_limits: {
-                let d = crate::server::listen::ConnLimits::default();
-                let cap =
-                    |name: &str, v: Option<usize>, d: usize| -> Result<usize, SettingsError> {
-                        Ok(positive(name, v.unwrap_or(d) as u64)? as usize)
-                    };
-                crate::server::listen::ConnLimits {
-                    header_timeout: Duration::from_millis(positive(
-                        "server.header_timeout_ms",
-                        args.header_timeout_ms
-                            .or(srv.header_timeout_ms)
-                            .unwrap_or(d.header_timeout.as_millis() as u64),
-                    )?),
-                    max_connections: cap(
-                        "server.max_connections",
-                        args.max_connections.or(srv.max_connections),
-                        d.max_connections,
-                    )?,
-                    max_connections_per_address: cap(
-                        "server.max_connections_per_address",
-                        args.max_connections_per_address
-                            .or(srv.max_connections_per_address),
-                        d.max_connections_per_address,
-                    )?,
-                    max_streams: cap(
-                        "server.max_streams",
-                        args.max_streams.or(srv.max_streams),
-                        d.max_streams,
-                    )?,
-                }
-            },
+            conn_limits: conn::conn_limits(args, srv)?,
             blocking_wait: args
                 .blocking_wait_ms
                 .or(srv.blocking_wait_ms)
