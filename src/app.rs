@@ -138,8 +138,7 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         child_env.push((k.clone(), v.clone()));
     }
     // The host's own credentials never reach an agent, whatever was passed through.
-    let secrets = settings.security.secret_values();
-    child_env.retain(|(k, v)| !k.starts_with("AGENT_HOST_") && !secrets.contains(v));
+    drop_secrets(&mut child_env, &settings.security.secret_values());
     let limits = settings.limits.resolve(&adapter.limits);
     let sandbox = crate::engine::launch::sandbox_policy(&adapter, &settings.sandbox, &child_env)?;
     let missing = crate::runner::sandbox::Capabilities::get().missing(&sandbox);
@@ -165,6 +164,17 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         sandbox: Some(sandbox),
         adapter,
     })
+}
+
+/// Removes `AGENT_HOST_*` variables and every variable whose value contains one of
+/// `secrets` (`X=prefix<token>suffix` too, not only `X=<token>`).
+fn drop_secrets(env: &mut Vec<(String, String)>, secrets: &[String]) {
+    env.retain(|(k, v)| {
+        !k.starts_with("AGENT_HOST_")
+            && !secrets
+                .iter()
+                .any(|s| !s.is_empty() && v.contains(s.as_str()))
+    });
 }
 
 /// The card settings of the default adapter (the others get their path prefix when nested).
@@ -333,7 +343,8 @@ impl App {
                 settings.public_url.as_deref(),
                 settings.host_limits.rate_per_minute,
             )
-            .with_required_extensions(settings.required_extensions.clone()),
+            .with_required_extensions(settings.required_extensions.clone())
+            .with_auth_failures_per_minute(settings.host_limits.auth_failures_per_minute),
         );
         let others: Vec<(String, String, String)> = adapters
             .iter()
@@ -362,21 +373,19 @@ impl App {
             grace = grace.max(state.engine.launch().cancel_grace);
             agents.push(state);
         }
-        if settings.security.credentials.is_empty() {
-            if settings.security.insecure_no_auth && !local_addr.ip().is_loopback() {
-                tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
-            }
-        } else {
+        if !settings.security.credentials.is_empty() {
             tracing::info!(
                 credentials = settings.security.credentials.len(),
                 "authentication required"
             );
         }
+        warn_risky(settings, local_addr);
         Ok(App {
             agents,
             limits: HttpLimits {
                 body_limit: settings.body_limit,
                 route_by_metadata: settings.route_by_metadata,
+                conn: settings.conn_limits.clone(),
             },
             local_addr,
             drain: grace + Duration::from_secs(10),
@@ -414,6 +423,59 @@ impl App {
         server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
             .await
             .map_err(StartError::Serve)
+    }
+}
+
+/// A warning for every setting that opens the host: what it allows, and the setting.
+fn warn_risky(settings: &Settings, local_addr: SocketAddr) {
+    let sec = &settings.security;
+    let no_creds = sec.credentials.is_empty();
+    if no_creds && !local_addr.ip().is_loopback() {
+        tracing::warn!("serving on {local_addr} WITHOUT authentication (--insecure-no-auth): anyone who can reach it can run commands on this machine");
+    }
+    if sec.allowed_hosts.iter().any(|h| h.trim() == "*") {
+        tracing::warn!(
+            "security.allowed_hosts contains \"*\": any Host header is accepted, so DNS rebinding can reach this host from a web page{}",
+            if no_creds { " (and no credentials are required)" } else { "" }
+        );
+    }
+    if sec.allowed_origins.iter().any(|o| o.trim() == "*") {
+        tracing::warn!(
+            "security.allowed_origins contains \"*\": a page on any web site may call this host from a browser{}",
+            if no_creds { ", and no credentials are required: any site a local user visits can run the agent" } else { "" }
+        );
+    }
+    if let Some(p) = &settings.push {
+        if p.delivery.allow_private {
+            tracing::warn!("push.allow_private is on (--push-allow-private): webhooks may target loopback, private and link-local addresses (cloud metadata among them); local testing only");
+        }
+    }
+    let l = &settings.host_limits;
+    if !no_creds && l.rate_per_minute == 0 && l.auth_failures_per_minute == 0 {
+        tracing::warn!("limits.rate_limit_per_minute and limits.auth_failures_per_minute are 0: requests and failed authentications are not throttled");
+    } else if !no_creds && l.auth_failures_per_minute == 0 {
+        tracing::warn!(
+            "limits.auth_failures_per_minute is 0: failed authentications are not throttled"
+        );
+    }
+    for c in &sec.credentials {
+        let short = match &c.secret {
+            crate::settings::Secret::Bearer(t) | crate::settings::Secret::ApiKey(t) => t.len() < 16,
+            crate::settings::Secret::Basic { password, .. } => password.len() < 12,
+        };
+        if short {
+            tracing::warn!(credential = %c.name, "this credential's secret is short enough to guess; use at least 16 random characters (e.g. openssl rand -hex 32)");
+        }
+    }
+    if settings
+        .workspace_roots
+        .iter()
+        .any(|r| r.parent().is_none())
+    {
+        tracing::warn!("a workspace root is \"/\": a message may run the agent in any directory (workspace.roots, AGENT_ALLOWED_CWDS)");
+    }
+    if settings.force {
+        tracing::warn!("AGENT_FORCE is on: the agent runs with its adapter's force arguments (no approval prompts)");
     }
 }
 
@@ -506,6 +568,24 @@ mod tests {
             err.contains("unknown adapter 'nope'") && err.contains("demo"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn secrets_are_dropped_from_the_agent_env_even_inside_longer_values() {
+        let mut env: Vec<(String, String)> = [
+            ("PATH", "/bin"),
+            ("EXACT", "tok-secret-1"),
+            ("WRAPPED", "prefix-tok-secret-1-suffix"),
+            ("URL", "https://u:tok-secret-1@example.com"),
+            ("AGENT_HOST_OTHER", "x"),
+            ("FINE", "tok-secret"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        drop_secrets(&mut env, &["tok-secret-1".to_string()]);
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["PATH", "FINE"]);
     }
 
     #[test]

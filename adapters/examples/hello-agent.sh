@@ -27,6 +27,7 @@ while [ $# -gt 1 ]; do
     --session-id) session_id=$2; shift 2 ;;
     --resume) session_id=$2; resumed=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
+    --) shift; break ;;  # the host puts `--` before the prompt (end_of_options)
     *) shift ;;
   esac
 done

@@ -131,6 +131,12 @@ pub struct AdapterSpec {
     /// (e.g. `["-p", "{prompt}"]`), placed last. Empty: the prompt is the last argument.
     #[serde(default)]
     pub prompt_args: Vec<String>,
+    /// With `prompt = "arg"` and no `prompt_args`: the CLI's end-of-options marker, put
+    /// right before the prompt so that a prompt such as `--help` arrives as the prompt, not
+    /// as an option. Default `--`; `""` for a program that takes no such marker (then give
+    /// the prompt another way: `prompt_args` with `--option={prompt}`, or `prompt = "stdin"`).
+    #[serde(default = "default_end_of_options")]
+    pub end_of_options: String,
     /// The CLI's protocol resumes sessions itself (Codex app-server `thread/resume`, ACP
     /// `session/load`): follow-up turns get the context's session id through the protocol.
     #[serde(default)]
@@ -184,6 +190,10 @@ pub enum AdapterError {
     },
     #[error("unknown adapter '{0}' (known: {1})")]
     Unknown(String, String),
+}
+
+fn default_end_of_options() -> String {
+    "--".to_string()
 }
 
 impl AdapterSpec {

@@ -32,7 +32,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AttachError + '_ {
 /// and `.agent-host/.gitignore` when missing. Refuses a directory that symbolic links lead
 /// elsewhere, and never replaces an existing file.
 pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), AttachError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    make_dirs_inside(work_dir, dir)?;
     let real = dir.canonicalize().map_err(io(dir))?;
     if real != dir {
         return Err(AttachError::Outside {
@@ -45,6 +45,29 @@ pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), At
     }
     for f in files {
         create_new(&dir.join(&f.name), &f.bytes)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and the directories leading to it from `work_dir`, one at a time, each
+/// checked before anything is created in it: an existing one must be a real directory (not
+/// a symbolic link), so nothing is ever created through a link that leads elsewhere.
+fn make_dirs_inside(work_dir: &Path, dir: &Path) -> Result<(), AttachError> {
+    let outside = |p: &Path| AttachError::Outside {
+        path: p.to_path_buf(),
+    };
+    let rel = dir.strip_prefix(work_dir).map_err(|_| outside(dir))?;
+    let mut cur = work_dir.to_path_buf();
+    for part in rel.components() {
+        cur.push(part);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(outside(&cur)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir(&cur).map_err(io(&cur))?
+            }
+            Err(e) => return Err(io(&cur)(e)),
+        }
     }
     Ok(())
 }
@@ -160,5 +183,42 @@ mod tests {
         let e = write(&work, &dir, &input::attachments(&message())).unwrap_err();
         assert!(matches!(e, AttachError::Outside { .. }), "{e}");
         assert!(!elsewhere.path().join("attachments/t/shot.png").exists());
+        // Nothing was created through the link either (not even the directories).
+        assert!(!elsewhere.path().join("attachments").exists());
+    }
+
+    #[test]
+    fn saved_names_never_start_with_a_dash() {
+        let mut m = input::text_message("files");
+        for name in ["-rf", "--help.png", ".-x", "../-y"] {
+            m.parts.push(Part {
+                raw: Some(base64::engine::general_purpose::STANDARD.encode(b"\x00\x01")),
+                media_type: Some("application/octet-stream".into()),
+                filename: Some(name.into()),
+                ..Part::default()
+            });
+        }
+        for a in input::attachments(&m) {
+            assert!(
+                !a.name.starts_with('-') && !a.name.starts_with('.'),
+                "{}",
+                a.name
+            );
+        }
+    }
+
+    #[test]
+    fn files_per_message_are_capped() {
+        let mut m = input::text_message("many");
+        for _ in 0..5 {
+            m.parts.push(Part {
+                raw: Some("AA==".into()),
+                ..Part::default()
+            });
+        }
+        assert!(input::check_file_count(&m, 5).is_ok());
+        let e = input::check_file_count(&m, 4).unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert!(e.to_string().contains("max_files_per_message"), "{e}");
     }
 }

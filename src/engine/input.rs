@@ -92,6 +92,22 @@ pub fn accepts(modes: &[String], media_type: &str) -> bool {
     })
 }
 
+/// Refuses a message with more file parts (`raw` or `url`) than `max`: each raw one may
+/// become a file in the working directory.
+pub fn check_file_count(m: &Message, max: usize) -> Result<(), A2AError> {
+    let files = m
+        .parts
+        .iter()
+        .filter(|p| p.raw.is_some() || p.url.is_some())
+        .count();
+    if files > max {
+        return Err(A2AError::InvalidParams(format!(
+            "message has {files} file parts; at most {max} are accepted per message (limits.max_files_per_message)"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the parts of an incoming user message; a part that names its media type must be
 /// of one of `modes` (the agent's input modes).
 pub fn validate_message(m: &Message, modes: &[String]) -> Result<(), A2AError> {
@@ -209,7 +225,8 @@ pub fn attachments(m: &Message) -> Vec<Attachment> {
 }
 
 /// A safe file name for a part: the last component of its `filename` with characters other
-/// than `A-Za-z0-9._-` replaced by `_`, no leading dots, at most 100 bytes; else
+/// than `A-Za-z0-9._-` replaced by `_`, no leading dots or dashes (a name never reads as an
+/// option to a program the agent runs on it), at most 100 bytes; else
 /// `part-<index>` with an extension for the media type.
 fn file_name(filename: Option<&str>, index: usize, media_type: &str) -> String {
     let last = filename
@@ -227,7 +244,7 @@ fn file_name(filename: Option<&str>, index: usize, media_type: &str) -> String {
             }
         })
         .collect();
-    let mut name = safe.trim_start_matches('.').to_string();
+    let mut name = safe.trim_start_matches(['.', '-']).to_string();
     // Every character is ASCII now, so any length is a character boundary.
     name.truncate(100);
     if name.is_empty() {

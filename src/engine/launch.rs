@@ -136,6 +136,10 @@ impl Launch {
         let stdin = match self.prompt_via {
             PromptVia::Arg => {
                 if a.prompt_args.is_empty() {
+                    // `--` (or the CLI's own marker): a prompt starting with `-` is not an option.
+                    if !a.end_of_options.is_empty() {
+                        args.push(a.end_of_options.clone());
+                    }
                     args.push(prompt.to_string());
                 } else {
                     args.extend(a.prompt_args.iter().map(|p| fill(p, &values)));
@@ -498,6 +502,7 @@ mod tests {
                 "m1",
                 "--session-id",
                 "s1",
+                "--",
                 "hello"
             ]
         );
@@ -511,6 +516,7 @@ mod tests {
                 "m1",
                 "--resume",
                 "s1",
+                "--",
                 "again"
             ]
         );
@@ -527,6 +533,67 @@ mod tests {
         assert!(
             matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial.is_empty())
         );
+    }
+
+    /// Every adapter that passes the prompt as an argument: a prompt that looks like an
+    /// option arrives as the prompt (after the CLI's end-of-options marker, or joined to
+    /// its option with `=`), never as an option of its own.
+    #[test]
+    fn a_prompt_that_looks_like_an_option_stays_the_prompt() {
+        let r = Registry::builtin().unwrap();
+        let argv_adapters: Vec<_> = r
+            .all()
+            .iter()
+            .filter(|a| a.prompt == PromptVia::Arg)
+            .collect();
+        let ids: Vec<&str> = argv_adapters.iter().map(|a| a.id.as_str()).collect();
+        for id in [
+            "codex-exec",
+            "cursor",
+            "opencode-json",
+            "demo",
+            "jsonl",
+            "generic",
+            "gemini-json",
+            "aider",
+        ] {
+            assert!(ids.contains(&id), "{id} takes its prompt as an argument");
+        }
+        for a in argv_adapters {
+            let launch = Launch {
+                adapter: a.clone(),
+                program: PathBuf::from("/bin/true"),
+                extra_args: vec![],
+                prompt_via: PromptVia::Arg,
+                cwd: PathBuf::from("/tmp"),
+                env: vec![],
+                model: Some("m".into()),
+                force: false,
+                max_line_bytes: 1024,
+                timeout: Duration::from_secs(1),
+                idle_timeout: Duration::from_secs(1),
+                cancel_grace: Duration::from_secs(1),
+                sandbox: None,
+            };
+            for prompt in ["--help", "--dangerously-skip-permissions", "-p"] {
+                for session in [
+                    SessionArgs::New("s".into()),
+                    SessionArgs::Resume("s".into()),
+                ] {
+                    let args = launch.spawn_spec(prompt, &session).args;
+                    let last = args.last().unwrap();
+                    let ok = if a.prompt_args.is_empty() {
+                        last == prompt && args[args.len() - 2] == "--"
+                    } else {
+                        // `--option={prompt}`: one argument, the option's value.
+                        last.ends_with(&format!("={prompt}"))
+                            && last.starts_with('-')
+                            && !args.iter().any(|x| x == prompt)
+                    };
+                    assert!(ok, "{}: {prompt} in {args:?}", a.id);
+                }
+            }
+        }
     }
 
     #[test]

@@ -257,6 +257,7 @@ impl Engine {
     ) -> Result<Accepted, A2AError> {
         let mut msg = req.message;
         input::validate_message(&msg, &self.inner.config.input_modes)?;
+        input::check_file_count(&msg, self.inner.config.limits.max_files_per_message)?;
         if let Some(task_id) = msg.task_id.clone().filter(|t| !t.is_empty()) {
             task::check_id("message.taskId", &task_id)?;
             return self.answer(&task_id, msg, owner, opts).await;
@@ -284,11 +285,14 @@ impl Engine {
         let task_id = uuid::Uuid::new_v4().to_string();
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
-        let work_dir = cwd
-            .clone()
-            .or_else(|| ticket.context_cwd.clone())
-            .unwrap_or_else(|| self.default_cwd());
         let stored = async {
+            // A conversation's directory is checked again at every turn: replaced by a
+            // symbolic link since, it would lead the turn outside the roots.
+            let work_dir = match (&cwd, &ticket.context_cwd) {
+                (Some(c), _) => c.clone(),
+                (None, Some(c)) => self.recheck_cwd(c)?,
+                (None, None) => self.default_cwd(),
+            };
             let attachments = attach::save(&work_dir, &task_id, &msg).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
@@ -388,6 +392,18 @@ impl Engine {
             ));
         }
         Ok(canon)
+    }
+
+    /// Checks a conversation's directory (chosen and checked at its first turn) again: still
+    /// a directory inside the roots, and still itself with symbolic links resolved.
+    fn recheck_cwd(&self, dir: &std::path::Path) -> Result<PathBuf, A2AError> {
+        let again = self.check_cwd(&dir.to_string_lossy())?;
+        if again != dir {
+            return Err(A2AError::InvalidParams(
+                "metadata.cwd: the working directory of this conversation changed (a symbolic link?); start a new conversation".into(),
+            ));
+        }
+        Ok(again)
     }
 
     /// Cancels a task: a queued one ends at once; a running one after its CLI is stopped.

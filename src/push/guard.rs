@@ -35,20 +35,13 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_public_v4(v4);
+    match embedded_v4(ip) {
+        Embedded::V4(v4) => return is_public_v4(v4),
+        Embedded::Teredo { server, client } => return is_public_v4(server) && is_public_v4(client),
+        Embedded::Blocked => return false,
+        Embedded::None => {}
     }
     let seg = ip.segments();
-    // NAT64 (64:ff9b::/96) carries an IPv4 address.
-    if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
-        let v4 = Ipv4Addr::new(
-            (seg[6] >> 8) as u8,
-            seg[6] as u8,
-            (seg[7] >> 8) as u8,
-            seg[7] as u8,
-        );
-        return is_public_v4(v4);
-    }
     let blocked = ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
@@ -56,7 +49,10 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (seg[0] & 0xffc0) == 0xfe80 // link-local
         || (seg[0] & 0xffc0) == 0xfec0 // site-local
         || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
-        || seg[0..6] == [0, 0, 0, 0, 0, 0]; // IPv4-compatible (deprecated)
+        || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard-only 100::/64
+        || (seg[0] == 0x2001 && seg[1] == 0x0002 && seg[2] == 0) // benchmarking 2001:2::/48
+        || (seg[0] == 0x2001 && (seg[1] & 0xffe0) == 0x0020) // ORCHIDv2 2001:20::/28
+        || (seg[0] == 0x2001 && (seg[1] & 0xfff0) == 0x0010); // ORCHID 2001:10::/28
     !blocked
 }
 
@@ -88,6 +84,49 @@ pub enum UrlError {
     },
     #[error("url host '{host}' resolves to no address")]
     NoAddress { host: String },
+}
+
+/// What an IPv6 address says about an IPv4 one it carries.
+#[derive(Debug, PartialEq)]
+enum Embedded {
+    /// Not a form that carries an IPv4 address.
+    None,
+    /// Reaches (or is translated to) this IPv4 address.
+    V4(Ipv4Addr),
+    /// Teredo (2001::/32): the relay server and the client (stored inverted).
+    Teredo { server: Ipv4Addr, client: Ipv4Addr },
+    /// A form refused whatever it carries.
+    Blocked,
+}
+
+fn v4(hi: u16, lo: u16) -> Ipv4Addr {
+    Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)
+}
+
+/// Every IPv6 form that maps to an IPv4 address, so that a blocked IPv4 range cannot be
+/// reached by writing it in IPv6: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated
+/// (`::ffff:0:a.b.c.d`, RFC 2765), 6to4 (`2002:AABB:CCDD::/48`), the NAT64 well-known
+/// prefix (`64:ff9b::/96`) and Teredo (`2001:0::/32`, client address inverted).
+/// IPv4-compatible (`::a.b.c.d`, deprecated) and the local-use NAT64 prefix
+/// (`64:ff9b:1::/48`, RFC 8215: translated by a local gateway, so to anything) are refused
+/// outright.
+fn embedded_v4(ip: Ipv6Addr) -> Embedded {
+    let s = ip.segments();
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Embedded::V4(v4(hi, lo)),
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => Embedded::V4(v4(hi, lo)),
+        // `::` and `::1` are handled as themselves.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => Embedded::None,
+        [0, 0, 0, 0, 0, 0, _, _] => Embedded::Blocked,
+        [0x2002, hi, lo, ..] => Embedded::V4(v4(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Embedded::V4(v4(hi, lo)),
+        [0x64, 0xff9b, 1, ..] => Embedded::Blocked,
+        [0x2001, 0, shi, slo, _, _, chi, clo] => Embedded::Teredo {
+            server: v4(shi, slo),
+            client: v4(!chi, !clo),
+        },
+        _ => Embedded::None,
+    }
 }
 
 /// Checks a webhook URL: its form, and (unless `allow_private`) every address its host
@@ -197,6 +236,40 @@ mod tests {
             "2001:db8::1",
         ] {
             assert!(!is_public(bad.parse().unwrap()), "{bad}");
+        }
+        // Every IPv6 form of a blocked IPv4 address is blocked; the same forms of a
+        // public one are allowed (IPv4-compatible and local NAT64 are refused whatever).
+        for (v4s, public) in [
+            ("127.0.0.1", false),
+            ("10.1.2.3", false),
+            ("169.254.169.254", false),
+            ("192.168.0.1", false),
+            ("8.8.8.8", true),
+        ] {
+            let a: Ipv4Addr = v4s.parse().unwrap();
+            let [hi, lo] = [
+                u16::from_be_bytes([a.octets()[0], a.octets()[1]]),
+                u16::from_be_bytes([a.octets()[2], a.octets()[3]]),
+            ];
+            let forms = [
+                format!("::ffff:{v4s}"),
+                format!("::ffff:0:{v4s}"),
+                format!("2002:{hi:x}:{lo:x}::1"),
+                format!("64:ff9b::{v4s}"),
+                // Teredo: as the relay server, and as the (inverted) client address.
+                format!("2001:0:{hi:x}:{lo:x}:0:0:f7f7:f7f7"),
+                format!("2001:0:808:808:0:0:{:x}:{:x}", !hi, !lo),
+            ];
+            for f in &forms {
+                let ip: Ipv6Addr = f.parse().unwrap();
+                assert_eq!(is_public(IpAddr::V6(ip)), public, "{f} ({v4s})");
+            }
+            assert!(!is_public(format!("::{v4s}").parse().unwrap()), "::{v4s}");
+            assert!(!is_public(format!("64:ff9b:1::{v4s}").parse().unwrap()));
+        }
+        // The forms the issue found accepted.
+        for f in ["::ffff:0:7f00:1", "2002:7f00:1::1"] {
+            assert!(!is_public(f.parse().unwrap()), "{f}");
         }
         for good in [
             "8.8.8.8",

@@ -36,6 +36,8 @@ pub struct PushSettings {
     pub retry_max: Duration,
     /// Timeout of one webhook request.
     pub timeout: Duration,
+    /// Push configs one task may have; more are refused (-32602).
+    pub max_configs_per_task: usize,
 }
 
 impl Default for PushSettings {
@@ -46,6 +48,7 @@ impl Default for PushSettings {
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
             timeout: Duration::from_secs(10),
+            max_configs_per_task: 10,
         }
     }
 }
@@ -68,6 +71,9 @@ struct Inner {
     wake: mpsc::UnboundedSender<String>,
     /// Set when the host stops: jobs end before their next request.
     stop: tokio::sync::watch::Sender<bool>,
+    /// Held while a config is counted and stored, so that the cap per task holds under
+    /// concurrent creates.
+    creating: tokio::sync::Mutex<()>,
 }
 
 /// The push service. Cheap to clone.
@@ -94,7 +100,11 @@ impl PushService {
         tasks: Arc<dyn TaskStore>,
         sealer: Sealer,
     ) -> Result<PushService, StoreError> {
+        // No proxy, whatever HTTP(S)_PROXY / ALL_PROXY say: a proxy would resolve the name
+        // itself and so bypass the address check of the resolver below (and receive the
+        // configs' tokens).
         let client = reqwest::Client::builder()
+            .no_proxy()
             .timeout(settings.timeout)
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(guard::resolver(settings.allow_private))
@@ -114,6 +124,7 @@ impl PushService {
                 jobs: Mutex::new(HashMap::new()),
                 wake,
                 stop: tokio::sync::watch::channel(false).0,
+                creating: tokio::sync::Mutex::new(()),
             }),
         };
         tokio::spawn(deliver::worker(svc.inner.clone(), rx));
@@ -197,7 +208,22 @@ impl PushService {
             next_at_ms: 0,
             last_error: None,
         };
+        let creating = self.inner.creating.lock().await;
+        let existing = self
+            .inner
+            .store
+            .list_push(&task_id)
+            .await
+            .map_err(store_err)?;
+        let max = self.inner.settings.max_configs_per_task;
+        if existing.len() >= max && !existing.iter().any(|r| r.id == rec.id) {
+            return Err(A2AError::InvalidParams(format!(
+                "task {task_id} already has {} push notification configs, the most one task may have (push.max_configs_per_task = {max}); delete one first",
+                existing.len()
+            )));
+        }
         self.inner.store.put_push(&rec).await.map_err(store_err)?;
+        drop(creating);
         lock(&self.inner.watched).insert(task_id.clone());
         let _ = self.inner.wake.send(task_id);
         Ok(cfg)

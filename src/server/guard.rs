@@ -5,11 +5,11 @@
 //! guard puts the [`Caller`] into the request for the handlers.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -46,9 +46,20 @@ pub struct Guard {
     buckets: Mutex<HashMap<String, Bucket>>,
     /// Extensions every A2A request must name (`A2A-Extensions`).
     required_extensions: Vec<String>,
+    /// Failed authentications per minute per client address (0: no limit).
+    failures_per_minute: u32,
+    /// Per client address: the failure bucket, and whether its throttling was logged.
+    failures: Mutex<HashMap<IpAddr, (Bucket, bool)>>,
 }
 
 impl Guard {
+    /// Throttles failed authentication: `per_minute` failures per client address (a bucket
+    /// of that size refilled over a minute), then 429 for failures until it refills.
+    pub fn with_auth_failures_per_minute(mut self, per_minute: u32) -> Guard {
+        self.failures_per_minute = per_minute;
+        self
+    }
+
     /// Requires every A2A request to name these extensions.
     pub fn with_required_extensions(mut self, uris: Vec<String>) -> Guard {
         self.required_extensions = uris;
@@ -92,6 +103,8 @@ impl Guard {
             rate_per_minute,
             buckets: Mutex::new(HashMap::new()),
             required_extensions: Vec::new(),
+            failures_per_minute: 0,
+            failures: Mutex::new(HashMap::new()),
         }
     }
 
@@ -184,6 +197,12 @@ impl Guard {
         found.map(|n| Some(n.to_string())).ok_or(())
     }
 
+    /// Whether these headers carry valid credentials (or none are needed): what a layer
+    /// that must read the body before the guard runs (`--route-by-metadata`) asks first.
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
+        self.authenticate(headers).is_ok()
+    }
+
     /// Takes a token from the caller's bucket; Err(seconds to wait) when it is empty.
     fn rate(&self, key: &str) -> Result<(), u64> {
         if self.rate_per_minute == 0 {
@@ -204,6 +223,42 @@ impl Guard {
             Ok(())
         } else {
             Err(((1.0 - b.tokens) / per_sec).ceil().max(1.0) as u64)
+        }
+    }
+
+    /// Counts a failed authentication from `ip`; Err(seconds to wait) when the address has
+    /// failed too often, with whether this is the first refusal of the window (to log once).
+    fn failed(&self, ip: IpAddr) -> Result<(), (u64, bool)> {
+        if self.failures_per_minute == 0 {
+            return Ok(());
+        }
+        let per_sec = f64::from(self.failures_per_minute) / 60.0;
+        let burst = f64::from(self.failures_per_minute);
+        let mut all = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        // Forget addresses whose bucket is full again (bounds the map).
+        if all.len() > 10_000 {
+            all.retain(|_, (b, _)| {
+                b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec < burst
+            });
+        }
+        let (b, logged) = all.entry(ip).or_insert((
+            Bucket {
+                tokens: burst,
+                at: now,
+            },
+            false,
+        ));
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec).min(burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            *logged = false;
+            Ok(())
+        } else {
+            let first = !*logged;
+            *logged = true;
+            Err((((1.0 - b.tokens) / per_sec).ceil().max(1.0) as u64, first))
         }
     }
 
@@ -310,6 +365,28 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
         Ok(name) => name,
         Err(()) if public => None,
         Err(()) => {
+            // Throttled per client address; a valid credential is never throttled here,
+            // so callers who authenticate are unaffected by someone guessing beside them.
+            let ip = req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip());
+            if let Some(ip) = ip {
+                if let Err((wait, first)) = g.failed(ip) {
+                    if first {
+                        tracing::warn!(client = %ip, retry_after_s = wait, "too many failed authentications from this address: answering 429 until its budget refills (limits.auth_failures_per_minute)");
+                    }
+                    let mut r = refuse(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "Too Many Requests",
+                        "too many failed authentications from this address; retry after the time in Retry-After",
+                    );
+                    if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+                        r.headers_mut().insert(header::RETRY_AFTER, v);
+                    }
+                    return r;
+                }
+            }
             let mut r = (
                 StatusCode::UNAUTHORIZED,
                 Json(json!({"error": "Unauthorized"})),
@@ -458,5 +535,19 @@ mod tests {
         assert!(g.rate("x").unwrap_err() >= 1);
         assert!(g.rate("y").is_ok(), "buckets are per credential");
         assert!(ct_eq("abc", "abc") && !ct_eq("abc", "abd") && !ct_eq("abc", "abcd"));
+    }
+
+    #[test]
+    fn failures_are_throttled_per_address_and_logged_once() {
+        let g = guard(vec![]).with_auth_failures_per_minute(5);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..5 {
+            assert!(g.failed(a).is_ok());
+        }
+        let (wait, first) = g.failed(a).unwrap_err();
+        assert!(wait >= 1 && first);
+        assert!(!g.failed(a).unwrap_err().1, "logged once per window");
+        assert!(g.failed("10.0.0.2".parse().unwrap()).is_ok(), "per address");
+        assert!(guard(vec![]).failed(a).is_ok(), "0 = no limit");
     }
 }

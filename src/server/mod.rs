@@ -9,6 +9,7 @@ pub mod extended;
 pub mod extensions;
 pub mod guard;
 mod jsonrpc;
+pub mod listen;
 pub mod metrics;
 mod negotiate;
 mod ops;
@@ -68,6 +69,8 @@ pub struct HttpLimits {
     pub body_limit: usize,
     /// With several adapters, route root requests by `metadata.agent` and task id.
     pub route_by_metadata: bool,
+    /// Timeouts and caps of connections and streams.
+    pub conn: listen::ConnLimits,
 }
 
 /// The router with every route.
@@ -188,6 +191,7 @@ pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
             Vec::new()
         },
         body_limit: limits.body_limit,
+        guard: agents.first().map(|a| a.guard.clone()),
     });
     let router = tower::Layer::layer(
         &axum::middleware::from_fn_with_state(routes, route::route),
@@ -198,7 +202,13 @@ pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
         &tower_http::normalize_path::NormalizePathLayer::trim_trailing_slash(),
         router,
     );
-    // Both layers must see the request before routing, so they wrap the router from the
+    let streams: listen::Streams =
+        Arc::new(tokio::sync::Semaphore::new(limits.conn.max_streams.max(1)));
+    let router = tower::Layer::layer(
+        &axum::middleware::from_fn_with_state(streams, listen::limit_streams),
+        router,
+    );
+    // The layers must see the request before routing, so they wrap the router from the
     // outside; a router whose only route is this service gives the result one concrete type.
     Router::new().fallback_service(router)
 }
@@ -215,15 +225,14 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let router = service(&agents, &limits);
-    let router = router.into_make_service();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // When `shutdown` resolves the server stops accepting; requests in flight (open streams
     // among them) go on until they finish.
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+    let server = listen::run(listener, router, limits.conn.clone(), async move {
         shutdown.await;
         let _ = stop_tx.send(());
     });
-    let mut server = tokio::spawn(async move { server.await });
+    let mut server = tokio::spawn(server);
     let finished = tokio::select! {
         biased;
         _ = stop_rx => None,

@@ -21,6 +21,9 @@ pub struct Routes {
     pub others: Vec<(String, Engine)>,
     /// Largest request body read to find the adapter.
     pub body_limit: usize,
+    /// The guard: a body is read only for a caller it lets through (None: nothing to
+    /// route to, the body is never read here).
+    pub guard: Option<std::sync::Arc<crate::server::guard::Guard>>,
 }
 
 /// Root paths of the JSON-RPC endpoint.
@@ -33,7 +36,14 @@ pub async fn route(
     next: Next,
 ) -> Response {
     let path = req.uri().path().to_string();
-    if routes.others.is_empty() || path.starts_with("/agents/") {
+    // Authentication comes before any body is read (or any task looked up): a caller the
+    // guard would refuse is passed on unrouted, and the guard answers it (401) without
+    // reading the body.
+    let allowed = routes
+        .guard
+        .as_ref()
+        .is_some_and(|g| g.admits(req.headers()));
+    if routes.others.is_empty() || path.starts_with("/agents/") || !allowed {
         return next.run(req).await;
     }
     let rest_task = rest_task_id(&path);
@@ -47,6 +57,7 @@ pub async fn route(
             || path.ends_with("message:stream"));
     let (parts, body) = req.into_parts();
     let (body, target) = if needs_body {
+        // Only an authenticated caller gets here; its body is bounded by the body limit.
         let bytes = match to_bytes(body, routes.body_limit).await {
             Ok(b) => b,
             Err(_) => {

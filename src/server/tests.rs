@@ -128,6 +128,51 @@ async fn authentication_comes_before_the_body_is_read() {
     assert!(read.load(Ordering::SeqCst));
 }
 
+/// With `--route-by-metadata` the body decides the adapter; it is still never read for a
+/// caller without credentials (before, the router read every body up to the limit first).
+#[tokio::test]
+async fn route_by_metadata_reads_no_body_before_authentication() {
+    let (router, _dir) = service(|s| {
+        with_token(s);
+        s.adapter = Some("demo,conformance".into());
+        s.route_by_metadata = true;
+    })
+    .await;
+    let auth = format!("Bearer {TOKEN}");
+    for path in [
+        "/",
+        "/a2a",
+        "/a2a/rest/message:send",
+        "/a2a/rest/message:stream",
+    ] {
+        let read = Arc::new(AtomicBool::new(false));
+        let req = request(
+            "POST",
+            path,
+            &[("content-type", "application/json")],
+            watched_body(read.clone()),
+        );
+        let (status, _, _) = call(&router, req).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(!read.load(Ordering::SeqCst), "{path}: body read before 401");
+        // An authenticated caller's body is read (to route it).
+        let req = request(
+            "POST",
+            path,
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &auth),
+            ],
+            watched_body(read.clone()),
+        );
+        let _ = call(&router, req).await;
+        assert!(
+            read.load(Ordering::SeqCst),
+            "{path}: routed without reading"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_card_and_health_are_public() {
     let (router, _dir) = service(with_token).await;

@@ -232,6 +232,21 @@ pub struct ServeArgs {
     /// Largest file one task may write, e.g. 1G; 0 = no limit [default: no limit]
     #[arg(long, env = "AGENT_TASK_FILE_SIZE", value_name = "SIZE")]
     pub task_file_size: Option<String>,
+    /// Failed authentications per minute per client address; beyond them failures get 429 with Retry-After (a valid credential still passes), 0 = no limit [default: 20]
+    #[arg(long, env = "AGENT_HOST_AUTH_FAILURES_PER_MINUTE", value_name = "N")]
+    pub auth_failures_per_minute: Option<u32>,
+    /// Time a client has to send a request header; also how long an idle keep-alive connection stays open [default: 10000]
+    #[arg(long, env = "AGENT_HOST_HEADER_TIMEOUT_MS", value_name = "MS")]
+    pub header_timeout_ms: Option<u64>,
+    /// Connections open at once; more are answered 503 and closed [default: 512]
+    #[arg(long, env = "AGENT_HOST_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Connections open at once from one client address [default: 128]
+    #[arg(long, env = "AGENT_HOST_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
+    /// Event streams (SSE) open at once; more are answered 503 [default: 256]
+    #[arg(long, env = "AGENT_HOST_MAX_STREAMS", value_name = "N")]
+    pub max_streams: Option<usize>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::adapter::PromptVia;
 
 mod args;
+mod conn;
 pub mod sandbox;
 pub mod security;
 pub use args::ServeArgs;
@@ -68,6 +69,7 @@ pub struct PushSection {
     pub retry_base_ms: Option<u64>,
     pub retry_max_ms: Option<u64>,
     pub timeout_ms: Option<u64>,
+    pub max_configs_per_task: Option<usize>,
     pub key: Option<String>,
     pub key_file: Option<PathBuf>,
 }
@@ -82,6 +84,10 @@ pub struct ServerSection {
     pub body_limit_bytes: Option<usize>,
     pub sse_keepalive_ms: Option<u64>,
     pub blocking_wait_ms: Option<u64>,
+    pub header_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
+    pub max_connections_per_address: Option<usize>,
+    pub max_streams: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -193,6 +199,8 @@ pub struct Settings {
     pub approval_response: Option<String>,
     pub body_limit: usize,
     pub sse_keepalive: Duration,
+    /// Header-read (and keep-alive idle) timeout, connection and stream caps.
+    pub conn_limits: crate::server::listen::ConnLimits,
     /// Longest wait of a blocking send; None: until the task settles.
     pub blocking_wait: Option<Duration>,
     pub card_name: Option<String>,
@@ -283,6 +291,10 @@ fn resolve_push(
         retry_base: p.retry_base_ms.map(ms).unwrap_or(d.retry_base),
         retry_max: p.retry_max_ms.map(ms).unwrap_or(d.retry_max),
         timeout: p.timeout_ms.map(ms).unwrap_or(d.timeout),
+        max_configs_per_task: p
+            .max_configs_per_task
+            .unwrap_or(d.max_configs_per_task)
+            .max(1),
     };
     let key = match (args.push_key.clone().or_else(|| p.key.clone()), &p.key_file) {
         (Some(hex), _) => {
@@ -544,6 +556,14 @@ impl Settings {
                 .max_subscribers_per_task
                 .unwrap_or(d.max_subscribers)
                 .max(1),
+            auth_failures_per_minute: args
+                .auth_failures_per_minute
+                .or(l.auth_failures_per_minute)
+                .unwrap_or(d.auth_failures_per_minute),
+            max_files_per_message: l
+                .max_files_per_message
+                .unwrap_or(d.max_files_per_message)
+                .max(1),
         };
         let mut secrets: Vec<PathBuf> = args.config.iter().cloned().collect();
         if let StoreChoice::Sqlite(db) = &store {
@@ -667,6 +687,7 @@ impl Settings {
                 "server.sse_keepalive_ms",
                 srv.sse_keepalive_ms.unwrap_or(DEFAULT_KEEPALIVE_MS),
             )?),
+            conn_limits: conn::conn_limits(args, srv)?,
             blocking_wait: args
                 .blocking_wait_ms
                 .or(srv.blocking_wait_ms)

@@ -75,6 +75,8 @@ pub struct LimitsSection {
     pub task_pids: Option<u64>,
     pub task_cpu_weight: Option<u64>,
     pub task_file_size: Option<crate::adapter::ByteSize>,
+    pub auth_failures_per_minute: Option<u32>,
+    pub max_files_per_message: Option<usize>,
 }
 
 /// A credential's secret.
@@ -142,6 +144,11 @@ pub struct HostLimits {
     pub max_output_bytes: usize,
     /// Streams following one task at once.
     pub max_subscribers: usize,
+    /// Failed authentications per minute per client address before further failures from
+    /// it are answered 429 (token bucket, burst of the same size); 0 = no limit.
+    pub auth_failures_per_minute: u32,
+    /// Files (attachment parts) one message may carry; more are refused (-32602).
+    pub max_files_per_message: usize,
 }
 
 impl Default for HostLimits {
@@ -152,6 +159,8 @@ impl Default for HostLimits {
             rate_per_minute: 600,
             max_output_bytes: 64 * 1024 * 1024,
             max_subscribers: 64,
+            auth_failures_per_minute: 20,
+            max_files_per_message: 100,
         }
     }
 }

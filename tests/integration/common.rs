@@ -68,8 +68,10 @@ impl Default for Options {
             db: None,
             push: None,
             security: agent_host::settings::Security::default(),
+            // No request or failed-login throttling unless a test asks for it.
             host_limits: agent_host::settings::HostLimits {
                 rate_per_minute: 0,
+                auth_failures_per_minute: 0,
                 ..agent_host::settings::HostLimits::default()
             },
             workspace_roots: Vec::new(),
@@ -416,6 +418,8 @@ pub struct HostProcess {
     pub base: String,
     /// The root card, read once the host answered.
     pub card: Value,
+    /// Its log (stderr) up to the line naming its address: what it said at start.
+    pub start_log: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -440,6 +444,7 @@ impl HostProcess {
         let mut seen = Vec::new();
         let found = tokio::time::timeout(Duration::from_secs(10), async {
             while let Ok(Some(line)) = lines.next_line().await {
+                seen.push(line.clone());
                 if let Some((_, rest)) = line.split_once("listening on http://") {
                     let addr: String = rest
                         .chars()
@@ -447,7 +452,6 @@ impl HostProcess {
                         .collect();
                     return Some(addr);
                 }
-                seen.push(line);
             }
             None
         })
@@ -474,6 +478,7 @@ impl HostProcess {
             _child: child,
             base,
             card,
+            start_log: seen,
             _dir: dir,
         }
     }

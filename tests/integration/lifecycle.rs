@@ -279,7 +279,7 @@ async fn a_text_cli_on_a_pty_asks_and_gets_its_answer() {
         let script = dir.path().join("ask.sh");
         std::fs::write(
             &script,
-            "#!/bin/sh\necho \"Planning: $1\"\nprintf 'Delete the build directory? [y/N] '\nread answer\nif [ \"$answer\" = y ]; then echo 'Deleted.'; else echo 'Kept it.'; fi\n",
+            "#!/bin/sh\n[ \"$1\" = -- ] && shift\necho \"Planning: $1\"\nprintf 'Delete the build directory? [y/N] '\nread answer\nif [ \"$answer\" = y ]; then echo 'Deleted.'; else echo 'Kept it.'; fi\n",
         )
         .unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))

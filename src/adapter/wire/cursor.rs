@@ -312,6 +312,7 @@ mod tests {
                 "--resume",
                 "chat-1",
                 "--force",
+                "--",
                 "again"
             ]
         );

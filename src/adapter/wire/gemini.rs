@@ -465,8 +465,7 @@ mod tests {
                 "--session-id",
                 "22222222-3333-4444-8555-666666666666",
                 "--yolo",
-                "-p",
-                "say hi",
+                "--prompt=say hi",
             ]
         );
         assert_eq!(first.stdin, StdinMode::Null);
@@ -478,7 +477,7 @@ mod tests {
             &next.args[5..7],
             ["--resume", "22222222-3333-4444-8555-666666666666"]
         );
-        assert_eq!(&next.args[8..], ["-p", "and again"]);
+        assert_eq!(&next.args[8..], ["--prompt=and again"]);
         assert!(
             next.env.is_empty(),
             "env is computed by child_env, not here"

@@ -467,7 +467,7 @@ mod tests {
         // opencode picks its session ids: the host cannot choose one up front.
         assert!(!launch.host_chooses_session());
         let first = launch.spawn_spec("say hi", &SessionArgs::None);
-        assert_eq!(first.args, ["run", "--format", "json", "say hi"]);
+        assert_eq!(first.args, ["run", "--format", "json", "--", "say hi"]);
         let next = launch.spawn_spec(
             "and again",
             &SessionArgs::Resume("ses_dfca6a408ffetf4YDf7HFub4y1".into()),
@@ -480,6 +480,7 @@ mod tests {
                 "json",
                 "-s",
                 "ses_dfca6a408ffetf4YDf7HFub4y1",
+                "--",
                 "and again"
             ]
         );

@@ -308,7 +308,8 @@ fn launch(id: &str, force: bool) -> crate::engine::Launch {
 }
 
 /// The recorded command shapes: `codex exec --json --skip-git-repo-check -m M [-c …]
-/// --dangerously-bypass-approvals-and-sandbox PROMPT`, and `… resume <thread_id> PROMPT`.
+/// --dangerously-bypass-approvals-and-sandbox PROMPT`, and `… resume <thread_id> PROMPT`;
+/// `--` before the prompt (clap ends options there).
 #[test]
 fn exec_adapter_arguments_follow_the_recorded_commands() {
     use crate::engine::SessionArgs;
@@ -326,6 +327,7 @@ fn exec_adapter_arguments_follow_the_recorded_commands() {
             "-m",
             "fake-model",
             "--dangerously-bypass-approvals-and-sandbox",
+            "--",
             "say hi"
         ]
     );
@@ -341,6 +343,7 @@ fn exec_adapter_arguments_follow_the_recorded_commands() {
             "resume",
             "01a2034f",
             "--dangerously-bypass-approvals-and-sandbox",
+            "--",
             "and again"
         ]
     );
