@@ -92,6 +92,8 @@ pub enum StartError {
     Store(StoreError),
     #[error("push notifications: {0}")]
     PushKey(crate::push::seal::SealError),
+    #[error("push notifications: {0}")]
+    Push(crate::push::PushStartError),
 }
 
 fn host_env() -> Vec<(String, String)> {
@@ -262,7 +264,13 @@ type Stores = (Arc<dyn TaskStore>, Arc<dyn PushStore>);
 
 /// The store of one adapter: the configured one for the default adapter; a database next
 /// to it (`agent-host.<id>.db`) for each other one, so that every engine owns its tasks.
-fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<Stores, StartError> {
+/// A SQLite store takes its database's lock (one host per database) and records `port` in it.
+fn open_store(
+    choice: &StoreChoice,
+    adapter_id: &str,
+    default: bool,
+    port: u16,
+) -> Result<Stores, StartError> {
     Ok(match choice {
         StoreChoice::Memory => {
             let s = Arc::new(MemoryStore::new());
@@ -279,6 +287,7 @@ fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<S
                 path.with_file_name(format!("{stem}.{adapter_id}.db"))
             };
             let s = Arc::new(SqliteStore::open(&path).map_err(StartError::Store)?);
+            s.record_port(port).map_err(StartError::Store)?;
             tracing::info!(adapter = %adapter_id, path = %path.display(), "store: sqlite");
             (s.clone(), s)
         }
@@ -300,7 +309,7 @@ async fn start_agent(
     if settings.store == StoreChoice::Memory {
         tracing::info!(adapter = %id, "store: memory (tasks are gone when agent-host stops)");
     }
-    let (store, push_store) = open_store(&settings.store, &id, default)?;
+    let (store, push_store) = open_store(&settings.store, &id, default, local_addr.port())?;
     let engine = Engine::with_config(
         store.clone(),
         launch,
@@ -320,7 +329,7 @@ async fn start_agent(
             .map_err(StartError::PushKey)?;
             let svc = PushService::start(p.delivery.clone(), push_store, store.clone(), sealer)
                 .await
-                .map_err(StartError::Store)?;
+                .map_err(StartError::Push)?;
             let hook = svc.clone();
             engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
             tracing::info!(
@@ -360,6 +369,11 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     settings.check_open_bind()?;
     let registry = registry(&settings)?;
     let adapters = adapters_to_serve(&settings, &registry)?;
+    if let StoreChoice::Sqlite(path) = &settings.store {
+        // Before taking the port: a second host started with the same settings would
+        // otherwise fail on the port in use, without saying which host has it.
+        crate::store::lock::check(path).map_err(StartError::Store)?;
+    }
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;

@@ -20,9 +20,10 @@
 //! - [`runner`]: the only place with child processes, ptys and signals: spawn in its own
 //!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
 //!   group, grace, SIGKILL, reap.
-//! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs,
-//!   context sessions, process groups) and [`store::PushStore`]; the SQLite store (the
-//!   default, with migrations) and the in-memory one.
+//! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
+//!   one row per event plus checkpoints; context sessions, process groups) and
+//!   [`store::PushStore`]; the SQLite store (the default, with migrations) and the in-memory
+//!   one; the data folder's lock (one host per database) and private file modes.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
 //!   turn's process from the adapter and settings ([`engine::launch`]); checks messages

@@ -32,7 +32,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AttachError + '_ {
 /// and `.agent-host/.gitignore` when missing. Refuses a directory that symbolic links lead
 /// elsewhere, and never replaces an existing file.
 pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), AttachError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    crate::store::files::create_dir_all(dir).map_err(io(dir))?;
     let real = dir.canonicalize().map_err(io(dir))?;
     if real != dir {
         return Err(AttachError::Outside {
@@ -49,13 +49,9 @@ pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), At
     Ok(())
 }
 
-/// Creates `path` with `bytes`; an existing file (or link) is an error.
+/// Creates `path` (0600) with `bytes`; an existing file (or link) is an error.
 fn create_new(path: &Path, bytes: &[u8]) -> Result<(), AttachError> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io(path))?;
+    let mut file = crate::store::files::create_new_private(path).map_err(io(path))?;
     file.write_all(bytes).map_err(io(path))
 }
 
@@ -114,6 +110,11 @@ mod tests {
             b"\x89PNG\r\n\x1a\n"
         );
         assert_eq!(std::fs::read(dir.join("spec.pdf")).unwrap(), b"%PDF-1.7");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&work.join(".agent-host")), 0o700);
+        assert_eq!(mode(&dir.join("shot.png")), 0o600);
         assert_eq!(
             std::fs::read_to_string(work.join(".agent-host/.gitignore")).unwrap(),
             "*\n"

@@ -8,6 +8,7 @@ mod errors;
 mod lifecycle;
 mod model_server;
 mod observe;
+mod one_host;
 mod push;
 mod real_cli;
 mod rest;

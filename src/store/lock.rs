@@ -1,0 +1,171 @@
+//! One host per data folder: an exclusive `flock` on a lock file beside the database, held
+//! while the store is open.
+//!
+//! The kernel releases the lock when the holder exits, however it exits (a crash, `kill -9`),
+//! so a lock file left behind never blocks a restart; and while a host holds the lock, no
+//! other host can open the same database. That is also what makes the sweep of processes a
+//! dead host left running safe: a host that holds the lock knows that every process recorded
+//! in its database was recorded by a host that no longer does.
+//!
+//! The lock file says who holds it (`pid=…` and, once the host listens, `port=…`), so that a
+//! second host can name the first in its refusal. The file is opened close-on-exec, so the
+//! agents a host starts never inherit (and keep) the lock.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+use super::{files, StoreError};
+
+/// Another host holds the lock.
+#[derive(Debug, thiserror::Error)]
+#[error("another agent-host ({}) is using {}; stop it first, or give this one another data folder (--store)", holder(*.pid, *.port), .database.display())]
+pub struct LockedError {
+    pub database: PathBuf,
+    /// The other host's process id, when its lock file says.
+    pub pid: Option<u32>,
+    /// The port the other host listens on, when its lock file says.
+    pub port: Option<u16>,
+}
+
+fn holder(pid: Option<u32>, port: Option<u16>) -> String {
+    match (pid, port) {
+        (Some(pid), Some(port)) => format!("pid {pid}, port {port}"),
+        (Some(pid), None) => format!("pid {pid}"),
+        _ => "pid unknown".into(),
+    }
+}
+
+/// The held lock of a data folder; released when dropped.
+#[derive(Debug)]
+pub struct DataLock {
+    path: PathBuf,
+    file: Mutex<Flock<File>>,
+}
+
+/// Where the lock of the database at `database` is: `<database>.lock`.
+pub fn lock_path(database: &Path) -> PathBuf {
+    let mut name = database.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+impl DataLock {
+    /// Takes the lock of the database at `database`, or says which host holds it.
+    pub fn acquire(database: &Path) -> Result<DataLock, StoreError> {
+        let path = lock_path(database);
+        let file = files::open_private(&path).map_err(StoreError::io(&path))?;
+        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(f) => f,
+            Err((mut file, Errno::EWOULDBLOCK)) => {
+                let mut text = String::new();
+                // What the holder wrote; unreadable content just names no pid.
+                let _ = file.read_to_string(&mut text);
+                let (pid, port) = parse(&text);
+                return Err(LockedError {
+                    database: database.to_path_buf(),
+                    pid,
+                    port,
+                }
+                .into());
+            }
+            Err((_, e)) => {
+                return Err(StoreError::io(&path)(std::io::Error::from(e)));
+            }
+        };
+        write_holder(&mut file, None).map_err(StoreError::io(&path))?;
+        Ok(DataLock {
+            path,
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Records the port this host listens on, for the refusal a second host prints.
+    pub fn record_port(&self, port: u16) -> Result<(), StoreError> {
+        let mut file = self.file.lock().map_err(|_| StoreError::Poisoned)?;
+        write_holder(&mut file, Some(port)).map_err(StoreError::io(&self.path))
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Fails, naming the holder, when another host holds the lock of the database at `database`;
+/// takes nothing (a host checks this before it binds its port, and takes the lock when it
+/// opens the store).
+pub fn check(database: &Path) -> Result<(), StoreError> {
+    if !lock_path(database).exists() {
+        return Ok(());
+    }
+    DataLock::acquire(database).map(drop)
+}
+
+fn write_holder(file: &mut File, port: Option<u16>) -> std::io::Result<()> {
+    let mut text = format!("pid={}\n", std::process::id());
+    if let Some(port) = port {
+        text.push_str(&format!("port={port}\n"));
+    }
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(text.as_bytes())?;
+    file.flush()
+}
+
+/// The pid and port a lock file names.
+fn parse(text: &str) -> (Option<u32>, Option<u16>) {
+    let mut out = (None, None);
+    for line in text.lines() {
+        match line.split_once('=') {
+            Some(("pid", v)) => out.0 = v.trim().parse().ok(),
+            Some(("port", v)) => out.1 = v.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_second_holder_is_refused_with_the_first_ones_pid_and_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agent-host.db");
+        let first = DataLock::acquire(&db).unwrap();
+        first.record_port(8042).unwrap();
+        let mode = std::fs::metadata(first.path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        let err = DataLock::acquire(&db).unwrap_err();
+        let StoreError::Locked(locked) = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(locked.pid, Some(std::process::id()));
+        assert_eq!(locked.port, Some(8042));
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("pid {}, port 8042", std::process::id())),
+            "{msg}"
+        );
+        drop(first);
+        DataLock::acquire(&db).expect("released when dropped");
+    }
+
+    #[test]
+    fn lock_files_name_their_holder() {
+        assert_eq!(parse("pid=12\nport=80\n"), (Some(12), Some(80)));
+        assert_eq!(parse("pid=12\n"), (Some(12), None));
+        assert_eq!(parse("garbage"), (None, None));
+    }
+}
