@@ -7,14 +7,19 @@
 //! dead host left running safe: a host that holds the lock knows that every process recorded
 //! in its database was recorded by a host that no longer does.
 //!
+//! The lock belongs to the process: a database opened again by the process that holds its
+//! lock (a server restarted inside one test process, whose old store is still referenced)
+//! shares the lock instead of refusing itself.
+//!
 //! The lock file says who holds it (`pid=…` and, once the host listens, `port=…`), so that a
 //! second host can name the first in its refusal. The file is opened close-on-exec, so the
 //! agents a host starts never inherit (and keep) the lock.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -40,12 +45,18 @@ fn holder(pid: Option<u32>, port: Option<u16>) -> String {
     }
 }
 
-/// The held lock of a data folder; released when dropped.
+/// The held lock of a data folder; released when the last holder in this process drops it.
+#[derive(Debug, Clone)]
+pub struct DataLock(Arc<Held>);
+
 #[derive(Debug)]
-pub struct DataLock {
+struct Held {
     path: PathBuf,
     file: Mutex<Flock<File>>,
 }
+
+/// The locks this process holds, by lock file (canonical path).
+static HELD: Mutex<Option<HashMap<PathBuf, Weak<Held>>>> = Mutex::new(None);
 
 /// Where the lock of the database at `database` is: `<database>.lock`.
 pub fn lock_path(database: &Path) -> PathBuf {
@@ -59,6 +70,13 @@ impl DataLock {
     pub fn acquire(database: &Path) -> Result<DataLock, StoreError> {
         let path = lock_path(database);
         let file = files::open_private(&path).map_err(StoreError::io(&path))?;
+        let key = path.canonicalize().map_err(StoreError::io(&path))?;
+        let mut held = HELD.lock().map_err(|_| StoreError::Poisoned)?;
+        let held = held.get_or_insert_with(HashMap::new);
+        held.retain(|_, w| w.strong_count() > 0);
+        if let Some(mine) = held.get(&key).and_then(Weak::upgrade) {
+            return Ok(DataLock(mine));
+        }
         let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(f) => f,
             Err((mut file, Errno::EWOULDBLOCK)) => {
@@ -78,21 +96,23 @@ impl DataLock {
             }
         };
         write_holder(&mut file, None).map_err(StoreError::io(&path))?;
-        Ok(DataLock {
+        let mine = Arc::new(Held {
             path,
             file: Mutex::new(file),
-        })
+        });
+        held.insert(key, Arc::downgrade(&mine));
+        Ok(DataLock(mine))
     }
 
     /// Records the port this host listens on, for the refusal a second host prints.
     pub fn record_port(&self, port: u16) -> Result<(), StoreError> {
-        let mut file = self.file.lock().map_err(|_| StoreError::Poisoned)?;
-        write_holder(&mut file, Some(port)).map_err(StoreError::io(&self.path))
+        let mut file = self.0.file.lock().map_err(|_| StoreError::Poisoned)?;
+        write_holder(&mut file, Some(port)).map_err(StoreError::io(&self.0.path))
     }
 
     /// The lock file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.0.path
     }
 }
 
@@ -131,35 +151,45 @@ fn parse(text: &str) -> (Option<u32>, Option<u16>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// What another host does: its own lock on the file, with its pid and port in it.
+    pub(crate) fn other_host(db: &Path, pid: u32, port: u16) -> Flock<File> {
+        let file = files::open_private(&lock_path(db)).unwrap();
+        let mut file = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        file.set_len(0).unwrap();
+        file.write_all(format!("pid={pid}\nport={port}\n").as_bytes())
+            .unwrap();
+        file
+    }
+
     #[test]
-    fn a_second_holder_is_refused_with_the_first_ones_pid_and_port() {
+    fn a_second_host_is_refused_with_the_first_ones_pid_and_port() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("agent-host.db");
-        let first = DataLock::acquire(&db).unwrap();
-        first.record_port(8042).unwrap();
-        let mode = std::fs::metadata(first.path())
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777;
-        assert_eq!(mode, 0o600);
+        let other = other_host(&db, 4242, 8042);
         let err = DataLock::acquire(&db).unwrap_err();
         let StoreError::Locked(locked) = &err else {
             panic!("{err}")
         };
-        assert_eq!(locked.pid, Some(std::process::id()));
-        assert_eq!(locked.port, Some(8042));
+        assert_eq!((locked.pid, locked.port), (Some(4242), Some(8042)));
         let msg = err.to_string();
-        assert!(
-            msg.contains(&format!("pid {}, port 8042", std::process::id())),
-            "{msg}"
-        );
-        drop(first);
-        DataLock::acquire(&db).expect("released when dropped");
+        assert!(msg.contains("pid 4242, port 8042"), "{msg}");
+        assert!(check(&db).is_err());
+        drop(other);
+        let mine = DataLock::acquire(&db).expect("free once the other host is gone");
+        mine.record_port(9000).unwrap();
+        let mode = std::fs::metadata(mine.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(mine.path()).unwrap();
+        assert_eq!(text, format!("pid={}\nport=9000\n", std::process::id()));
+        // The same process opening the database again shares its lock.
+        let again = DataLock::acquire(&db).expect("shared within the process");
+        drop((mine, again));
+        // Released with the last holder: another host can take it.
+        let _other = other_host(&db, 1, 1);
     }
 
     #[test]

@@ -529,11 +529,11 @@ async fn the_database_and_its_side_files_are_private() {
 async fn a_second_store_on_the_same_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("one.db");
-    let first = SqliteStore::open(&path).unwrap();
-    first.record_port(4242).unwrap();
+    let other = crate::store::lock::tests::other_host(&path, 4242, 8042);
     let err = SqliteStore::open(&path).err().unwrap();
     assert!(matches!(err, StoreError::Locked(_)), "{err}");
-    assert!(err.to_string().contains("port 4242"), "{err}");
-    drop(first);
-    SqliteStore::open(&path).expect("free again once the first is closed");
+    assert!(err.to_string().contains("pid 4242, port 8042"), "{err}");
+    assert!(!path.exists(), "refused before it touches the database");
+    drop(other);
+    SqliteStore::open(&path).expect("free again once the other host is gone");
 }
