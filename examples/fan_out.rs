@@ -4,8 +4,10 @@
 //!
 //! Usage: fan_out URL_A URL_B ["the job"]
 //!
+//! Two servers need two databases (one host per database):
+//!
 //! ```sh
-//! agent-host serve --port 41242 & PORT=41243 agent-host serve &
+//! agent-host serve --port 41242 & agent-host serve --port 41243 --store sqlite:/tmp/b.db &
 //! cargo run --example fan_out -- http://127.0.0.1:41242 http://127.0.0.1:41243 "Review src/lib.rs"
 //! ```
 

@@ -40,6 +40,8 @@ pub enum StartError {
     PushKey(crate::push::seal::SealError),
     #[error("{0}")]
     Sandbox(String),
+    #[error("push notifications: {0}")]
+    Push(crate::push::PushStartError),
 }
 
 /// The host's environment (variables that are not UTF-8 are left out).
@@ -219,7 +221,13 @@ type Stores = (Arc<dyn TaskStore>, Arc<dyn PushStore>);
 
 /// The store of one adapter: the configured one for the default adapter; a database next
 /// to it (`agent-host.<id>.db`) for each other one, so that every engine owns its tasks.
-fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<Stores, StartError> {
+/// A SQLite store takes its database's lock (one host per database) and records `port` in it.
+fn open_store(
+    choice: &StoreChoice,
+    adapter_id: &str,
+    default: bool,
+    port: u16,
+) -> Result<Stores, StartError> {
     Ok(match choice {
         StoreChoice::Memory => {
             let s = Arc::new(MemoryStore::new());
@@ -236,6 +244,7 @@ fn open_store(choice: &StoreChoice, adapter_id: &str, default: bool) -> Result<S
                 path.with_file_name(format!("{stem}.{adapter_id}.db"))
             };
             let s = Arc::new(SqliteStore::open(&path).map_err(StartError::Store)?);
+            s.record_port(port).map_err(StartError::Store)?;
             tracing::info!(adapter = %adapter_id, path = %path.display(), "store: sqlite");
             (s.clone(), s)
         }
@@ -257,7 +266,7 @@ async fn start_agent(
     if settings.store == StoreChoice::Memory {
         tracing::info!(adapter = %id, "store: memory (tasks are gone when agent-host stops)");
     }
-    let (store, push_store) = open_store(&settings.store, &id, default)?;
+    let (store, push_store) = open_store(&settings.store, &id, default, local_addr.port())?;
     let engine = Engine::with_config(
         store.clone(),
         launch,
@@ -277,7 +286,7 @@ async fn start_agent(
             .map_err(StartError::PushKey)?;
             let svc = PushService::start(p.delivery.clone(), push_store, store.clone(), sealer)
                 .await
-                .map_err(StartError::Store)?;
+                .map_err(StartError::Push)?;
             let hook = svc.clone();
             engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
             tracing::info!(

@@ -91,6 +91,11 @@ async fn shutdown_signal() {
 /// SIGTERM.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
     settings.check_open_bind()?;
+    if let crate::settings::StoreChoice::Sqlite(path) = &settings.store {
+        // Before taking the port: a second host started with the same settings would
+        // otherwise fail on the port in use, without saying which host has it.
+        crate::store::lock::check(path).map_err(StartError::Store)?;
+    }
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;

@@ -64,7 +64,7 @@ fn make_dirs_inside(work_dir: &Path, dir: &Path) -> Result<(), AttachError> {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(outside(&cur)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir(&cur).map_err(io(&cur))?
+                crate::store::files::create_dir_all(&cur).map_err(io(&cur))?
             }
             Err(e) => return Err(io(&cur)(e)),
         }
@@ -72,13 +72,9 @@ fn make_dirs_inside(work_dir: &Path, dir: &Path) -> Result<(), AttachError> {
     Ok(())
 }
 
-/// Creates `path` with `bytes`; an existing file (or link) is an error.
+/// Creates `path` (0600) with `bytes`; an existing file (or link) is an error.
 fn create_new(path: &Path, bytes: &[u8]) -> Result<(), AttachError> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io(path))?;
+    let mut file = crate::store::files::create_new_private(path).map_err(io(path))?;
     file.write_all(bytes).map_err(io(path))
 }
 
@@ -137,6 +133,11 @@ mod tests {
             b"\x89PNG\r\n\x1a\n"
         );
         assert_eq!(std::fs::read(dir.join("spec.pdf")).unwrap(), b"%PDF-1.7");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&work.join(".agent-host")), 0o700);
+        assert_eq!(mode(&dir.join("shot.png")), 0o600);
         assert_eq!(
             std::fs::read_to_string(work.join(".agent-host/.gitignore")).unwrap(),
             "*\n"

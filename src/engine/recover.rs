@@ -35,6 +35,8 @@ impl Engine {
     pub async fn recover(&self) -> Result<Recovery, StoreError> {
         let store = &self.inner.store;
         let mut r = Recovery::default();
+        // Every group recorded here belongs to a host that is gone: a persistent store is
+        // opened under its data folder's lock (`store::lock`), so no live host shares it.
         for (task_id, pgid, start) in store.recorded_processes().await? {
             let n = crate::runner::kill_stale_group(pgid, start);
             if n > 0 {

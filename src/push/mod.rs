@@ -82,6 +82,15 @@ pub struct PushService {
     inner: Arc<Inner>,
 }
 
+/// Why the push service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PushStartError {
+    #[error("cannot build the webhook client: {0}")]
+    Client(reqwest::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 fn store_err(e: StoreError) -> A2AError {
     A2AError::Internal(e.to_string())
 }
@@ -99,7 +108,7 @@ impl PushService {
         store: Arc<dyn PushStore>,
         tasks: Arc<dyn TaskStore>,
         sealer: Sealer,
-    ) -> Result<PushService, StoreError> {
+    ) -> Result<PushService, PushStartError> {
         // No proxy, whatever HTTP(S)_PROXY / ALL_PROXY say: a proxy would resolve the name
         // itself and so bypass the address check of the resolver below (and receive the
         // configs' tokens).
@@ -110,7 +119,7 @@ impl PushService {
             .dns_resolver(guard::resolver(settings.allow_private))
             .user_agent(concat!("agent-host/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| StoreError::Backend(format!("cannot build the webhook client: {e}")))?;
+            .map_err(PushStartError::Client)?;
         let (wake, rx) = mpsc::unbounded_channel();
         let configs = store.all_push().await?;
         let svc = PushService {

@@ -57,18 +57,13 @@ impl Sealer {
         match std::fs::read_to_string(path) {
             Ok(text) => Sealer::from_hex(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(err)?;
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    crate::store::files::create_dir_all(dir).map_err(err)?;
                 }
                 let mut key = [0u8; 32];
                 rand::thread_rng().fill_bytes(&mut key);
                 let hex_key = hex::encode(key);
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode_0600()
-                    .open(path)
-                    .map_err(err)?;
+                let mut f = crate::store::files::create_new_private(path).map_err(err)?;
                 f.write_all(hex_key.as_bytes()).map_err(err)?;
                 Sealer::from_hex(&hex_key)
             }
@@ -108,17 +103,6 @@ impl Sealer {
     }
 }
 
-trait Mode0600 {
-    fn mode_0600(&mut self) -> &mut Self;
-}
-
-impl Mode0600 for std::fs::OpenOptions {
-    fn mode_0600(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.mode(0o600)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +127,11 @@ mod tests {
         let a = Sealer::from_file(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+        let mode = std::fs::metadata(dir.path().join("keys"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "the folder it creates is private too");
         let b = Sealer::from_file(&path).unwrap();
         assert_eq!(b.open(&a.seal("x")).unwrap(), "x");
     }

@@ -1,6 +1,8 @@
 //! Process groups left behind by a host that died without cleaning up (SIGKILL, a crash):
 //! each group is recorded with its leader's start time when it starts, and the next host
-//! kills what is left of it.
+//! kills what is left of it. Only a host that holds the data folder's lock runs the sweep
+//! (the store takes the lock when it opens), so what it finds recorded cannot belong to a
+//! host still running.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;

@@ -1,4 +1,8 @@
 //! The in-memory store: tasks and logs in maps, gone when the host stops.
+//!
+//! In the shape every store follows ([`crate::store`]), its checkpoint is the task itself,
+//! kept current by applying each event in place as it is appended; the log is a vector of
+//! shared events. An append costs the same whatever the task's length.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -42,7 +46,7 @@ impl MemoryStore {
 }
 
 fn poisoned() -> StoreError {
-    StoreError::Backend("a store lock was poisoned by a panic".into())
+    StoreError::Poisoned
 }
 
 /// When the task was created: the timestamp of its first history message's task snapshot,

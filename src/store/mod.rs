@@ -1,12 +1,38 @@
 //! Task storage: the [`TaskStore`] trait and its implementations.
 //!
-//! A store holds each task (kept current by applying events in place) and each task's event
-//! log, so that a client that drops can resubscribe from any sequence number.
+//! # The shape of a store
+//!
+//! Every store, whatever holds it (memory, SQLite, a future PostgreSQL), keeps the same three
+//! things, and an append costs the same whatever the task's length:
+//!
+//! - **the event log**: one *row* per event, keyed by (task id, sequence number), sequence 1
+//!   being the task as created. Rows are only ever inserted, never rewritten; [`TaskStore::append`]
+//!   inserts the new events' rows (a store with a writer batches the rows of many appends into
+//!   one transaction) and updates the task's small index row (last sequence, state, status
+//!   time: what listing filters on), never the task itself.
+//! - **checkpoints**: a snapshot of the whole task as of some sequence number, written when the
+//!   task's state changes (it ended, it waits for input) and when the events since the last
+//!   checkpoint have grown as large as the snapshot itself; so the cost of writing snapshots,
+//!   spread over the events, does not grow with the task, and a read never has to replay more
+//!   than one snapshot's worth of events.
+//! - **reads** rebuild a task from its latest checkpoint plus the events after it
+//!   ([`crate::task::apply`]). [`TaskStore::events_after`] reads the log alone.
+//!
+//! The memory store is the degenerate case: its checkpoint is the task kept current in place,
+//! so it has no events after it. The SQLite store keeps the index row in `tasks`, the rows in
+//! `events` and the checkpoint in `snapshots` (see [`sqlite`]); a PostgreSQL store would have
+//! the same three tables, with appends as `INSERT`s in one transaction per batch.
+//!
+//! A store that persists ([`SqliteStore`]) belongs to one host at a time: it holds a
+//! [`lock::DataLock`] on its database while it is open.
 
+pub mod files;
+pub mod lock;
 pub mod memory;
 pub mod push;
 pub mod sqlite;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -27,8 +53,43 @@ pub enum StoreError {
     Exists(String),
     #[error("invalid page token")]
     BadPageToken,
-    #[error("storage error: {0}")]
-    Backend(String),
+    /// The database refused or failed a statement.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored task or event that does not decode, or one that does not encode.
+    #[error("bad stored data: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A file or folder of the store could not be created, opened or changed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The database was written by a newer agent-host.
+    #[error("the database has schema version {found}, newer than this agent-host ({supported}); use a newer agent-host")]
+    NewerSchema { found: usize, supported: usize },
+    /// Another host holds the data folder's lock.
+    #[error(transparent)]
+    Locked(#[from] lock::LockedError),
+    /// The thread that writes to the database has stopped (it panicked).
+    #[error("the store's writer thread has stopped")]
+    WriterStopped,
+    /// A blocking read ended without an answer (it panicked or the runtime is stopping).
+    #[error("a store read did not finish: {0}")]
+    Read(#[from] tokio::task::JoinError),
+    /// A lock inside the store was poisoned by a panic.
+    #[error("a store lock was poisoned by a panic")]
+    Poisoned,
+}
+
+impl StoreError {
+    /// An I/O error on `path`.
+    pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 /// A task and the sequence number of the last event applied to it.
@@ -73,7 +134,8 @@ pub struct ListPage {
     pub total_size: usize,
 }
 
-/// Where tasks and their event logs live.
+/// Where tasks and their event logs live (the shape every store follows is in the
+/// [module docs](self): rows, checkpoints, reads that rebuild).
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// Stores a new task owned by `owner`; its first log entry (sequence 1) is a snapshot
@@ -85,11 +147,12 @@ pub trait TaskStore: Send + Sync {
         self.create_owned(task, None).await
     }
 
-    /// Appends events to a task's log and applies them to the task. Returns the last sequence
-    /// number.
+    /// Appends events to a task's log, one row each (never a rewrite of the task), and
+    /// checkpoints the task when its state changes or its events since the last checkpoint
+    /// have grown large. Returns the last sequence number.
     async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError>;
 
-    /// The task as it is now.
+    /// The task as it is now: its latest checkpoint with the events after it applied.
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError>;
 
     /// Up to `limit` log entries with sequence numbers greater than `after`.

@@ -12,6 +12,7 @@ mod errors;
 mod lifecycle;
 mod model_server;
 mod observe;
+mod one_host;
 mod push;
 mod races;
 mod real_cli;

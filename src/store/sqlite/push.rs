@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
-use super::{backend, int, opt_text, text, SqliteStore};
+use super::{int, opt_text, text, SqliteStore};
 use crate::store::push::{DeadLetter, PushRecord, PushStore};
 use crate::store::StoreError;
 
@@ -59,7 +59,7 @@ impl PushStore for SqliteStore {
                 record,
             )
             .optional()
-            .map_err(backend)
+            .map_err(StoreError::from)
         })
         .await
     }
@@ -71,9 +71,9 @@ impl PushStore for SqliteStore {
                 .prepare(&format!(
                     "SELECT {COLUMNS} FROM push_configs WHERE task_id = ?1 ORDER BY id"
                 ))
-                .map_err(backend)?;
-            let rows = st.query_map([t], record).map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
+                .map_err(StoreError::from)?;
+            let rows = st.query_map([t], record).map_err(StoreError::from)?;
+            rows.collect::<Result<_, _>>().map_err(StoreError::from)
         })
         .await
     }
@@ -82,9 +82,9 @@ impl PushStore for SqliteStore {
         self.read(|c| {
             let mut st = c
                 .prepare(&format!("SELECT {COLUMNS} FROM push_configs"))
-                .map_err(backend)?;
-            let rows = st.query_map([], record).map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
+                .map_err(StoreError::from)?;
+            let rows = st.query_map([], record).map_err(StoreError::from)?;
+            rows.collect::<Result<_, _>>().map_err(StoreError::from)
         })
         .await
     }
@@ -143,7 +143,7 @@ impl PushStore for SqliteStore {
                 .prepare(
                     "SELECT task_id, config_id, seq, attempts, error FROM push_dead_letters ORDER BY rowid",
                 )
-                .map_err(backend)?;
+                .map_err(StoreError::from)?;
             let rows = st
                 .query_map([], |r| {
                     Ok(DeadLetter {
@@ -154,8 +154,8 @@ impl PushStore for SqliteStore {
                         error: r.get(4)?,
                     })
                 })
-                .map_err(backend)?;
-            rows.collect::<Result<_, _>>().map_err(backend)
+                .map_err(StoreError::from)?;
+            rows.collect::<Result<_, _>>().map_err(StoreError::from)
         })
         .await
     }

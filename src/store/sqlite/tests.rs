@@ -242,7 +242,7 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     s.create(task("long", "c", "2026-01-01T00:00:00.000Z"))
         .await
         .unwrap();
-    let n = SNAPSHOT_EVERY as usize + 200;
+    let n = 1200;
     for i in 0..n {
         s.append("long", vec![chunk("long", "x", i > 0)])
             .await
@@ -251,12 +251,12 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     let snapshot_seq: i64 = Connection::open(&path)
         .unwrap()
         .query_row(
-            "SELECT snapshot_seq FROM tasks WHERE id = 'long'",
+            "SELECT seq FROM snapshots WHERE task_id = 'long'",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert!(snapshot_seq > 1, "a snapshot was folded");
+    assert!(snapshot_seq > 1, "a checkpoint was written");
     let snap = s.get("long").await.unwrap().unwrap();
     assert_eq!(answer(&snap.task).len(), n);
     // Old events beyond the memory window come from the database.
@@ -383,4 +383,157 @@ async fn readers_never_see_an_event_before_it_is_committed() {
     let snap = store.get("t1").await.unwrap().unwrap();
     assert_eq!(snap.task.status.state, TaskState::Working);
     assert_eq!(snap.last_seq, 2);
+}
+
+/// The sequence of a task's checkpoint.
+fn checkpoint_seq(path: &Path, id: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("SELECT seq FROM snapshots WHERE task_id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("k", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    s.append(
+        "k",
+        vec![status("k", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        checkpoint_seq(&path, "k"),
+        2,
+        "a change of state is a checkpoint"
+    );
+    // 1 KB chunks: count the checkpoints written while the task grows to 2 MB.
+    let text = "y".repeat(1024);
+    let mut checkpoints = 0;
+    let mut last = 2;
+    for i in 0..2048 {
+        s.append("k", vec![chunk("k", &text, i > 0)]).await.unwrap();
+        let now = checkpoint_seq(&path, "k");
+        if now != last {
+            checkpoints += 1;
+            last = now;
+        }
+        if i == 10 {
+            assert_eq!(now, 2, "not one checkpoint per event");
+        }
+    }
+    // 64 KiB, then each as large as the task: about log2(2 MB / 64 KiB) + 1 of them.
+    assert!((3..=8).contains(&checkpoints), "{checkpoints} checkpoints");
+    // A read rebuilds the task from the checkpoint and the events after it.
+    let snap = s.get("k").await.unwrap().unwrap();
+    assert_eq!(answer(&snap.task).len(), 2048 * 1024);
+    assert_eq!(snap.last_seq, 2 + 2048);
+    // The same state again is no checkpoint; another state is.
+    let before = checkpoint_seq(&path, "k");
+    s.append(
+        "k",
+        vec![status("k", TaskState::Working, "2026-01-01T00:00:02.000Z")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(checkpoint_seq(&path, "k"), before);
+    s.append(
+        "k",
+        vec![status(
+            "k",
+            TaskState::InputRequired,
+            "2026-01-01T00:00:03.000Z",
+        )],
+    )
+    .await
+    .unwrap();
+    assert_eq!(checkpoint_seq(&path, "k") as u64, snap.last_seq + 2);
+    // Reopened (the writer has forgotten the task): it goes on where it was.
+    drop(s);
+    let s = SqliteStore::open(&path).unwrap();
+    s.append("k", vec![chunk("k", "z", true)]).await.unwrap();
+    let snap = s.get("k").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    assert!(answer(&snap.task).ends_with("yz"));
+}
+
+#[tokio::test]
+async fn a_duplicate_task_fails_alone_not_the_writes_batched_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(SqliteStore::open(&dir.path().join("d.db")).unwrap());
+    s.create(task("dup", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    // Many writes at once, so that the duplicate shares a transaction with others.
+    let mut handles = Vec::new();
+    for i in 0..32 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let id = if i == 16 {
+                "dup".to_string()
+            } else {
+                format!("t{i}")
+            };
+            s.create(task(&id, "c", "2026-01-01T00:00:00.000Z")).await
+        }));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        let r = h.await.unwrap();
+        if i == 16 {
+            assert!(
+                matches!(r, Err(StoreError::Exists(ref id)) if id == "dup"),
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(r.unwrap(), 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_database_and_its_side_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let path = data.join("agent-host.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("m", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    for side in schema::side_files(&path) {
+        assert_eq!(mode(&side), 0o600, "{}", side.display());
+    }
+    assert_eq!(mode(&crate::store::lock::lock_path(&path)), 0o600);
+    // A database an older agent-host left readable by others is narrowed when opened.
+    drop(s);
+    for p in [path.clone()].into_iter().chain(schema::side_files(&path)) {
+        if p.exists() {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+    let _s = SqliteStore::open(&path).unwrap();
+    assert_eq!(mode(&path), 0o600);
+}
+
+#[tokio::test]
+async fn a_second_store_on_the_same_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.db");
+    let other = crate::store::lock::tests::other_host(&path, 4242, 8042);
+    let err = SqliteStore::open(&path).err().unwrap();
+    assert!(matches!(err, StoreError::Locked(_)), "{err}");
+    assert!(err.to_string().contains("pid 4242, port 8042"), "{err}");
+    assert!(!path.exists(), "refused before it touches the database");
+    drop(other);
+    SqliteStore::open(&path).expect("free again once the other host is gone");
 }

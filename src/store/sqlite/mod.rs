@@ -1,0 +1,409 @@
+//! The SQLite store, the default: tasks, their event logs and context sessions in one file
+//! (WAL mode), so nothing is lost when the host stops or crashes.
+//!
+//! The tables follow the shape of every store ([`crate::store`]): `tasks` holds each task's
+//! small index row (state, status time, owner, last sequence), `events` one row per event,
+//! `snapshots` each task's latest checkpoint. Every write goes through one writer thread
+//! ([`writer`]) that commits whatever is queued in one transaction. Memory holds only a
+//! bounded window of recent events of the tasks being written, from which live subscribers
+//! read; older events and every other read come from the database, on blocking threads.
+//!
+//! Opening the store takes the data folder's [`DataLock`]: one host per database.
+
+mod push;
+mod read;
+mod schema;
+mod writer;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use self::writer::Write;
+use super::lock::DataLock;
+use super::memory::decode_token;
+use super::{files, ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use crate::protocol::v1::{StreamResponse, Task};
+use crate::task::{LoggedEvent, TaskEvent};
+
+pub use schema::{migrate, SCHEMA_VERSION};
+pub use writer::CHECKPOINT_MIN_BYTES;
+
+/// Events kept in memory per task being written.
+const WINDOW: usize = 1024;
+/// Reader connections kept open.
+const READERS: usize = 4;
+
+fn poisoned<T>(_: T) -> StoreError {
+    StoreError::Poisoned
+}
+
+/// Position of a task being written: its last sequence number and recent events.
+struct Live {
+    last_seq: u64,
+    /// Events up to here are committed; the window may hold later ones being written, which
+    /// readers must not see yet (a reader could otherwise act on an event that a following
+    /// read of the database does not show).
+    committed_seq: u64,
+    /// The task's state as last written (a change of state is a checkpoint).
+    state: String,
+    window: VecDeque<Arc<LoggedEvent>>,
+}
+
+/// The SQLite-backed [`TaskStore`].
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<mpsc::Sender<Write>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    live: Mutex<HashMap<String, Live>>,
+    lock: DataLock,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Refuses, naming the other host, when another agent-host has it open. A folder it
+    /// creates is 0700; the database, its WAL and shared-memory files and the lock file are
+    /// 0600.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            files::create_dir_all(dir).map_err(StoreError::io(dir))?;
+        }
+        let lock = DataLock::acquire(path)?;
+        let mut conn = schema::connect(path)?;
+        schema::migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<Write>();
+        std::thread::Builder::new()
+            .name("agent-host-store".into())
+            .spawn(move || writer::run(conn, rx))
+            .map_err(StoreError::io(path))?;
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            writer: Mutex::new(tx),
+            readers: Arc::new(Mutex::new(Vec::new())),
+            live: Mutex::new(HashMap::new()),
+            lock,
+        })
+    }
+
+    /// Where the database is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records in the data folder's lock file the port this host listens on, so that a
+    /// second host started on the same folder names it.
+    pub fn record_port(&self, port: u16) -> Result<(), StoreError> {
+        self.lock.record_port(port)
+    }
+
+    fn send(&self, w: Write) -> Result<(), StoreError> {
+        let tx = self.writer.lock().map_err(poisoned)?;
+        tx.send(w).map_err(|_| StoreError::WriterStopped)
+    }
+
+    /// Runs `f` with a reader connection on a blocking thread.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.lock().map_err(poisoned)?.pop();
+            let mut conn = match conn {
+                Some(c) => c,
+                None => schema::connect(&path)?,
+            };
+            let result = f(&mut conn);
+            let mut pool = pool.lock().map_err(poisoned)?;
+            if pool.len() < READERS {
+                pool.push(conn);
+            }
+            result
+        })
+        .await?
+    }
+
+    /// Runs `f` in a read transaction (one consistent view of the database).
+    async fn read_tx<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.read(move |c| {
+            let tx = c.transaction()?;
+            f(&tx)
+        })
+        .await
+    }
+
+    /// Sends a write and waits for its commit.
+    async fn write(&self, w: impl FnOnce(writer::Reply) -> Write) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(w(reply))?;
+        rx.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Runs one statement through the writer and waits for its commit.
+    async fn exec(
+        &self,
+        sql: &'static str,
+        args: Vec<rusqlite::types::Value>,
+    ) -> Result<(), StoreError> {
+        self.write(|reply| Write::Exec { sql, args, reply }).await
+    }
+
+    /// The last sequence number and state of a task, from the database.
+    async fn position(&self, task_id: &str) -> Result<(u64, String), StoreError> {
+        let id = task_id.to_string();
+        self.read(move |c| read::position(c, &id)?.ok_or(StoreError::NotFound(id)))
+            .await
+    }
+}
+
+fn text(s: &str) -> rusqlite::types::Value {
+    rusqlite::types::Value::Text(s.to_string())
+}
+
+fn int(v: u64) -> rusqlite::types::Value {
+    rusqlite::types::Value::Integer(v as i64)
+}
+
+fn opt_text(s: Option<&str>) -> rusqlite::types::Value {
+    s.map(text).unwrap_or(rusqlite::types::Value::Null)
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
+        let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
+        let first = serde_json::to_string(&first_event)?;
+        let id = task.id.clone();
+        let state = task.status.state.as_proto_name().to_string();
+        self.write(|reply| Write::Create {
+            task: Box::new(task),
+            first,
+            owner,
+            reply,
+        })
+        .await?;
+        let mut live = self.live.lock().map_err(poisoned)?;
+        let mut window = VecDeque::new();
+        window.push_back(Arc::new(LoggedEvent::new(1, first_event)));
+        live.insert(
+            id,
+            Live {
+                last_seq: 1,
+                committed_seq: 1,
+                state,
+                window,
+            },
+        );
+        Ok(1)
+    }
+
+    async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError> {
+        let known = self
+            .live
+            .lock()
+            .map_err(poisoned)?
+            .get(task_id)
+            .map(|l| l.last_seq);
+        if events.is_empty() {
+            return match known {
+                Some(s) => Ok(s),
+                None => Ok(self.position(task_id).await?.0),
+            };
+        }
+        if known.is_none() {
+            let (last, state) = self.position(task_id).await?;
+            let mut live = self.live.lock().map_err(poisoned)?;
+            live.entry(task_id.to_string()).or_insert(Live {
+                last_seq: last,
+                committed_seq: last,
+                state,
+                window: VecDeque::new(),
+            });
+        }
+        let (rx, last, ended) = {
+            let mut live = self.live.lock().map_err(poisoned)?;
+            let l = live
+                .get_mut(task_id)
+                .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+            let mut rows = Vec::with_capacity(events.len());
+            let mut status = None;
+            let mut ended = false;
+            let mut checkpoint = false;
+            for ev in events {
+                l.last_seq += 1;
+                let json = serde_json::to_string(&ev)?;
+                if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = &ev {
+                    let state = u.status.state.as_proto_name();
+                    if state != l.state {
+                        checkpoint = true;
+                        l.state = state.to_string();
+                    }
+                    status = Some((
+                        state.to_string(),
+                        u.status.timestamp.clone().unwrap_or_default(),
+                    ));
+                    ended |= u.status.state.is_terminal();
+                }
+                rows.push((l.last_seq, json));
+                if l.window.len() == WINDOW {
+                    l.window.pop_front();
+                }
+                l.window
+                    .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+            }
+            let (reply, rx) = oneshot::channel();
+            // Sent under the lock, so one task's appends reach the writer in order.
+            self.send(Write::Append {
+                task_id: task_id.to_string(),
+                rows,
+                status,
+                checkpoint,
+                ended,
+                reply,
+            })?;
+            (rx, l.last_seq, ended)
+        };
+        rx.await.map_err(|_| StoreError::WriterStopped)??;
+        let mut live = self.live.lock().map_err(poisoned)?;
+        if ended {
+            // A task that ended is read from the database from now on; memory keeps only
+            // the tasks being written.
+            live.remove(task_id);
+        } else if let Some(l) = live.get_mut(task_id) {
+            // The writer commits in order, so everything up to `last` is committed.
+            l.committed_seq = l.committed_seq.max(last);
+        }
+        Ok(last)
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        let id = task_id.to_string();
+        self.read_tx(move |c| read::load_owned(c, &id)).await
+    }
+
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        {
+            let live = self.live.lock().map_err(poisoned)?;
+            if let Some(l) = live.get(task_id) {
+                let first = l.window.front().map(|e| e.seq).unwrap_or(l.last_seq + 1);
+                if after + 1 >= first {
+                    return Ok(l
+                        .window
+                        .iter()
+                        .filter(|e| e.seq > after && e.seq <= l.committed_seq)
+                        .take(limit)
+                        .cloned()
+                        .collect());
+                }
+            }
+        }
+        let id = task_id.to_string();
+        self.read_tx(move |c| {
+            let evs = read::read_events(c, &id, after, limit)?;
+            if evs.is_empty() && !read::task_exists(c, &id)? {
+                return Err(StoreError::NotFound(id));
+            }
+            Ok(evs)
+        })
+        .await
+    }
+
+    async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {
+        let after_key = match &query.page_token {
+            Some(t) if !t.is_empty() => Some(decode_token(t)?),
+            _ => None,
+        };
+        let q = query.clone();
+        self.read_tx(move |c| read::list(c, &q, after_key, with_artifacts))
+            .await
+    }
+
+    async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        self.read_tx(read::unfinished).await
+    }
+
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
+        self.exec(
+            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (context_id) DO UPDATE SET session_id = ?2, updated_at = ?3, owner = ?4, cwd = ?5",
+            vec![
+                text(&ctx.context_id),
+                text(ctx.session_id.as_deref().unwrap_or("")),
+                text(&crate::task::now_timestamp()),
+                opt_text(ctx.owner.as_deref()),
+                opt_text(ctx.cwd.as_deref()),
+            ],
+        )
+        .await
+    }
+
+    async fn record_process(
+        &self,
+        task_id: &str,
+        pgid: u32,
+        start_ticks: u64,
+    ) -> Result<(), StoreError> {
+        self.exec(
+            "INSERT OR REPLACE INTO processes (task_id, pgid, start_ticks) VALUES (?1, ?2, ?3)",
+            vec![text(task_id), int(pgid as u64), int(start_ticks)],
+        )
+        .await
+    }
+
+    async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
+        self.exec(
+            "DELETE FROM processes WHERE task_id = ?1",
+            vec![text(task_id)],
+        )
+        .await
+    }
+
+    async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare("SELECT task_id, pgid, start_ticks FROM processes")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)? as u32,
+                    r.get::<_, i64>(2)? as u64,
+                ))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare("SELECT context_id, session_id, owner, cwd FROM contexts")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(ContextRecord {
+                    context_id: r.get(0)?,
+                    session_id: Some(r.get::<_, String>(1)?).filter(|s| !s.is_empty()),
+                    owner: r.get(2)?,
+                    cwd: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests;

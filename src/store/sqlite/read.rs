@@ -1,0 +1,186 @@
+//! Reads of the SQLite store: a task rebuilt from its checkpoint and the events after it,
+//! event pages, listings.
+
+use std::sync::Arc;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::protocol::v1::Task;
+use crate::store::memory::encode_token;
+use crate::store::{ListPage, ListQuery, Snapshot, StoreError};
+use crate::task::{apply, LoggedEvent, TaskEvent};
+
+/// A task as stored: its checkpoint with the later events applied, and its last sequence.
+pub(super) fn load_task(conn: &Connection, id: &str) -> Result<Option<(Task, u64)>, StoreError> {
+    Ok(load_owned(conn, id)?.map(|s| (s.task, s.last_seq)))
+}
+
+/// A task as stored, with its owner.
+pub(super) fn load_owned(conn: &Connection, id: &str) -> Result<Option<Snapshot>, StoreError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT s.json, s.seq, t.last_seq, t.owner FROM tasks t JOIN snapshots s ON s.task_id = t.id
+             WHERE t.id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    let Some((snapshot, snapshot_seq, last_seq, owner)) = row else {
+        return Ok(None);
+    };
+    let mut task: Task = serde_json::from_str(&snapshot)?;
+    let mut stmt = conn
+        .prepare_cached("SELECT json FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq")?;
+    let rows = stmt.query_map(params![id, snapshot_seq], |r| r.get::<_, String>(0))?;
+    for json in rows {
+        apply(&mut task, &serde_json::from_str::<TaskEvent>(&json?)?);
+    }
+    Ok(Some(Snapshot {
+        task,
+        last_seq: last_seq as u64,
+        owner,
+    }))
+}
+
+/// Up to `limit` events of a task after sequence `after`.
+pub(super) fn read_events(
+    conn: &Connection,
+    id: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, json FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![id, after as i64, limit as i64], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, json) = row?;
+        out.push(Arc::new(LoggedEvent::new(
+            seq as u64,
+            serde_json::from_str(&json)?,
+        )));
+    }
+    Ok(out)
+}
+
+pub(super) fn task_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row("SELECT 1 FROM tasks WHERE id = ?1", [id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// The last sequence number and state of a task.
+pub(super) fn position(conn: &Connection, id: &str) -> Result<Option<(u64, String)>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT last_seq, state FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+        )
+        .optional()?)
+}
+
+/// One page of a listing; `after_key` is the decoded page token.
+pub(super) fn list(
+    conn: &Connection,
+    q: &ListQuery,
+    after_key: Option<(String, String)>,
+    with_artifacts: bool,
+) -> Result<ListPage, StoreError> {
+    let mut filter = String::from(" WHERE 1=1");
+    let mut args: Vec<String> = Vec::new();
+    if let Some(owner) = &q.owner {
+        args.push(owner.clone());
+        filter.push_str(&format!(" AND (owner IS NULL OR owner = ?{})", args.len()));
+    }
+    if let Some(ctx) = &q.context_id {
+        args.push(ctx.clone());
+        filter.push_str(&format!(" AND context_id = ?{}", args.len()));
+    }
+    if let Some(st) = q.state {
+        args.push(st.as_proto_name().to_string());
+        filter.push_str(&format!(" AND state = ?{}", args.len()));
+    }
+    if let Some(after) = &q.status_after {
+        args.push(after.clone());
+        filter.push_str(&format!(" AND status_ts >= ?{}", args.len()));
+    }
+    let total: i64 = conn.query_row(
+        &format!("SELECT COUNT(*) FROM tasks{filter}"),
+        rusqlite::params_from_iter(args.iter()),
+        |r| r.get(0),
+    )?;
+    let mut page_filter = filter.clone();
+    let mut page_args = args.clone();
+    if let Some((ts, id)) = &after_key {
+        page_args.push(ts.clone());
+        page_args.push(id.clone());
+        page_filter.push_str(&format!(
+            " AND (status_ts, id) < (?{}, ?{})",
+            page_args.len() - 1,
+            page_args.len()
+        ));
+    }
+    let sql = format!(
+        "SELECT id, status_ts FROM tasks{page_filter} ORDER BY status_ts DESC, id DESC LIMIT {}",
+        q.page_size + 1
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let keys: Vec<(String, String)> = stmt
+        .query_map(rusqlite::params_from_iter(page_args.iter()), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let more = keys.len() > q.page_size;
+    let mut tasks = Vec::new();
+    for (id, _) in keys.iter().take(q.page_size) {
+        if let Some((mut t, _)) = load_task(conn, id)? {
+            if !with_artifacts {
+                t.artifacts.clear();
+            }
+            tasks.push(t);
+        }
+    }
+    let next_page_token = if more {
+        keys.get(q.page_size - 1)
+            .map(|(id, ts)| encode_token(&(ts.clone(), id.clone())))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(ListPage {
+        tasks,
+        next_page_token,
+        total_size: total as usize,
+    })
+}
+
+/// Tasks not in a terminal state, oldest first.
+pub(super) fn unfinished(conn: &Connection) -> Result<Vec<Snapshot>, StoreError> {
+    let ids: Vec<String> = {
+        let mut stmt = conn.prepare(
+            "SELECT id FROM tasks WHERE state NOT IN
+             ('TASK_STATE_COMPLETED','TASK_STATE_FAILED','TASK_STATE_CANCELED','TASK_STATE_REJECTED')
+             ORDER BY created_at, id",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(snap) = load_owned(conn, &id)? {
+            out.push(snap);
+        }
+    }
+    Ok(out)
+}

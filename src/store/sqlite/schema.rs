@@ -1,0 +1,129 @@
+//! The SQLite store's schema, its migrations, and how a connection is opened.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use crate::store::{files, StoreError};
+
+/// The schema, one step per version; a database is brought up to date by running the steps
+/// after its `user_version`, each in its own transaction.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks and their event logs.
+    "CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        context_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        status_ts TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        snapshot_seq INTEGER NOT NULL,
+        snapshot TEXT NOT NULL
+     );
+     CREATE INDEX tasks_by_status_ts ON tasks (status_ts DESC, id DESC);
+     CREATE INDEX tasks_by_context ON tasks (context_id);
+     CREATE TABLE events (
+        task_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        json TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+     ) WITHOUT ROWID;",
+    // 2: context → CLI session bindings.
+    "CREATE TABLE contexts (
+        context_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+     );",
+    // 3: process groups of running CLIs, for cleaning up after a crash of the host.
+    "CREATE TABLE processes (
+        task_id TEXT PRIMARY KEY,
+        pgid INTEGER NOT NULL,
+        start_ticks INTEGER NOT NULL
+     );",
+    // 4: push-notification configs with their delivery cursor, and given-up updates.
+    "CREATE TABLE push_configs (
+        task_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        token TEXT,
+        auth_scheme TEXT,
+        auth_credentials TEXT,
+        version TEXT NOT NULL,
+        delivered_seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at_ms INTEGER NOT NULL,
+        last_error TEXT,
+        PRIMARY KEY (task_id, id)
+     );
+     CREATE TABLE push_dead_letters (
+        task_id TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        error TEXT NOT NULL,
+        at TEXT NOT NULL
+     );",
+    // 5: the credential that created each task; each context's owner and working directory.
+    "ALTER TABLE tasks ADD COLUMN owner TEXT;
+     ALTER TABLE contexts ADD COLUMN owner TEXT;
+     ALTER TABLE contexts ADD COLUMN cwd TEXT;",
+    // 6: checkpoints move out of the task's row into their own table. The row of a task is
+    // updated at every append (its last sequence); with the snapshot in it, every append
+    // rewrote the whole task (SQLite rewrites a row whole), a cost that grew with the task.
+    "CREATE TABLE snapshots (
+        task_id TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        json TEXT NOT NULL
+     );
+     INSERT INTO snapshots (task_id, seq, json) SELECT id, snapshot_seq, snapshot FROM tasks;
+     ALTER TABLE tasks DROP COLUMN snapshot;
+     ALTER TABLE tasks DROP COLUMN snapshot_seq;",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// Opens a connection with the settings every connection uses. The database file is created
+/// 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the database's
+/// mode); files an older agent-host left wider are narrowed.
+pub(super) fn connect(path: &Path) -> Result<Connection, StoreError> {
+    files::open_private(path).map_err(StoreError::io(path))?;
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    for side in side_files(path) {
+        files::restrict_path(&side).map_err(StoreError::io(&side))?;
+    }
+    Ok(conn)
+}
+
+/// The WAL and shared-memory files of the database at `path`.
+pub(super) fn side_files(path: &Path) -> [PathBuf; 2] {
+    let with = |suffix: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    [with("-wal"), with("-shm")]
+}
+
+/// Brings the database's schema up to date; returns the version it had.
+pub fn migrate(conn: &mut Connection) -> Result<usize, StoreError> {
+    let version: usize =
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+        tracing::info!(version = i + 1, "database schema migrated");
+    }
+    Ok(version)
+}

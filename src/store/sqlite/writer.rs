@@ -1,0 +1,276 @@
+//! The SQLite store's writer thread: every write goes through it, and it commits whatever is
+//! queued in one transaction (group commit), so writes never block the async runtime and many
+//! busy tasks share commits. It also decides when to checkpoint a task (see the
+//! [store's module docs](crate::store)).
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction};
+use tokio::sync::oneshot;
+
+use super::read::load_task;
+use crate::protocol::v1::Task;
+use crate::store::StoreError;
+
+/// Writes taken into one transaction at most.
+const BATCH: usize = 512;
+
+/// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
+/// written when they reach the size of the last checkpoint: so checkpoints of a growing task
+/// are written at doubling sizes, and their total cost stays proportional to the task).
+pub const CHECKPOINT_MIN_BYTES: usize = 64 * 1024;
+
+pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+pub(super) enum Write {
+    Create {
+        task: Box<Task>,
+        /// The first event (the task as created), encoded.
+        first: String,
+        owner: Option<String>,
+        reply: Reply,
+    },
+    Append {
+        task_id: String,
+        rows: Vec<(u64, String)>,
+        /// New state and status timestamp, when the events changed the status.
+        status: Option<(String, String)>,
+        /// Checkpoint now (the task's state changed).
+        checkpoint: bool,
+        /// The task ended: nothing more will be appended.
+        ended: bool,
+        reply: Reply,
+    },
+    /// Any other statement.
+    Exec {
+        sql: &'static str,
+        args: Vec<rusqlite::types::Value>,
+        reply: Reply,
+    },
+}
+
+impl Write {
+    fn reply(self) -> Reply {
+        match self {
+            Write::Create { reply, .. }
+            | Write::Append { reply, .. }
+            | Write::Exec { reply, .. } => reply,
+        }
+    }
+}
+
+/// Bytes of a task's last checkpoint and of its events since.
+#[derive(Clone, Copy)]
+struct Progress {
+    snapshot: usize,
+    since: usize,
+}
+
+/// Runs the writer until every sender is gone.
+pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+    let mut progress: HashMap<String, Progress> = HashMap::new();
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        match write_all(&mut conn, &batch, &mut progress) {
+            Ok(()) => {
+                for w in batch {
+                    let _ = w.reply().send(Ok(()));
+                }
+            }
+            Err(e) => {
+                // One failed write must not fail the others of its batch (a duplicate task
+                // id beside other tasks' events): each is tried again alone, and answered
+                // with its own outcome.
+                tracing::debug!(error = %e, writes = batch.len(), "a batch failed; writing one by one");
+                // What was counted for the failed batch is recounted from the database.
+                progress.clear();
+                for w in batch {
+                    let outcome = write_all(&mut conn, std::slice::from_ref(&w), &mut progress);
+                    let _ = w.reply().send(outcome);
+                }
+            }
+        }
+    }
+}
+
+/// Writes `batch` in one transaction.
+fn write_all(
+    conn: &mut Connection,
+    batch: &[Write],
+    progress: &mut HashMap<String, Progress>,
+) -> Result<(), StoreError> {
+    let tx = conn.transaction()?;
+    let mut due: Vec<(&str, bool)> = Vec::new();
+    for w in batch {
+        match w {
+            Write::Create {
+                task, first, owner, ..
+            } => {
+                create(&tx, task, first, owner.as_deref())?;
+                progress.insert(
+                    task.id.clone(),
+                    Progress {
+                        snapshot: first.len(),
+                        since: 0,
+                    },
+                );
+            }
+            Write::Append {
+                task_id,
+                rows,
+                status,
+                checkpoint,
+                ended,
+                ..
+            } => {
+                let bytes = append(&tx, task_id, rows, status.as_ref())?;
+                let p = match progress.get_mut(task_id) {
+                    Some(p) => p,
+                    None => {
+                        let p = measure(&tx, task_id)?;
+                        progress.entry(task_id.clone()).or_insert(p)
+                    }
+                };
+                p.since += bytes;
+                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+                    match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
+                        Some(d) => d.1 |= *ended,
+                        None => due.push((task_id, *ended)),
+                    }
+                }
+            }
+            Write::Exec { sql, args, .. } => {
+                tx.prepare_cached(sql)?
+                    .execute(rusqlite::params_from_iter(args.iter()))?;
+            }
+        }
+    }
+    for (id, ended) in due {
+        let size = checkpoint(&tx, id)?;
+        if ended {
+            progress.remove(id);
+        } else {
+            progress.insert(
+                id.to_string(),
+                Progress {
+                    snapshot: size,
+                    since: 0,
+                },
+            );
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn create(
+    tx: &Transaction,
+    task: &Task,
+    first: &str,
+    owner: Option<&str>,
+) -> Result<(), StoreError> {
+    let ts = task.status.timestamp.clone().unwrap_or_default();
+    let inserted = tx.execute(
+        "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner)
+         VALUES (?1, ?2, ?3, ?4, ?4, 1, ?5)",
+        params![
+            task.id,
+            task.context_id,
+            task.status.state.as_proto_name(),
+            ts,
+            owner
+        ],
+    );
+    match inserted {
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
+            return Err(StoreError::Exists(task.id.clone()));
+        }
+        other => other?,
+    };
+    // The task as created is both its first event and its first checkpoint.
+    tx.execute(
+        "INSERT INTO snapshots (task_id, seq, json) VALUES (?1, 1, ?2)",
+        params![task.id, serde_json::to_string(task)?],
+    )?;
+    tx.execute(
+        "INSERT INTO events (task_id, seq, json) VALUES (?1, 1, ?2)",
+        params![task.id, first],
+    )?;
+    Ok(())
+}
+
+/// Inserts the rows and updates the task's index row; returns the rows' bytes.
+fn append(
+    tx: &Transaction,
+    task_id: &str,
+    rows: &[(u64, String)],
+    status: Option<&(String, String)>,
+) -> Result<usize, StoreError> {
+    let mut bytes = 0;
+    {
+        let mut ins =
+            tx.prepare_cached("INSERT INTO events (task_id, seq, json) VALUES (?1, ?2, ?3)")?;
+        for (seq, json) in rows {
+            ins.execute(params![task_id, *seq as i64, json])?;
+            bytes += json.len();
+        }
+    }
+    let last = rows.last().map(|r| r.0).unwrap_or(0) as i64;
+    let updated = match status {
+        Some((state, ts)) => tx
+            .prepare_cached(
+                "UPDATE tasks SET last_seq = ?2, state = ?3, status_ts = ?4 WHERE id = ?1",
+            )?
+            .execute(params![task_id, last, state, ts])?,
+        None => tx
+            .prepare_cached("UPDATE tasks SET last_seq = ?2 WHERE id = ?1")?
+            .execute(params![task_id, last])?,
+    };
+    if updated == 0 {
+        return Err(StoreError::NotFound(task_id.to_string()));
+    }
+    Ok(bytes)
+}
+
+/// The checkpoint progress of a task this writer has not seen yet (after a restart).
+fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
+    let (seq, snapshot) = tx
+        .query_row(
+            "SELECT seq, length(json) FROM snapshots WHERE task_id = ?1",
+            [task_id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, 0));
+    let since: i64 = tx.query_row(
+        "SELECT COALESCE(SUM(length(json)), 0) FROM events WHERE task_id = ?1 AND seq > ?2",
+        params![task_id, seq],
+        |r| r.get(0),
+    )?;
+    Ok(Progress {
+        snapshot: snapshot as usize,
+        since: since as usize,
+    })
+}
+
+/// Writes a new checkpoint of a task: its last checkpoint with the events since applied.
+/// Returns its size.
+fn checkpoint(tx: &Transaction, id: &str) -> Result<usize, StoreError> {
+    let Some((task, seq)) = load_task(tx, id)? else {
+        return Ok(0);
+    };
+    let json = serde_json::to_string(&task)?;
+    tx.prepare_cached(
+        "INSERT INTO snapshots (task_id, seq, json) VALUES (?1, ?2, ?3)
+         ON CONFLICT (task_id) DO UPDATE SET seq = ?2, json = ?3",
+    )?
+    .execute(params![id, seq as i64, json])?;
+    Ok(json.len())
+}
