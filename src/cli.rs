@@ -27,8 +27,34 @@ use crate::store::{MemoryStore, PushStore, SqliteStore, StoreError, TaskStore};
     after_help = "Quick start:\n  agent-host serve                      # demo agent on http://127.0.0.1:41242\n  AGENT_ADAPTER=jsonl AGENT_BINARY=./my-agent agent-host serve\n  curl -s http://127.0.0.1:41242/.well-known/agent-card.json\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=agent_host=debug) for more."
 )]
 pub struct Cli {
+    /// Colours in logs and output: auto (only on a terminal, and not when NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to write ANSI colours to a stream that is (or is not) a terminal; `auto`
+    /// honours `NO_COLOR` (any non-empty value).
+    pub fn enabled(self, terminal: bool) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,7 +65,7 @@ pub enum Command {
     /// (--config); precedence: defaults < config file < environment < flags.
     Serve(ServeArgs),
     /// List the known adapters and whether their program is installed.
-    Adapters(ServeArgs),
+    Adapters(AdaptersArgs),
     /// Print the agent card the server would serve (signed if card signing is configured);
     /// `agent-host card verify URL` checks a served card's signatures.
     Card(CardArgs),
@@ -48,12 +74,67 @@ pub enum Command {
     Call(crate::client::call::CallArgs),
     /// List, show, cancel or follow the tasks of an A2A agent.
     Tasks(crate::client::call::TasksArgs),
-    /// Run the built-in demo agent (what the `demo` adapter starts; see `fake-agent --help`).
+    /// Print a shell completion script: `agent-host completions bash > /etc/bash_completion.d/agent-host`
+    /// (zsh: into a directory of $fpath as `_agent-host`; fish: ~/.config/fish/completions/agent-host.fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`.
+    Man,
+    /// Run the built-in demo agent (what the `demo` adapter starts; see `agent-host fake-agent --help`).
     #[command(hide = true, disable_help_flag = true)]
     FakeAgent {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// `agent-host adapters`: only the settings that decide which adapters exist and where
+/// their programs are found.
+#[derive(Debug, Clone, clap::Args, Default)]
+pub struct AdaptersArgs {
+    /// TOML config file (see config/agent-host.toml)
+    #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
+    pub config: Option<std::path::PathBuf>,
+    /// Directory of adapter TOML files that add to or override the built-in ones (same id wins)
+    #[arg(long, env = "AGENT_HOST_ADAPTERS_DIR", value_name = "DIR")]
+    pub adapters_dir: Option<std::path::PathBuf>,
+    /// Program to use instead of each adapter's binary (<ID>_PATH still wins)
+    #[arg(long, env = "AGENT_BINARY", value_name = "PROGRAM")]
+    pub binary: Option<String>,
+    /// Working directory of the agents (a relative program path is taken from there) [default: the current directory]
+    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    pub repo_path: Option<std::path::PathBuf>,
+}
+
+impl AdaptersArgs {
+    /// The same settings as `serve` with these flags.
+    pub fn serve_args(&self) -> ServeArgs {
+        ServeArgs {
+            config: self.config.clone(),
+            adapters_dir: self.adapters_dir.clone(),
+            binary: self.binary.clone(),
+            repo_path: self.repo_path.clone(),
+            ..ServeArgs::default()
+        }
+    }
+}
+
+/// The shell completion script of `agent-host` for `shell`.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "agent-host", &mut out);
+    out
+}
+
+/// The manual page of `agent-host` (roff).
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut out)?;
+    Ok(out)
 }
 
 /// `agent-host card [verify URL]`.

@@ -32,18 +32,20 @@
 //!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
 //!   sealed at rest.
 //! - [`server`]: the axum router: JSON-RPC and HTTP+JSON for both versions, SSE with replay,
-//!   the agent card, health, metrics, the request guard (auth, hosts, origins), push-config
+//!   the agent card, an index at `GET /`, health, metrics, the request guard (auth, hosts, origins), push-config
 //!   methods, the extended card and A2A extensions; several adapters on one port
 //!   (`/agents/{id}/`, routing by `metadata.agent`); graceful shutdown.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
-//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`]).
+//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`],
+//!   [`client::tasks`]).
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
-//! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only parses and logs).
+//! - [`cli`]: the `serve`, `adapters`, `card`, `completions` and `man` commands (`call` and
+//!   `tasks` are in [`client`]; `src/main.rs` only parses and logs).
 //!
-//! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
-//! double CLI that speaks the native protocol and replays recorded transcripts.
+//! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
+//! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
 
 pub mod adapter;
 pub mod cli;

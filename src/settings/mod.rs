@@ -448,15 +448,28 @@ impl Settings {
             .or_else(|| srv.bind.clone())
             .unwrap_or_else(|| "127.0.0.1".into());
         let bind = parse_bind(&bind_s, port)?;
-        let repo_path = match args.repo_path.clone().or_else(|| ag.repo_path.clone()) {
-            Some(p) => p,
-            None => std::env::current_dir().map_err(|e| {
-                SettingsError::Invalid(format!("cannot read the current directory: {e}"))
-            })?,
+        // Named in errors as the user gave it: the flag, the variable or the config key.
+        let (repo_path, repo_source) = match (&args.repo_path, &ag.repo_path) {
+            (Some(p), _) => {
+                let from_env = std::env::var_os("AGENT_REPO_PATH").is_some_and(|v| *p == v);
+                let name = if from_env {
+                    "AGENT_REPO_PATH"
+                } else {
+                    "--repo-path"
+                };
+                (p.clone(), name)
+            }
+            (None, Some(p)) => (p.clone(), "[agent] repo_path"),
+            (None, None) => (
+                std::env::current_dir().map_err(|e| {
+                    SettingsError::Invalid(format!("cannot read the current directory: {e}"))
+                })?,
+                "the current directory",
+            ),
         };
         if !repo_path.is_dir() {
             return Err(SettingsError::Invalid(format!(
-                "AGENT_REPO_PATH '{}' is not a directory",
+                "{repo_source} '{}' is not a directory",
                 repo_path.display()
             )));
         }

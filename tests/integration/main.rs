@@ -1,6 +1,7 @@
 //! Integration tests: the real server on 127.0.0.1:0 with fake-agent as the CLI.
 
 mod card_sign;
+mod cli_tool;
 mod client;
 mod common;
 mod conformance;
