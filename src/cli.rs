@@ -296,6 +296,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         cli_version: Default::default(),
         required_extensions: s.required_extensions.clone(),
         input_modes: s.input_modes.clone(),
+        provider: s.card_provider.clone(),
     }
 }
 

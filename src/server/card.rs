@@ -38,6 +38,8 @@ pub struct CardSettings {
     pub required_extensions: Vec<String>,
     /// Media types the agent reads (the configured input modes).
     pub input_modes: Vec<String>,
+    /// Who provides the agent (`[card] provider_organization` / `provider_url`).
+    pub provider: AgentProvider,
 }
 
 /// Media types the agent writes.
@@ -101,10 +103,7 @@ pub fn build(
             .clone()
             .unwrap_or_else(|| adapter.description.clone()),
         supported_interfaces: interfaces,
-        provider: Some(AgentProvider {
-            url: "https://github.com/agent-host/agent-host".into(),
-            organization: "agent-host".into(),
-        }),
+        provider: Some(cs.provider.clone()),
         version: env!("CARGO_PKG_VERSION").into(),
         documentation_url: None,
         capabilities: AgentCapabilities {

@@ -132,7 +132,14 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, StoreError> {
         tx.pragma_update(None, "user_version", (i + 1) as i64)
             .map_err(backend)?;
         tx.commit().map_err(backend)?;
-        tracing::info!(version = i + 1, "database schema migrated");
+        tracing::debug!(version = i + 1, "database schema step applied");
+    }
+    if version < MIGRATIONS.len() {
+        tracing::info!(
+            from = version,
+            to = MIGRATIONS.len(),
+            "database schema migrated"
+        );
     }
     Ok(version)
 }

@@ -426,3 +426,57 @@ fn logs_have_colours_only_when_asked_or_on_a_terminal() {
     assert!(always.contains(esc), "{always:?}");
     drop(taken);
 }
+
+/// Starts `agent-host serve` on a SQLite file until its card answers, stops it, and returns
+/// what it logged.
+async fn serve_once(db: &std::path::Path, dir: &std::path::Path) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(["serve", "--port", &port.to_string()])
+        .arg("--store")
+        .arg(format!("sqlite:{}", db.display()))
+        .env("AGENT_REPO_PATH", dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agent-host");
+    let card = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
+    let mut up = false;
+    for _ in 0..200 {
+        if reqwest::get(&card).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    let out = child.wait_with_output().await.expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(up, "agent-host did not serve its card: {log}");
+    log
+}
+
+#[tokio::test]
+async fn a_first_start_logs_one_schema_migration_line() {
+    limit(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("tasks.db");
+        let first = serve_once(&db, dir.path()).await;
+        let count = |log: &str| log.matches("database schema migrated").count();
+        assert_eq!(count(&first), 1, "{first}");
+        let second = serve_once(&db, dir.path()).await;
+        assert_eq!(count(&second), 0, "{second}");
+    })
+    .await;
+}

@@ -216,6 +216,10 @@ impl TestServer {
                 legacy_v03_fields: o.legacy_card,
                 public_url: None,
                 signer: None,
+                provider: agent_host::protocol::card::AgentProvider {
+                    organization: agent_host::settings::DEFAULT_PROVIDER_ORG.into(),
+                    url: agent_host::settings::DEFAULT_PROVIDER_URL.into(),
+                },
             },
             local_addr: addr,
             started_at: SystemTime::now(),
