@@ -43,12 +43,14 @@
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
 //! - [`cli`]: the `serve`, `adapters`, `card`, `completions` and `man` commands (`call` and
 //!   `tasks` are in [`client`]; `src/main.rs` only parses and logs).
+//!   [`cli_extras`]: `--color`, the `adapters` flags, `completions` and `man`.
 //!
 //! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
 //! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
 
 pub mod adapter;
 pub mod cli;
+pub mod cli_extras;
 pub mod client;
 pub mod engine;
 pub mod fake_agent;
