@@ -480,3 +480,23 @@ async fn a_first_start_logs_one_schema_migration_line() {
     })
     .await;
 }
+
+/// `cargo install --path .` installs every binary target: there is one, `agent-host` (the demo
+/// agent is its `fake-agent` subcommand), and no `src/bin/` whose files cargo would add.
+#[test]
+fn the_package_has_one_binary_to_install() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Value =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml"))
+            .expect("TOML");
+    let bins: Vec<&str> = manifest["bin"]
+        .as_array()
+        .expect("[[bin]]")
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(bins, ["agent-host"]);
+    assert!(!root.join("src/bin").exists(), "src/bin/ adds binaries");
+    let release = &manifest["profile"]["release"];
+    assert_eq!(release["strip"].as_str(), Some("symbols"));
+}
