@@ -193,6 +193,7 @@ pub fn card_settings(s: &Settings) -> CardSettings {
         required_extensions: s.required_extensions.clone(),
         input_modes: s.input_modes.clone(),
         cache: Default::default(),
+        provider: s.card_provider.clone(),
     }
 }
 

@@ -7,6 +7,8 @@ use crate::engine::launch::LaunchError;
 use crate::server;
 use crate::settings::{ServeArgs, Settings};
 
+pub use crate::cli_extras::{completions, man_page, AdaptersArgs, ColorChoice};
+
 /// agent-host serves local coding-agent CLIs (Claude Code, Codex, Gemini CLI, ... or any
 /// program that prints JSON lines) over the A2A protocol, v1.0 and v0.3, JSON-RPC and SSE.
 #[derive(Debug, Parser)]
@@ -18,6 +20,10 @@ use crate::settings::{ServeArgs, Settings};
     after_help = "Quick start:\n  agent-host serve                      # demo agent on http://127.0.0.1:41242\n  AGENT_ADAPTER=jsonl AGENT_BINARY=./my-agent agent-host serve\n  curl -s http://127.0.0.1:41242/.well-known/agent-card.json\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=agent_host=debug) for more."
 )]
 pub struct Cli {
+    /// Colours in logs and output: auto (only on a terminal, and not when NO_COLOR is set),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -30,7 +36,7 @@ pub enum Command {
     /// (--config); precedence: defaults < config file < environment < flags.
     Serve(ServeArgs),
     /// List the known adapters and whether their program is installed.
-    Adapters(ServeArgs),
+    Adapters(AdaptersArgs),
     /// Print the agent card the server would serve (signed if card signing is configured);
     /// `agent-host card verify URL` checks a served card's signatures.
     Card(CardArgs),
@@ -39,7 +45,15 @@ pub enum Command {
     Call(crate::client::call::CallArgs),
     /// List, show, cancel or follow the tasks of an A2A agent.
     Tasks(crate::client::call::TasksArgs),
-    /// Run the built-in demo agent (what the `demo` adapter starts; see `fake-agent --help`).
+    /// Print a shell completion script: `agent-host completions bash > /etc/bash_completion.d/agent-host`
+    /// (zsh: into a directory of $fpath as `_agent-host`; fish: ~/.config/fish/completions/agent-host.fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`.
+    Man,
+    /// Run the built-in demo agent (what the `demo` adapter starts; see `agent-host fake-agent --help`).
     #[command(hide = true, disable_help_flag = true)]
     FakeAgent {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -42,22 +42,25 @@
 //!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
 //!   sealed at rest.
 //! - [`server`]: the axum router: JSON-RPC and HTTP+JSON for both versions, SSE with replay,
-//!   the agent card, health, metrics, the request guard (auth, hosts, origins), push-config
+//!   the agent card, an index at `GET /`, health, metrics, the request guard (auth, hosts, origins), push-config
 //!   methods, the extended card and A2A extensions; several adapters on one port
 //!   (`/agents/{id}/`, routing by `metadata.agent`); the connection layer (`server::listen`:
 //!   hyper with a header-read/idle timeout, connection and stream caps) and graceful shutdown.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
-//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`]).
+//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`],
+//!   [`client::tasks`]).
 //! - [`app`]: the composition root: [`app::App::start`] turns [`settings::Settings`] into
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
-//! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only parses and logs).
+//! - [`cli`]: the `serve`, `adapters`, `card`, `completions` and `man` commands (`call` and
+//!   `tasks` are in [`client`]; `src/main.rs` only parses and logs).
+//!   [`cli_extras`]: `--color`, the `adapters` flags, `completions` and `man`.
 //!
-//! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
-//! double CLI that speaks the native protocol and replays recorded transcripts.
+//! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
+//! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
 //!
 //! # Documents
 //!
@@ -70,6 +73,7 @@
 pub mod adapter;
 pub mod app;
 pub mod cli;
+pub mod cli_extras;
 pub mod client;
 pub mod engine;
 pub mod fake_agent;

@@ -3,7 +3,7 @@
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use agent_host::cli::{self, Cli, Command};
+use agent_host::cli::{self, Cli, ColorChoice, Command};
 use agent_host::settings::{LogFormat, Settings};
 
 /// Keeps the OpenTelemetry exporter (with the `otel` feature) until the command ends.
@@ -12,12 +12,16 @@ type Telemetry = Option<agent_host::telemetry::Exporter>;
 #[cfg(not(feature = "otel"))]
 type Telemetry = Option<std::convert::Infallible>;
 
-fn init_logging(format: LogFormat) -> anyhow::Result<Telemetry> {
+fn init_logging(format: LogFormat, color: ColorChoice) -> anyhow::Result<Telemetry> {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    use std::io::IsTerminal as _;
+    let ansi = color.enabled(std::io::stderr().is_terminal());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     let fmt = match format {
         LogFormat::Json => fmt.json().boxed(),
         LogFormat::Human => fmt.boxed(),
@@ -49,6 +53,12 @@ fn main() {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("agent-host: warning: cannot protect the process (PR_SET_DUMPABLE): {e}");
     }
+    // The demo agent gets its arguments exactly as given: clap would take a `--` (which the
+    // adapters put before the prompt) for its own end of options.
+    let mut argv = std::env::args_os();
+    if argv.nth(1).is_some_and(|a| a == "fake-agent") {
+        agent_host::fake_agent::main_with(argv.filter_map(|a| a.into_string().ok()));
+    }
     let cli = Cli::parse();
     if let Command::FakeAgent { args } = cli.command {
         agent_host::fake_agent::main_with(args.into_iter());
@@ -57,7 +67,7 @@ fn main() {
         .enable_all()
         .build()
         .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(run(cli.command)));
+        .and_then(|rt| rt.block_on(run(cli.command, cli.color)));
     match result {
         Ok(0) => {}
         Ok(code) => std::process::exit(code),
@@ -69,26 +79,31 @@ fn main() {
 }
 
 /// Runs a command; its exit code.
-async fn run(command: Command) -> anyhow::Result<i32> {
+async fn run(command: Command, color: ColorChoice) -> anyhow::Result<i32> {
+    // Output goes through print_stdout: a closed stdout (`| head -1`) ends a command
+    // normally instead of panicking.
+    use agent_host::client::call::print_stdout;
     match command {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
-            let _telemetry = init_logging(settings.log_format)?;
+            let _telemetry = init_logging(settings.log_format, color)?;
             cli::serve(settings).await?;
         }
         Command::Adapters(args) => {
-            let settings = Settings::resolve(&args)?;
-            print!("{}", cli::list_adapters(&settings).await?);
+            let settings = Settings::resolve(&args.serve_args())?;
+            print_stdout(&cli::list_adapters(&settings).await?);
         }
+        Command::Completions { shell } => {
+            print_stdout(&String::from_utf8_lossy(&cli::completions(shell)));
+        }
+        Command::Man => print_stdout(&String::from_utf8_lossy(&cli::man_page()?)),
         Command::Card(cli::CardArgs {
             command: Some(cli::CardCommand::Verify(v)),
             ..
         }) => return Ok(agent_host::client::card_verify::run(v).await),
         Command::Card(cli::CardArgs { serve: args, .. }) => {
             let settings = Settings::resolve(&args)?;
-            use std::io::Write;
-            // A closed pipe (`agent-host card | head`) is not an error.
-            let _ = writeln!(std::io::stdout(), "{}", cli::print_card(&settings)?);
+            print_stdout(&format!("{}\n", cli::print_card(&settings)?));
         }
         Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
         Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),

@@ -7,12 +7,14 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use futures::StreamExt;
 
 use super::render::{Outcome, Renderer};
 use super::{Binding, Client, ClientError, EventStream, ProtocolVersion, Request};
-use crate::protocol::v1::{ListTasksRequest, SendMessageResponse, StreamResponse, TaskState};
+use crate::protocol::v1::{SendMessageResponse, StreamResponse};
+
+pub use super::tasks::{run_tasks, TasksArgs, TasksCommand};
 
 /// Exit code of a usage error.
 pub const EXIT_USAGE: i32 = 2;
@@ -57,45 +59,7 @@ pub struct CallArgs {
     pub connect: ConnectArgs,
 }
 
-/// `agent-host tasks`.
-#[derive(Debug, Clone, Args)]
-pub struct TasksArgs {
-    #[command(subcommand)]
-    pub command: TasksCommand,
-    #[command(flatten)]
-    pub connect: ConnectArgs,
-}
-
-#[derive(Debug, Clone, Subcommand)]
-pub enum TasksCommand {
-    /// List tasks (A2A 1.0), newest first.
-    List {
-        url: String,
-        /// Only this conversation.
-        #[arg(long)]
-        context: Option<String>,
-        /// Only this state (working, completed, input-required, ... or TASK_STATE_*).
-        #[arg(long)]
-        state: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 20)]
-        limit: i32,
-    },
-    /// Show a task.
-    Get { url: String, id: String },
-    /// Cancel a task.
-    Cancel { url: String, id: String },
-    /// Follow a task like `call` does.
-    Watch {
-        url: String,
-        id: String,
-        /// Replay from after this event id.
-        #[arg(long)]
-        last_event_id: Option<String>,
-    },
-}
-
-fn fail(e: &ClientError) -> i32 {
+pub(super) fn fail(e: &ClientError) -> i32 {
     eprintln!("agent-host: {e}");
     match e {
         ClientError::Usage(_) => EXIT_USAGE,
@@ -103,7 +67,7 @@ fn fail(e: &ClientError) -> i32 {
     }
 }
 
-async fn connect(url: &str, c: &ConnectArgs) -> Result<Client, ClientError> {
+pub(super) async fn connect(url: &str, c: &ConnectArgs) -> Result<Client, ClientError> {
     let mut b = Client::builder(url);
     if let Some(t) = &c.token {
         b = b.bearer(t.clone());
@@ -169,20 +133,62 @@ async fn ask(outcome: &Outcome) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
+/// Writes to stdout. A closed stdout (`agent-host tasks list URL | head -1`) is a normal end
+/// for a command, not an error: what is left is dropped.
+pub fn print_stdout(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+}
+
+/// The line that tells how to answer a task waiting for input.
+fn answer_hint(base: &str, task_id: &str) -> String {
+    format!("answer with: agent-host call {base} --task {task_id} yes|no|\"your answer\"")
+}
+
+/// Where a command writes, and whether it may ask on the terminal.
+pub(super) struct Io<O: Write, E: Write> {
+    pub(super) out: O,
+    pub(super) err: E,
+    /// Ask for input on the terminal (stdin is one).
+    pub(super) interactive: bool,
+    /// Draw the live status line (stderr is a terminal).
+    pub(super) live: bool,
+}
+
+impl Io<std::io::Stdout, std::io::Stderr> {
+    pub(super) fn terminal(json: bool) -> Self {
+        Io {
+            out: std::io::stdout(),
+            err: std::io::stderr(),
+            interactive: std::io::stdin().is_terminal() && !json,
+            live: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
 /// Follows a stream, answering input requests on the terminal when there is one; the exit
-/// code.
-async fn drive(client: &Client, events: EventStream, json: bool) -> i32 {
-    let live = std::io::stderr().is_terminal();
-    let interactive = std::io::stdin().is_terminal() && !json;
-    let mut r = Renderer::new(std::io::stdout(), std::io::stderr(), json, live);
+/// code. A closed stdout ends it with 0.
+pub(super) async fn drive<O: Write, E: Write>(
+    client: &Client,
+    events: EventStream,
+    json: bool,
+    io: Io<O, E>,
+) -> i32 {
+    let mut r = Renderer::new(io.out, io.err, json, io.live);
     let mut events = events;
     loop {
         if let Err(e) = follow(&mut r, events).await {
+            if r.closed() {
+                return 0;
+            }
             return fail(&e);
+        }
+        if r.closed() {
+            return 0;
         }
         let outcome = r.outcome();
         if let Outcome::InputRequired { task_id, .. } = &outcome {
-            if interactive {
+            if io.interactive {
                 if let Some(answer) = ask(&outcome).await {
                     r.resume();
                     events = match client.answer(task_id, &answer).await {
@@ -191,19 +197,54 @@ async fn drive(client: &Client, events: EventStream, json: bool) -> i32 {
                     };
                     continue;
                 }
-            } else if !json {
-                r.say(&format!(
-                    "answer with: agent-host call {} --task {task_id} yes|no|\"your answer\"",
-                    client.inner.base
-                ));
+            } else {
+                r.say(&answer_hint(&client.inner.base, task_id));
             }
         }
         return outcome.exit_code();
     }
 }
 
+/// Shows one task (the answer of a blocking send, a task that has ended) like a stream that
+/// ends with it; the exit code.
+pub(super) fn show_task<O: Write, E: Write>(
+    client: &Client,
+    response: StreamResponse,
+    json: bool,
+    io: Io<O, E>,
+) -> i32 {
+    let ev = super::Event { id: None, response };
+    let mut r = Renderer::new(io.out, io.err, json, false);
+    r.event(&ev);
+    if r.closed() {
+        return 0;
+    }
+    let outcome = r.outcome();
+    if let Outcome::InputRequired { task_id, .. } = &outcome {
+        r.say(&answer_hint(&client.inner.base, task_id));
+    }
+    outcome.exit_code()
+}
+
 /// `agent-host call`: the exit code.
 pub async fn run_call(args: CallArgs) -> i32 {
+    let io = Io::terminal(args.connect.json);
+    call_with(args, io).await
+}
+
+/// `agent-host call` writing to `out` and `err`, never asking on the terminal (what a
+/// program embedding the command, or a test, uses); the exit code.
+pub async fn run_call_to<O: Write, E: Write>(args: CallArgs, out: O, err: E) -> i32 {
+    let io = Io {
+        out,
+        err,
+        interactive: false,
+        live: false,
+    };
+    call_with(args, io).await
+}
+
+async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
     let client = match connect(&args.url, &args.connect).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -222,114 +263,17 @@ pub async fn run_call(args: CallArgs) -> i32 {
     if args.no_stream {
         return match client.send(req).await {
             Ok(resp) => {
-                let ev = super::Event {
-                    id: None,
-                    response: match resp {
-                        SendMessageResponse::Task(t) => StreamResponse::Task(t),
-                        SendMessageResponse::Message(m) => StreamResponse::Message(m),
-                    },
+                let response = match resp {
+                    SendMessageResponse::Task(t) => StreamResponse::Task(t),
+                    SendMessageResponse::Message(m) => StreamResponse::Message(m),
                 };
-                let mut r = Renderer::new(std::io::stdout(), std::io::stderr(), json, false);
-                r.event(&ev);
-                r.outcome().exit_code()
+                show_task(&client, response, json, io)
             }
             Err(e) => fail(&e),
         };
     }
     match client.stream(req).await {
-        Ok(events) => drive(&client, events, json).await,
+        Ok(events) => drive(&client, events, json, io).await,
         Err(e) => fail(&e),
-    }
-}
-
-/// `agent-host tasks ...`: the exit code.
-pub async fn run_tasks(args: TasksArgs) -> i32 {
-    let (url, json) = match &args.command {
-        TasksCommand::List { url, .. }
-        | TasksCommand::Get { url, .. }
-        | TasksCommand::Cancel { url, .. }
-        | TasksCommand::Watch { url, .. } => (url.clone(), args.connect.json),
-    };
-    let client = match connect(&url, &args.connect).await {
-        Ok(c) => c,
-        Err(e) => return fail(&e),
-    };
-    match args.command {
-        TasksCommand::List {
-            context,
-            state,
-            limit,
-            ..
-        } => {
-            let status = match state.as_deref() {
-                None => None,
-                Some(s) => match TaskState::parse_lenient(s) {
-                    Some(st) => Some(st),
-                    None => {
-                        return fail(&ClientError::Usage(format!(
-                            "--state {s}: not a task state"
-                        )))
-                    }
-                },
-            };
-            let req = ListTasksRequest {
-                context_id: context,
-                status,
-                page_size: Some(limit.clamp(1, 100)),
-                ..ListTasksRequest::default()
-            };
-            match client.list_tasks(req).await {
-                Ok(list) if json => {
-                    println!("{}", serde_json::to_string(&list).unwrap_or_default());
-                    0
-                }
-                Ok(list) => {
-                    for t in &list.tasks {
-                        println!(
-                            "{}  {:<16} {}  {}",
-                            t.id,
-                            crate::protocol::v03::reverse::state_name_03(t.status.state),
-                            t.context_id,
-                            t.status.timestamp.as_deref().unwrap_or("")
-                        );
-                    }
-                    eprintln!("{} of {} tasks", list.tasks.len(), list.total_size);
-                    0
-                }
-                Err(e) => fail(&e),
-            }
-        }
-        TasksCommand::Get { id, .. } => match client.get_task(&id).await {
-            Ok(t) if json => {
-                println!("{}", serde_json::to_string(&t).unwrap_or_default());
-                0
-            }
-            Ok(t) => {
-                println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
-                0
-            }
-            Err(e) => fail(&e),
-        },
-        TasksCommand::Cancel { id, .. } => match client.cancel(&id).await {
-            Ok(t) => {
-                if json {
-                    println!("{}", serde_json::to_string(&t).unwrap_or_default());
-                } else {
-                    println!(
-                        "task {} {}",
-                        t.id,
-                        crate::protocol::v03::reverse::state_name_03(t.status.state)
-                    );
-                }
-                0
-            }
-            Err(e) => fail(&e),
-        },
-        TasksCommand::Watch {
-            id, last_event_id, ..
-        } => match client.subscribe_from(&id, last_event_id.as_deref()).await {
-            Ok(events) => drive(&client, events, json).await,
-            Err(e) => fail(&e),
-        },
     }
 }

@@ -133,6 +133,9 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// Nothing listens at the address (or it cannot be reached at all).
+    #[error("{detail}: is agent-host running at {url}?")]
+    Unreachable { url: String, detail: String },
     /// No answer (or, on a stream, no data) within the configured time.
     #[error("no answer from {url} within {seconds:.0} s")]
     Timeout { url: String, seconds: f64 },
@@ -188,8 +191,37 @@ impl ClientError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ClientError::Transport { .. } | ClientError::Timeout { .. }
+            ClientError::Transport { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Unreachable { .. }
         ) || matches!(self, ClientError::Http { status, .. } if *status >= 500)
+    }
+}
+
+/// A failed request as a client error: [`ClientError::Unreachable`] when no connection could
+/// be made (saying why: refused, no such host, ...), else [`ClientError::Transport`].
+pub(super) fn transport_error(url: &str, e: reqwest::Error) -> ClientError {
+    if !e.is_connect() {
+        return ClientError::Transport {
+            url: url.to_string(),
+            source: e,
+        };
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut detail = "cannot connect".to_string();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            detail = match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+                _ => format!("cannot connect ({io})"),
+            };
+            break;
+        }
+        source = s.source();
+    }
+    ClientError::Unreachable {
+        url: url.to_string(),
+        detail,
     }
 }
 

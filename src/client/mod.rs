@@ -22,7 +22,7 @@
 //! - [`transport`]: the wire of each binding and version;
 //! - [`stream`]: [`EventStream`] and its resubscribe logic;
 //! - [`sse`]: the SSE parser; [`request`]: building messages, reading approvals;
-//! - [`call`]: the `agent-host call` and `agent-host tasks` commands.
+//! - [`call`]: the `agent-host call` command; [`tasks`]: `agent-host tasks`.
 
 pub mod call;
 pub mod card;
@@ -32,6 +32,7 @@ mod render;
 pub mod request;
 pub mod sse;
 pub mod stream;
+pub mod tasks;
 mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -239,9 +240,15 @@ async fn fetch_card(inner: &Inner, etag: Option<&str>) -> Result<Option<CachedCa
         if let Some(e) = etag {
             rb = rb.header("If-None-Match", e);
         }
-        let resp = rb.send().await.map_err(|e| ClientError::Card {
-            url: url.clone(),
-            detail: e.to_string(),
+        let resp = rb.send().await.map_err(|e| {
+            if e.is_connect() {
+                error::transport_error(&inner.base, e)
+            } else {
+                ClientError::Card {
+                    url: url.clone(),
+                    detail: e.to_string(),
+                }
+            }
         })?;
         match resp.status() {
             StatusCode::NOT_MODIFIED => return Ok(None),

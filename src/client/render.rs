@@ -5,6 +5,7 @@
 //! status line (spinner, state, tool in use, elapsed time; only when stderr is a terminal)
 //! and a closing summary. JSON mode: one v1.0 `StreamResponse` per line on stdout.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use serde_json::Value;
 
 use super::request::Approval;
 use super::stream::Event;
-use crate::protocol::v1::{Message, StreamResponse, Task, TaskState};
+use crate::protocol::v1::{Artifact, Message, StreamResponse, Task, TaskState};
+use crate::task::mapping::{METADATA_ARTIFACT, RESULT_ARTIFACT};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -56,6 +58,11 @@ pub struct Renderer<O: Write, E: Write> {
     context_id: Option<String>,
     at_line_start: bool,
     printed_text: bool,
+    /// The text of each artifact (by id) printed so far: a task frame or a replacing
+    /// chunk prints only what is new, so every text is printed exactly once.
+    printed: HashMap<String, String>,
+    /// Set when stdout is closed (`agent-host call ... | head -1`): nothing more is shown.
+    closed: bool,
     status_drawn: bool,
     frame: usize,
     outcome: Option<Outcome>,
@@ -103,27 +110,26 @@ fn state_word(s: TaskState) -> &'static str {
     }
 }
 
+/// The text parts of an artifact, joined.
+fn artifact_text(a: &Artifact) -> String {
+    a.parts.iter().filter_map(|p| p.text.as_deref()).collect()
+}
+
 /// The answer of an ended task: its `result` artifact, else its text artifacts, else the
 /// status message.
 fn answer_of(t: &Task) -> String {
-    let texts = |a: &crate::protocol::v1::Artifact| -> String {
-        a.parts
-            .iter()
-            .filter_map(|p| p.text.as_deref())
-            .collect::<Vec<_>>()
-            .join("")
-    };
+    let texts = artifact_text;
     if let Some(r) = t
         .artifacts
         .iter()
-        .find(|a| a.name.as_deref() == Some("result") || a.artifact_id == "result")
+        .find(|a| a.name.as_deref() == Some(RESULT_ARTIFACT) || a.artifact_id == RESULT_ARTIFACT)
     {
         return texts(r);
     }
     let all: Vec<String> = t
         .artifacts
         .iter()
-        .filter(|a| a.name.as_deref() != Some("agent-metadata"))
+        .filter(|a| a.name.as_deref() != Some(METADATA_ARTIFACT))
         .map(texts)
         .filter(|s| !s.is_empty())
         .collect();
@@ -151,6 +157,8 @@ impl<O: Write, E: Write> Renderer<O, E> {
             context_id: None,
             at_line_start: true,
             printed_text: false,
+            printed: HashMap::new(),
+            closed: false,
             status_drawn: false,
             frame: 0,
             outcome: None,
@@ -197,24 +205,63 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.status_drawn = true;
     }
 
+    /// True once stdout is closed: the caller stops following and ends normally.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Writes to stdout; a closed stdout is remembered, not an error.
+    fn put(&mut self, s: &str) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self
+            .out
+            .write_all(s.as_bytes())
+            .and_then(|()| self.out.flush())
+        {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                self.closed = true;
+            }
+        }
+    }
+
     fn text(&mut self, s: &str) {
         if s.is_empty() {
             return;
         }
         self.clear_status();
-        let _ = write!(self.out, "{s}");
-        let _ = self.out.flush();
+        self.put(s);
         self.at_line_start = s.ends_with('\n');
         self.printed_text = true;
+    }
+
+    /// Prints what of an artifact's text is new: the chunk when `append`, else what the
+    /// text adds to the text printed so far (all of it when it replaced that text).
+    fn artifact_text(&mut self, id: &str, text: &str, append: bool) {
+        let seen = self.printed.entry(id.to_string()).or_default();
+        let new = if append {
+            seen.push_str(text);
+            text.to_string()
+        } else if let Some(rest) = text.strip_prefix(seen.as_str()) {
+            let rest = rest.to_string();
+            *seen = text.to_string();
+            rest
+        } else if seen.starts_with(text) {
+            String::new() // an older state of what was printed
+        } else {
+            *seen = text.to_string();
+            text.to_string()
+        };
+        self.text(&new);
     }
 
     fn line(&mut self, s: &str) {
         self.clear_status();
         if !self.at_line_start {
-            let _ = writeln!(self.out);
+            self.put("\n");
         }
-        let _ = writeln!(self.out, "{s}");
-        let _ = self.out.flush();
+        self.put(&format!("{s}\n"));
         self.at_line_start = true;
     }
 
@@ -226,8 +273,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
 
     fn end_text_line(&mut self) {
         if !self.at_line_start {
-            let _ = writeln!(self.out);
-            let _ = self.out.flush();
+            self.put("\n");
             self.at_line_start = true;
         }
     }
@@ -246,8 +292,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
     pub fn event(&mut self, ev: &Event) {
         if self.json {
             let line = serde_json::to_string(&ev.response).unwrap_or_default();
-            let _ = writeln!(self.out, "{line}");
-            let _ = self.out.flush();
+            self.put(&format!("{line}\n"));
         }
         match &ev.response {
             StreamResponse::Task(t) => self.task(t),
@@ -264,17 +309,12 @@ impl<O: Write, E: Write> Renderer<O, E> {
                     .name
                     .as_deref()
                     .unwrap_or(&a.artifact.artifact_id);
-                if name == "agent-metadata" || (name == "result" && self.printed_text) {
+                if name == METADATA_ARTIFACT || (name == RESULT_ARTIFACT && self.printed_text) {
                     return;
                 }
                 if !self.json {
-                    let t: String = a
-                        .artifact
-                        .parts
-                        .iter()
-                        .filter_map(|p| p.text.as_deref())
-                        .collect();
-                    self.text(&t);
+                    let t = artifact_text(&a.artifact);
+                    self.artifact_text(&a.artifact.artifact_id, &t, a.append);
                 }
             }
             StreamResponse::StatusUpdate(s) => {
@@ -292,6 +332,16 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.state = Some(t.status.state);
         if let Some(u) = t.metadata.as_ref().and_then(|m| m.get("usage")) {
             self.usage = Some(u.clone());
+        }
+        // The text the task already carries (a stream that starts with the task: an answer,
+        // a subscription) is printed here, the chunks that follow by the artifact updates.
+        if !self.json {
+            for a in &t.artifacts {
+                let name = a.name.as_deref().unwrap_or(&a.artifact_id);
+                if name != METADATA_ARTIFACT && name != RESULT_ARTIFACT {
+                    self.artifact_text(&a.artifact_id, &artifact_text(a), false);
+                }
+            }
         }
         let st = t.status.state;
         if st.is_terminal() || st.is_interrupted() {
@@ -423,4 +473,119 @@ impl<O: Write, E: Write> Renderer<O, E> {
 
 fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(v: Value) -> Event {
+        Event {
+            id: None,
+            response: serde_json::from_value(v).expect("a StreamResponse"),
+        }
+    }
+
+    fn chunk(text: &str, append: bool) -> Event {
+        ev(
+            json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": append,
+            "artifact": {"artifactId": "assistant-response", "name": "assistant-response",
+                         "parts": [{"text": text}]}}}),
+        )
+    }
+
+    fn task(state: &str, answer: &str) -> Event {
+        ev(
+            json!({"task": {"id": "t", "contextId": "c", "status": {"state": state},
+            "artifacts": [
+                {"artifactId": "agent-metadata", "name": "agent-metadata", "parts": [{"data": {"cwd": "/x"}}]},
+                {"artifactId": "assistant-response", "name": "assistant-response", "parts": [{"text": answer}]}
+            ]}}),
+        )
+    }
+
+    fn completed(text: &str) -> Event {
+        ev(
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_COMPLETED",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": text}]}}}}),
+        )
+    }
+
+    fn result(text: &str) -> Event {
+        ev(json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+            "artifact": {"artifactId": "result", "name": "result", "parts": [{"text": text}]}}}))
+    }
+
+    fn render(events: &[Event]) -> String {
+        let mut out = Vec::new();
+        let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+        for e in events {
+            r.event(e);
+        }
+        assert_eq!(r.outcome(), Outcome::Completed);
+        drop(r);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn text_in_the_first_task_frame_is_printed_once_with_the_chunks_that_follow() {
+        let all = "I looked. All fine.";
+        // The stream opened after the first chunk: the task frame carries it.
+        let late = [
+            task("TASK_STATE_WORKING", "I looked. "),
+            chunk("All fine.", true),
+            result(all),
+            completed(all),
+        ];
+        assert_eq!(render(&late), format!("{all}\n"));
+        // Opened before any text, or after all of it.
+        let early = [
+            task("TASK_STATE_WORKING", ""),
+            chunk("I looked. ", false),
+            chunk("All fine.", true),
+            result(all),
+            completed(all),
+        ];
+        assert_eq!(render(&early), format!("{all}\n"));
+        assert_eq!(
+            render(&[task("TASK_STATE_WORKING", all), result(all), completed(all)]),
+            format!("{all}\n")
+        );
+        // A task that has ended, shown alone.
+        assert_eq!(
+            render(&[task("TASK_STATE_COMPLETED", all)]),
+            format!("{all}\n")
+        );
+        // A first chunk that repeats what the task frame had, then a new turn's text.
+        let again = [
+            task("TASK_STATE_WORKING", "I looked. "),
+            chunk("I looked. ", false),
+            chunk("All fine.", true),
+            chunk("Second turn.", false),
+            completed("Second turn."),
+        ];
+        assert_eq!(render(&again), "I looked. All fine.Second turn.\n");
+    }
+
+    /// A writer that is closed, like a pipe whose reader has gone.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_is_noticed() {
+        let mut r = Renderer::new(Closed, Vec::new(), false, false);
+        assert!(!r.closed());
+        r.event(&chunk("text", false));
+        assert!(r.closed());
+    }
 }

@@ -65,10 +65,7 @@ impl Client {
                 seconds: timeout.as_secs_f64(),
             }
         } else {
-            ClientError::Transport {
-                url: url.to_string(),
-                source: e,
-            }
+            super::error::transport_error(url, e)
         }
     }
 

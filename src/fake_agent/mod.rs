@@ -1,7 +1,7 @@
 //! fake-agent: the demo agent and test double, a coding-agent CLI speaking agent-host's native
-//! `agent-host-jsonl` protocol. See `HELP` (or `fake-agent --help`). It runs as the
-//! `fake-agent` binary and as `agent-host fake-agent` (what the `demo` adapter starts, so the
-//! demo works with the agent-host binary alone).
+//! `agent-host-jsonl` protocol. See `HELP` (or `agent-host fake-agent --help`). It runs as
+//! `agent-host fake-agent` (what the `demo` adapter starts, so the demo works with the
+//! agent-host binary alone).
 
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};

@@ -43,6 +43,8 @@ pub struct CardSettings {
     pub input_modes: Vec<String>,
     /// The served card of each base URL, built and signed once.
     pub cache: std::sync::Arc<CardCache>,
+    /// Who provides the agent (`[card] provider_organization` / `provider_url`).
+    pub provider: AgentProvider,
 }
 
 /// A card as served: its JSON text and entity tag.
@@ -155,10 +157,7 @@ pub fn build(
             .clone()
             .unwrap_or_else(|| adapter.description.clone()),
         supported_interfaces: interfaces,
-        provider: Some(AgentProvider {
-            url: "https://github.com/agent-host/agent-host".into(),
-            organization: "agent-host".into(),
-        }),
+        provider: Some(cs.provider.clone()),
         version: env!("CARGO_PKG_VERSION").into(),
         documentation_url: None,
         capabilities: AgentCapabilities {

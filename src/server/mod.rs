@@ -8,6 +8,7 @@ pub mod card;
 pub mod extended;
 pub mod extensions;
 pub mod guard;
+mod index;
 mod jsonrpc;
 pub mod listen;
 pub mod metrics;
@@ -79,7 +80,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
     // Install the recorder before the first request counts anything.
     let _ = metrics::handle();
     Router::new()
-        .route("/", post(jsonrpc::handle))
+        .route("/", post(jsonrpc::handle).get(index::index))
         .route("/a2a", post(jsonrpc::handle))
         .route("/a2a/jsonrpc", post(jsonrpc::handle))
         .route("/.well-known/agent-card.json", get(card::get_card))

@@ -461,7 +461,11 @@ async fn routes_that_do_not_exist() {
     let (status, _, v) = call(&router, request("GET", "/elsewhere", &[], Body::empty())).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(v["message"].as_str().unwrap().contains("/elsewhere"), "{v}");
-    let (status, _, _) = call(&router, request("GET", "/", &[], Body::empty())).await;
+    // GET / is the index (it points at the card); other methods but POST are not allowed.
+    let (status, _, v) = call(&router, request("GET", "/", &[], Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(v.to_string().contains("agent-card.json"), "{v}");
+    let (status, _, _) = call(&router, request("PUT", "/", &[], Body::empty())).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     // A trailing slash is trimmed, and the default adapter is also at /agents/{id}/.
     for path in ["/health/", "/agents/demo/.well-known/agent-card.json"] {

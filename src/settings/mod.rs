@@ -122,6 +122,8 @@ pub struct CardSection {
     pub sign_alg: Option<String>,
     pub sign_key: Option<String>,
     pub sign_kid: Option<String>,
+    pub provider_organization: Option<String>,
+    pub provider_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -129,6 +131,38 @@ pub struct CardSection {
 pub struct LogSection {
     pub format: Option<String>,
 }
+
+/// Who provides the agent, as the card says: `[card] provider_organization` and
+/// `provider_url` (both, or neither for agent-host's own).
+fn card_provider(
+    card: &CardSection,
+) -> Result<crate::protocol::card::AgentProvider, SettingsError> {
+    let (org, url) =
+        match (&card.provider_organization, &card.provider_url) {
+            (None, None) => (
+                DEFAULT_PROVIDER_ORG.to_string(),
+                DEFAULT_PROVIDER_URL.to_string(),
+            ),
+            (Some(o), Some(u)) => (o.trim().to_string(), u.trim().to_string()),
+            _ => return Err(SettingsError::Invalid(
+                "[card] provider_organization and provider_url go together: set both or neither"
+                    .into(),
+            )),
+        };
+    if org.is_empty() || !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(SettingsError::Invalid(format!(
+            "[card] provider_organization must not be empty and provider_url must be an http(s) URL (got '{org}', '{url}')"
+        )));
+    }
+    Ok(crate::protocol::card::AgentProvider {
+        organization: org,
+        url,
+    })
+}
+
+/// The card's provider when none is configured.
+pub const DEFAULT_PROVIDER_ORG: &str = "agent-host";
+pub const DEFAULT_PROVIDER_URL: &str = "https://github.com/agent-host/agent-host";
 
 /// A setting that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +240,8 @@ pub struct Settings {
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
+    /// The card's `provider` (`[card] provider_organization` / `provider_url`).
+    pub card_provider: crate::protocol::card::AgentProvider,
     /// Extensions every request must name (ours only).
     pub required_extensions: Vec<String>,
     /// Signs the served agent card; None: unsigned.
@@ -470,15 +506,28 @@ impl Settings {
             .or_else(|| srv.bind.clone())
             .unwrap_or_else(|| "127.0.0.1".into());
         let bind = parse_bind(&bind_s, port)?;
-        let repo_path = match args.repo_path.clone().or_else(|| ag.repo_path.clone()) {
-            Some(p) => p,
-            None => std::env::current_dir().map_err(|e| {
-                SettingsError::Invalid(format!("cannot read the current directory: {e}"))
-            })?,
+        // Named in errors as the user gave it: the flag, the variable or the config key.
+        let (repo_path, repo_source) = match (&args.repo_path, &ag.repo_path) {
+            (Some(p), _) => {
+                let from_env = std::env::var_os("AGENT_REPO_PATH").is_some_and(|v| *p == v);
+                let name = if from_env {
+                    "AGENT_REPO_PATH"
+                } else {
+                    "--repo-path"
+                };
+                (p.clone(), name)
+            }
+            (None, Some(p)) => (p.clone(), "[agent] repo_path"),
+            (None, None) => (
+                std::env::current_dir().map_err(|e| {
+                    SettingsError::Invalid(format!("cannot read the current directory: {e}"))
+                })?,
+                "the current directory",
+            ),
         };
         if !repo_path.is_dir() {
             return Err(SettingsError::Invalid(format!(
-                "AGENT_REPO_PATH '{}' is not a directory",
+                "{repo_source} '{}' is not a directory",
                 repo_path.display()
             )));
         }
@@ -695,6 +744,7 @@ impl Settings {
                 .map(Duration::from_millis),
             card_name: card.name.clone(),
             card_description: card.description.clone(),
+            card_provider: card_provider(card)?,
             card_legacy_v03: args
                 .card_legacy_v03
                 .or(card.legacy_v03_fields)

@@ -233,3 +233,45 @@ fn bind_forms() {
     assert!(!parse_bool("0").unwrap());
     assert!(parse_bool("maybe").is_err());
 }
+
+#[test]
+fn the_card_provider_comes_from_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    let args = ServeArgs {
+        config: Some(path.clone()),
+        ..ServeArgs::default()
+    };
+    std::fs::write(&path, "[card]\n").unwrap();
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(s.card_provider.organization, DEFAULT_PROVIDER_ORG);
+    std::fs::write(
+        &path,
+        "[card]\nprovider_organization = \"Example Corp\"\nprovider_url = \"https://example.com\"\n",
+    )
+    .unwrap();
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(
+        (
+            s.card_provider.organization.as_str(),
+            s.card_provider.url.as_str()
+        ),
+        ("Example Corp", "https://example.com")
+    );
+    std::fs::write(&path, "[card]\nprovider_url = \"https://example.com\"\n").unwrap();
+    let err = Settings::resolve(&args).unwrap_err().to_string();
+    assert!(err.contains("set both or neither"), "{err}");
+}
+
+#[test]
+fn a_missing_repo_path_is_named_as_given() {
+    let args = ServeArgs {
+        repo_path: Some("/nonexistent/agent-host-test".into()),
+        ..ServeArgs::default()
+    };
+    let err = Settings::resolve(&args).unwrap_err().to_string();
+    assert!(
+        err.contains("--repo-path '/nonexistent/agent-host-test' is not a directory"),
+        "{err}"
+    );
+}

@@ -8,7 +8,7 @@
 # Usage: tests/clients/run.sh [PATH_TO_AGENT_HOST]
 #   binary: the argument, else $AGENT_HOST_BIN, else target/debug/agent-host
 #   (relative to the repo root). Builds nothing: build the server first
-#   (`cargo build`, which also builds fake-agent, the demo agent's program) and the
+#   (`cargo build`; the demo agent is its `fake-agent` subcommand) and the
 #   interop driver (`cargo build --examples`; $SDK_INTEROP_BIN overrides its path).
 # Client dependencies live in tests/clients/.venv and tests/clients/node_modules
 # (git-ignored) and are installed from the pinned files when missing.

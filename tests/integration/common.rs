@@ -157,8 +157,25 @@ pub struct TestServer {
     _dir: tempfile::TempDir,
 }
 
+/// A program that runs the demo agent (`agent-host fake-agent ARGS...`), for the adapters that
+/// take a plain program (jsonl): a two-line script in the test's scratch directory.
 pub fn fake_agent() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fake-agent"))
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join("fake-agent");
+        let tmp = dir.join(format!("fake-agent.{}", std::process::id()));
+        let script = format!(
+            "#!/bin/sh\nexec '{}' fake-agent \"$@\"\n",
+            env!("CARGO_BIN_EXE_agent-host")
+        );
+        std::fs::write(&tmp, script).expect("write the fake-agent script");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::rename(&tmp, &path).expect("rename the fake-agent script");
+        path
+    })
+    .clone()
 }
 
 impl TestServer {

@@ -163,7 +163,8 @@ async fn http_level_errors_are_json() {
             .to_str()
             .unwrap()
             .contains("json"));
-        let resp = s.client.get(format!("{}/", s.base)).send().await.unwrap();
+        // GET / is the index (cli_tool.rs); another method on the JSON-RPC root is not allowed.
+        let resp = s.client.put(format!("{}/", s.base)).send().await.unwrap();
         assert_eq!(resp.status(), 405);
         let v: Value = resp.json().await.unwrap();
         assert_eq!(v["error"], "Method Not Allowed");

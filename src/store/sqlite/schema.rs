@@ -123,7 +123,14 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, StoreError> {
         tx.execute_batch(step)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;
-        tracing::info!(version = i + 1, "database schema migrated");
+        tracing::debug!(version = i + 1, "database schema step applied");
+    }
+    if version < MIGRATIONS.len() {
+        tracing::info!(
+            from = version,
+            to = MIGRATIONS.len(),
+            "database schema migrated"
+        );
     }
     Ok(version)
 }
