@@ -215,6 +215,7 @@ fn card_settings(s: &Settings) -> CardSettings {
         cli_version: Default::default(),
         required_extensions: s.required_extensions.clone(),
         input_modes: s.input_modes.clone(),
+        grpc_port: s.grpc_port,
     }
 }
 
@@ -366,6 +367,19 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
     let local_addr = listener
         .local_addr()
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
+    let grpc_listener = match settings.grpc_port {
+        Some(port) => {
+            let addr = std::net::SocketAddr::new(settings.bind.ip(), port);
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Bind(addr.to_string(), e))?;
+            let bound = l
+                .local_addr()
+                .map_err(|e| StartError::Bind(addr.to_string(), e))?;
+            Some((l, bound))
+        }
+        None => None,
+    };
     let guard = Arc::new(
         Guard::new(
             settings.security.clone(),
@@ -396,6 +410,7 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         if i == 0 {
             state.card.others = others.clone();
         }
+        state.card.grpc_port = grpc_listener.as_ref().map(|(_, a)| a.port());
         grace = grace.max(state.engine.launch().cancel_grace);
         states.push(state);
     }
@@ -419,9 +434,21 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         route_by_metadata: settings.route_by_metadata,
     };
     let drain = grace + Duration::from_secs(10);
-    server::serve_many(listener, states, limits, shutdown_signal(), drain)
+    let (shutdown, grpc) = match grpc_listener {
+        Some((l, addr)) => {
+            tracing::info!("A2A gRPC on {addr}");
+            let (shutdown, grpc) =
+                server::grpc::spawn(l, states.clone(), guard.clone(), shutdown_signal());
+            (futures::future::Either::Left(shutdown), Some(grpc))
+        }
+        None => (futures::future::Either::Right(shutdown_signal()), None),
+    };
+    server::serve_many(listener, states, limits, shutdown, drain)
         .await
         .map_err(StartError::Serve)?;
+    if let Some(grpc) = grpc {
+        server::grpc::finish(grpc, drain).await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
