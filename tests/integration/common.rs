@@ -51,6 +51,8 @@ pub struct Options {
     pub blocking_wait: Option<Duration>,
     /// Media types a message part may name (empty: the defaults).
     pub input_modes: Vec<String>,
+    /// Serve the gRPC binding too, on its own free port.
+    pub grpc: bool,
 }
 
 impl Default for Options {
@@ -81,12 +83,15 @@ impl Default for Options {
             force: false,
             blocking_wait: None,
             input_modes: Vec::new(),
+            grpc: false,
         }
     }
 }
 
 pub struct TestServer {
     pub base: String,
+    /// `http://127.0.0.1:PORT` of the gRPC binding, when `Options::grpc`.
+    pub grpc: Option<String>,
     pub client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -186,6 +191,17 @@ impl TestServer {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let grpc_listener = match o.grpc {
+            true => Some(
+                tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind gRPC"),
+            ),
+            false => None,
+        };
+        let grpc_addr = grpc_listener
+            .as_ref()
+            .map(|l| l.local_addr().expect("gRPC addr"));
         let state = AppState {
             engine,
             card: CardSettings {
@@ -199,6 +215,7 @@ impl TestServer {
                 legacy_v03_fields: o.legacy_card,
                 public_url: None,
                 signer: None,
+                grpc_port: grpc_addr.map(|a| a.port()),
             },
             local_addr: addr,
             started_at: SystemTime::now(),
@@ -217,17 +234,31 @@ impl TestServer {
             body_limit: o.body_limit,
             route_by_metadata: false,
         };
-        let handle = tokio::spawn(server::serve(
-            listener,
-            state,
-            limits,
-            async move {
-                let _ = rx.await;
-            },
-            Duration::from_secs(10),
-        ));
+        let stop = async move {
+            let _ = rx.await;
+        };
+        let handle = match grpc_listener {
+            Some(l) => {
+                let (stop, grpc) =
+                    server::grpc::spawn(l, vec![state.clone()], state.guard.clone(), stop);
+                tokio::spawn(async move {
+                    let drain = Duration::from_secs(10);
+                    let r = server::serve(listener, state, limits, stop, drain).await;
+                    server::grpc::finish(grpc, drain).await;
+                    r
+                })
+            }
+            None => tokio::spawn(server::serve(
+                listener,
+                state,
+                limits,
+                stop,
+                Duration::from_secs(10),
+            )),
+        };
         TestServer {
             base: format!("http://{addr}"),
+            grpc: grpc_addr.map(|a| format!("http://{a}")),
             client: reqwest::Client::new(),
             stop: Some(tx),
             handle: Some(handle),

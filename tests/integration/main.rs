@@ -5,6 +5,7 @@ mod client;
 mod common;
 mod conformance;
 mod errors;
+mod grpc;
 mod lifecycle;
 mod model_server;
 mod observe;
