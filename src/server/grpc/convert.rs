@@ -59,7 +59,7 @@ mod tests {
             pb::TaskState::InputRequired as i32
         );
         let raw = &p.artifacts[0].parts[0].content;
-        assert_eq!(raw, &Some(pb::part::Content::Raw(b"hello".to_vec().into())));
+        assert_eq!(raw, &Some(pb::part::Content::Raw(b"hello".to_vec())));
         let mut back: v1::Task = from_pb(&p).unwrap();
         // The same instant; pbjson writes the offset as `+00:00`. (Numbers in `data` come back
         // as doubles: google.protobuf.Value has no integers.)
