@@ -663,3 +663,37 @@ async fn grpc_needs_credentials_and_keeps_tasks_to_their_owner() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_grpc_streams() {
+    limit(async {
+        let (s, mut c) = grpc_server(Options::default()).await;
+        let mut stream = c
+            .send_streaming_message(send("hang", false))
+            .await
+            .expect("stream")
+            .into_inner();
+        let first = stream.next().await.expect("first event").expect("ok");
+        assert!(matches!(first.payload, Some(Payload::Task(_))));
+        // The server stops (as on SIGTERM) with the stream open: the task ends, so does the
+        // stream, and the server returns (TestServer::shutdown fails after 20 s otherwise).
+        let reader = tokio::spawn(async move {
+            let mut rest = Vec::new();
+            while let Some(Ok(m)) = stream.next().await {
+                rest.push(m);
+            }
+            rest
+        });
+        s.shutdown().await;
+        let rest = reader.await.expect("reader");
+        let last = rest.last().and_then(state_of);
+        assert!(
+            matches!(
+                last,
+                Some(pb::TaskState::Canceled) | Some(pb::TaskState::Failed)
+            ),
+            "the stream ends with the task's end: {rest:?}"
+        );
+    })
+    .await;
+}
