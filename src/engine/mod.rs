@@ -565,7 +565,9 @@ impl Engine {
                 ))
             }
         }
-        let snap = self.snapshot(task_id).await?;
+        // Follow from before the answer: an agent may answer and wait again (or end) before
+        // a snapshot taken now, and a blocking send would then wait for an event already
+        // logged.
         Ok(Accepted {
             task_id: task_id.to_string(),
             from_seq: snap.last_seq,
@@ -803,6 +805,7 @@ impl Engine {
             rx,
             buf: VecDeque::new(),
             done: false,
+            hidden_through: 0,
             _slot: None,
         }
     }

@@ -18,6 +18,9 @@ pub struct EventStream {
     pub(super) rx: Option<watch::Receiver<u64>>,
     pub(super) buf: VecDeque<Arc<LoggedEvent>>,
     pub(super) done: bool,
+    /// Events up to this sequence number are read but not returned (a snapshot already holds
+    /// them); the stream still ends when one of them ends it.
+    pub(super) hidden_through: u64,
     /// Counts the stream among the task's subscribers while it lives.
     pub(super) _slot: Option<SubscriberSlot>,
 }
@@ -53,6 +56,9 @@ impl EventStream {
                 if e.event.ends_stream() {
                     self.done = true;
                 }
+                if e.seq <= self.hidden_through {
+                    continue;
+                }
                 return Some(e);
             }
             match self
@@ -80,6 +86,14 @@ impl EventStream {
                 None => return None,
             }
         }
+    }
+
+    /// Leaves out the events up to `seq` (they are in a snapshot sent before the stream),
+    /// but ends where one of them ends the stream: a stream that started before the snapshot
+    /// sees whether the task settled in between.
+    pub fn hide_through(mut self, seq: u64) -> EventStream {
+        self.hidden_through = seq;
+        self
     }
 
     /// Sequence number of the last event returned.

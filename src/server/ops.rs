@@ -129,7 +129,18 @@ pub async fn open_send_stream(
             events,
         });
     }
-    follow_from_snapshot(state, owner, &acc.task_id).await
+    // An answer: the task as it is now, then what follows. Followed from before the answer,
+    // so that a task that already settled again (answered and waiting, or ended) ends the
+    // stream after the snapshot instead of leaving it open.
+    let events = state
+        .engine
+        .subscribe(&acc.task_id, acc.from_seq, owner)
+        .await?;
+    let snap = state.engine.get_snapshot(&acc.task_id, owner).await?;
+    Ok(TaskStream {
+        first: Some((snap.last_seq, StreamResponse::Task(snap.task))),
+        events: events.hide_through(snap.last_seq),
+    })
 }
 
 /// The current task, then its events.

@@ -697,3 +697,59 @@ async fn shutdown_ends_open_grpc_streams() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn quick_answers_to_an_input_required_task_end_blocking_and_streamed_sends() {
+    limit(async {
+        let (s, mut c) = grpc_server(Options {
+            adapter: "conformance",
+            ..Options::default()
+        })
+        .await;
+        let mut first = send("start", false);
+        if let Some(m) = first.message.as_mut() {
+            m.message_id = format!("tck-input-required-{}", uuid());
+        }
+        let t = task_of(c.send_message(first).await.expect("send").into_inner());
+        assert_eq!(task_state(&t), pb::TaskState::InputRequired);
+        for text in ["one", "two"] {
+            let mut follow = send(text, false);
+            if let Some(m) = follow.message.as_mut() {
+                m.message_id = format!("tck-input-required-{}", uuid());
+                m.task_id = t.id.clone();
+            }
+            let r = tokio::time::timeout(Duration::from_secs(10), c.send_message(follow))
+                .await
+                .expect("a blocking follow-up answers once the task waits again")
+                .expect("follow-up");
+            assert_eq!(
+                task_state(&task_of(r.into_inner())),
+                pb::TaskState::InputRequired
+            );
+        }
+        // Streamed: the task as it is, and the stream ends once it waits again (the
+        // conformance agent answers at once, often before the snapshot is read).
+        for _ in 0..3 {
+            let mut follow = send("three", false);
+            if let Some(m) = follow.message.as_mut() {
+                m.message_id = format!("tck-input-required-{}", uuid());
+                m.task_id = t.id.clone();
+            }
+            let stream = c
+                .send_streaming_message(follow)
+                .await
+                .expect("stream")
+                .into_inner();
+            let events = tokio::time::timeout(Duration::from_secs(10), collect(stream))
+                .await
+                .expect("the stream ends when the task waits again");
+            assert!(matches!(events[0].payload, Some(Payload::Task(_))));
+            assert_eq!(
+                events.last().and_then(state_of),
+                Some(pb::TaskState::InputRequired)
+            );
+        }
+        s.shutdown().await;
+    })
+    .await;
+}

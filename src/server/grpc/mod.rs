@@ -11,6 +11,10 @@
 //! event id); `last-event-id` request metadata resumes after one. With several adapters the
 //! first is the default and `tenant` names another by its id (the card of `agents/{id}/` says
 //! so in its gRPC interface).
+//!
+//! The HTTP guard's Host and Origin checks are not applied: they keep web pages (DNS
+//! rebinding, cross-origin fetches) away from the HTTP endpoints, and a browser cannot make a
+//! gRPC call (no gRPC-Web is served). Requests are limited to tonic's default 4 MiB.
 
 mod convert;
 mod service;
