@@ -19,8 +19,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = out.join("a2a_descriptor.bin");
     tonic_prost_build::configure()
         .file_descriptor_set_path(&descriptors)
-        // Well-known types with serde (Struct, Value, Timestamp, Empty).
+        // Well-known types with serde: Struct, Value and ListValue from this crate (sorted
+        // fields, see src/server/grpc/wkt.rs), Timestamp and Empty from pbjson-types.
         .compile_well_known_types(true)
+        .extern_path(
+            ".google.protobuf.Struct",
+            "crate::server::grpc::wkt::Struct",
+        )
+        .extern_path(".google.protobuf.Value", "crate::server::grpc::wkt::Value")
+        .extern_path(
+            ".google.protobuf.ListValue",
+            "crate::server::grpc::wkt::ListValue",
+        )
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_protos(&["proto/a2a.proto"], &["proto"])?;
     let set = std::fs::read(&descriptors)?;

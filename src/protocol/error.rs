@@ -133,12 +133,18 @@ impl A2AError {
         }
     }
 
-    /// The gRPC status code (`google.rpc.Code` number) of the gRPC binding: the spec's gRPC
-    /// column, the same names [`rest_status_name`](Self::rest_status_name) sends, except that
-    /// an unknown method is `UNIMPLEMENTED` as gRPC servers answer it.
+    /// The gRPC status code (`google.rpc.Code` number) of the gRPC binding: the names
+    /// [`rest_status_name`](Self::rest_status_name) sends, except that an unknown method and
+    /// the three "not offered" errors (unsupported operation, push notifications, protocol
+    /// version) are `UNIMPLEMENTED`, as the v1.0.0 table has them and the 1.0 conformance
+    /// kit checks over gRPC (v1.0.1 moved them to `FAILED_PRECONDITION`, which REST keeps
+    /// for its HTTP 400).
     pub fn grpc_code(&self) -> i32 {
         match self {
-            A2AError::MethodNotFound(_) => grpc_code::UNIMPLEMENTED,
+            A2AError::MethodNotFound(_)
+            | A2AError::UnsupportedOperation(_)
+            | A2AError::PushNotificationNotSupported
+            | A2AError::VersionNotSupported(_) => grpc_code::UNIMPLEMENTED,
             _ => match self.rest_status_name() {
                 "INVALID_ARGUMENT" => grpc_code::INVALID_ARGUMENT,
                 "NOT_FOUND" => grpc_code::NOT_FOUND,
@@ -286,11 +292,8 @@ mod tests {
         let cases = [
             (A2AError::TaskNotFound("t".into()), NOT_FOUND),
             (A2AError::TaskNotCancelable("x".into()), FAILED_PRECONDITION),
-            (A2AError::PushNotificationNotSupported, FAILED_PRECONDITION),
-            (
-                A2AError::UnsupportedOperation("x".into()),
-                FAILED_PRECONDITION,
-            ),
+            (A2AError::PushNotificationNotSupported, UNIMPLEMENTED),
+            (A2AError::UnsupportedOperation("x".into()), UNIMPLEMENTED),
             (
                 A2AError::ContentTypeNotSupported("x".into()),
                 INVALID_ARGUMENT,
@@ -304,10 +307,7 @@ mod tests {
                 A2AError::ExtensionSupportRequired("x".into()),
                 FAILED_PRECONDITION,
             ),
-            (
-                A2AError::VersionNotSupported("x".into()),
-                FAILED_PRECONDITION,
-            ),
+            (A2AError::VersionNotSupported("x".into()), UNIMPLEMENTED),
             (A2AError::InvalidParams("x".into()), INVALID_ARGUMENT),
             (A2AError::InvalidRequest("x".into()), INVALID_ARGUMENT),
             (A2AError::MethodNotFound("x".into()), UNIMPLEMENTED),

@@ -90,7 +90,9 @@ fn event_id(sr: &pb::StreamResponse) -> u64 {
         .and_then(|m| m.fields.get(agent_host::server::grpc::EVENT_ID_KEY))
         .expect("every streamed event has an eventId");
     match &v.kind {
-        Some(pbjson_types::value::Kind::StringValue(s)) => s.parse().expect("a number"),
+        Some(agent_host::server::grpc::wkt::value::Kind::StringValue(s)) => {
+            s.parse().expect("a number")
+        }
         other => panic!("eventId is not a string: {other:?}"),
     }
 }
@@ -327,7 +329,7 @@ async fn every_method_answers_over_grpc() {
             .get_extended_agent_card(pb::GetExtendedAgentCardRequest::default())
             .await
             .unwrap_err();
-        assert_eq!(st.code(), Code::FailedPrecondition);
+        assert_eq!(st.code(), Code::Unimplemented);
         assert_eq!(
             reason(&st),
             Some(("UNSUPPORTED_OPERATION".into(), "a2a-protocol.org".into()))
@@ -378,7 +380,7 @@ async fn errors_are_statuses_with_error_info() {
             })
             .await
             .unwrap_err();
-        assert_eq!(st.code(), Code::FailedPrecondition);
+        assert_eq!(st.code(), Code::Unimplemented);
         assert_eq!(
             reason(&st).map(|r| r.0).as_deref(),
             Some("PUSH_NOTIFICATION_NOT_SUPPORTED")
@@ -394,7 +396,7 @@ async fn errors_are_statuses_with_error_info() {
             ))
             .await
             .unwrap_err();
-        assert_eq!(st.code(), Code::FailedPrecondition);
+        assert_eq!(st.code(), Code::Unimplemented);
         assert_eq!(
             reason(&st).map(|r| r.0).as_deref(),
             Some("VERSION_NOT_SUPPORTED")
@@ -423,7 +425,7 @@ async fn errors_are_statuses_with_error_info() {
             })
             .await
             .unwrap_err();
-        assert_eq!(st.code(), Code::FailedPrecondition);
+        assert_eq!(st.code(), Code::Unimplemented);
         s.shutdown().await;
     })
     .await;

@@ -20,6 +20,7 @@ mod convert;
 mod service;
 #[cfg(test)]
 mod spec_check;
+pub mod wkt;
 
 use std::future::Future;
 use std::sync::Arc;

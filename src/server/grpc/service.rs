@@ -235,7 +235,7 @@ fn events(ts: TaskStream) -> EventStream {
 /// One stream message, its event id added to the metadata of whatever it carries.
 fn with_event_id(seq: u64, sr: &v1::StreamResponse) -> Result<pb::StreamResponse, Status> {
     let mut msg: pb::StreamResponse = to_pb(sr).map_err(|e| super::status(&e))?;
-    let id = pbjson_types::Value::from(seq.to_string());
+    let id = super::wkt::Value::from(seq.to_string());
     use pb::stream_response::Payload;
     let metadata = match msg.payload.as_mut() {
         Some(Payload::Task(t)) => &mut t.metadata,
