@@ -4,7 +4,9 @@
 //! specification, and the generated messages carry pbjson serde. A conversion is one trip
 //! through `serde_json::Value`, so a field the specification adds needs no hand-written copy
 //! here, and every binding reads a message the same way (the JSON-RPC and HTTP+JSON
-//! bindings decode the very same ProtoJSON).
+//! bindings decode the very same ProtoJSON). One known loss: a data part holding JSON `null`
+//! reaches a gRPC client as a part without content (pbjson reads a `null` oneof member as
+//! absent); agent-host's own parts never hold a bare `null`.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
