@@ -6,6 +6,7 @@ mod common;
 mod conformance;
 mod errors;
 mod grpc;
+mod grpc_streams;
 mod lifecycle;
 mod model_server;
 mod observe;
