@@ -55,11 +55,14 @@ venv() {
   "$dir/bin/pip" install --quiet -e "$kit"
 }
 
-# serve NAME VERSION LEGACY_CARD BLOCKING_WAIT_MS: starts agent-host on a free port (in this
-# shell, so that the trap can stop it), sets $port.
+# serve NAME VERSION LEGACY_CARD BLOCKING_WAIT_MS [GRPC]: starts agent-host on a free port (in
+# this shell, so that the trap can stop it), sets $port; with GRPC=grpc also the gRPC binding
+# on another free port (the card names it; the kit finds it there).
 serve() {
-  local name=$1 version=$2 legacy=$3 blocking_wait=$4
+  local name=$1 version=$2 legacy=$3 blocking_wait=$4 grpc=${5:-}
   port=$(free_port)
+  local grpc_env=()
+  [[ "$grpc" == grpc ]] && grpc_env=(AGENT_HOST_GRPC_PORT="$(free_port)")
   mkdir -p "$work/$name"
   CONFORMANCE_VERSION=$version \
   AGENT_ADAPTER=conformance \
@@ -74,7 +77,7 @@ serve() {
   AGENT_PUSH_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
   AGENT_REPO_PATH=$work/$name \
   XDG_DATA_HOME=$work/$name/data \
-    "$bin" serve >"$work/$name.log" 2>&1 &
+    env ${grpc_env[@]+"${grpc_env[@]}"} "$bin" serve >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do
     if curl -fsS "http://127.0.0.1:$port/.well-known/agent-card.json" >/dev/null 2>&1; then
@@ -100,14 +103,14 @@ if [[ -n "${A2A_TCK_DIR:-}" ]]; then
   # The card route serves the pure v1.0 card to requests with `A2A-Version: 1.0` (header or
   # query) and the v0.3 fields to the others; the 1.0 kit (at 357c4a8) fetches the card with
   # no A2A-Version, so it is served with the v0.3 fields switched off.
-  serve v1 1.0 false 0
+  serve v1 1.0 false 0 grpc
   level=()
   [[ -n "${TCK_LEVEL:-}" ]] && level=(--level "$TCK_LEVEL")
   extra=()
   [[ -n "${TCK_EXTRA:-}" ]] && read -r -a extra <<<"$TCK_EXTRA"
   set +e
   (cd "$A2A_TCK_DIR" && "$venvs/tck-1.0/bin/python" run_tck.py --sut-host "http://127.0.0.1:$port" \
-    --transport jsonrpc,http_json "${level[@]}" ${extra[@]+-- "${extra[@]}"}) | tee "$work/v1.out"
+    --transport jsonrpc,http_json,grpc "${level[@]}" ${extra[@]+-- "${extra[@]}"}) | tee "$work/v1.out"
   set -e
   counts=$(pytest_counts "$work/v1.out")
   summary+=("1.0-dev pytest: ${counts:-no summary}")

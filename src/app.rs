@@ -194,6 +194,7 @@ pub fn card_settings(s: &Settings) -> CardSettings {
         input_modes: s.input_modes.clone(),
         cache: Default::default(),
         provider: s.card_provider.clone(),
+        grpc_port: None,
     }
 }
 
@@ -330,6 +331,9 @@ pub struct App {
     local_addr: SocketAddr,
     /// How long open connections may take to close after the engines stopped.
     drain: Duration,
+    /// The gRPC binding's listener and address, when `grpc_port` is set.
+    grpc: Option<(tokio::net::TcpListener, SocketAddr)>,
+    guard: Arc<Guard>,
 }
 
 impl App {
@@ -356,6 +360,21 @@ impl App {
             .with_required_extensions(settings.required_extensions.clone())
             .with_auth_failures_per_minute(settings.host_limits.auth_failures_per_minute),
         );
+        // The gRPC binding on its own port of the same address (0: a free one), bound here so
+        // that the cards can name it.
+        let grpc = match settings.grpc_port {
+            Some(port) => {
+                let addr = SocketAddr::new(local_addr.ip(), port);
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError::Bind(addr.to_string(), e))?;
+                let bound = l
+                    .local_addr()
+                    .map_err(|e| StartError::Bind(addr.to_string(), e))?;
+                Some((l, bound))
+            }
+            None => None,
+        };
         let others: Vec<(String, String, String)> = adapters
             .iter()
             .skip(1)
@@ -380,6 +399,7 @@ impl App {
             if i == 0 {
                 state.card.others = others.clone();
             }
+            state.card.grpc_port = grpc.as_ref().map(|(_, a)| a.port());
             grace = grace.max(state.engine.launch().cancel_grace);
             agents.push(state);
         }
@@ -399,6 +419,8 @@ impl App {
             },
             local_addr,
             drain: grace + Duration::from_secs(10),
+            grpc,
+            guard,
         })
     }
 
@@ -411,6 +433,11 @@ impl App {
     /// The handler state of each adapter, the default first (engines, push services).
     pub fn agents(&self) -> &[AppState] {
         &self.agents
+    }
+
+    /// The address of the gRPC binding, when served.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().map(|(_, a)| *a)
     }
 
     /// Serves on `listener` until `shutdown` resolves, then ends every task and waits for
@@ -430,9 +457,18 @@ impl App {
             let id = &s.engine.launch().adapter.id;
             tracing::info!("also serving {id} at http://{addr}/agents/{id}/");
         }
-        server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
-            .await
-            .map_err(StartError::Serve)
+        let Some((grpc_listener, grpc_addr)) = self.grpc else {
+            return server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
+                .await
+                .map_err(StartError::Serve);
+        };
+        tracing::info!("A2A gRPC on {grpc_addr}");
+        let (shutdown, grpc) =
+            server::grpc::spawn(grpc_listener, self.agents.clone(), self.guard, shutdown);
+        let served =
+            server::serve_many(listener, self.agents, self.limits, shutdown, self.drain).await;
+        server::grpc::finish(grpc, self.drain).await;
+        served.map_err(StartError::Serve)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Protocol errors: the one place that maps an error to its JSON-RPC code, its `ErrorInfo`
-//! reason and its HTTP status.
+//! reason, its HTTP status and its gRPC status code.
 
 use serde_json::{json, Map, Value};
 
@@ -38,6 +38,19 @@ pub enum A2AError {
     /// The host is at capacity (a documented server error outside A2A's -32001…-32009).
     #[error("{0}")]
     Busy(String),
+}
+
+/// The `domain` of every `google.rpc.ErrorInfo` this host sends.
+pub const ERROR_DOMAIN: &str = "a2a-protocol.org";
+
+/// The `google.rpc.Code` numbers the gRPC binding uses.
+pub mod grpc_code {
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const NOT_FOUND: i32 = 5;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
+    pub const UNIMPLEMENTED: i32 = 12;
+    pub const INTERNAL: i32 = 13;
 }
 
 /// JSON-RPC code for the host being at capacity (server-defined range, outside A2A's codes).
@@ -120,17 +133,48 @@ impl A2AError {
         }
     }
 
+    /// The gRPC status code (`google.rpc.Code` number) of the gRPC binding: the names
+    /// [`rest_status_name`](Self::rest_status_name) sends, except that an unknown method and
+    /// the three "not offered" errors (unsupported operation, push notifications, protocol
+    /// version) are `UNIMPLEMENTED`, as the v1.0.0 table has them and the 1.0 conformance
+    /// kit checks over gRPC (v1.0.1 moved them to `FAILED_PRECONDITION`, which REST keeps
+    /// for its HTTP 400).
+    pub fn grpc_code(&self) -> i32 {
+        match self {
+            A2AError::MethodNotFound(_)
+            | A2AError::UnsupportedOperation(_)
+            | A2AError::PushNotificationNotSupported
+            | A2AError::VersionNotSupported(_) => grpc_code::UNIMPLEMENTED,
+            _ => match self.rest_status_name() {
+                "INVALID_ARGUMENT" => grpc_code::INVALID_ARGUMENT,
+                "NOT_FOUND" => grpc_code::NOT_FOUND,
+                "RESOURCE_EXHAUSTED" => grpc_code::RESOURCE_EXHAUSTED,
+                "FAILED_PRECONDITION" => grpc_code::FAILED_PRECONDITION,
+                _ => grpc_code::INTERNAL,
+            },
+        }
+    }
+
+    /// The `metadata` of the error's `google.rpc.ErrorInfo` (the task id of TaskNotFound).
+    pub fn error_info_metadata(&self) -> Vec<(String, String)> {
+        match self {
+            A2AError::TaskNotFound(id) => vec![("taskId".into(), id.clone())],
+            _ => Vec::new(),
+        }
+    }
+
     /// The `google.rpc.ErrorInfo` of an A2A error (None for plain protocol errors).
     fn error_info(&self) -> Option<Value> {
         let reason = self.reason()?;
-        let mut md = Map::new();
-        if let A2AError::TaskNotFound(id) = self {
-            md.insert("taskId".into(), json!(id));
-        }
+        let md: Map<String, Value> = self
+            .error_info_metadata()
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
         Some(json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
             "reason": reason,
-            "domain": "a2a-protocol.org",
+            "domain": ERROR_DOMAIN,
             "metadata": md,
         }))
     }
@@ -240,5 +284,42 @@ mod tests {
                 "{e:?}"
             );
         }
+    }
+
+    #[test]
+    fn grpc_codes_follow_the_spec_table() {
+        use grpc_code::*;
+        let cases = [
+            (A2AError::TaskNotFound("t".into()), NOT_FOUND),
+            (A2AError::TaskNotCancelable("x".into()), FAILED_PRECONDITION),
+            (A2AError::PushNotificationNotSupported, UNIMPLEMENTED),
+            (A2AError::UnsupportedOperation("x".into()), UNIMPLEMENTED),
+            (
+                A2AError::ContentTypeNotSupported("x".into()),
+                INVALID_ARGUMENT,
+            ),
+            (A2AError::InvalidAgentResponse("x".into()), INTERNAL),
+            (
+                A2AError::ExtendedAgentCardNotConfigured,
+                FAILED_PRECONDITION,
+            ),
+            (
+                A2AError::ExtensionSupportRequired("x".into()),
+                FAILED_PRECONDITION,
+            ),
+            (A2AError::VersionNotSupported("x".into()), UNIMPLEMENTED),
+            (A2AError::InvalidParams("x".into()), INVALID_ARGUMENT),
+            (A2AError::InvalidRequest("x".into()), INVALID_ARGUMENT),
+            (A2AError::MethodNotFound("x".into()), UNIMPLEMENTED),
+            (A2AError::Internal("x".into()), INTERNAL),
+            (A2AError::Busy("x".into()), RESOURCE_EXHAUSTED),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.grpc_code(), code, "{e:?}");
+        }
+        assert_eq!(
+            A2AError::TaskNotFound("t9".into()).error_info_metadata(),
+            vec![("taskId".to_string(), "t9".to_string())]
+        );
     }
 }

@@ -45,6 +45,8 @@ pub struct CardSettings {
     pub cache: std::sync::Arc<CardCache>,
     /// Who provides the agent (`[card] provider_organization` / `provider_url`).
     pub provider: AgentProvider,
+    /// Port of the gRPC binding, when served (listed as a `GRPC` interface).
+    pub grpc_port: Option<u16>,
 }
 
 /// A card as served: its JSON text and entity tag.
@@ -144,12 +146,15 @@ pub fn build(
     // JSON-RPC first (clients take the first entry they support); the REST paths are
     // relative to the base, which ends in `/`.
     let rest = |path: &str| format!("{base_url}{}", path.trim_start_matches('/'));
-    let interfaces = vec![
+    let mut interfaces = vec![
         iface(base_url.to_string(), "JSONRPC", "1.0"),
         iface(base_url.to_string(), "JSONRPC", "0.3"),
         iface(rest(super::rest::V1_BASE), "HTTP+JSON", "1.0"),
         iface(rest(super::rest::V03_BASE), "HTTP+JSON", "0.3"),
     ];
+    if let Some(grpc) = grpc_interface(base_url, cs, &adapter.id) {
+        interfaces.push(grpc);
+    }
     AgentCard {
         name: cs.name.clone().unwrap_or_else(|| adapter.name.clone()),
         description: cs
@@ -174,6 +179,21 @@ pub fn build(
         signatures: vec![],
         icon_url: None,
     }
+}
+
+/// The gRPC interface, when served: `host:port` (gRPC targets have no scheme or path) with
+/// the host clients reached this card by; an agent under `agents/{id}/` is named by
+/// `tenant`.
+fn grpc_interface(base_url: &str, cs: &CardSettings, adapter_id: &str) -> Option<AgentInterface> {
+    let port = cs.grpc_port?;
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let host = url.host_str()?;
+    Some(AgentInterface {
+        url: format!("{host}:{port}"),
+        protocol_binding: "GRPC".into(),
+        tenant: (!cs.path_prefix.is_empty()).then(|| adapter_id.to_string()),
+        protocol_version: "1.0".into(),
+    })
 }
 
 /// The card's `securitySchemes` and `securityRequirements` (any one scheme suffices).

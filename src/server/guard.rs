@@ -361,10 +361,20 @@ pub fn cors_layer(g: Arc<Guard>) -> CorsLayer {
 /// trace and extensions.
 pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let public = is_public(req.uri().path());
-    let caller = match g.authenticate(req.headers()) {
+    let caller = match g.admit(req.headers(), public) {
         Ok(name) => name,
-        Err(()) if public => None,
-        Err(()) => {
+        Err(Refusal::RateLimited(wait)) => {
+            let mut r = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too Many Requests",
+                "rate limit reached for this credential; retry after the time in Retry-After",
+            );
+            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return r;
+        }
+        Err(Refusal::Unauthenticated) => {
             // Throttled per client address; a valid credential is never throttled here,
             // so callers who authenticate are unaffected by someone guessing beside them.
             let ip = req
@@ -398,28 +408,9 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             return r;
         }
     };
-    if !public {
-        let key = caller.clone().unwrap_or_else(|| "anonymous".into());
-        if let Err(wait) = g.rate(&key) {
-            let mut r = refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too Many Requests",
-                "rate limit reached for this credential; retry after the time in Retry-After",
-            );
-            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-            return r;
-        }
-    }
     req.extensions_mut().insert(Caller(caller));
-    let traceparent = req
-        .headers()
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .filter(|t| valid_traceparent(t))
-        .map(str::to_string);
-    let ext = super::extensions::from_headers(req.headers(), &g.required_extensions);
+    let traceparent = traceparent(req.headers());
+    let ext = g.extensions(req.headers());
     req.extensions_mut().insert(crate::engine::RequestOptions {
         traceparent,
         tool_trace: ext.tool_trace(),
@@ -428,6 +419,47 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     let mut resp = run.await;
     super::extensions::echo(resp.headers_mut(), &ext);
     resp
+}
+
+/// Why the guard refused a caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No valid credentials (HTTP 401, gRPC UNAUTHENTICATED).
+    Unauthenticated,
+    /// The credential's rate limit is reached; retry after this many seconds (HTTP 429,
+    /// gRPC RESOURCE_EXHAUSTED).
+    RateLimited(u64),
+}
+
+impl Guard {
+    /// Authentication and rate limit, for every binding: the caller's name (None when no
+    /// authentication is configured, or for an anonymous caller of a `public` route).
+    pub fn admit(&self, headers: &HeaderMap, public: bool) -> Result<Option<String>, Refusal> {
+        let caller = match self.authenticate(headers) {
+            Ok(name) => name,
+            Err(()) if public => return Ok(None),
+            Err(()) => return Err(Refusal::Unauthenticated),
+        };
+        if !public {
+            let key = caller.clone().unwrap_or_else(|| "anonymous".into());
+            self.rate(&key).map_err(Refusal::RateLimited)?;
+        }
+        Ok(caller)
+    }
+
+    /// The request's A2A extensions, checked against the required ones.
+    pub fn extensions(&self, headers: &HeaderMap) -> super::extensions::RequestExtensions {
+        super::extensions::from_headers(headers, &self.required_extensions)
+    }
+}
+
+/// The request's W3C `traceparent`, when valid.
+pub fn traceparent(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .filter(|t| valid_traceparent(t))
+        .map(str::to_string)
 }
 
 /// `version-traceid-parentid-flags`: 2, 32, 16 and 2 lowercase hex digits; an all-zero

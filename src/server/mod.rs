@@ -7,6 +7,7 @@
 pub mod card;
 pub mod extended;
 pub mod extensions;
+pub mod grpc;
 pub mod guard;
 mod index;
 mod jsonrpc;

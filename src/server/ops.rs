@@ -1,6 +1,7 @@
 //! The operations both HTTP bindings (JSON-RPC and HTTP+JSON) share: blocking send, streamed
 //! send and subscribe. Only the encoding differs between bindings; it is chosen by the
-//! [`Flavor`] of the stream or by the caller for plain results.
+//! [`Flavor`] of the stream or by the caller for plain results. The gRPC binding uses the same
+//! operations through [`open_send_stream`] and [`open_subscription`].
 
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -8,6 +9,7 @@ use axum::response::Response;
 use super::push_rpc;
 use super::sse::{self, Flavor};
 use super::AppState;
+use crate::engine::EventStream;
 use crate::engine::RequestOptions;
 use crate::protocol::v1::{SendMessageRequest, SendMessageResponse, StreamResponse, Task};
 use crate::protocol::A2AError;
@@ -78,6 +80,26 @@ fn direct_message(t: &Task) -> Option<crate::protocol::v1::Message> {
     Some(msg)
 }
 
+/// What a stream sends: `first` (the task as it is now, with the sequence number it was read
+/// at, when the stream starts from a snapshot), then the task's logged events. Every binding
+/// streams this; only the encoding differs (SSE frames for HTTP, messages for gRPC).
+pub struct TaskStream {
+    pub first: Option<(u64, StreamResponse)>,
+    pub events: EventStream,
+}
+
+impl TaskStream {
+    /// As an SSE response of the given flavor.
+    fn into_sse(self, state: &AppState, flavor: Flavor) -> Response {
+        let first = self
+            .first
+            .map(|(seq, sr)| flavor.frame_for(seq, &sr))
+            .into_iter()
+            .collect();
+        sse::response(first, self.events, flavor, state.keepalive)
+    }
+}
+
 /// Sends and streams the task: a new task from its first event (the task as submitted); an
 /// answer from the task as it is now.
 pub async fn stream_send(
@@ -88,12 +110,28 @@ pub async fn stream_send(
     flavor: Flavor,
     version: &str,
 ) -> Result<Response, A2AError> {
+    Ok(open_send_stream(state, owner, req, opts, version)
+        .await?
+        .into_sse(state, flavor))
+}
+
+/// [`stream_send`] before its encoding.
+pub async fn open_send_stream(
+    state: &AppState,
+    owner: Option<&str>,
+    req: SendMessageRequest,
+    opts: &RequestOptions,
+    version: &str,
+) -> Result<TaskStream, A2AError> {
     let push_cfg = push_rpc::inline_config(state, &req).await?;
     let acc = state.engine.send(req, owner, opts).await?;
     push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     if acc.new_task {
         let events = state.engine.subscribe(&acc.task_id, 0, owner).await?;
-        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+        return Ok(TaskStream {
+            first: None,
+            events,
+        });
     }
     // An answer: the task as it is now, then what follows the answer, ending at the first
     // settled state after it (which may already be the one the snapshot shows).
@@ -101,24 +139,27 @@ pub async fn stream_send(
         .engine
         .follow_answer(&acc.task_id, acc.from_seq, owner)
         .await?;
-    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
-    Ok(sse::response(vec![first], events, flavor, state.keepalive))
+    Ok(TaskStream {
+        first: Some((snap.last_seq, StreamResponse::Task(snap.task))),
+        events,
+    })
 }
 
-/// Streams the current task, then its events.
+/// The current task, then its events.
 async fn follow_from_snapshot(
     state: &AppState,
     owner: Option<&str>,
     task_id: &str,
-    flavor: Flavor,
-) -> Result<Response, A2AError> {
+) -> Result<TaskStream, A2AError> {
     let snap = state.engine.get_snapshot(task_id, owner).await?;
     let events = state
         .engine
         .subscribe(task_id, snap.last_seq, owner)
         .await?;
-    let first = flavor.frame_for(snap.last_seq, &StreamResponse::Task(snap.task));
-    Ok(sse::response(vec![first], events, flavor, state.keepalive))
+    Ok(TaskStream {
+        first: Some((snap.last_seq, StreamResponse::Task(snap.task))),
+        events,
+    })
 }
 
 /// The `Last-Event-ID` header, when present and not blank.
@@ -140,6 +181,18 @@ pub async fn subscribe(
     task_id: &str,
     flavor: Flavor,
 ) -> Result<Response, A2AError> {
+    Ok(open_subscription(state, owner, last_event_id, task_id)
+        .await?
+        .into_sse(state, flavor))
+}
+
+/// [`subscribe`] before its encoding.
+pub async fn open_subscription(
+    state: &AppState,
+    owner: Option<&str>,
+    last_event_id: Option<&str>,
+    task_id: &str,
+) -> Result<TaskStream, A2AError> {
     if let Some(raw) = last_event_id {
         let after: u64 = raw.parse().map_err(|_| {
             A2AError::InvalidRequest(format!(
@@ -147,7 +200,10 @@ pub async fn subscribe(
             ))
         })?;
         let events = state.engine.subscribe(task_id, after, owner).await?;
-        return Ok(sse::response(Vec::new(), events, flavor, state.keepalive));
+        return Ok(TaskStream {
+            first: None,
+            events,
+        });
     }
     let snap = state.engine.get_snapshot(task_id, owner).await?;
     if snap.task.status.state.is_terminal() {
@@ -155,5 +211,5 @@ pub async fn subscribe(
             "task {task_id} has already ended; read it with GetTask (or resubscribe with Last-Event-ID to replay its events)"
         )));
     }
-    follow_from_snapshot(state, owner, task_id, flavor).await
+    follow_from_snapshot(state, owner, task_id).await
 }

@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// Address to bind, ADDR or ADDR:PORT [default: 127.0.0.1]
     #[arg(long, env = "AGENT_HOST_BIND", value_name = "ADDR[:PORT]")]
     pub bind: Option<String>,
+    /// Serve the A2A gRPC binding on this port too (same address as --bind; 0: any free port)
+    /// [default: off]
+    #[arg(long, env = "AGENT_HOST_GRPC_PORT", value_name = "PORT")]
+    pub grpc_port: Option<u16>,
     /// Base URL advertised in the agent card [default: from the request's Host header]
     #[arg(long, env = "AGENT_HOST_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,

@@ -80,6 +80,7 @@ pub struct ServerSection {
     pub store: Option<String>,
     pub bind: Option<String>,
     pub port: Option<u16>,
+    pub grpc_port: Option<u16>,
     pub public_url: Option<String>,
     pub body_limit_bytes: Option<usize>,
     pub sse_keepalive_ms: Option<u64>,
@@ -208,6 +209,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub bind: SocketAddr,
+    /// Port of the gRPC binding (same address as `bind`); None: not served.
+    pub grpc_port: Option<u16>,
     pub public_url: Option<String>,
     pub adapter: Option<String>,
     pub adapters_dir: Option<PathBuf>,
@@ -648,6 +651,7 @@ impl Settings {
         };
         Ok(Settings {
             bind,
+            grpc_port: args.grpc_port.or(srv.grpc_port),
             public_url: args.public_url.clone().or_else(|| srv.public_url.clone()),
             adapter: args
                 .adapter

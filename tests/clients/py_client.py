@@ -2,7 +2,8 @@
 """Drive agent-host with the official Python A2A SDK (a2a-sdk 1.3.0).
 
 Usage: python py_client.py BASE_URL VERSION [BINDING]
-       (VERSION: 1.0 or 0.3; BINDING: JSONRPC (default) or HTTP+JSON)
+       (VERSION: 1.0 or 0.3; BINDING: JSONRPC (default), HTTP+JSON or GRPC (1.0 only; the
+       SDK's gRPC transport, a2a-sdk[grpc], on the card's GRPC interface))
 
 The protocol version and binding are pinned by keeping only the card's
 supportedInterfaces of that version and binding, so the SDK picks its native
@@ -15,6 +16,7 @@ import asyncio
 import sys
 import uuid
 
+import grpc
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import (
@@ -145,6 +147,8 @@ async def main(base, version, binding):
                 streaming=streaming,
                 supported_protocol_bindings=[binding],
                 httpx_client=http,
+                # gRPC interface URLs are host:port targets (no TLS on loopback).
+                grpc_channel_factory=grpc.aio.insecure_channel,
             )
 
         plain = await create_client(card, config(False))
@@ -241,9 +245,9 @@ if __name__ == '__main__':
     if (
         len(sys.argv) not in (3, 4)
         or sys.argv[2] not in ('1.0', '0.3')
-        or (len(sys.argv) == 4 and sys.argv[3] not in ('JSONRPC', 'HTTP+JSON'))
+        or (len(sys.argv) == 4 and sys.argv[3] not in ('JSONRPC', 'HTTP+JSON', 'GRPC'))
     ):
-        sys.exit('usage: py_client.py BASE_URL 1.0|0.3 [JSONRPC|HTTP+JSON]')
+        sys.exit('usage: py_client.py BASE_URL 1.0|0.3 [JSONRPC|HTTP+JSON|GRPC]')
     base_url, ver = sys.argv[1].rstrip('/'), sys.argv[2]
     bnd = sys.argv[3] if len(sys.argv) == 4 else 'JSONRPC'
     try:

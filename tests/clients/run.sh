@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-client tests: the official A2A SDKs (Python a2a-sdk, JS @a2a-js/sdk) run
 # their flows against one agent-host server, in both protocol versions and both
-# HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations. Then the other way round:
+# HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations, and the Python SDK over gRPC
+# (A2A 1.0): 1 more. Then the other way round:
 # agent-host's Rust client library (examples/sdk_interop.rs) against the Python SDK's
 # server (sdk_server.py): 4 more combinations.
 #
@@ -67,6 +68,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+grpc_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port"
 log="$work/server.log"
 
@@ -76,7 +78,7 @@ log="$work/server.log"
     cd "$work"
     exec env -u AGENT_HOST_CONFIG -u AGENT_BINARY -u AGENT_ARGS -u AGENT_PROMPT_VIA \
         -u AGENT_HOST_ADAPTERS_DIR -u AGENT_HOST_PUBLIC_URL -u AGENT_HOST_CARD_LEGACY_V03 \
-        AGENT_ADAPTER=demo AGENT_HOST_BIND=127.0.0.1 PORT="$port" AGENT_REPO_PATH="$work" \
+        AGENT_ADAPTER=demo AGENT_HOST_BIND=127.0.0.1 PORT="$port" AGENT_HOST_GRPC_PORT="$grpc_port" AGENT_REPO_PATH="$work" \
         AGENT_HOST_STORE="sqlite:$work/agent-host.db" \
         setsid "$bin" serve
 ) >"$log" 2>&1 &
@@ -103,11 +105,11 @@ sys.exit(f"no 200 from {url} within {wait:.0f} s")
 EOF
     echo "run.sh: the server did not become healthy; its log:" >&2
     sed 's/^/    server| /' "$log" >&2 || true
-    echo "0 passed, 12 failed"
+    echo "0 passed, 13 failed"
     exit 1
 fi
 
-# --- the eight combinations ---
+# --- the nine combinations ---
 passed=0
 failed=0
 summary=()
@@ -146,6 +148,8 @@ for binding in JSONRPC HTTP+JSON; do
     run_one "js 1.0 $binding" node js_client.mjs
     run_one "js 0.3 $binding" node js_client.mjs
 done
+# gRPC (A2A 1.0 only): the Python SDK's gRPC transport on the card's GRPC interface.
+run_one "py 1.0 GRPC" "$venv/bin/python" py_client.py
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "run.sh: the server died during the tests" >&2

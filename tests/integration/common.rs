@@ -50,6 +50,8 @@ pub struct Options {
     pub input_modes: Vec<String>,
     /// The sandbox of each turn (default: off, so the tests see the agent's real pids).
     pub sandbox: agent_host::settings::sandbox::SandboxSettings,
+    /// Serve the gRPC binding too, on its own free port.
+    pub grpc: bool,
 }
 
 impl Default for Options {
@@ -86,6 +88,7 @@ impl Default for Options {
                 mode: Some(agent_host::runner::sandbox::Mode::Off),
                 ..Default::default()
             },
+            grpc: false,
         }
     }
 }
@@ -140,6 +143,7 @@ impl Options {
         s.model = o.model.clone();
         s.force = o.force;
         s.sandbox = o.sandbox.clone();
+        s.grpc_port = o.grpc.then_some(0);
         s.blocking_wait = o.blocking_wait;
         if !o.input_modes.is_empty() {
             s.input_modes = o.input_modes.clone();
@@ -151,6 +155,8 @@ impl Options {
 
 pub struct TestServer {
     pub base: String,
+    /// `http://127.0.0.1:PORT` of the gRPC binding, when `Options::grpc`.
+    pub grpc: Option<String>,
     pub client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     handle: Option<tokio::task::JoinHandle<Result<(), agent_host::app::StartError>>>,
@@ -192,12 +198,14 @@ impl TestServer {
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let app = App::start(&settings, addr).await.expect("start");
+        let grpc_addr = app.grpc_addr();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let handle = tokio::spawn(app.serve(listener, async move {
             let _ = rx.await;
         }));
         TestServer {
             base: format!("http://{addr}"),
+            grpc: grpc_addr.map(|a| format!("http://{a}")),
             client: reqwest::Client::new(),
             stop: Some(tx),
             handle: Some(handle),

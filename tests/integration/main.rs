@@ -10,6 +10,8 @@ mod common;
 mod conformance;
 mod edge;
 mod errors;
+mod grpc;
+mod grpc_streams;
 mod lifecycle;
 mod model_server;
 mod observe;
