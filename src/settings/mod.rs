@@ -79,6 +79,7 @@ pub struct ServerSection {
     pub body_limit_bytes: Option<usize>,
     pub sse_keepalive_ms: Option<u64>,
     pub blocking_wait_ms: Option<u64>,
+    pub ui: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -192,6 +193,8 @@ pub struct Settings {
     pub sse_keepalive: Duration,
     /// Longest wait of a blocking send; None: until the task settles.
     pub blocking_wait: Option<Duration>,
+    /// Serve the web console at `/ui/` (default: on for a loopback bind).
+    pub ui: bool,
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
@@ -650,6 +653,7 @@ impl Settings {
                 .or(srv.blocking_wait_ms)
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            ui: args.ui.or(srv.ui).unwrap_or(bind.ip().is_loopback()),
             card_name: card.name.clone(),
             card_description: card.description.clone(),
             card_legacy_v03: args

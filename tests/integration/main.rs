@@ -1,9 +1,11 @@
 //! Integration tests: the real server on 127.0.0.1:0 with fake-agent as the CLI.
 
+mod browser;
 mod card_sign;
 mod client;
 mod common;
 mod conformance;
+mod console;
 mod errors;
 mod lifecycle;
 mod model_server;
