@@ -119,9 +119,10 @@ export function stateOf(result) {
  * SubscribeToTask), hands every result to `onResult(result, eventId)` exactly once (event ids
  * at or below the last seen one are dropped), and after a connection that ends before the
  * task settled or asks for input, resubscribes with `Last-Event-ID`. Resolves when the task
- * settles or asks for input, or `signal` aborts. `from` is the last event id already shown.
+ * settles or asks for input, or `signal` aborts. `from` is the last event id already shown;
+ * `replay` sends it even when 0, so the host replays the task's whole event log first.
  */
-export async function follow({ method, params, base, onResult, signal, from = 0, onReconnect }) {
+export async function follow({ method, params, base, onResult, signal, from = 0, replay = false, onReconnect }) {
   let last = from;
   let settled = false;
   let first = true;
@@ -134,7 +135,7 @@ export async function follow({ method, params, base, onResult, signal, from = 0,
       m = 'SubscribeToTask';
       p = { id: params.id || params.taskId };
     }
-    if (last > 0) extra['Last-Event-ID'] = String(last);
+    if (last > 0 || replay) extra['Last-Event-ID'] = String(last);
     let resp;
     try {
       resp = await fetch(endpoint(base), {
@@ -176,7 +177,9 @@ export async function follow({ method, params, base, onResult, signal, from = 0,
           if (t) params = { ...params, id: t };
         }
         onResult(r, n);
-        if (FINAL.has(stateOf(r))) settled = true;
+        // A replay may pass an old input-required; the last state seen decides.
+        const st = stateOf(r);
+        if (st) settled = FINAL.has(st);
       }, signal);
       failures = 0;
     } catch (e) {

@@ -147,8 +147,8 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     if (eventId) lastEvent = eventId;
     if (ui.conn.textContent !== 'live') ui.conn.textContent = 'live';
     if (r.task) {
-      // A subscription opened without Last-Event-ID starts with the task as it is.
-      if (eventId === null || lastEvent === 0 || r.task.id === id) snapshot(r.task);
+      // The log's first event (or a stream's opening frame): the task as it was then.
+      snapshot(r.task);
     } else if (r.statusUpdate) {
       const s = r.statusUpdate.status || {};
       const final = !LIVE.has(s.state);
@@ -171,7 +171,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     streaming = true;
     ui.conn.textContent = 'live';
     try {
-      await follow({ method, params, base, onResult, signal, from: lastEvent,
+      await follow({ method, params, base, onResult, signal, from: lastEvent, replay: true,
         onReconnect: (n) => { ui.conn.textContent = `reconnecting after event ${n}…`; ui.conn.dataset.reconnects = String(Number(ui.conn.dataset.reconnects || 0) + 1); } });
       ui.conn.textContent = '';
     } catch (e) {
@@ -200,10 +200,9 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
 
   snapshot(task);
   renderHeader();
-  if (LIVE.has(task.status?.state)) {
-    // Events after the snapshot: subscribing without an id replays from the task as it is.
-    stream('SubscribeToTask', { id });
-  }
+  // The task's whole event log (tool uses, thinking, every answer chunk), then what follows
+  // while it runs: SubscribeToTask with Last-Event-ID 0.
+  stream('SubscribeToTask', { id });
 }
 
 function usageLine(u) {

@@ -196,6 +196,8 @@ async fn connect(url: &str, caps: serde_json::Map<String, serde_json::Value>) ->
 pub struct CuttingProxy {
     pub addr: std::net::SocketAddr,
     pub cuts: Arc<AtomicUsize>,
+    /// The largest `Last-Event-ID` a `SubscribeToTask` request sent after the cut.
+    pub resumed_from: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -206,11 +208,12 @@ impl CuttingProxy {
             .expect("bind");
         let addr = l.local_addr().expect("addr");
         let cuts = Arc::new(AtomicUsize::new(0));
+        let resumed_from = Arc::new(AtomicUsize::new(0));
         let armed = Arc::new(AtomicBool::new(true));
-        let c = cuts.clone();
+        let (c, r) = (cuts.clone(), resumed_from.clone());
         let task = tokio::spawn(async move {
             while let Ok((down, _)) = l.accept().await {
-                let (c, armed) = (c.clone(), armed.clone());
+                let (c, r, armed) = (c.clone(), r.clone(), armed.clone());
                 tokio::spawn(async move {
                     let Ok(up) = tokio::net::TcpStream::connect(upstream).await else {
                         return;
@@ -225,10 +228,13 @@ impl CuttingProxy {
                             if n == 0 {
                                 break;
                             }
-                            if String::from_utf8_lossy(&buf[..n]).contains("SubscribeToTask")
-                                && armed.swap(false, Ordering::SeqCst)
-                            {
-                                m.store(true, Ordering::SeqCst);
+                            let text = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+                            if text.contains("subscribetotask") {
+                                if armed.swap(false, Ordering::SeqCst) {
+                                    m.store(true, Ordering::SeqCst);
+                                } else if let Some(id) = last_event_id(&text) {
+                                    r.fetch_max(id, Ordering::SeqCst);
+                                }
                             }
                             if uw.write_all(&buf[..n]).await.is_err() {
                                 break;
@@ -254,8 +260,19 @@ impl CuttingProxy {
                 });
             }
         });
-        CuttingProxy { addr, cuts, task }
+        CuttingProxy {
+            addr,
+            cuts,
+            resumed_from,
+            task,
+        }
     }
+}
+
+/// The `Last-Event-ID` of a request's head (lower-cased text).
+fn last_event_id(request: &str) -> Option<usize> {
+    let line = request.lines().find(|l| l.starts_with("last-event-id:"))?;
+    line["last-event-id:".len()..].trim().parse().ok()
 }
 
 impl Drop for CuttingProxy {

@@ -262,6 +262,8 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
             proxy.cuts.load(std::sync::atomic::Ordering::SeqCst) >= 1,
             "the proxy never cut the stream, so resuming was not tested"
         );
+        let from = proxy.resumed_from.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(from > 0, "the page resumed without Last-Event-ID");
         let reconnects = b
             .js("return document.getElementById('conn').dataset.reconnects || '0'")
             .await;
@@ -396,6 +398,11 @@ async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
         assert!(row.contains("onerror"), "{row}");
         let imgs = b.js("return document.querySelectorAll('img').length").await;
         assert_eq!(imgs, json!(0), "a prompt became HTML");
+        // The check can fail: the same text through innerHTML does make an element.
+        let unsafe_way = b
+            .js("const d = document.createElement('div'); d.innerHTML = document.querySelector('#list td.prompt').textContent; document.body.append(d); return document.querySelectorAll('img').length")
+            .await;
+        assert_eq!(unsafe_way, json!(1));
         b.close().await;
         s.shutdown().await;
     })
