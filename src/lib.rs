@@ -38,7 +38,9 @@
 //! - [`server`]: the axum router: JSON-RPC and HTTP+JSON for both versions, SSE with replay,
 //!   the agent card, health, metrics, the request guard (auth, hosts, origins), push-config
 //!   methods, the extended card and A2A extensions; several adapters on one port
-//!   (`/agents/{id}/`, routing by `metadata.agent`); graceful shutdown.
+//!   (`/agents/{id}/`, routing by `metadata.agent`); graceful shutdown; the web console
+//!   ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`, plus
+//!   `/ui/api/host`).
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
