@@ -1,7 +1,7 @@
 // The console's entry: asks for a token when the host needs one, then shows the page the
 // location hash names (#/ tasks, #/task/ID, #/new).
 import { AuthError, setToken, setApiKeyHeader } from './a2a.js';
-import { loadHeader, tasksPage, newTaskPage } from './views.js';
+import { loadHeader, tasksPage, newTaskPage, refreshList, busy } from './views.js';
 import { taskPage } from './task.js';
 import { clear } from './dom.js';
 
@@ -53,11 +53,20 @@ document.getElementById('login-form').addEventListener('submit', (e) => {
   route();
 });
 
-// The list's live state: refreshed every few seconds while it is shown.
-setInterval(() => {
+// The list's live state: while it is shown, the header every few seconds, and the list too
+// when tasks run or wait, or just stopped doing so.
+let wasBusy = 0;
+setInterval(async () => {
   const hash = location.hash.replace(/^#/, '') || '/';
-  if (hash === '/' || hash.startsWith('/?')) loadHeader().catch(() => {});
-}, 5000);
+  if (hash !== '/' && !hash.startsWith('/?')) return;
+  try {
+    await loadHeader();
+    const now = busy();
+    const waiting = document.querySelectorAll('#waiting tr.task-row').length;
+    if (now > 0 || wasBusy > 0 || waiting > 0) await refreshList();
+    wasBusy = now;
+  } catch { /* the next tick tries again */ }
+}, 3000);
 
 // The public card names the API-key header, if the host takes API keys.
 fetch('/.well-known/agent-card.json').then((r) => r.json()).then((card) => {

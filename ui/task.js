@@ -2,7 +2,7 @@
 // approvals and questions, Cancel, and the box for the next message.
 import { el, append, clear, badge, clipped, when, textOf, dataOf, stateName } from './dom.js';
 import { rpc, follow, newId, stateOf } from './a2a.js';
-import { baseOf, renderHeader } from './views.js';
+import { baseOf, loadHeader } from './views.js';
 
 const LIVE = new Set(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING']);
 
@@ -63,6 +63,8 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     task.status = { ...(task.status || {}), state: s };
     cancel.hidden = !(LIVE.has(s) || s === 'TASK_STATE_INPUT_REQUIRED');
     document.title = `${stateName(s)} · agent-host`;
+    // The header's running/queued counts change when a task settles or waits.
+    if (!LIVE.has(s)) loadHeader().catch(() => {});
   };
 
   const meta = (m) => {
@@ -98,7 +100,11 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
       append(tools.get(md.toolUseId), [el('h4', { class: md.isError ? 'error' : '' }, md.isError ? 'Error' : 'Result'), clipped(out)]);
       return;
     }
-    if (data && data.approvalId) return; // shown by the ask box
+    if (data && data.approvalId) {
+      // What was asked stays in the turn; the ask box (while it waits) has the controls.
+      ui.turn.append(el('div', { class: 'msg agent asked' }, el('span', { class: 'who' }, 'Asked'), el('pre', {}, text)));
+      return;
+    }
     if (final) return;
     if (text) ui.turn.append(el('div', { class: 'msg agent' }, el('pre', {}, text)));
   };
@@ -199,7 +205,6 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
   ui.next.append(nextForm);
 
   snapshot(task);
-  renderHeader();
   // The task's whole event log (tool uses, thinking, every answer chunk), then what follows
   // while it runs: SubscribeToTask with Last-Event-ID 0.
   stream('SubscribeToTask', { id });

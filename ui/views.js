@@ -4,6 +4,19 @@ import { rpc, hostInfo, newId } from './a2a.js';
 
 export const host = { info: null };
 
+// Re-reads the Tasks page in place (set while it is shown).
+let refresher = null;
+
+/** Refreshes the Tasks page, if it is the one shown. */
+export function refreshList() {
+  return refresher ? refresher() : Promise.resolve();
+}
+
+/** Running plus queued tasks, from the last header data. */
+export function busy() {
+  return (host.info?.adapters || []).reduce((n, a) => n + a.running + a.queued, 0);
+}
+
 /** The endpoint of an adapter id ('' or unknown: the default one). */
 export function baseOf(adapter) {
   const a = host.info?.adapters?.find((x) => x.id === adapter);
@@ -104,13 +117,18 @@ export async function tasksPage(view, query, isCurrent) {
   const params = { includeArtifacts: true };
   if (filter.context) params.contextId = filter.context;
   // Tasks that wait for a person, on top (and counted in the title).
-  const w = await rpc('ListTasks', { ...params, status: 'TASK_STATE_INPUT_REQUIRED', pageSize: 100 }, base);
+  const loadWaiting = async () => {
+    const w = await rpc('ListTasks', { ...params, status: 'TASK_STATE_INPUT_REQUIRED', pageSize: 100 }, base);
+    if (!isCurrent()) return;
+    const n = w.totalSize ?? w.tasks.length;
+    document.title = n ? `(${n}) agent-host` : 'agent-host';
+    clear(waiting);
+    if (w.tasks.length) {
+      append(waiting, [el('h2', { class: 'waiting' }, `Waiting for input (${n})`), table(w.tasks.map((t) => row(t, filter.adapter)))]);
+    }
+  };
+  await loadWaiting();
   if (!isCurrent()) return;
-  const n = w.totalSize ?? w.tasks.length;
-  document.title = n ? `(${n}) agent-host` : 'agent-host';
-  if (w.tasks.length) {
-    append(waiting, [el('h2', { class: 'waiting' }, `Waiting for input (${n})`), table(w.tasks.map((t) => row(t, filter.adapter)))]);
-  }
 
   const pages = [''];
   let page = 0;
@@ -132,6 +150,11 @@ export async function tasksPage(view, query, isCurrent) {
     ]);
   };
   await show();
+  refresher = async () => {
+    if (!isCurrent()) { refresher = null; return; }
+    await loadWaiting();
+    await show();
+  };
 }
 
 /** The New task page. */

@@ -139,10 +139,17 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
             "{detail}"
         );
         b.screenshot("console-approval.png").await;
+        // On the Tasks page it waits on top, counted in the title; its link leads back.
+        b.goto(&format!("{}/ui/#/", s.base)).await;
+        b.el("#waiting tr.task-row").await;
+        let title = b.js("return document.title").await;
+        assert_eq!(title, json!("(1) agent-host"));
+        b.click("#waiting td.prompt a").await;
         b.click("#approve-allow").await;
         b.state_is("completed").await;
         let result = b.text_until("#final-result", |t| !t.is_empty()).await;
         assert!(result.contains("Everything looks fine"), "{result}");
+        b.screenshot("console-task-done.png").await;
         assert!(b
             .el("#answer")
             .await
@@ -315,6 +322,7 @@ async fn five_hundred_tasks_page_and_filter() {
         assert!(info.contains("page 1 · 50 of 500"), "{info}");
         let rows = b.js("return document.querySelectorAll('#list tr.task-row').length").await;
         assert_eq!(rows, json!(50));
+        b.screenshot("console-tasks.png").await;
         let mut seen = std::collections::HashSet::new();
         for page in 1..=10 {
             b.text_until("#page-info", |t| t.starts_with(&format!("page {page} "))).await;
