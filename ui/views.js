@@ -40,9 +40,18 @@ export function renderHeader() {
     el('span', { class: 'chip' }, `agent-host ${info.version}`),
     ...info.adapters.map((a) => el('span', { class: 'chip adapter', 'data-adapter': a.id },
       `${a.id}${a.cliVersion ? ' ' + a.cliVersion : ''}`)),
-    el('span', { class: 'chip' }, `sandbox: ${info.sandbox === null || info.sandbox === undefined ? 'off' : (info.sandbox.state || JSON.stringify(info.sandbox))}`),
+    sandboxChip(info.sandbox),
     el('span', { class: 'chip', id: 'load' }, `${running} running · ${queued} queued`),
   ]);
+}
+
+/** The sandbox of the tasks: `{mode, inForce, missing}` (null: none, process group only). */
+function sandboxChip(sb) {
+  if (!sb) return el('span', { class: 'chip', id: 'sandbox' }, 'sandbox: off');
+  const detail = [`in force: ${(sb.inForce || []).join(', ') || 'nothing'}`];
+  if (sb.missing?.length) detail.push(`missing: ${sb.missing.join(', ')}`);
+  return el('span', { class: `chip${sb.missing?.length ? ' warn' : ''}`, id: 'sandbox', title: detail.join('; ') },
+    `sandbox: ${sb.mode || 'unknown'}${sb.missing?.length ? ' (incomplete)' : ''}`);
 }
 
 const STATES = ['', 'TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_INPUT_REQUIRED',

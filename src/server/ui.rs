@@ -14,6 +14,9 @@
 //!  "workspaceRoots": ["/srv/repo"], "inputModes": ["text/plain", "…"], "sandbox": null}
 //! ```
 //!
+//! `sandbox` is the shape of the extended card's `runtime.sandbox` (`{"mode", "inForce",
+//! "missing"}`) where the host sandboxes its tasks, else null.
+//!
 //! The files are embedded with `include_str!`: five small files need no embedding crate
 //! (`rust-embed` and its proc macros would buy only a directory walk).
 
@@ -114,7 +117,7 @@ pub fn routes(agents: &[AppState]) -> Router {
             guard,
             super::guard::gate,
         ))
-        .with_state(Arc::new(agents.to_vec()))
+        .with_state(Arc::<[AppState]>::from(agents.to_vec()))
 }
 
 async fn index(headers: HeaderMap) -> Response {
@@ -174,7 +177,7 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
 
 /// `GET /ui/api/host`: the header's data (adapters, CLI versions, load) and the New task
 /// page's (workspace roots, input modes). Needs credentials when they are configured.
-async fn host(State(agents): State<Arc<Vec<AppState>>>) -> Response {
+async fn host(State(agents): State<Arc<[AppState]>>) -> Response {
     let adapters: Vec<Value> = agents
         .iter()
         .enumerate()
