@@ -39,8 +39,8 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
   append(view, [
     el('h1', {}, 'Task ', el('code', {}, id), ' ', ui.state),
     ui.meta, ui.earlier,
-    el('h2', {}, 'This turn'), ui.turn,
-    el('h3', {}, 'Answer'), ui.answer, ui.result, ui.usage, ui.ask, ui.actions, ui.next,
+    el('h2', {}, 'This turn'), ui.turn, ui.ask,
+    el('h3', {}, 'Answer'), ui.answer, ui.result, ui.usage, ui.actions, ui.next,
   ]);
 
   // Earlier tasks of the same context, collapsed.
