@@ -416,3 +416,50 @@ async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_new_task_takes_a_root_as_working_directory_and_an_attachment() {
+    limit_to(BROWSER_LIMIT, async {
+        let Some(b) = Browser::start().await else {
+            return;
+        };
+        let s = TestServer::start().await;
+        let root = s.dir().canonicalize().unwrap();
+        // A directory outside the roots is refused, with the host's reason on the page.
+        b.goto(&format!("{}/ui/#/new", s.base)).await;
+        b.type_into("#new-prompt", "echo outside").await;
+        b.type_into("#new-cwd", "/").await;
+        b.click("#new-submit").await;
+        let err = b.text_until("#new-error", |t| !t.is_empty()).await;
+        assert!(err.contains("outside"), "{err}");
+
+        b.goto(&format!("{}/ui/#/new", s.base)).await;
+        b.type_into("#new-prompt", "echo look at the file").await;
+        b.el("#new-root")
+            .await
+            .select_by_value(&root.display().to_string())
+            .await
+            .expect("pick the root");
+        let upload = tempfile::tempdir().unwrap();
+        let file = upload.path().join("shot.bin");
+        std::fs::write(&file, [0u8, 1, 2, 255]).unwrap();
+        b.type_into("#new-files", &file.display().to_string()).await;
+        b.click("#new-submit").await;
+        b.state_is("completed").await;
+        let result = b.text_until("#final-result", |t| !t.is_empty()).await;
+        assert!(result.contains("Attached file shot.bin"), "{result}");
+        let id = b
+            .js("return document.querySelector('h1 code').textContent")
+            .await;
+        let saved = root
+            .join(".agent-host/attachments")
+            .join(id.as_str().unwrap())
+            .join("shot.bin");
+        assert_eq!(std::fs::read(&saved).unwrap(), [0u8, 1, 2, 255]);
+        let cwd = b.el("#task-meta").await.text().await.unwrap();
+        assert!(cwd.contains(&root.display().to_string()), "{cwd}");
+        b.close().await;
+        s.shutdown().await;
+    })
+    .await;
+}
