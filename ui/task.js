@@ -127,9 +127,15 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     }
   };
 
+  let askedFor = null;
   const ask = (status) => {
+    const waiting = status?.state === 'TASK_STATE_INPUT_REQUIRED';
+    const key = waiting ? (status.message?.messageId || 'asked') : null;
+    // The same question again (a replay, a snapshot) keeps the box and what was typed in it.
+    if (key && key === askedFor && ui.ask.firstChild) return;
+    askedFor = key;
     clear(ui.ask);
-    if (status?.state !== 'TASK_STATE_INPUT_REQUIRED') return;
+    if (!waiting) return;
     ui.ask.append(askBox(status.message, async (parts) => {
       await rpc('SendMessage', { message: { messageId: newId(), role: 'ROLE_USER', taskId: id, contextId: task.contextId, parts }, configuration: { returnImmediately: true } }, base);
       clear(ui.ask);

@@ -134,12 +134,37 @@ impl Browser {
         self.client.execute(js, vec![]).await.expect("script")
     }
 
+    /// Clicks `css`, finding it again if the page replaced it in between (a live page
+    /// re-renders its lists and boxes).
     pub async fn click(&self, css: &str) {
-        self.el(css).await.click().await.expect("click");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match self.el(css).await.click().await {
+                Ok(()) => return,
+                Err(e)
+                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
     }
 
+    /// Types into `css` (found again if the page replaced it).
     pub async fn type_into(&self, css: &str, text: &str) {
-        self.el(css).await.send_keys(text).await.expect("type");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match self.el(css).await.send_keys(text).await {
+                Ok(()) => return,
+                Err(e)
+                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("type into {css}: {e}"),
+            }
+        }
     }
 
     pub async fn screenshot(&self, name: &str) {
