@@ -38,6 +38,8 @@ async function route() {
     if (!isCurrent()) return;
     if (e instanceof AuthError) {
       clear(view);
+      document.getElementById('login-error').textContent = sessionStorage.getItem('agent-host-token')
+        ? 'The host refused this token; enter it again.' : '';
       document.getElementById('login').hidden = false;
       document.getElementById('login-token').focus();
     } else {

@@ -3,6 +3,10 @@
 //! (`fantoccini`). Dropping a [`Browser`] kills chromedriver and everything it started, also
 //! when a test fails. Without Chromium, a test skips loudly, or fails under `CI=true`.
 //!
+//! WebDriver from Rust rather than Playwright from npm: the tests stay in the one integration
+//! binary, next to `TestServer`, with no Node packages to install, and Debian's
+//! `chromium-driver` always matches its `chromium`.
+//!
 //! Also a TCP proxy that cuts one streaming connection, for the resume test.
 
 use std::path::PathBuf;

@@ -372,6 +372,10 @@ async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
         b.goto(&format!("{}/ui/", s.base)).await;
         let login = b.el("#login-token").await;
         assert!(login.is_displayed().await.unwrap());
+        // A wrong token is refused and the prompt says so.
+        b.type_into("#login-token", "wrong-token").await;
+        b.click("#login-submit").await;
+        b.text_until("#login-error", |t| t.contains("refused")).await;
         let r = s
             .client
             .post(format!("{}/", s.base))
