@@ -320,6 +320,7 @@ async fn start_agent(
         blocking_wait: settings.blocking_wait,
         push,
         guard,
+        ui_enabled: settings.ui,
     })
 }
 
@@ -453,6 +454,9 @@ impl App {
         let addr = self.local_addr;
         // One line a supervisor (or a test that asked for port 0) can read the address from.
         tracing::info!("agent-host listening on http://{addr} (card: http://{addr}/.well-known/agent-card.json)");
+        if self.agents.first().is_some_and(|a| a.ui_enabled) {
+            tracing::info!("web console: http://{addr}/ui/");
+        }
         for s in self.agents.iter().skip(1) {
             let id = &s.engine.launch().adapter.id;
             tracing::info!("also serving {id} at http://{addr}/agents/{id}/");

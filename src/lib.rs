@@ -48,6 +48,8 @@
 //!   hyper with a header-read/idle timeout, connection and stream caps) and graceful shutdown.
 //!   [`server::grpc`]: the A2A 1.0 gRPC binding (generated from `proto/a2a.proto`) on its own
 //!   port, on the same operations, guard and engines.
+//!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
+//!   plus `/ui/api/host`).
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one

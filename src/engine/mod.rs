@@ -492,6 +492,17 @@ impl Engine {
         }
     }
 
+    /// Turns running now and turns waiting for a slot or their context.
+    pub fn load(&self) -> (usize, usize) {
+        let st = lock(&self.inner.state);
+        (st.sched.running(), st.sched.queued())
+    }
+
+    /// The directories a message may choose as its working directory.
+    pub fn workspace_roots(&self) -> &[PathBuf] {
+        &self.inner.config.workspace_roots
+    }
+
     /// Number of tasks not yet terminal (queued, running or waiting for input).
     pub fn live_count(&self) -> usize {
         lock(&self.inner.state).live.len()

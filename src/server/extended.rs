@@ -16,7 +16,7 @@ use crate::protocol::A2AError;
 pub const RUNTIME_EXTENSION: &str = "urn:agent-host:runtime:v1";
 
 /// The sandbox of the adapter's tasks: the mode, the pieces in force, what is missing.
-fn sandbox_json(policy: Option<&crate::runner::SandboxPolicy>) -> Value {
+pub(super) fn sandbox_json(policy: Option<&crate::runner::SandboxPolicy>) -> Value {
     let Some(p) = policy else {
         return json!({"mode": "off", "inForce": ["off: process group only"], "missing": []});
     };

@@ -22,9 +22,10 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::Caller;
 use crate::settings::{Secret, Security};
 
-/// Paths anyone may read: the public card and the health check.
+/// Paths anyone may read: the public card, the health check and the console's files.
 fn is_public(path: &str) -> bool {
     path == "/health"
+        || super::ui::is_public_file(path)
         || path.ends_with("/.well-known/agent-card.json")
         || path.ends_with("/.well-known/agent.json")
 }

@@ -39,8 +39,7 @@ fn esc(s: &str) -> String {
 
 /// `GET /`.
 pub async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    // No web console is served yet; one would pass its path (e.g. "/ui/") here.
-    let links = links(&state.card.path_prefix, None);
+    let links = links(&state.card.path_prefix, state.ui_enabled.then_some("/ui/"));
     let name = state
         .card
         .name

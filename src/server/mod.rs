@@ -19,6 +19,7 @@ mod push_rpc;
 pub mod rest;
 pub mod route;
 pub mod sse;
+pub mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -62,6 +63,8 @@ pub struct AppState {
     pub push: Option<crate::push::PushService>,
     /// Authentication, allowed hosts and origins, rate limit.
     pub guard: Arc<guard::Guard>,
+    /// The web console is served at `/ui/` ([`ui`]); `GET /` in a browser may point there.
+    pub ui_enabled: bool,
 }
 
 /// Limits of the HTTP layer.
@@ -174,6 +177,9 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
         let mut nested = a.clone();
         nested.card.path_prefix = format!("agents/{id}/");
         router = router.nest(&format!("/agents/{id}"), app(nested, limits));
+    }
+    if first.ui_enabled {
+        router = router.merge(ui::routes(agents));
     }
     router
 }

@@ -89,6 +89,7 @@ pub struct ServerSection {
     pub max_connections: Option<usize>,
     pub max_connections_per_address: Option<usize>,
     pub max_streams: Option<usize>,
+    pub ui: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -240,6 +241,8 @@ pub struct Settings {
     pub conn_limits: crate::server::listen::ConnLimits,
     /// Longest wait of a blocking send; None: until the task settles.
     pub blocking_wait: Option<Duration>,
+    /// Serve the web console at `/ui/` (default: on for a loopback bind).
+    pub ui: bool,
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
@@ -746,6 +749,7 @@ impl Settings {
                 .or(srv.blocking_wait_ms)
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            ui: args.ui.or(srv.ui).unwrap_or(bind.ip().is_loopback()),
             card_name: card.name.clone(),
             card_description: card.description.clone(),
             card_provider: card_provider(card)?,

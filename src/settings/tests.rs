@@ -275,3 +275,30 @@ fn a_missing_repo_path_is_named_as_given() {
         "{err}"
     );
 }
+
+#[test]
+fn the_console_is_on_for_loopback_binds_unless_set() {
+    let s = Settings::resolve(&ServeArgs::default()).unwrap();
+    assert!(s.ui, "on by default on 127.0.0.1");
+    let open = ServeArgs {
+        bind: Some("0.0.0.0".into()),
+        ..ServeArgs::default()
+    };
+    assert!(
+        !Settings::resolve(&open).unwrap().ui,
+        "off by default on 0.0.0.0"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "[server]\nbind = \"0.0.0.0\"\nui = true\n").unwrap();
+    let file = ServeArgs {
+        config: Some(p),
+        ..ServeArgs::default()
+    };
+    assert!(Settings::resolve(&file).unwrap().ui);
+    let flag = ServeArgs {
+        ui: Some(false),
+        ..ServeArgs::default()
+    };
+    assert!(!Settings::resolve(&flag).unwrap().ui);
+}

@@ -3,11 +3,13 @@
 // Test code, helpers included, may unwrap and expect: a failed setup should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod browser;
 mod card_sign;
 mod cli_tool;
 mod client;
 mod common;
 mod conformance;
+mod console;
 mod edge;
 mod errors;
 mod grpc;
