@@ -258,7 +258,7 @@ async fn start_agent(
     default: bool,
     guard: Arc<Guard>,
     local_addr: SocketAddr,
-) -> Result<AppState, StartError> {
+) -> Result<(AppState, Option<tokio::task::JoinHandle<()>>), StartError> {
     let launch = launch_for(settings, adapter)?;
     let id = launch.adapter.id.clone();
     tracing::info!(adapter = %id, default, "agent");
@@ -309,7 +309,12 @@ async fn start_agent(
             "picked up the tasks a previous agent-host left unfinished"
         );
     }
-    Ok(AppState {
+    let retention = crate::retention::spawn(
+        store.clone(),
+        settings.retention,
+        engine.launch().cwd.clone(),
+    );
+    let state = AppState {
         engine,
         card: card_settings(settings),
         local_addr,
@@ -318,7 +323,8 @@ async fn start_agent(
         blocking_wait: settings.blocking_wait,
         push,
         guard,
-    })
+    };
+    Ok((state, retention))
 }
 
 /// A started host: the engines (one per adapter, the default first) with their push
@@ -329,6 +335,8 @@ pub struct App {
     local_addr: SocketAddr,
     /// How long open connections may take to close after the engines stopped.
     drain: Duration,
+    /// The background retention of each store that has one (stopped at shutdown).
+    retention: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl App {
@@ -362,9 +370,11 @@ impl App {
             .collect();
         let mut agents = Vec::new();
         let mut grace = Duration::ZERO;
+        let mut retention = Vec::new();
         for (i, adapter) in adapters.into_iter().enumerate() {
-            let mut state =
+            let (mut state, pruning) =
                 start_agent(settings, adapter, i == 0, guard.clone(), local_addr).await?;
+            retention.extend(pruning);
             // The CLI's version, for the extended card; found in the background so that a
             // slow CLI does not hold up the start.
             let (cell, launch) = (
@@ -398,6 +408,7 @@ impl App {
             },
             local_addr,
             drain: grace + Duration::from_secs(10),
+            retention,
         })
     }
 
@@ -429,9 +440,13 @@ impl App {
             let id = &s.engine.launch().adapter.id;
             tracing::info!("also serving {id} at http://{addr}/agents/{id}/");
         }
-        server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
+        let served = server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
             .await
-            .map_err(StartError::Serve)
+            .map_err(StartError::Serve);
+        for r in self.retention {
+            r.abort();
+        }
+        served
     }
 }
 

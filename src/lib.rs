@@ -75,6 +75,7 @@ pub mod engine;
 pub mod fake_agent;
 pub mod protocol;
 pub mod push;
+pub mod retention;
 pub mod runner;
 pub mod server;
 pub mod settings;

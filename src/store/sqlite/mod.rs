@@ -398,9 +398,7 @@ impl TaskStore for SqliteStore {
         // Terminal tasks never change, so those found terminal now are the ones the writer
         // deletes (it checks the state again in its transaction).
         let wanted = ids.to_vec();
-        let deleted = self
-            .read(move |c| read::which_terminal(c, &wanted))
-            .await?;
+        let deleted = self.read(move |c| read::which_terminal(c, &wanted)).await?;
         if deleted.is_empty() {
             return Ok(deleted);
         }

@@ -204,7 +204,10 @@ pub(super) fn terminal_tasks(conn: &mut Connection) -> Result<Vec<TerminalTask>,
 }
 
 /// Those of `ids` that are terminal tasks.
-pub(super) fn which_terminal(conn: &mut Connection, ids: &[String]) -> Result<Vec<String>, StoreError> {
+pub(super) fn which_terminal(
+    conn: &mut Connection,
+    ids: &[String],
+) -> Result<Vec<String>, StoreError> {
     let sql = format!(
         "SELECT 1 FROM tasks WHERE id = ?1 AND state IN {}",
         super::writer::TERMINAL
