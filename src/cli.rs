@@ -1,6 +1,8 @@
 //! The command line: `serve`, `adapters`, `card`; `call` and `tasks` are in
 //! [`crate::client::call`].
 
+pub mod prune;
+
 use clap::{Parser, Subcommand};
 
 use crate::engine::launch::LaunchError;

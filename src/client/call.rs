@@ -93,6 +93,11 @@ pub enum TasksCommand {
         #[arg(long)]
         last_event_id: Option<String>,
     },
+    /// Delete terminal tasks (and their attachments) from this machine's store, by age
+    /// and/or count; a dry run that lists them unless --yes. Never deletes a task that is
+    /// not terminal. Refuses while a host has the database open (it applies [retention]
+    /// itself). Exit: 0 done, 1 failed, 2 usage.
+    Prune(crate::cli::prune::PruneArgs),
 }
 
 fn fail(e: &ClientError) -> i32 {
@@ -244,11 +249,25 @@ pub async fn run_call(args: CallArgs) -> i32 {
 
 /// `agent-host tasks ...`: the exit code.
 pub async fn run_tasks(args: TasksArgs) -> i32 {
+    if let TasksCommand::Prune(p) = &args.command {
+        return match crate::cli::prune::run(p, args.connect.json).await {
+            Ok(text) => {
+                use std::io::Write as _;
+                let _ = std::io::stdout().write_all(text.as_bytes());
+                0
+            }
+            Err(e) => {
+                eprintln!("agent-host: {e}");
+                e.exit_code()
+            }
+        };
+    }
     let (url, json) = match &args.command {
         TasksCommand::List { url, .. }
         | TasksCommand::Get { url, .. }
         | TasksCommand::Cancel { url, .. }
         | TasksCommand::Watch { url, .. } => (url.clone(), args.connect.json),
+        TasksCommand::Prune(_) => return EXIT_USAGE,
     };
     let client = match connect(&url, &args.connect).await {
         Ok(c) => c,
@@ -331,5 +350,6 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
             Ok(events) => drive(&client, events, json).await,
             Err(e) => fail(&e),
         },
+        TasksCommand::Prune(_) => EXIT_USAGE,
     }
 }
