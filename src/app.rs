@@ -198,7 +198,7 @@ pub fn card_settings(s: &Settings) -> CardSettings {
 
 /// The adapters to serve: each of a comma-separated `AGENT_ADAPTER` (the first is the
 /// default), else the one [`choose_adapter`] picks.
-fn adapters_to_serve(
+pub(crate) fn adapters_to_serve(
     settings: &Settings,
     registry: &Registry,
 ) -> Result<Vec<AdapterSpec>, StartError> {

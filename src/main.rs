@@ -80,6 +80,18 @@ async fn run(command: Command) -> anyhow::Result<i32> {
             let settings = Settings::resolve(&args)?;
             print!("{}", cli::list_adapters(&settings).await?);
         }
+        Command::Doctor(args) => {
+            let settings = Settings::resolve(&args.serve)?;
+            let checks = cli::doctor::run(&settings, &args).await;
+            let text = if args.json {
+                cli::doctor::render_json(&checks)
+            } else {
+                cli::doctor::render(&checks)
+            };
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            return Ok(cli::doctor::exit_code(&checks));
+        }
         Command::Card(cli::CardArgs {
             command: Some(cli::CardCommand::Verify(v)),
             ..
