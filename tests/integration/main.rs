@@ -7,6 +7,7 @@ mod card_sign;
 mod client;
 mod common;
 mod conformance;
+mod doctor;
 mod edge;
 mod errors;
 mod lifecycle;
