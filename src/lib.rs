@@ -54,7 +54,10 @@
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
-//! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only parses and logs).
+//! - [`retention`]: which terminal tasks are deleted (age, count) and deleting them with
+//!   their attachments; run in the background by [`app`] and once by `tasks prune`.
+//! - [`cli`]: the `serve`, `adapters`, `card`, `call` and `tasks` commands (`src/main.rs` only
+//!   parses and logs); `doctor` ([`cli::doctor`]) and `tasks prune` ([`cli::prune`]).
 //!
 //! Binaries: `agent-host` (`src/main.rs`) and `fake-agent` (`src/bin/fake-agent.rs`), the test
 //! double CLI that speaks the native protocol and replays recorded transcripts.

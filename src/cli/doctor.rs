@@ -104,7 +104,7 @@ async fn adapter_checks(
     ));
     let version = adapter_version(&a, &launch).await;
     out.push(match version {
-        Some(v) if a.tested_versions.iter().any(|t| *t == v) => check(
+        Some(v) if a.tested_versions.contains(&v) => check(
             format!("{id} version"),
             Status::Pass,
             format!("{v} (tested)"),

@@ -102,7 +102,7 @@ async fn by_age_then_count(store: &dyn TaskStore) {
     // A dry run deletes nothing.
     let dry = prune(store, &age(30), work.path(), true).await.unwrap();
     let mut names: Vec<_> = dry.tasks.iter().map(|t| t.id.as_str()).collect();
-    names.sort();
+    names.sort_unstable();
     assert_eq!(names, ["old-done", "old-failed"]);
     assert_eq!(ids(store).await.len(), 8);
 
