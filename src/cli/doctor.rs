@@ -84,16 +84,8 @@ async fn adapter_checks(
     let launch = match launch_for(settings, a.clone()) {
         Ok(l) => l,
         Err(e) => {
-            let hint = if a.install.is_empty() {
-                String::new()
-            } else {
-                format!(" (install: {})", a.install)
-            };
-            out.push(check(
-                format!("{id} program"),
-                Status::Fail,
-                format!("{e}{hint}"),
-            ));
+            // The error already says how to install a missing program.
+            out.push(check(format!("{id} program"), Status::Fail, e.to_string()));
             return;
         }
     };
