@@ -255,3 +255,44 @@ fn select_counts_from_the_newest() {
         .collect();
     assert_eq!(ids, ["b", "c"]);
 }
+
+#[tokio::test]
+async fn a_started_host_applies_retention_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("host.db");
+    {
+        let store = SqliteStore::open(&db).unwrap();
+        for (id, days) in [("a", 3), ("b", 2), ("c", 1)] {
+            store
+                .create(task(id, "ctx", TaskState::Completed, days))
+                .await
+                .unwrap();
+        }
+    }
+    let settings = crate::settings::Settings::resolve(&crate::settings::ServeArgs {
+        adapter: Some("demo".into()),
+        store: Some(format!("sqlite:{}", db.display())),
+        repo_path: Some(dir.path().to_path_buf()),
+        retention_max_tasks: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+    let app = crate::app::App::start(&settings, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    // The same process may open the database again (it shares the host's lock).
+    let store = SqliteStore::open(&db).unwrap();
+    let left = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let left = store.terminal_tasks().await.unwrap();
+            if left.len() == 1 {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("retention never ran");
+    assert_eq!(left[0].id, "c");
+    drop(app);
+}
