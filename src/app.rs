@@ -200,7 +200,7 @@ pub fn card_settings(s: &Settings) -> CardSettings {
 
 /// The adapters to serve: each of a comma-separated `AGENT_ADAPTER` (the first is the
 /// default), else the one [`choose_adapter`] picks.
-fn adapters_to_serve(
+pub(crate) fn adapters_to_serve(
     settings: &Settings,
     registry: &Registry,
 ) -> Result<Vec<AdapterSpec>, StartError> {
@@ -260,7 +260,7 @@ async fn start_agent(
     default: bool,
     guard: Arc<Guard>,
     local_addr: SocketAddr,
-) -> Result<AppState, StartError> {
+) -> Result<(AppState, Option<tokio::task::JoinHandle<()>>), StartError> {
     let launch = launch_for(settings, adapter)?;
     let id = launch.adapter.id.clone();
     tracing::info!(adapter = %id, default, "agent");
@@ -311,7 +311,12 @@ async fn start_agent(
             "picked up the tasks a previous agent-host left unfinished"
         );
     }
-    Ok(AppState {
+    let retention = crate::retention::spawn(
+        store.clone(),
+        settings.retention,
+        engine.launch().cwd.clone(),
+    );
+    let state = AppState {
         engine,
         card: card_settings(settings),
         local_addr,
@@ -321,7 +326,8 @@ async fn start_agent(
         push,
         guard,
         ui_enabled: settings.ui,
-    })
+    };
+    Ok((state, retention))
 }
 
 /// A started host: the engines (one per adapter, the default first) with their push
@@ -335,6 +341,8 @@ pub struct App {
     /// The gRPC binding's listener and address, when `grpc_port` is set.
     grpc: Option<(tokio::net::TcpListener, SocketAddr)>,
     guard: Arc<Guard>,
+    /// The background retention of each store that has one (stopped at shutdown).
+    retention: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl App {
@@ -383,9 +391,11 @@ impl App {
             .collect();
         let mut agents = Vec::new();
         let mut grace = Duration::ZERO;
+        let mut retention = Vec::new();
         for (i, adapter) in adapters.into_iter().enumerate() {
-            let mut state =
+            let (mut state, pruning) =
                 start_agent(settings, adapter, i == 0, guard.clone(), local_addr).await?;
+            retention.extend(pruning);
             // The CLI's version, for the extended card; found in the background so that a
             // slow CLI does not hold up the start.
             let (cell, launch) = (
@@ -422,6 +432,7 @@ impl App {
             drain: grace + Duration::from_secs(10),
             grpc,
             guard,
+            retention,
         })
     }
 
@@ -461,18 +472,25 @@ impl App {
             let id = &s.engine.launch().adapter.id;
             tracing::info!("also serving {id} at http://{addr}/agents/{id}/");
         }
-        let Some((grpc_listener, grpc_addr)) = self.grpc else {
-            return server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
+        let served = match self.grpc {
+            None => server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
                 .await
-                .map_err(StartError::Serve);
+                .map_err(StartError::Serve),
+            Some((grpc_listener, grpc_addr)) => {
+                tracing::info!("A2A gRPC on {grpc_addr}");
+                let (shutdown, grpc) =
+                    server::grpc::spawn(grpc_listener, self.agents.clone(), self.guard, shutdown);
+                let served =
+                    server::serve_many(listener, self.agents, self.limits, shutdown, self.drain)
+                        .await;
+                server::grpc::finish(grpc, self.drain).await;
+                served.map_err(StartError::Serve)
+            }
         };
-        tracing::info!("A2A gRPC on {grpc_addr}");
-        let (shutdown, grpc) =
-            server::grpc::spawn(grpc_listener, self.agents.clone(), self.guard, shutdown);
-        let served =
-            server::serve_many(listener, self.agents, self.limits, shutdown, self.drain).await;
-        server::grpc::finish(grpc, self.drain).await;
-        served.map_err(StartError::Serve)
+        for r in self.retention {
+            r.abort();
+        }
+        served
     }
 }
 

@@ -1,6 +1,9 @@
 //! The command line: `serve`, `adapters`, `card`; `call` and `tasks` are in
 //! [`crate::client::call`].
 
+pub mod doctor;
+pub mod prune;
+
 use clap::{Parser, Subcommand};
 
 use crate::engine::launch::LaunchError;
@@ -37,6 +40,11 @@ pub enum Command {
     Serve(ServeArgs),
     /// List the known adapters and whether their program is installed.
     Adapters(AdaptersArgs),
+    /// Check this setup as `serve` would run it: each adapter's program, version and
+    /// credentials (--online: one tiny real turn), the working directory, the store, the
+    /// sandbox pieces, the port. One pass/warn/fail line each; exit 0 when nothing failed,
+    /// 1 otherwise; --json for a JSON document.
+    Doctor(doctor::DoctorArgs),
     /// Print the agent card the server would serve (signed if card signing is configured);
     /// `agent-host card verify URL` checks a served card's signatures.
     Card(CardArgs),

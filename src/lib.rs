@@ -59,9 +59,12 @@
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
-//! - [`cli`]: the `serve`, `adapters`, `card`, `completions` and `man` commands (`call` and
-//!   `tasks` are in [`client`]; `src/main.rs` only parses and logs).
-//!   [`cli_extras`]: `--color`, the `adapters` flags, `completions` and `man`.
+//! - [`retention`]: which terminal tasks are deleted (age, count) and deleting them with
+//!   their attachments; run in the background by [`app`] and once by `tasks prune`.
+//! - [`cli`]: the `serve`, `adapters`, `card`, `doctor` ([`cli::doctor`]), `completions` and
+//!   `man` commands (`call` and `tasks` are in [`client`]; `tasks prune` is [`cli::prune`];
+//!   `src/main.rs` only parses and logs). [`cli_extras`]: `--color`, the `adapters` flags,
+//!   `completions` and `man`.
 //!
 //! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
 //! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
@@ -83,6 +86,7 @@ pub mod engine;
 pub mod fake_agent;
 pub mod protocol;
 pub mod push;
+pub mod retention;
 pub mod runner;
 pub mod server;
 pub mod settings;

@@ -97,6 +97,17 @@ async fn run(command: Command, color: ColorChoice) -> anyhow::Result<i32> {
             print_stdout(&String::from_utf8_lossy(&cli::completions(shell)));
         }
         Command::Man => print_stdout(&String::from_utf8_lossy(&cli::man_page()?)),
+        Command::Doctor(args) => {
+            let settings = Settings::resolve(&args.serve)?;
+            let checks = cli::doctor::run(&settings, &args).await;
+            let text = if args.json {
+                cli::doctor::render_json(&checks)
+            } else {
+                cli::doctor::render(&checks)
+            };
+            print_stdout(&text);
+            return Ok(cli::doctor::exit_code(&checks));
+        }
         Command::Card(cli::CardArgs {
             command: Some(cli::CardCommand::Verify(v)),
             ..

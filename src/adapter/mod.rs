@@ -174,6 +174,23 @@ pub struct AdapterSpec {
     pub sandbox: SandboxSpec,
     #[serde(default)]
     pub skills: Vec<SkillSpec>,
+    /// Where the CLI finds its credentials, for `agent-host doctor`.
+    #[serde(default)]
+    pub doctor: DoctorSpec,
+}
+
+/// `[doctor]` of an adapter: where the CLI's credentials are. They are present when any of
+/// the variables is set (not empty) or any of the files exists; both lists empty: the CLI
+/// needs none that the host can see.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DoctorSpec {
+    /// Environment variables holding an API key or token.
+    #[serde(default)]
+    pub credentials_env: Vec<String>,
+    /// Files a login writes; `~/` is the agent's home directory.
+    #[serde(default)]
+    pub credentials_files: Vec<String>,
 }
 
 fn default_version_args() -> Vec<String> {

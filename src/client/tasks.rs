@@ -65,6 +65,11 @@ pub enum TasksCommand {
         #[arg(long)]
         last_event_id: Option<String>,
     },
+    /// Delete terminal tasks (and their attachments) from this machine's store, by age
+    /// and/or count; a dry run that lists them unless --yes. Never deletes a task that is
+    /// not terminal. Refuses while a host has the database open (it applies [retention]
+    /// itself). Exit: 0 done, 1 failed, 2 usage.
+    Prune(crate::cli::prune::PruneArgs),
 }
 
 /// The longest prompt shown in a `tasks list` row.
@@ -77,6 +82,18 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
         | TasksCommand::Get { url, .. }
         | TasksCommand::Cancel { url, .. }
         | TasksCommand::Watch { url, .. } => (url.clone(), args.connect.json),
+        TasksCommand::Prune(p) => {
+            return match crate::cli::prune::run(p, args.connect.json).await {
+                Ok(text) => {
+                    print_stdout(&text);
+                    0
+                }
+                Err(e) => {
+                    eprintln!("agent-host: {e}");
+                    e.exit_code()
+                }
+            };
+        }
     };
     let client = match connect(&url, &args.connect).await {
         Ok(c) => c,
@@ -175,6 +192,7 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
                 Err(e) => fail(&e),
             }
         }
+        TasksCommand::Prune(_) => super::call::EXIT_USAGE,
     }
 }
 

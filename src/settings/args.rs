@@ -254,6 +254,12 @@ pub struct ServeArgs {
     /// Event streams (SSE) open at once; more are answered 503 [default: 256]
     #[arg(long, env = "AGENT_HOST_MAX_STREAMS", value_name = "N")]
     pub max_streams: Option<usize>,
+    /// Delete terminal tasks (and their attachments) whose status is older than this, e.g. 30d, 12h; off = keep [default: off]
+    #[arg(long, env = "AGENT_HOST_RETENTION_MAX_AGE", value_name = "AGE")]
+    pub retention_max_age: Option<String>,
+    /// Keep at most this many terminal tasks, newest first; 0 = no limit [default: 0]
+    #[arg(long, env = "AGENT_HOST_RETENTION_MAX_TASKS", value_name = "N")]
+    pub retention_max_tasks: Option<usize>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,

@@ -14,6 +14,7 @@ use crate::adapter::PromptVia;
 
 mod args;
 mod conn;
+pub mod retention;
 pub mod sandbox;
 pub mod security;
 pub use args::ServeArgs;
@@ -58,6 +59,8 @@ pub struct FileConfig {
     pub limits: security::LimitsSection,
     #[serde(default)]
     pub sandbox: sandbox::SandboxSection,
+    #[serde(default)]
+    pub retention: retention::RetentionSection,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -262,6 +265,8 @@ pub struct Settings {
     pub host_limits: HostLimits,
     /// The sandbox per task and the task limits (see [`sandbox`]).
     pub sandbox: sandbox::SandboxSettings,
+    /// Which terminal tasks are deleted, in the background (see [`crate::retention`]).
+    pub retention: retention::RetentionSettings,
 }
 
 /// Push notification settings, when on.
@@ -637,6 +642,7 @@ impl Settings {
             }
         }
         let sandbox = sandbox::resolve(args, &file.sandbox, &file.limits, &secrets, &repo_path)?;
+        let retention = retention::resolve(args, &file.retention)?;
         let log_format = match args
             .log_format
             .clone()
@@ -787,6 +793,7 @@ impl Settings {
             workspace_roots,
             host_limits,
             sandbox,
+            retention,
         })
     }
 }

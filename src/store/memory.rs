@@ -12,7 +12,7 @@ use base64::Engine as _;
 
 use super::{
     ContextRecord, DeadLetter, ListPage, ListQuery, PushRecord, PushStore, Snapshot, StoreError,
-    TaskStore,
+    TaskStore, TerminalTask,
 };
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{apply, LoggedEvent, TaskEvent};
@@ -266,6 +266,69 @@ impl TaskStore for MemoryStore {
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
         let m = self.processes.lock().map_err(|_| poisoned())?;
         Ok(m.iter().map(|(k, (p, s))| (k.clone(), *p, *s)).collect())
+    }
+
+    async fn terminal_tasks(&self) -> Result<Vec<TerminalTask>, StoreError> {
+        let records: Vec<Arc<Mutex<Record>>> = {
+            let map = self.tasks.read().map_err(|_| poisoned())?;
+            map.values().cloned().collect()
+        };
+        let mut out = Vec::new();
+        for rec in records {
+            let r = rec.lock().map_err(|_| poisoned())?;
+            if r.task.status.state.is_terminal() {
+                out.push(TerminalTask {
+                    id: r.task.id.clone(),
+                    context_id: r.task.context_id.clone(),
+                    status_ts: r.task.status.timestamp.clone().unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by(|a, b| (&b.status_ts, &b.id).cmp(&(&a.status_ts, &a.id)));
+        Ok(out)
+    }
+
+    async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut deleted = Vec::new();
+        let mut contexts = Vec::new();
+        {
+            let mut map = self.tasks.write().map_err(|_| poisoned())?;
+            for id in ids {
+                let Some(rec) = map.get(id) else { continue };
+                let (terminal, ctx) = {
+                    let r = rec.lock().map_err(|_| poisoned())?;
+                    (r.task.status.state.is_terminal(), r.task.context_id.clone())
+                };
+                if terminal {
+                    map.remove(id);
+                    deleted.push(id.clone());
+                    contexts.push(ctx);
+                }
+            }
+            let mut in_use = std::collections::HashSet::new();
+            for rec in map.values() {
+                in_use.insert(rec.lock().map_err(|_| poisoned())?.task.context_id.clone());
+            }
+            contexts.retain(|c| !in_use.contains(c));
+        }
+        let gone = |t: &String| deleted.contains(t);
+        self.processes
+            .lock()
+            .map_err(|_| poisoned())?
+            .retain(|k, _| !gone(k));
+        self.push
+            .lock()
+            .map_err(|_| poisoned())?
+            .retain(|p| !gone(&p.task_id));
+        self.dead
+            .lock()
+            .map_err(|_| poisoned())?
+            .retain(|d| !gone(&d.task_id));
+        let mut ctx = self.contexts.lock().map_err(|_| poisoned())?;
+        for c in contexts {
+            ctx.remove(&c);
+        }
+        Ok(deleted)
     }
 }
 

@@ -113,6 +113,15 @@ pub struct ContextRecord {
     pub cwd: Option<String>,
 }
 
+/// A task in a terminal state (completed, failed, canceled, rejected), as retention sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalTask {
+    pub id: String,
+    pub context_id: String,
+    /// Its status timestamp (ISO 8601 UTC, as written by [`crate::task::now_timestamp`]).
+    pub status_ts: String,
+}
+
 /// Filters and paging of a task listing.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -190,4 +199,16 @@ pub trait TaskStore: Send + Sync {
 
     /// Every recorded process group: (task id, pgid, start ticks).
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError>;
+
+    /// Every task in a terminal state, newest status first (ties: greater id first). What
+    /// retention chooses from ([`crate::retention`]).
+    async fn terminal_tasks(&self) -> Result<Vec<TerminalTask>, StoreError>;
+
+    /// Deletes those of `ids` that are in a terminal state, with everything kept for them:
+    /// the index row, every event row, the checkpoint, push configs and given-up
+    /// deliveries, a recorded process group; then the contexts of the deleted tasks that no
+    /// remaining task belongs to. A task not terminal (or unknown) is left alone: this never
+    /// deletes a task that can still change. Returns the ids deleted. Deleting is idempotent
+    /// (a store may do it in one transaction, or per task: terminal tasks never change).
+    async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
 }

@@ -26,7 +26,9 @@ use tokio::sync::oneshot;
 use self::writer::Write;
 use super::lock::DataLock;
 use super::memory::decode_token;
-use super::{files, ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use super::{
+    files, ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore, TerminalTask,
+};
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{LoggedEvent, TaskEvent};
 
@@ -386,6 +388,27 @@ impl TaskStore for SqliteStore {
             Ok(rows.collect::<Result<_, _>>()?)
         })
         .await
+    }
+
+    async fn terminal_tasks(&self) -> Result<Vec<TerminalTask>, StoreError> {
+        self.read(read::terminal_tasks).await
+    }
+
+    async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        // Terminal tasks never change, so those found terminal now are the ones the writer
+        // deletes (it checks the state again in its transaction).
+        let wanted = ids.to_vec();
+        let deleted = self.read(move |c| read::which_terminal(c, &wanted)).await?;
+        if deleted.is_empty() {
+            return Ok(deleted);
+        }
+        let ids = deleted.clone();
+        self.write(|reply| Write::Delete { ids, reply }).await?;
+        let mut live = self.live.lock().map_err(poisoned)?;
+        for id in &deleted {
+            live.remove(id);
+        }
+        Ok(deleted)
     }
 
     async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::protocol::v1::Task;
 use crate::store::memory::encode_token;
-use crate::store::{ListPage, ListQuery, Snapshot, StoreError};
+use crate::store::{ListPage, ListQuery, Snapshot, StoreError, TerminalTask};
 use crate::task::{apply, LoggedEvent, TaskEvent};
 
 /// A task as stored: its checkpoint with the later events applied, and its last sequence.
@@ -180,6 +180,43 @@ pub(super) fn unfinished(conn: &Connection) -> Result<Vec<Snapshot>, StoreError>
     for id in ids {
         if let Some(snap) = load_owned(conn, &id)? {
             out.push(snap);
+        }
+    }
+    Ok(out)
+}
+
+/// Every terminal task, newest status first.
+pub(super) fn terminal_tasks(conn: &mut Connection) -> Result<Vec<TerminalTask>, StoreError> {
+    let sql = format!(
+        "SELECT id, context_id, status_ts FROM tasks WHERE state IN {}
+         ORDER BY status_ts DESC, id DESC",
+        super::writer::TERMINAL
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(TerminalTask {
+            id: r.get(0)?,
+            context_id: r.get(1)?,
+            status_ts: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Those of `ids` that are terminal tasks.
+pub(super) fn which_terminal(
+    conn: &mut Connection,
+    ids: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let sql = format!(
+        "SELECT 1 FROM tasks WHERE id = ?1 AND state IN {}",
+        super::writer::TERMINAL
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut out = Vec::new();
+    for id in ids {
+        if stmt.exists([id])? {
+            out.push(id.clone());
         }
     }
     Ok(out)

@@ -42,6 +42,8 @@ pub(super) enum Write {
         ended: bool,
         reply: Reply,
     },
+    /// Deletes these tasks, where terminal, with their rows and orphaned contexts.
+    Delete { ids: Vec<String>, reply: Reply },
     /// Any other statement.
     Exec {
         sql: &'static str,
@@ -55,6 +57,7 @@ impl Write {
         match self {
             Write::Create { reply, .. }
             | Write::Append { reply, .. }
+            | Write::Delete { reply, .. }
             | Write::Exec { reply, .. } => reply,
         }
     }
@@ -150,6 +153,12 @@ fn write_all(
                 tx.prepare_cached(sql)?
                     .execute(rusqlite::params_from_iter(args.iter()))?;
             }
+            Write::Delete { ids, .. } => {
+                for id in ids {
+                    delete_terminal(&tx, id)?;
+                    progress.remove(id);
+                }
+            }
         }
     }
     for (id, ended) in due {
@@ -167,6 +176,40 @@ fn write_all(
         }
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// The states in which a task never changes again (as stored, proto names).
+pub(super) const TERMINAL: &str =
+    "('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')";
+
+/// Deletes task `id` and everything kept for it when it is terminal, then its context when
+/// no other task belongs to it.
+fn delete_terminal(tx: &Transaction, id: &str) -> Result<(), StoreError> {
+    let context: Option<String> = tx
+        .prepare_cached(&format!(
+            "SELECT context_id FROM tasks WHERE id = ?1 AND state IN {TERMINAL}"
+        ))?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    let Some(context) = context else {
+        return Ok(());
+    };
+    for sql in [
+        "DELETE FROM events WHERE task_id = ?1",
+        "DELETE FROM snapshots WHERE task_id = ?1",
+        "DELETE FROM push_configs WHERE task_id = ?1",
+        "DELETE FROM push_dead_letters WHERE task_id = ?1",
+        "DELETE FROM processes WHERE task_id = ?1",
+        "DELETE FROM tasks WHERE id = ?1",
+    ] {
+        tx.prepare_cached(sql)?.execute([id])?;
+    }
+    tx.prepare_cached(
+        "DELETE FROM contexts WHERE context_id = ?1
+         AND NOT EXISTS (SELECT 1 FROM tasks WHERE context_id = ?1)",
+    )?
+    .execute([&context])?;
     Ok(())
 }
 

@@ -1,0 +1,206 @@
+//! `agent-host tasks prune`: deletes terminal tasks from the configured store once, by age
+//! and/or count (dry run unless `--yes`). See [`crate::retention`].
+//!
+//! It opens the SQLite database itself, so it refuses while a host has the database open
+//! (the data folder's lock names that host): a running host applies its own `[retention]`
+//! settings in the background. SQLite's WAL would allow a second writer, but the host keeps
+//! recent events of running tasks in memory and owns the database alone (one host per data
+//! folder); stop the host or set `[retention]` instead.
+
+use std::path::PathBuf;
+
+use crate::settings::retention::{parse_age, RetentionSettings};
+use crate::settings::{ServeArgs, Settings, StoreChoice};
+use crate::store::SqliteStore;
+
+/// Flags of `agent-host tasks prune`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PruneArgs {
+    /// Delete terminal tasks whose last status change is older than this: 30d, 12h, 90m, 2w
+    #[arg(long, value_name = "AGE")]
+    pub older_than: Option<String>,
+    /// Keep only this many terminal tasks, the newest
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Delete; without it, only list what would be deleted
+    #[arg(long)]
+    pub yes: bool,
+    /// TOML config file (its [server] store, [agent] repo_path and [retention])
+    #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The store: sqlite (the default database) or sqlite:PATH
+    #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]")]
+    pub store: Option<String>,
+    /// Working directory of the tasks, where their attachments are [default: the current directory]
+    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    pub repo_path: Option<PathBuf>,
+}
+
+/// Why a prune could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    #[error("task store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("nothing to prune by: give --older-than AGE and/or --keep N (or set [retention] in the config file)")]
+    NoLimit,
+    #[error("the memory store keeps nothing after the host stops: there is nothing to prune")]
+    Memory,
+}
+
+impl PruneError {
+    /// The exit code: 2 for usage errors, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PruneError::NoLimit | PruneError::Settings(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs the prune; the text to print.
+pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
+    let settings = Settings::resolve(&ServeArgs {
+        config: args.config.clone(),
+        store: args.store.clone(),
+        repo_path: args.repo_path.clone(),
+        ..ServeArgs::default()
+    })?;
+    let mut policy = settings.retention;
+    if args.older_than.is_some() || args.keep.is_some() {
+        policy = RetentionSettings {
+            max_age: match &args.older_than {
+                Some(a) => parse_age(a)?,
+                None => None,
+            },
+            max_tasks: args.keep,
+        };
+    }
+    if !policy.is_on() {
+        return Err(PruneError::NoLimit);
+    }
+    let path = match &settings.store {
+        StoreChoice::Sqlite(p) => p.clone(),
+        StoreChoice::Memory => return Err(PruneError::Memory),
+    };
+    let store = SqliteStore::open(&path)?;
+    let dry_run = !args.yes;
+    let pruned = crate::retention::prune(&store, &policy, &settings.repo_path, dry_run).await?;
+    if json {
+        let tasks: Vec<_> = pruned
+            .tasks
+            .iter()
+            .map(|t| {
+                serde_json::json!({"id": t.id, "contextId": t.context_id, "statusTimestamp": t.status_ts})
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "dryRun": dry_run,
+            "database": path.display().to_string(),
+            "tasks": tasks,
+            "attachments": pruned.attachments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        });
+        return Ok(format!("{doc}\n"));
+    }
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    let mut out = format!(
+        "{verb} {} terminal task(s) and {} attachments folder(s) from {}\n",
+        pruned.tasks.len(),
+        pruned.attachments.len(),
+        path.display()
+    );
+    for t in &pruned.tasks {
+        out.push_str(&format!(
+            "  {}  {}  context {}\n",
+            t.status_ts, t.id, t.context_id
+        ));
+    }
+    for a in &pruned.attachments {
+        out.push_str(&format!("  {}\n", a.display()));
+    }
+    if dry_run && !pruned.tasks.is_empty() {
+        out.push_str("dry run: nothing deleted; add --yes to delete\n");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::v1::{Task, TaskState, TaskStatus};
+    use crate::store::TaskStore as _;
+
+    fn task(id: &str, state: TaskState, ts: &str) -> Task {
+        Task {
+            id: id.into(),
+            context_id: format!("ctx-{id}"),
+            status: TaskStatus {
+                state,
+                message: None,
+                timestamp: Some(ts.into()),
+            },
+            ..Task::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn dry_run_lists_and_yes_deletes_only_old_terminal_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        {
+            let store = SqliteStore::open(&db).unwrap();
+            store
+                .create(task(
+                    "old",
+                    TaskState::Completed,
+                    "2020-01-01T00:00:00.000Z",
+                ))
+                .await
+                .unwrap();
+            store
+                .create(task(
+                    "stuck",
+                    TaskState::Working,
+                    "2020-01-01T00:00:00.000Z",
+                ))
+                .await
+                .unwrap();
+            store
+                .create(task(
+                    "fresh",
+                    TaskState::Failed,
+                    &crate::task::now_timestamp(),
+                ))
+                .await
+                .unwrap();
+        }
+        let mut args = PruneArgs {
+            older_than: Some("30d".into()),
+            keep: None,
+            yes: false,
+            config: None,
+            store: Some(format!("sqlite:{}", db.display())),
+            repo_path: Some(dir.path().to_path_buf()),
+        };
+        let out = run(&args, false).await.unwrap();
+        assert!(out.contains("would delete 1 terminal task(s)"), "{out}");
+        assert!(out.contains(" old ") && !out.contains("stuck"), "{out}");
+        let out = run(&args, true).await.unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["dryRun"], true);
+        assert_eq!(doc["tasks"][0]["id"], "old");
+
+        args.yes = true;
+        let out = run(&args, false).await.unwrap();
+        assert!(out.starts_with("deleted 1 terminal task(s)"), "{out}");
+        let store = SqliteStore::open(&db).unwrap();
+        assert!(store.get("old").await.unwrap().is_none());
+        assert!(store.get("stuck").await.unwrap().is_some());
+        assert!(store.get("fresh").await.unwrap().is_some());
+        drop(store);
+        args.older_than = None;
+        let e = run(&args, false).await.unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+    }
+}

@@ -1,0 +1,174 @@
+//! Retention: which terminal tasks are deleted, and deleting them with their attachments.
+//!
+//! The settings ([`RetentionSettings`]: `[retention] max_age`, `max_tasks`) name an age past
+//! which a terminal task goes (its last status change is older) and a count of terminal
+//! tasks kept (the newest). A task that is not terminal (submitted, working, waiting for
+//! input) is never deleted, whatever its age. A deleted task's attachments folder
+//! (`<working dir>/.agent-host/attachments/<task id>`) goes with it.
+//!
+//! [`spawn`] runs it in the background of a host (the composition root starts one per
+//! store, and stops it at shutdown); [`prune`] runs it once (`agent-host tasks prune`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::settings::retention::RetentionSettings;
+use crate::store::{StoreError, TaskStore, TerminalTask};
+
+/// How often the background retention runs (the first run is right after the start).
+pub const INTERVAL: Duration = Duration::from_secs(600);
+
+/// The terminal tasks that `policy` deletes at `now`, from `tasks` (newest status first, as
+/// [`TaskStore::terminal_tasks`] gives them): those beyond the first `max_tasks`, and those
+/// whose status is older than `max_age`. A timestamp that does not parse counts for the
+/// number kept but is never "too old".
+pub fn select(
+    tasks: &[TerminalTask],
+    policy: &RetentionSettings,
+    now: DateTime<Utc>,
+) -> Vec<TerminalTask> {
+    let cutoff = policy
+        .max_age
+        .and_then(|a| chrono::Duration::from_std(a).ok())
+        .and_then(|a| now.checked_sub_signed(a));
+    tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            let over_count = policy.max_tasks.is_some_and(|n| *i >= n);
+            let too_old = cutoff.is_some_and(|c| {
+                DateTime::parse_from_rfc3339(&t.status_ts)
+                    .map(|ts| ts.with_timezone(&Utc) < c)
+                    .unwrap_or(false)
+            });
+            over_count || too_old
+        })
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
+/// What a prune did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default)]
+pub struct Pruned {
+    /// The tasks deleted (dry run: that would be).
+    pub tasks: Vec<TerminalTask>,
+    /// Attachments folders removed (dry run: that would be).
+    pub attachments: Vec<PathBuf>,
+}
+
+/// Applies `policy` to `store` once. `work_dir` is the working directory of tasks whose
+/// context recorded none. With `dry_run`, nothing is deleted.
+pub async fn prune(
+    store: &dyn TaskStore,
+    policy: &RetentionSettings,
+    work_dir: &Path,
+    dry_run: bool,
+) -> Result<Pruned, StoreError> {
+    if !policy.is_on() {
+        return Ok(Pruned::default());
+    }
+    let chosen = select(&store.terminal_tasks().await?, policy, Utc::now());
+    if chosen.is_empty() {
+        return Ok(Pruned::default());
+    }
+    let contexts = store.contexts().await?;
+    let folder_of = |t: &TerminalTask| {
+        let dir = contexts
+            .iter()
+            .find(|c| c.context_id == t.context_id)
+            .and_then(|c| c.cwd.as_deref())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| work_dir.to_path_buf());
+        crate::engine::input::attachments_dir(&dir, &t.id)
+    };
+    let folders: Vec<(String, PathBuf)> = chosen
+        .iter()
+        .map(|t| (t.id.clone(), folder_of(t)))
+        .collect();
+    if dry_run {
+        return Ok(Pruned {
+            attachments: folders
+                .into_iter()
+                .map(|(_, f)| f)
+                .filter(|f| is_real_dir(f))
+                .collect(),
+            tasks: chosen,
+        });
+    }
+    let ids: Vec<String> = chosen.iter().map(|t| t.id.clone()).collect();
+    let deleted = store.delete_terminal(&ids).await?;
+    let mut removed = Vec::new();
+    for (id, folder) in folders {
+        if !deleted.contains(&id) || !is_real_dir(&folder) {
+            continue;
+        }
+        match tokio::fs::remove_dir_all(&folder).await {
+            Ok(()) => removed.push(folder),
+            Err(e) => {
+                tracing::warn!(task = %id, path = %folder.display(), error = %e, "could not remove a pruned task's attachments")
+            }
+        }
+    }
+    Ok(Pruned {
+        tasks: chosen
+            .into_iter()
+            .filter(|t| deleted.contains(&t.id))
+            .collect(),
+        attachments: removed,
+    })
+}
+
+/// Whether `path` is a directory reached without symbolic links from its `.agent-host`
+/// folder on (so a removal never follows a link out of the working directory).
+fn is_real_dir(path: &Path) -> bool {
+    let mut p = Some(path);
+    // The task folder, `attachments`, `.agent-host`.
+    for _ in 0..3 {
+        let Some(cur) = p else { return false };
+        match std::fs::symlink_metadata(cur) {
+            Ok(m) if m.is_dir() => {}
+            _ => return false,
+        }
+        p = cur.parent();
+    }
+    true
+}
+
+/// Starts the background retention of `store`: once now, then every [`INTERVAL`]. `None`
+/// when `policy` sets no limit. Abort the handle to stop it.
+pub fn spawn(
+    store: Arc<dyn TaskStore>,
+    policy: RetentionSettings,
+    work_dir: PathBuf,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if !policy.is_on() {
+        return None;
+    }
+    tracing::info!(
+        max_age_secs = policy.max_age.map(|a| a.as_secs()),
+        max_tasks = policy.max_tasks,
+        "retention on: terminal tasks beyond these limits are deleted"
+    );
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match prune(store.as_ref(), &policy, &work_dir, false).await {
+                Ok(p) if !p.tasks.is_empty() => tracing::info!(
+                    tasks = p.tasks.len(),
+                    attachments = p.attachments.len(),
+                    "retention deleted terminal tasks"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "retention failed; trying again later"),
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests;

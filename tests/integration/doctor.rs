@@ -1,0 +1,154 @@
+//! `agent-host doctor`: a CLI with and without its credentials (a fake program and HOME in
+//! a temporary folder), the exit codes, the `--json` document; `tasks prune` from the
+//! command line.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+use crate::common::limit;
+
+/// An adapter folder with `fakecli`: a program that prints the version Claude Code 2.1.330
+/// prints for `--version` (recorded), whose credentials are a variable or a login file.
+fn setup(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bin = root.join("fakecli");
+    std::fs::write(&bin, "#!/bin/sh\necho '2.1.330 (Claude Code)'\n").unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let adapters = root.join("adapters");
+    std::fs::create_dir_all(&adapters).unwrap();
+    std::fs::write(
+        adapters.join("fakecli.toml"),
+        format!(
+            r#"id = "fakecli"
+name = "Fake CLI"
+description = "doctor test"
+binary = "{}"
+wire = "claude-stream-json"
+tested_versions = ["2.1.330"]
+
+[doctor]
+credentials_env = ["AGENT_HOST_DOCTOR_TEST_KEY"]
+credentials_files = ["~/.fakecli/auth.json"]
+"#,
+            bin.display()
+        ),
+    )
+    .unwrap();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    (adapters, home)
+}
+
+async fn doctor(adapters: &Path, home: &Path, repo: &Path, json: bool) -> (i32, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    // The program lives in /tmp, which the sandbox replaces with a private one.
+    cmd.args([
+        "doctor",
+        "--adapter",
+        "fakecli",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+    ])
+    .args(["--sandbox", "off"])
+    .arg("--adapters-dir")
+    .arg(adapters)
+    .arg("--repo-path")
+    .arg(repo)
+    .env("HOME", home)
+    .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
+    .env_remove("AGENT_HOST_CONFIG")
+    .env_remove("AGENT_BINARY")
+    .kill_on_drop(true);
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.output().await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn doctor_fails_without_credentials_and_passes_with_them() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+
+        let (code, out) = doctor(&adapters, &home, &repo, false).await;
+        assert_eq!(code, 1, "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("fakecli credentials"))
+            .unwrap_or_default();
+        assert!(line.starts_with("FAIL"), "{out}");
+        assert!(line.contains("AGENT_HOST_DOCTOR_TEST_KEY"), "{line}");
+        assert!(line.contains(".fakecli/auth.json"), "{line}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("pass") && l.contains("2.1.330 (tested)")),
+            "{out}"
+        );
+        // Not a git repository: a warning, not a failure.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("warn") && l.contains("not in a git repository")),
+            "{out}"
+        );
+
+        // Logged in: the file the CLI's login writes is there.
+        std::fs::create_dir_all(home.join(".fakecli")).unwrap();
+        std::fs::write(home.join(".fakecli/auth.json"), "{}").unwrap();
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let (code, out) = doctor(&adapters, &home, &repo, true).await;
+        assert_eq!(code, 0, "{out}");
+        let doc: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+        assert_eq!(doc["ok"], true);
+        let checks = doc["checks"].as_array().unwrap();
+        for c in checks {
+            assert!(c["check"].is_string() && c["detail"].is_string(), "{c}");
+            assert!(
+                ["pass", "warn", "fail"].contains(&c["status"].as_str().unwrap()),
+                "{c}"
+            );
+        }
+        let creds = checks
+            .iter()
+            .find(|c| c["check"] == "fakecli credentials")
+            .unwrap();
+        assert_eq!(creds["status"], "pass", "{creds}");
+        let wd = checks
+            .iter()
+            .find(|c| c["check"] == "working directory")
+            .unwrap();
+        assert_eq!(wd["status"], "pass", "{wd}");
+        assert!(checks.iter().any(|c| c["check"] == "store"));
+        assert!(checks.iter().any(|c| c["check"] == "port"));
+        assert!(checks.iter().any(|c| c["check"] == "sandbox"));
+    })
+    .await
+}
+
+#[tokio::test]
+async fn doctor_says_when_the_program_is_missing() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        std::fs::remove_file(tmp.path().join("fakecli")).unwrap();
+        let (code, out) = doctor(&adapters, &home, tmp.path(), false).await;
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("FAIL") && l.contains("fakecli program")),
+            "{out}"
+        );
+    })
+    .await
+}
