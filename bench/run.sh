@@ -16,6 +16,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+# Where cargo puts the binaries (CARGO_TARGET_DIR when set).
+target="${CARGO_TARGET_DIR:-$root/target}"
 
 echo "run.sh: building (release)" >&2
 (cd "$root" && cargo build --release --quiet --bin agent-host -p agent-host \
@@ -48,10 +50,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "run.sh: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB; work dir $work" >&2
-setsid timeout 1800 "$root/target/release/loadgen" \
-    --agent-host "$root/target/release/agent-host" \
+setsid timeout 1800 "$target/release/loadgen" \
+    --agent-host "$target/release/agent-host" \
     --baseline "$here/baseline/server.mjs" \
-    --cli "$root/target/release/bench-cli" \
+    --cli "$target/release/bench-cli" \
     --work "$work" "$@" &
 lg_pid=$!
 wait "$lg_pid"
