@@ -5,6 +5,8 @@
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
 #   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
 #               latency-100, latency-500, start, live-1000)
+#   --sandbox M agent-host's --sandbox mode (default: its own, auto: bubblewrap and a cgroup
+#               per task where the machine has them; the baseline runs its CLIs bare)
 #
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
 # generator `loadgen`) in release mode, installs the baseline's pinned npm packages into

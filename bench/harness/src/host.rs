@@ -25,6 +25,8 @@ pub struct Programs {
     pub baseline: PathBuf,
     pub cli: PathBuf,
     pub work: PathBuf,
+    /// agent-host's `--sandbox` mode; None: its default (`auto`).
+    pub sandbox: Option<String>,
 }
 
 pub struct Host {
@@ -75,6 +77,9 @@ impl Host {
                     // queued, 600 requests a minute) so both take the same load.
                     .args(["--max-running-tasks", "5000", "--max-queued-tasks", "5000"])
                     .args(["--rate-limit", "0"]);
+                if let Some(mode) = &p.sandbox {
+                    c.args(["--sandbox", mode]);
+                }
                 c
             }
             Kind::Baseline => {

@@ -195,7 +195,7 @@ fn main() {
             }),
             None => {
                 eprintln!(
-                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME]"
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--sandbox auto|off]"
                 );
                 std::process::exit(2)
             }
@@ -206,6 +206,7 @@ fn main() {
         baseline: need("--baseline"),
         cli: need("--cli"),
         work: need("--work"),
+        sandbox: arg(&args, "--sandbox"),
     };
     let scale: f64 = arg(&args, "--scale")
         .and_then(|s| s.parse().ok())
