@@ -5,6 +5,8 @@
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
 #   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
 #               latency-100, latency-500, start, live-1000)
+#   --sandbox M agent-host's --sandbox mode (default: its own, auto: bubblewrap and a cgroup
+#               per task where the machine has them; the baseline runs its CLIs bare)
 #
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
 # generator `loadgen`) in release mode, installs the baseline's pinned npm packages into
@@ -16,6 +18,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+# Where cargo puts the binaries (CARGO_TARGET_DIR when set).
+target="${CARGO_TARGET_DIR:-$root/target}"
 
 echo "run.sh: building (release)" >&2
 (cd "$root" && cargo build --release --quiet --bin agent-host -p agent-host \
@@ -48,10 +52,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "run.sh: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB; work dir $work" >&2
-setsid timeout 1800 "$root/target/release/loadgen" \
-    --agent-host "$root/target/release/agent-host" \
+setsid timeout 1800 "$target/release/loadgen" \
+    --agent-host "$target/release/agent-host" \
     --baseline "$here/baseline/server.mjs" \
-    --cli "$root/target/release/bench-cli" \
+    --cli "$target/release/bench-cli" \
     --work "$work" "$@" &
 lg_pid=$!
 wait "$lg_pid"

@@ -76,6 +76,15 @@ pub trait Spawner: Send + Sync {
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError>;
 }
 
+/// Programs started at once: as many as there are cores (at least 2).
+fn spawn_slots() -> &'static tokio::sync::Semaphore {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        tokio::sync::Semaphore::new(cores.max(2))
+    })
+}
+
 /// The real runner: a child process per turn.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ProcessSpawner;
@@ -83,7 +92,12 @@ pub struct ProcessSpawner;
 #[async_trait]
 impl Spawner for ProcessSpawner {
     async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError> {
-        // fork/exec off the async workers, so a burst of new tasks never delays other streams.
+        // fork/exec off the async workers, so a burst of new tasks never delays other streams;
+        // and only a few at once: a burst of a thousand starts would otherwise grow tokio's
+        // blocking pool to hundreds of threads (each with its stack and malloc arena, kept
+        // after the burst) forking side by side on a few cores, while the workers that
+        // deliver other tasks' events wait for the CPU and the address-space lock.
+        let _permit = spawn_slots().acquire().await;
         match tokio::task::spawn_blocking(move || Process::spawn(spec)).await {
             Ok(Ok(p)) => Ok(Box::new(p)),
             Ok(Err(e)) => Err(SpawnError::Runner(e)),

@@ -179,16 +179,15 @@ pub(crate) async fn pump<R>(
     R: AsyncRead + Unpin,
 {
     let mut splitter = LineSplitter::new(max);
-    // Each live task holds one buffer per stream: small ones keep a thousand tasks cheap,
-    // and a pipe read of 16 KiB still drains a full 64 KiB pipe in four calls. stderr carries
-    // little (retries, warnings).
-    let mut chunk = vec![
-        0u8;
-        match stream {
-            Stream::Stdout => 16 * 1024,
-            Stream::Stderr => 4 * 1024,
-        }
-    ];
+    // Each live task holds one buffer per stream, so it starts small (a thousand live tasks
+    // that print a line now and then need little) and doubles whenever a read fills it, up to
+    // 16 KiB for stdout (four reads drain a full 64 KiB pipe) and 4 KiB for stderr, which
+    // carries little (retries, warnings).
+    let most = match stream {
+        Stream::Stdout => 16 * 1024,
+        Stream::Stderr => 4 * 1024,
+    };
+    let mut chunk = vec![0u8; 1024];
     let mut pieces = Vec::new();
     loop {
         let read = reader.read(&mut chunk);
@@ -222,6 +221,9 @@ pub(crate) async fn pump<R>(
             splitter.finish(&mut pieces);
         } else {
             splitter.push(&chunk[..n], &mut pieces);
+            if n == chunk.len() && chunk.len() < most {
+                chunk.resize(chunk.len() * 2, 0);
+            }
         }
         for piece in pieces.drain(..) {
             if tx.send(to_output(piece, stream)).await.is_err() {
@@ -319,6 +321,22 @@ mod tests {
         pump(data, Stream::Stderr, 100, None, tx).await;
         assert_eq!(rx.recv().await, Some(Output::Stderr("one".into())));
         assert_eq!(rx.recv().await, Some(Output::Stderr("two".into())));
+        assert_eq!(rx.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn pump_grows_its_buffer_for_bulk_output_and_loses_nothing() {
+        // 2,000 lines of 50 bytes in one go: reads fill the first small buffer, so it grows,
+        // and lines that straddle two reads are still whole.
+        let lines: Vec<String> = (0..2000)
+            .map(|i| format!("{i:06} {}", "x".repeat(42)))
+            .collect();
+        let data = lines.join("\n").into_bytes();
+        let (tx, mut rx) = mpsc::channel(4096);
+        pump(data.as_slice(), Stream::Stdout, 100, None, tx).await;
+        for l in &lines {
+            assert_eq!(rx.recv().await, Some(Output::Line(l.clone())));
+        }
         assert_eq!(rx.recv().await, None);
     }
 }

@@ -2,7 +2,6 @@
 //! keep-alive comments, closed after the event that ends the stream.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -28,44 +27,29 @@ pub enum Flavor {
 }
 
 /// The JSON of a stream event in v1.0 shape, computed once per event.
-pub fn v1_json(e: &LoggedEvent, sr: &StreamResponse) -> Arc<str> {
-    e.v1_json
-        .get_or_init(|| {
-            serde_json::to_string(sr)
-                .unwrap_or_else(|_| "{}".to_string())
-                .into()
-        })
-        .clone()
+pub fn v1_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
+    e.v1_json.get_or_init(|| {
+        serde_json::to_string(sr)
+            .unwrap_or_else(|_| "{}".to_string())
+            .into()
+    })
 }
 
 /// The JSON of a stream event in v0.3 shape, computed once per event.
-pub fn v03_json(e: &LoggedEvent, sr: &StreamResponse) -> Arc<str> {
+pub fn v03_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
     e.v03_json
         .get_or_init(|| v03::stream_event_to_v03(sr).to_string().into())
-        .clone()
 }
 
 /// The JSON of a stream event in v0.3 REST shape, computed once per event.
-pub fn v03_rest_json(e: &LoggedEvent, sr: &StreamResponse) -> Arc<str> {
+pub fn v03_rest_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
     e.v03_rest_json
         .get_or_init(|| v03::rest::stream_event_to_rest03(sr).to_string().into())
-        .clone()
 }
 
 impl Flavor {
-    /// The `data:` of one event carrying `event_json` (already serialized): a JSON-RPC
-    /// response, or the event itself for HTTP+JSON.
-    fn wrap(&self, event_json: &str) -> String {
-        match self {
-            Flavor::V1JsonRpc { id } | Flavor::V03JsonRpc { id } => {
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{event_json}}}"#)
-            }
-            Flavor::V1Rest | Flavor::V03Rest => event_json.to_string(),
-        }
-    }
-
     /// The payload of a logged event, or None when it is not streamed (user messages).
-    fn payload(&self, e: &LoggedEvent) -> Option<Arc<str>> {
+    fn payload<'a>(&self, e: &'a LoggedEvent) -> Option<&'a str> {
         let TaskEvent::Stream(sr) = &e.event else {
             return None;
         };
@@ -78,10 +62,10 @@ impl Flavor {
 
     /// The SSE frame of a logged event (its sequence number as the `id`), or None when the
     /// event is not streamed. The event's JSON is serialized once and cached on the event, so
-    /// each further subscriber only pays for the envelope.
+    /// each further subscriber only pays for the envelope: one allocation, the frame's own.
     pub fn encode(&self, e: &LoggedEvent) -> Option<Bytes> {
         let json = self.payload(e)?;
-        Some(frame(e.seq, &self.wrap(&json)))
+        Some(self.frame(e.seq, json))
     }
 
     /// A frame for a stream response that is not in the log (a snapshot).
@@ -93,18 +77,39 @@ impl Flavor {
             Flavor::V03JsonRpc { .. } => v03::stream_event_to_v03(sr).to_string(),
             Flavor::V03Rest => v03::rest::stream_event_to_rest03(sr).to_string(),
         };
-        frame(seq, &self.wrap(&json))
+        self.frame(seq, &json)
     }
-}
 
-fn frame(seq: u64, data: &str) -> Bytes {
-    let mut s = String::with_capacity(data.len() + 24);
-    s.push_str("id: ");
-    s.push_str(&seq.to_string());
-    s.push_str("\ndata: ");
-    s.push_str(data);
-    s.push_str("\n\n");
-    Bytes::from(s)
+    /// `id: <seq>\ndata: <data>\n\n`, the data being `event_json` in this flavor's envelope
+    /// (a JSON-RPC response, or the bare event for HTTP+JSON), written into one buffer of the
+    /// exact size.
+    fn frame(&self, seq: u64, event_json: &str) -> Bytes {
+        const RPC_HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+        const RPC_RESULT: &str = r#","result":"#;
+        let mut num = itoa::Buffer::new();
+        let seq = num.format(seq);
+        let rpc_id = match self {
+            Flavor::V1JsonRpc { id } | Flavor::V03JsonRpc { id } => Some(id.as_str()),
+            Flavor::V1Rest | Flavor::V03Rest => None,
+        };
+        let envelope = rpc_id.map_or(0, |id| RPC_HEAD.len() + id.len() + RPC_RESULT.len() + 1);
+        let mut b = Vec::with_capacity(4 + seq.len() + 7 + envelope + event_json.len() + 2);
+        b.extend_from_slice(b"id: ");
+        b.extend_from_slice(seq.as_bytes());
+        b.extend_from_slice(b"\ndata: ");
+        match rpc_id {
+            Some(id) => {
+                b.extend_from_slice(RPC_HEAD.as_bytes());
+                b.extend_from_slice(id.as_bytes());
+                b.extend_from_slice(RPC_RESULT.as_bytes());
+                b.extend_from_slice(event_json.as_bytes());
+                b.push(b'}');
+            }
+            None => b.extend_from_slice(event_json.as_bytes()),
+        }
+        b.extend_from_slice(b"\n\n");
+        Bytes::from(b)
+    }
 }
 
 struct SseState {
@@ -168,4 +173,68 @@ pub fn response(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::v1::{Message, Part, Role};
+
+    fn event() -> LoggedEvent {
+        let msg = Message {
+            message_id: "m1".into(),
+            role: Role::Agent,
+            parts: vec![Part::text("hi")],
+            ..Default::default()
+        };
+        LoggedEvent::new(42, TaskEvent::Stream(StreamResponse::Message(msg)))
+    }
+
+    fn data(frame: &Bytes) -> serde_json::Value {
+        let s = std::str::from_utf8(frame).expect("utf-8");
+        let rest = s.strip_prefix("id: 42\ndata: ").expect("id line");
+        let json = rest.strip_suffix("\n\n").expect("frame end");
+        serde_json::from_str(json).expect("data is JSON")
+    }
+
+    #[test]
+    fn frames_carry_the_seq_and_the_envelope_of_their_flavor() {
+        let e = event();
+        let rpc = Flavor::V1JsonRpc { id: "\"a\"".into() }
+            .encode(&e)
+            .expect("streamed");
+        let v = data(&rpc);
+        assert_eq!(v["jsonrpc"], "2.0");
+        assert_eq!(v["id"], "a");
+        assert_eq!(v["result"]["message"]["messageId"], "m1");
+        let rest = Flavor::V1Rest.encode(&e).expect("streamed");
+        assert_eq!(data(&rest)["message"]["messageId"], "m1");
+        // The second subscriber gets the same bytes from the cache.
+        let again = Flavor::V1JsonRpc { id: "\"a\"".into() }
+            .encode(&e)
+            .expect("streamed");
+        assert_eq!(rpc, again);
+        let v03 = Flavor::V03JsonRpc { id: "7".into() }
+            .encode(&e)
+            .expect("streamed");
+        let v = data(&v03);
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["result"]["kind"], "message");
+    }
+
+    #[test]
+    fn snapshot_frames_match_logged_ones() {
+        let e = event();
+        let TaskEvent::Stream(sr) = &e.event else {
+            unreachable!("built as a stream event")
+        };
+        for f in [
+            Flavor::V1JsonRpc { id: "1".into() },
+            Flavor::V03JsonRpc { id: "1".into() },
+            Flavor::V1Rest,
+            Flavor::V03Rest,
+        ] {
+            assert_eq!(f.frame_for(42, sr), f.encode(&e).expect("streamed"));
+        }
+    }
 }

@@ -9,7 +9,7 @@ pub mod history;
 pub mod mapping;
 pub mod redact;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
@@ -50,11 +50,11 @@ pub struct LoggedEvent {
     pub seq: u64,
     pub event: TaskEvent,
     /// Cache for the v1.0 JSON of the stream event.
-    pub v1_json: OnceLock<Arc<str>>,
+    pub v1_json: OnceLock<Box<str>>,
     /// Cache for the v0.3 JSON of the stream event.
-    pub v03_json: OnceLock<Arc<str>>,
+    pub v03_json: OnceLock<Box<str>>,
     /// Cache for the v0.3 REST (ProtoJSON) JSON of the stream event.
-    pub v03_rest_json: OnceLock<Arc<str>>,
+    pub v03_rest_json: OnceLock<Box<str>>,
 }
 
 impl LoggedEvent {

@@ -59,6 +59,43 @@ pub fn request_body(prompt: &str, message_id: &str) -> String {
     )
 }
 
+/// The JSON-RPC body of a v1.0 `SendMessage` that answers at once (`returnImmediately`):
+/// the task runs on with no stream open.
+pub fn detached_body(prompt: &str, message_id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"{message_id}","role":"ROLE_USER","parts":[{{"text":"{prompt}"}}]}},"configuration":{{"returnImmediately":true}}}}}}"#
+    )
+}
+
+/// Sends `body` (a non-streaming request) and reads the answer to its end; an error unless
+/// it is a 200 without a JSON-RPC error.
+pub async fn send_detached(addr: SocketAddr, body: &str, deadline: Instant) -> Result<(), String> {
+    let work = async {
+        let mut s = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if !out.starts_with(b"HTTP/1.1 200") || find(&out, b"\"error\":{").is_some() {
+            let msg = String::from_utf8_lossy(&out[..out.len().min(300)]).into_owned();
+            return Err(format!("send failed: {msg}"));
+        }
+        Ok(())
+    };
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .map_err(|_| "timed out".to_string())?
+}
+
 enum Body {
     Headers,
     Chunked { need: Option<usize> },

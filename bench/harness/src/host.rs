@@ -25,6 +25,8 @@ pub struct Programs {
     pub baseline: PathBuf,
     pub cli: PathBuf,
     pub work: PathBuf,
+    /// agent-host's `--sandbox` mode; None: its default (`auto`).
+    pub sandbox: Option<String>,
 }
 
 pub struct Host {
@@ -74,7 +76,12 @@ impl Host {
                     // The baseline has no limits; lift agent-host's (16 running, 256
                     // queued, 600 requests a minute) so both take the same load.
                     .args(["--max-running-tasks", "5000", "--max-queued-tasks", "5000"])
-                    .args(["--rate-limit", "0"]);
+                    .args(["--rate-limit", "0"])
+                    .args(["--max-connections", "5000", "--max-streams", "5000"])
+                    .args(["--max-connections-per-address", "5000"]);
+                if let Some(mode) = &p.sandbox {
+                    c.args(["--sandbox", mode]);
+                }
                 c
             }
             Kind::Baseline => {

@@ -75,6 +75,42 @@ async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamRes
     out
 }
 
+/// The same tasks as [`drive`], started with no stream open (`returnImmediately`); returns
+/// once they have had the time to run (their lines are not read).
+async fn drive_detached(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
+    let deadline = tokio::time::Instant::now() + load.limit;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..load.streams {
+        let body = client::detached_body(
+            &format!("n={} pause_us={}", load.events, load.pause_us),
+            &format!("{tag}-{i}"),
+        );
+        let delay = load.stagger * i as u32;
+        set.spawn(async move {
+            tokio::time::sleep(delay).await;
+            client::send_detached(addr, &body, deadline).await
+        });
+    }
+    let mut out = Vec::with_capacity(load.streams);
+    while let Some(r) = set.join_next().await {
+        let error = match r {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(e) => Some(format!("join: {e}")),
+        };
+        out.push(client::StreamResult {
+            completed: error.is_none(),
+            error,
+            ..Default::default()
+        });
+    }
+    // The tasks print for events × pause; the RSS is sampled meanwhile.
+    let run_for =
+        Duration::from_micros(load.pause_us * load.events as u64) + Duration::from_secs(1);
+    tokio::time::sleep_until((tokio::time::Instant::now() + run_for).min(deadline)).await;
+    out
+}
+
 /// Starts a fresh host, runs the load, samples the host's RSS, stops it.
 fn run_load(
     rt: &tokio::runtime::Runtime,
@@ -82,6 +118,7 @@ fn run_load(
     progs: &Programs,
     load: Load,
     tag: &str,
+    detached: bool,
 ) -> Result<Outcome, String> {
     let host = Host::start(kind, progs, &format!("{tag}.log"))?;
     let cpu0 = host.cpu();
@@ -96,7 +133,11 @@ fn run_load(
         let work = async {
             let mut all = Vec::new();
             for _ in 0..reps {
-                all.extend(drive(host.addr, load, tag).await);
+                if detached {
+                    all.extend(drive_detached(host.addr, load, tag).await);
+                } else {
+                    all.extend(drive(host.addr, load, tag).await);
+                }
             }
             all
         };
@@ -154,7 +195,7 @@ fn main() {
             }),
             None => {
                 eprintln!(
-                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME]"
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--sandbox auto|off]"
                 );
                 std::process::exit(2)
             }
@@ -165,6 +206,7 @@ fn main() {
         baseline: need("--baseline"),
         cli: need("--cli"),
         work: need("--work"),
+        sandbox: arg(&args, "--sandbox"),
     };
     let scale: f64 = arg(&args, "--scale")
         .and_then(|s| s.parse().ok())
@@ -291,7 +333,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 1,
             },
-            false,
+            true,
         ),
     ];
     let mut rows: Vec<Row> = Vec::new();
@@ -304,13 +346,18 @@ fn main() {
         if with_sqlite {
             kinds.push(("agent-host-sqlite", &sqlite));
         }
+        // The live tasks once more with no stream open: what the streams cost apart.
+        if matches!(measure, Measure::Live) {
+            kinds.push(("agent-host-detached", &memory));
+        }
         for (who, kind) in kinds {
             eprintln!(
                 "loadgen: {name} on {who}: {} stream(s) x {} events, {} µs apart",
                 load.streams, load.events, load.pause_us
             );
             let tag = format!("{name}-{who}");
-            match run_load(&rt, kind, &progs, load, &tag) {
+            let detached = who == "agent-host-detached";
+            match run_load(&rt, kind, &progs, load, &tag, detached) {
                 Ok(o) => {
                     eprintln!("loadgen:   {}", report::summary(&o));
                     row.set(who, o);

@@ -19,6 +19,8 @@ pub struct Row {
     ours: Option<Outcome>,
     base: Option<Outcome>,
     sqlite: Option<Outcome>,
+    /// agent-host running the same tasks with no stream open (the live load only).
+    detached: Option<Outcome>,
 }
 
 impl Row {
@@ -29,6 +31,7 @@ impl Row {
             ours: None,
             base: None,
             sqlite: None,
+            detached: None,
         }
     }
 
@@ -36,6 +39,7 @@ impl Row {
         match who {
             "agent-host" => self.ours = Some(o),
             "baseline" => self.base = Some(o),
+            "agent-host-detached" => self.detached = Some(o),
             _ => self.sqlite = Some(o),
         }
     }
@@ -127,6 +131,7 @@ pub fn table(rows: &[Row]) -> String {
     line(&mut out, "---", "---", "---", "---");
     let mut starts: Vec<&Outcome> = Vec::new();
     let mut base_starts: Vec<&Outcome> = Vec::new();
+    let mut sqlite_starts: Vec<&Outcome> = Vec::new();
     for r in rows {
         let (Some(a), Some(b)) = (&r.ours, &r.base) else {
             continue;
@@ -149,7 +154,7 @@ pub fn table(rows: &[Row]) -> String {
                     &ratio(y, x),
                 );
                 if let Some(s) = &r.sqlite {
-                    starts.push(s);
+                    sqlite_starts.push(s);
                     let z = cpu_per_event(s);
                     let eps = |o: &Outcome| o.frames as f64 / o.wall.as_secs_f64();
                     line(
@@ -236,6 +241,61 @@ pub fn table(rows: &[Row]) -> String {
                     &cell(b),
                     &ratio(b.peak_rss_kib as f64, a.peak_rss_kib as f64),
                 );
+                if let Some(s) = &r.sqlite {
+                    sqlite_starts.push(s);
+                    line(
+                        &mut out,
+                        "same, agent-host with its default SQLite store",
+                        &cell(s),
+                        &cell(b),
+                        &ratio(b.peak_rss_kib as f64, s.peak_rss_kib as f64),
+                    );
+                }
+                let (la, lb) = (sorted(&a.latencies_ns), sorted(&b.latencies_ns));
+                let (sa, sb) = (sorted(&a.starts_ns), sorted(&b.starts_ns));
+                line(
+                    &mut out,
+                    "same: event latency p50 / p99; send → first `working` frame p50 / p99",
+                    &format!(
+                        "{} / {}; {} / {}",
+                        ms(pct(&la, 0.5)),
+                        ms(pct(&la, 0.99)),
+                        ms(pct(&sa, 0.5)),
+                        ms(pct(&sa, 0.99))
+                    ),
+                    &format!(
+                        "{} / {}; {} / {}",
+                        ms(pct(&lb, 0.5)),
+                        ms(pct(&lb, 0.99)),
+                        ms(pct(&sb, 0.5)),
+                        ms(pct(&sb, 0.99))
+                    ),
+                    &format!(
+                        "{} ; {}",
+                        ratio(pct(&lb, 0.99), pct(&la, 0.99)),
+                        ratio(pct(&sb, 0.5), pct(&sa, 0.5))
+                    ),
+                );
+                // (peak − idle) ÷ tasks: what one live task and its open stream cost.
+                let per_task = |o: &Outcome| {
+                    o.peak_rss_kib.saturating_sub(o.idle_rss_kib) as f64 / ld.streams.max(1) as f64
+                };
+                let ours = match &r.detached {
+                    Some(d) => format!(
+                        "{:.1} KiB ({:.1} KiB the task, {:.1} KiB its stream)",
+                        per_task(a),
+                        per_task(d),
+                        per_task(a) - per_task(d)
+                    ),
+                    None => format!("{:.1} KiB", per_task(a)),
+                };
+                line(
+                    &mut out,
+                    "same: RSS per live task with its open stream, (peak − idle) ÷ tasks",
+                    &ours,
+                    &format!("{:.1} KiB", per_task(b)),
+                    &ratio(per_task(b), per_task(a)),
+                );
             }
         }
     }
@@ -255,6 +315,20 @@ pub fn table(rows: &[Row]) -> String {
             &format!("{:.1} MiB; {}", ia / 1024.0, ms(ca)),
             &format!("{:.1} MiB; {}", ib / 1024.0, ms(cb)),
             &format!("{} ; {}", ratio(ib, ia), ratio(cb, ca)),
+        );
+    }
+    if !sqlite_starts.is_empty() {
+        let (iz, ib) = (idle(&sqlite_starts), idle(&base_starts));
+        let (cz, cb) = (card(&sqlite_starts), card(&base_starts));
+        line(
+            &mut out,
+            &format!(
+                "same, agent-host with its default SQLite store (medians of {} starts)",
+                sqlite_starts.len()
+            ),
+            &format!("{:.1} MiB; {}", iz / 1024.0, ms(cz)),
+            &format!("{:.1} MiB; {}", ib / 1024.0, ms(cb)),
+            &format!("{} ; {}", ratio(ib, iz), ratio(cb, cz)),
         );
     }
     out
