@@ -45,6 +45,11 @@ const STDERR_TAIL_LINES: usize = 10;
 /// Bytes of each stderr line kept.
 const STDERR_LINE_MAX: usize = 300;
 
+/// How long the output of a program that exited is still read: what it printed last is
+/// drained, but a background process it left holding the pipes (a dev server) does not keep
+/// the turn open. That process is stopped with the task.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
 /// How the main loop ended.
 enum End {
     /// Output reached EOF: wait for the exit code.
@@ -171,6 +176,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     tokio::pin!(linger_sleep);
     let mut lingering = false;
     let mut session_recorded = false;
+    let drain_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
+    tokio::pin!(drain_sleep);
+    let mut leader_exited = false;
 
     let end = loop {
         let waiting = mapper.state().is_interrupted();
@@ -202,8 +210,13 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 Some(Control::Cancel(ack)) => break End::Stopped(ExitReason::Canceled, Some(ack)),
                 Some(Control::Shutdown) | None => break End::Stopped(ExitReason::Shutdown, None),
             },
-            out = proc.next() => match out {
-                Some(Output::Line(line)) => {
+            out = proc.next_or_exit() => match out {
+                Err(exit) => {
+                    tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
+                    leader_exited = true;
+                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                Ok(Some(Output::Line(line))) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
                     events.clear();
                     reply.clear();
@@ -236,19 +249,23 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 }
                 // Stderr does not count as progress: CLIs print their retries there while
                 // they are stuck (Gemini retries a failing API for minutes).
-                Some(Output::Stderr(line)) => {
+                Ok(Some(Output::Stderr(line))) => {
                     tracing::debug!(stderr = %line);
                     if stderr_tail.len() == STDERR_TAIL_LINES {
                         stderr_tail.pop_front();
                     }
                     stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
                 }
-                Some(Output::TooLong { bytes }) => {
+                Ok(Some(Output::TooLong { bytes })) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
                     tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
                 }
-                None => break End::Eof,
+                Ok(None) => break End::Eof,
             },
+            _ = &mut drain_sleep, if leader_exited => {
+                tracing::debug!("the agent exited but something it started still holds its output");
+                break End::Eof;
+            }
             _ = &mut idle_sleep, if !waiting && !lingering => {
                 break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
             }
