@@ -147,6 +147,13 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         SessionArgs::Resume(s) => (Some(s.as_str()), true),
         SessionArgs::None => (None, false),
     };
+    if resume || continuing {
+        let earlier = earlier_tasks(inner, &context_id, &task_id).await;
+        if !earlier.is_empty() {
+            parser.set_history(&crate::task::history::earlier_turns(&earlier));
+        }
+    }
+    let mut retry_watch = crate::adapter::retry::RetryWatch::new(&launch.adapter);
     let cwd = cwd.to_string_lossy();
     let opening = parser.start(&TurnStart {
         prompt: &prompt,
@@ -255,6 +262,17 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         stderr_tail.pop_front();
                     }
                     stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
+                    // A CLI that keeps retrying a failing model request: the adapter's
+                    // retry limit ends the turn with the CLI's own error.
+                    if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
+                        if !mapper.state().is_terminal() {
+                            let updates = mapper.on_event(ev);
+                            inner.publish(&task_id, &notify, updates).await;
+                            if mapper.state().is_terminal() {
+                                break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
+                            }
+                        }
+                    }
                 }
                 Ok(Some(Output::TooLong { bytes })) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
@@ -318,6 +336,31 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     }
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
+    }
+}
+
+/// The other tasks of the context, oldest first (for a CLI that must be told the earlier turns).
+async fn earlier_tasks(
+    inner: &Inner,
+    context_id: &str,
+    task_id: &str,
+) -> Vec<crate::protocol::v1::Task> {
+    let query = crate::store::ListQuery {
+        context_id: Some(context_id.to_string()),
+        page_size: 100,
+        ..Default::default()
+    };
+    match inner.store.list(&query, true).await {
+        Ok(page) => {
+            let mut tasks: Vec<_> = page.tasks.into_iter().filter(|t| t.id != task_id).collect();
+            // The listing is newest first.
+            tasks.reverse();
+            tasks
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the context's earlier turns");
+            Vec::new()
+        }
     }
 }
 
