@@ -262,6 +262,11 @@ impl Engine {
             task::check_id("message.taskId", &task_id)?;
             return self.answer(&task_id, msg, owner, opts).await;
         }
+        // A reply that names only its context answers the context's task that waits for
+        // input (the flow of the coding-agent-a2a API): queued behind it, it would wait forever.
+        if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
+            return self.answer(&waiting, msg, owner, opts).await;
+        }
         let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
             Some(raw) => Some(self.check_cwd(&raw)?),
             None => None,

@@ -8,6 +8,7 @@ mod client;
 mod common;
 mod conformance;
 mod edge;
+mod ends;
 mod errors;
 mod lifecycle;
 mod model_server;

@@ -1,0 +1,59 @@
+//! Every task ends honestly (issue 15): replies by context, replays, stores that fail,
+//! restarts that keep work.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+async fn start_task(s: &TestServer, prompt: &str) -> (String, String) {
+    let mut p = send_params(prompt);
+    p["configuration"] = json!({"returnImmediately": true});
+    let r = s.rpc("SendMessage", p).await;
+    let t = &r["result"]["task"];
+    (
+        t["id"].as_str().unwrap().to_string(),
+        t["contextId"].as_str().unwrap().to_string(),
+    )
+}
+
+fn state(t: &Value) -> &str {
+    t["status"]["state"].as_str().unwrap_or("")
+}
+
+/// Item 9: a reply naming only the context (no taskId) answers the context's task that waits
+/// for input, as the coding-agent-a2a API does; before, it was queued behind that task and the
+/// blocking call never returned.
+#[tokio::test]
+async fn a_reply_naming_only_the_context_answers_the_waiting_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let (id, ctx) = start_task(&s, "approval: clean the build directory").await;
+        s.wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+            .await;
+        let mut p = send_params("yes");
+        p["message"]["contextId"] = json!(ctx);
+        let r = limit_to_value(s.rpc("SendMessage", p)).await;
+        let t = &r["result"]["task"];
+        assert_eq!(
+            t["id"],
+            json!(id),
+            "the reply answered the waiting task: {r}"
+        );
+        let t = s
+            .wait_task(&id, |t| {
+                matches!(state(t), "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
+            })
+            .await;
+        assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{t}");
+    })
+    .await;
+}
+
+/// A call that must answer well within the test's limit.
+async fn limit_to_value<F: std::future::Future<Output = Value>>(f: F) -> Value {
+    tokio::time::timeout(Duration::from_secs(20), f)
+        .await
+        .expect("the call never returned")
+}
