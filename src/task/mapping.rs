@@ -393,6 +393,20 @@ impl TurnMapper {
             return Vec::new();
         }
         let (state, text) = match reason {
+            // A program that asked a question and exited without waiting for the answer did
+            // not finish its turn: what it asked for never happened.
+            ExitReason::Exited {
+                code: Some(0),
+                signal: None,
+                ..
+            } if self.pending_approval.is_some() => {
+                self.pending_metadata
+                    .insert("exitCode".into(), json!(0));
+                (
+                    TaskState::Failed,
+                    "The agent asked for input and then exited without waiting for the answer".to_string(),
+                )
+            }
             ExitReason::Exited {
                 code: Some(0),
                 signal: None,
