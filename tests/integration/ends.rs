@@ -57,3 +57,59 @@ async fn limit_to_value<F: std::future::Future<Output = Value>>(f: F) -> Value {
         .await
         .expect("the call never returned")
 }
+
+/// Item 10: a `Last-Event-ID` beyond the end of the log gives the task as it is now (and the
+/// stream closes, the task being terminal), not an empty stream.
+#[tokio::test]
+async fn a_last_event_id_beyond_the_log_gives_the_current_state() {
+    limit(async {
+        let s = TestServer::start().await;
+        let (id, _) = start_task(&s, "hello").await;
+        s.wait_task(&id, |t| state(t) == "TASK_STATE_COMPLETED")
+            .await;
+        let mut r = s
+            .open_stream("SubscribeToTask", json!({"id": id}), Some(1_000_000))
+            .await;
+        let frames = r.all().await;
+        let st = states(&frames);
+        println!("beyond the end: {st:?}");
+        assert_eq!(
+            st.last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{st:?}"
+        );
+    })
+    .await;
+}
+
+/// Item 10: replaying from 0 a task whose question was answered goes on past the old
+/// `input-required` to the task's end.
+#[tokio::test]
+async fn a_replay_goes_past_an_answered_question() {
+    limit(async {
+        let s = TestServer::start().await;
+        let (id, _) = start_task(&s, "approval: clean the build directory").await;
+        s.wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+            .await;
+        let mut p = send_params("yes");
+        p["message"]["taskId"] = json!(id);
+        s.rpc("SendMessage", p).await;
+        s.wait_task(&id, |t| state(t) == "TASK_STATE_COMPLETED")
+            .await;
+        let mut r = s
+            .open_stream("SubscribeToTask", json!({"id": id}), Some(0))
+            .await;
+        let st = states(&r.all().await);
+        println!("replay from 0: {st:?}");
+        assert!(
+            st.iter().any(|s| s == "TASK_STATE_INPUT_REQUIRED"),
+            "{st:?}"
+        );
+        assert_eq!(
+            st.last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{st:?}"
+        );
+    })
+    .await;
+}
