@@ -127,6 +127,8 @@ struct Inner {
     hook: std::sync::OnceLock<UpdateHook>,
     /// Starts each turn's program.
     spawner: Arc<dyn child::Spawner>,
+    /// Whether the store takes writes; ends that could not be stored.
+    health: Arc<publish::StoreHealth>,
 }
 
 /// The task engine. Cheap to clone.
@@ -227,6 +229,7 @@ impl Engine {
                 turn_ended: Notify::new(),
                 hook: std::sync::OnceLock::new(),
                 spawner,
+                health: Arc::default(),
             }),
         }
     }

@@ -16,6 +16,7 @@ use crate::task::LoggedEvent;
 /// is no longer live and the log is read.
 pub struct EventStream {
     pub(super) store: Arc<dyn TaskStore>,
+    pub(super) health: Arc<super::publish::StoreHealth>,
     pub(super) task_id: String,
     pub(super) cursor: u64,
     pub(super) rx: Option<watch::Receiver<u64>>,
@@ -68,6 +69,13 @@ impl EventStream {
                 Ok(evs) if !evs.is_empty() => {
                     self.buf.extend(evs);
                     continue;
+                }
+                // The end the store refused (kept in memory).
+                Ok(_) if !self.settled => {
+                    if let Some(end) = self.health.unstored_after(&self.task_id, self.cursor) {
+                        self.buf.push_back(end);
+                        continue;
+                    }
                 }
                 Ok(_) if self.settled => {
                     self.done = true;
@@ -136,6 +144,7 @@ impl Engine {
         };
         EventStream {
             store: self.inner.store.clone(),
+            health: self.inner.health.clone(),
             task_id: task_id.to_string(),
             cursor: after,
             rx,

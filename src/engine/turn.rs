@@ -242,7 +242,10 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         }
                         updates.extend(mapper.on_event(ev));
                     }
-                    inner.publish(&task_id, &notify, updates).await;
+                    if !inner.publish(&task_id, &notify, updates).await && !mapper.state().is_terminal() {
+                        // What the agent does can no longer be kept: stop it, and end the task.
+                        break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
+                    }
                     if !reply.is_empty() {
                         if let Err(e) = proc.write_stdin(&reply).await {
                             tracing::debug!(error = %e, "could not answer the agent");

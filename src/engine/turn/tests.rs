@@ -140,6 +140,8 @@ impl Spawner for ScriptedSpawner {
     }
 }
 
+mod failing;
+
 const IDLE: Duration = Duration::from_secs(30);
 const HARD: Duration = Duration::from_secs(600);
 const GRACE: Duration = Duration::from_secs(2);
@@ -168,7 +170,12 @@ fn engine_of(
     idle: Duration,
     config: EngineConfig,
 ) -> (Engine, mpsc::UnboundedReceiver<Script>) {
-    let launch = Launch {
+    let launch = launch_of(adapter, timeout, idle);
+    engine_on(Arc::new(MemoryStore::new()), launch, config)
+}
+
+fn launch_of(adapter: crate::adapter::AdapterSpec, timeout: Duration, idle: Duration) -> Launch {
+    Launch {
         adapter,
         program: "/nonexistent/agent".into(),
         extra_args: vec![],
@@ -182,14 +189,16 @@ fn engine_of(
         idle_timeout: idle,
         cancel_grace: GRACE,
         sandbox: None,
-    };
+    }
+}
+
+fn engine_on(
+    store: Arc<dyn crate::store::TaskStore>,
+    launch: Launch,
+    config: EngineConfig,
+) -> (Engine, mpsc::UnboundedReceiver<Script>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let e = Engine::with_spawner(
-        Arc::new(MemoryStore::new()),
-        launch,
-        config,
-        Arc::new(ScriptedSpawner(tx)),
-    );
+    let e = Engine::with_spawner(store, launch, config, Arc::new(ScriptedSpawner(tx)));
     (e, rx)
 }
 
