@@ -466,40 +466,6 @@ impl Engine {
         Ok(task::view(&snap.task, None, true))
     }
 
-    /// Ends every task: queued ones fail at once, running ones have their CLI stopped
-    /// (process group SIGTERM, grace, SIGKILL) and end `failed`. Returns when all are done or
-    /// after the grace period plus a margin.
-    pub async fn shutdown(&self) {
-        let (queued, running) = {
-            let mut st = lock(&self.inner.state);
-            let queued = st.sched.shutdown();
-            let running: Vec<mpsc::UnboundedSender<Control>> =
-                st.live.values().filter_map(|l| l.control.clone()).collect();
-            Inner::gauge_load(&st);
-            (queued, running)
-        };
-        for (task_id, ctx) in queued {
-            let mut m = TurnMapper::new(&task_id, &ctx);
-            let events = m.on_exit(ExitReason::Shutdown);
-            self.inner.publish_final(&task_id, events).await;
-        }
-        for c in running {
-            let _ = c.send(Control::Shutdown);
-        }
-        let deadline =
-            tokio::time::Instant::now() + self.inner.launch.cancel_grace + Duration::from_secs(5);
-        loop {
-            let notified = self.inner.turn_ended.notified();
-            if lock(&self.inner.state).live.is_empty() {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                tracing::warn!("some tasks did not end within the shutdown grace period");
-                break;
-            }
-        }
-    }
-
     /// Number of tasks not yet terminal (queued, running or waiting for input).
     pub fn live_count(&self) -> usize {
         lock(&self.inner.state).live.len()

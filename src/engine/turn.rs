@@ -315,6 +315,14 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
             let ev = mapper.on_exit(reason);
             inner.publish(&task_id, &notify, ev).await;
         }
+        End::Stopped(ExitReason::Shutdown, _)
+            if inner.keeps_on_shutdown(&context_id, mapper.state()) =>
+        {
+            // Left exactly as a crash would leave it: the next start resumes the session
+            // (or keeps waiting for the answer).
+            let exit = proc.terminate(grace).await;
+            tracing::info!(code = ?exit.code, signal = ?exit.signal, state = ?mapper.state(), "agent stopped; the task is kept for the next start");
+        }
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
             if let Some(bytes) = parser.interrupt() {

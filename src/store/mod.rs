@@ -190,4 +190,10 @@ pub trait TaskStore: Send + Sync {
 
     /// Every recorded process group: (task id, pgid, start ticks).
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError>;
+
+    /// Whether what is stored outlives the host (a restart on it picks up unfinished
+    /// tasks). A clean stop leaves resumable tasks unfinished only in such a store.
+    fn durable(&self) -> bool {
+        true
+    }
 }
