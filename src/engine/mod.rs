@@ -301,6 +301,9 @@ impl Engine {
                 (None, Some(c)) => self.recheck_cwd(c)?,
                 (None, None) => self.default_cwd(),
             };
+            self.inner
+                .launch
+                .check_prompt(&input::prompt_of(&msg, None))?;
             let attachments = attach::save(&work_dir, &task_id, &msg).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();

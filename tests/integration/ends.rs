@@ -113,3 +113,36 @@ async fn a_replay_goes_past_an_answered_question() {
     })
     .await;
 }
+
+/// Item 8: a prompt over 128 KiB reaches an argv adapter that takes it on stdin (demo), and
+/// is refused up front with -32602 naming the limit by one that does not (jsonl); before, the
+/// task failed "could not be started" (`Argument list too long` only in the log).
+#[tokio::test]
+async fn a_prompt_too_long_for_an_argument_goes_to_stdin_or_is_refused() {
+    limit(async {
+        let long = format!("echo {}", "x".repeat(200 * 1024));
+        let s = TestServer::start().await;
+        let (id, _) = start_task(&s, &long).await;
+        let t = s
+            .wait_task(&id, |t| {
+                matches!(state(t), "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
+            })
+            .await;
+        println!("demo, 200 KiB prompt: {}", state(&t));
+        assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{}", t["status"]);
+
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            ..Options::default()
+        })
+        .await;
+        let r = s.rpc("SendMessage", send_params(&long)).await;
+        println!("jsonl, 200 KiB prompt: {}", r["error"]);
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains("128 KiB"),
+            "{r}"
+        );
+    })
+    .await;
+}
