@@ -31,6 +31,21 @@ pub enum PromptVia {
     Protocol,
 }
 
+/// The longest prompt given as one command-line argument: Linux refuses a single argument of
+/// 128 KiB or more (`MAX_ARG_STRLEN`) with "Argument list too long".
+pub const MAX_ARG_PROMPT: usize = 128 * 1024 - 1;
+
+/// How an adapter that takes its prompt as an argument takes a longer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LongPrompt {
+    /// On stdin, which is then closed.
+    Stdin,
+    /// Not at all: the message is refused with -32602.
+    #[default]
+    Refuse,
+}
+
 /// What happens to stdin after the prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -137,6 +152,11 @@ pub struct AdapterSpec {
     /// the prompt another way: `prompt_args` with `--option={prompt}`, or `prompt = "stdin"`).
     #[serde(default = "default_end_of_options")]
     pub end_of_options: String,
+    /// With `prompt = "arg"`: what happens to a prompt too long for one argument (over
+    /// [`MAX_ARG_PROMPT`] bytes): `"stdin"` writes it to stdin instead (then closed, so that
+    /// turn takes no answers), `"refuse"` (the default) refuses the message up front.
+    #[serde(default)]
+    pub long_prompt: LongPrompt,
     /// The CLI's protocol resumes sessions itself (Codex app-server `thread/resume`, ACP
     /// `session/load`): follow-up turns get the context's session id through the protocol.
     #[serde(default)]

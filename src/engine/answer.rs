@@ -12,6 +12,19 @@ use crate::protocol::A2AError;
 use crate::store::Snapshot;
 
 impl Engine {
+    /// The task of `context_id` that is in `input-required`, if there is one.
+    pub(super) async fn waiting_task_of(&self, context_id: Option<&str>) -> Option<String> {
+        let context_id = context_id.filter(|c| !c.is_empty())?;
+        let holder = lock(&self.inner.state)
+            .sched
+            .holder_of(context_id)?
+            .to_string();
+        match self.inner.store.get(&holder).await {
+            Ok(Some(snap)) if snap.task.status.state == TaskState::InputRequired => Some(holder),
+            _ => None,
+        }
+    }
+
     /// A message with `taskId`: the answer to a task waiting for input.
     pub(super) async fn answer(
         &self,

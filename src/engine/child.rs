@@ -16,6 +16,12 @@ pub trait Child: Send {
     fn pid(&self) -> u32;
     /// The next piece of output; None once all output has ended. Must be cancel-safe.
     async fn next(&mut self) -> Option<Output>;
+    /// The next piece of output, or its exit (`Err`, reported once) when that comes first:
+    /// a program may exit while something it left running still holds its output. Must be
+    /// cancel-safe. Default: output only.
+    async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
+        Ok(self.next().await)
+    }
     /// Writes to its stdin.
     async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError>;
     /// Closes its stdin. Idempotent.
@@ -38,6 +44,10 @@ impl Child for Process {
 
     async fn next(&mut self) -> Option<Output> {
         Process::next(self).await
+    }
+
+    async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
+        Process::next_or_exit(self).await
     }
 
     async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError> {

@@ -133,7 +133,16 @@ impl Launch {
             args.extend(a.force_args.iter().map(subst));
         }
         let keep_open = a.stdin == StdinPolicy::Keep;
-        let stdin = match self.prompt_via {
+        let via = match self.prompt_via {
+            PromptVia::Arg
+                if prompt.len() > crate::adapter::MAX_ARG_PROMPT
+                    && a.long_prompt == crate::adapter::LongPrompt::Stdin =>
+            {
+                PromptVia::Stdin
+            }
+            via => via,
+        };
+        let stdin = match via {
             PromptVia::Arg => {
                 if a.prompt_args.is_empty() {
                     // `--` (or the CLI's own marker): a prompt starting with `-` is not an option.
@@ -186,6 +195,23 @@ impl Launch {
 
     /// True when follow-up turns can resume the CLI's session (by arguments or through its
     /// protocol).
+    /// Refuses up front a prompt that cannot reach the program: too long for an argument,
+    /// with an adapter that takes no other way.
+    pub fn check_prompt(&self, prompt: &str) -> Result<(), crate::protocol::A2AError> {
+        if self.prompt_via == PromptVia::Arg
+            && prompt.len() > crate::adapter::MAX_ARG_PROMPT
+            && self.adapter.long_prompt == crate::adapter::LongPrompt::Refuse
+        {
+            return Err(crate::protocol::A2AError::InvalidParams(format!(
+                "the prompt is {} bytes; the '{}' adapter passes it as a command-line argument, which takes at most {} bytes (128 KiB). Send a shorter message, or attach the text as a file",
+                prompt.len(),
+                self.adapter.id,
+                crate::adapter::MAX_ARG_PROMPT
+            )));
+        }
+        Ok(())
+    }
+
     pub fn can_resume(&self) -> bool {
         !self.adapter.resume_args.is_empty() || self.adapter.protocol_resume
     }

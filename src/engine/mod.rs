@@ -127,6 +127,8 @@ struct Inner {
     hook: std::sync::OnceLock<UpdateHook>,
     /// Starts each turn's program.
     spawner: Arc<dyn child::Spawner>,
+    /// Whether the store takes writes; ends that could not be stored.
+    health: Arc<publish::StoreHealth>,
 }
 
 /// The task engine. Cheap to clone.
@@ -227,6 +229,7 @@ impl Engine {
                 turn_ended: Notify::new(),
                 hook: std::sync::OnceLock::new(),
                 spawner,
+                health: Arc::default(),
             }),
         }
     }
@@ -262,6 +265,11 @@ impl Engine {
             task::check_id("message.taskId", &task_id)?;
             return self.answer(&task_id, msg, owner, opts).await;
         }
+        // A reply that names only its context answers the context's task that waits for
+        // input (the flow of the coding-agent-a2a API): queued behind it, it would wait forever.
+        if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
+            return self.answer(&waiting, msg, owner, opts).await;
+        }
         let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
             Some(raw) => Some(self.check_cwd(&raw)?),
             None => None,
@@ -293,6 +301,9 @@ impl Engine {
                 (None, Some(c)) => self.recheck_cwd(c)?,
                 (None, None) => self.default_cwd(),
             };
+            self.inner
+                .launch
+                .check_prompt(&input::prompt_of(&msg, None))?;
             let attachments = attach::save(&work_dir, &task_id, &msg).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
@@ -456,40 +467,6 @@ impl Engine {
         }
         let snap = self.snapshot(task_id).await?;
         Ok(task::view(&snap.task, None, true))
-    }
-
-    /// Ends every task: queued ones fail at once, running ones have their CLI stopped
-    /// (process group SIGTERM, grace, SIGKILL) and end `failed`. Returns when all are done or
-    /// after the grace period plus a margin.
-    pub async fn shutdown(&self) {
-        let (queued, running) = {
-            let mut st = lock(&self.inner.state);
-            let queued = st.sched.shutdown();
-            let running: Vec<mpsc::UnboundedSender<Control>> =
-                st.live.values().filter_map(|l| l.control.clone()).collect();
-            Inner::gauge_load(&st);
-            (queued, running)
-        };
-        for (task_id, ctx) in queued {
-            let mut m = TurnMapper::new(&task_id, &ctx);
-            let events = m.on_exit(ExitReason::Shutdown);
-            self.inner.publish_final(&task_id, events).await;
-        }
-        for c in running {
-            let _ = c.send(Control::Shutdown);
-        }
-        let deadline =
-            tokio::time::Instant::now() + self.inner.launch.cancel_grace + Duration::from_secs(5);
-        loop {
-            let notified = self.inner.turn_ended.notified();
-            if lock(&self.inner.state).live.is_empty() {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                tracing::warn!("some tasks did not end within the shutdown grace period");
-                break;
-            }
-        }
     }
 
     /// Turns running now and turns waiting for a slot or their context.

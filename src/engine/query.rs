@@ -9,12 +9,15 @@ use crate::task;
 
 impl Engine {
     pub(super) async fn snapshot(&self, task_id: &str) -> Result<Snapshot, A2AError> {
-        self.inner
+        let mut snap = self
+            .inner
             .store
             .get(task_id)
             .await
             .map_err(store_err)?
-            .ok_or_else(|| A2AError::TaskNotFound(task_id.to_string()))
+            .ok_or_else(|| A2AError::TaskNotFound(task_id.to_string()))?;
+        self.inner.health.patch(&mut snap);
+        Ok(snap)
     }
 
     /// The task as `owner` may see it: another caller's task is not found.

@@ -1,7 +1,11 @@
 //! Picking up after a previous host: stale process groups, contexts, unfinished tasks, and
 //! answers to tasks that were waiting when the host restarted.
 
-use super::{input, lock, Accepted, Engine, Live, Pending, RequestOptions};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{input, lock, Accepted, Control, Engine, Inner, Live, Pending, RequestOptions};
 use crate::protocol::v1::{Message, TaskState};
 use crate::protocol::A2AError;
 use crate::store::StoreError;
@@ -173,5 +177,59 @@ impl Engine {
             from_seq: answered_at,
             new_task: false,
         })
+    }
+}
+
+impl Inner {
+    /// On a clean stop, whether a task in `state` is left unfinished for the next start
+    /// (what a crash keeps): working or waiting for an answer, with an adapter that can
+    /// resume the context's session and a store that outlives the host.
+    pub(super) fn keeps_on_shutdown(&self, context_id: &str, state: TaskState) -> bool {
+        matches!(state, TaskState::Working | TaskState::InputRequired)
+            && self.store.durable()
+            && self.launch.can_resume()
+            && lock(&self.state).sched.session_of(context_id).is_some()
+    }
+}
+
+impl Engine {
+    /// Ends every task: running ones have their CLI stopped (process group SIGTERM, grace,
+    /// SIGKILL); those a next start can resume are kept unfinished (with a durable store,
+    /// queued ones too), the others end `failed`. Returns when all are done or
+    /// after the grace period plus a margin.
+    pub async fn shutdown(&self) {
+        let (queued, running) = {
+            let mut st = lock(&self.inner.state);
+            let queued = st.sched.shutdown();
+            let running: Vec<mpsc::UnboundedSender<Control>> =
+                st.live.values().filter_map(|l| l.control.clone()).collect();
+            Inner::gauge_load(&st);
+            (queued, running)
+        };
+        for (task_id, ctx) in queued {
+            if self.inner.store.durable() {
+                // Kept as a crash keeps it: the next start runs it.
+                lock(&self.inner.state).live.remove(&task_id);
+                continue;
+            }
+            let mut m = TurnMapper::new(&task_id, &ctx);
+            let events = m.on_exit(ExitReason::Shutdown);
+            self.inner.publish_final(&task_id, events).await;
+        }
+        for c in running {
+            let _ = c.send(Control::Shutdown);
+        }
+        let deadline =
+            tokio::time::Instant::now() + self.inner.launch.cancel_grace + Duration::from_secs(5);
+        loop {
+            let notified = self.inner.turn_ended.notified();
+            if lock(&self.inner.state).live.is_empty() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                tracing::warn!("some tasks did not end within the shutdown grace period");
+                break;
+            }
+        }
     }
 }

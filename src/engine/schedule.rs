@@ -429,6 +429,11 @@ impl Scheduler {
         self.contexts.get(context_id)?.session.as_deref()
     }
 
+    /// The task holding the context (running, waiting for a slot or for an answer), if any.
+    pub fn holder_of(&self, context_id: &str) -> Option<&str> {
+        self.contexts.get(context_id)?.running.as_deref()
+    }
+
     /// The context's working directory, if it has one.
     pub fn cwd_of(&self, context_id: &str) -> Option<&PathBuf> {
         self.contexts.get(context_id)?.cwd.as_ref()

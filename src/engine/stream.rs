@@ -12,14 +12,18 @@ use crate::store::TaskStore;
 use crate::task::LoggedEvent;
 
 /// A task's events from a position on: replays the log, then follows it live. Ends after a
-/// terminal or input-required status, or when the task is no longer live and the log is read.
+/// terminal or input-required status that is the latest event of the log, or when the task
+/// is no longer live and the log is read.
 pub struct EventStream {
     pub(super) store: Arc<dyn TaskStore>,
+    pub(super) health: Arc<super::publish::StoreHealth>,
     pub(super) task_id: String,
     pub(super) cursor: u64,
     pub(super) rx: Option<watch::Receiver<u64>>,
     pub(super) buf: VecDeque<Arc<LoggedEvent>>,
     pub(super) done: bool,
+    /// The last event returned was a settled state (terminal, or waiting for input).
+    pub(super) settled: bool,
     /// Counts the stream among the task's subscribers while it lives.
     pub(super) _slot: Option<SubscriberSlot>,
 }
@@ -52,9 +56,9 @@ impl EventStream {
             }
             if let Some(e) = self.buf.pop_front() {
                 self.cursor = e.seq;
-                if e.event.ends_stream() {
-                    self.done = true;
-                }
+                // A settled state ends the stream only when it is the latest: a replay
+                // goes on past a question that was answered since.
+                self.settled = e.event.ends_stream();
                 return Some(e);
             }
             match self
@@ -65,6 +69,17 @@ impl EventStream {
                 Ok(evs) if !evs.is_empty() => {
                     self.buf.extend(evs);
                     continue;
+                }
+                // The end the store refused (kept in memory).
+                Ok(_) if !self.settled => {
+                    if let Some(end) = self.health.unstored_after(&self.task_id, self.cursor) {
+                        self.buf.push_back(end);
+                        continue;
+                    }
+                }
+                Ok(_) if self.settled => {
+                    self.done = true;
+                    return None;
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -129,11 +144,13 @@ impl Engine {
         };
         EventStream {
             store: self.inner.store.clone(),
+            health: self.inner.health.clone(),
             task_id: task_id.to_string(),
             cursor: after,
             rx,
             buf: VecDeque::new(),
             done: false,
+            settled: false,
             _slot: None,
         }
     }

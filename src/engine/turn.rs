@@ -45,6 +45,11 @@ const STDERR_TAIL_LINES: usize = 10;
 /// Bytes of each stderr line kept.
 const STDERR_LINE_MAX: usize = 300;
 
+/// How long the output of a program that exited is still read: what it printed last is
+/// drained, but a background process it left holding the pipes (a dev server) does not keep
+/// the turn open. That process is stopped with the task.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
 /// How the main loop ended.
 enum End {
     /// Output reached EOF: wait for the exit code.
@@ -142,6 +147,13 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         SessionArgs::Resume(s) => (Some(s.as_str()), true),
         SessionArgs::None => (None, false),
     };
+    if resume || continuing {
+        let earlier = earlier_tasks(inner, &context_id, &task_id).await;
+        if !earlier.is_empty() {
+            parser.set_history(&crate::task::history::earlier_turns(&earlier));
+        }
+    }
+    let mut retry_watch = crate::adapter::retry::RetryWatch::new(&launch.adapter);
     let cwd = cwd.to_string_lossy();
     let opening = parser.start(&TurnStart {
         prompt: &prompt,
@@ -171,6 +183,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     tokio::pin!(linger_sleep);
     let mut lingering = false;
     let mut session_recorded = false;
+    let drain_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
+    tokio::pin!(drain_sleep);
+    let mut leader_exited = false;
 
     let end = loop {
         let waiting = mapper.state().is_interrupted();
@@ -202,8 +217,13 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 Some(Control::Cancel(ack)) => break End::Stopped(ExitReason::Canceled, Some(ack)),
                 Some(Control::Shutdown) | None => break End::Stopped(ExitReason::Shutdown, None),
             },
-            out = proc.next() => match out {
-                Some(Output::Line(line)) => {
+            out = proc.next_or_exit() => match out {
+                Err(exit) => {
+                    tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
+                    leader_exited = true;
+                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                Ok(Some(Output::Line(line))) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
                     events.clear();
                     reply.clear();
@@ -222,7 +242,10 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         }
                         updates.extend(mapper.on_event(ev));
                     }
-                    inner.publish(&task_id, &notify, updates).await;
+                    if !inner.publish(&task_id, &notify, updates).await && !mapper.state().is_terminal() {
+                        // What the agent does can no longer be kept: stop it, and end the task.
+                        break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
+                    }
                     if !reply.is_empty() {
                         if let Err(e) = proc.write_stdin(&reply).await {
                             tracing::debug!(error = %e, "could not answer the agent");
@@ -236,19 +259,34 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 }
                 // Stderr does not count as progress: CLIs print their retries there while
                 // they are stuck (Gemini retries a failing API for minutes).
-                Some(Output::Stderr(line)) => {
+                Ok(Some(Output::Stderr(line))) => {
                     tracing::debug!(stderr = %line);
                     if stderr_tail.len() == STDERR_TAIL_LINES {
                         stderr_tail.pop_front();
                     }
                     stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
+                    // A CLI that keeps retrying a failing model request: the adapter's
+                    // retry limit ends the turn with the CLI's own error.
+                    if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
+                        if !mapper.state().is_terminal() {
+                            let updates = mapper.on_event(ev);
+                            inner.publish(&task_id, &notify, updates).await;
+                            if mapper.state().is_terminal() {
+                                break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
+                            }
+                        }
+                    }
                 }
-                Some(Output::TooLong { bytes }) => {
+                Ok(Some(Output::TooLong { bytes })) => {
                     idle_sleep.as_mut().reset(Instant::now() + idle);
                     tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
                 }
-                None => break End::Eof,
+                Ok(None) => break End::Eof,
             },
+            _ = &mut drain_sleep, if leader_exited => {
+                tracing::debug!("the agent exited but something it started still holds its output");
+                break End::Eof;
+            }
             _ = &mut idle_sleep, if !waiting && !lingering => {
                 break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
             }
@@ -277,6 +315,14 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
             let ev = mapper.on_exit(reason);
             inner.publish(&task_id, &notify, ev).await;
         }
+        End::Stopped(ExitReason::Shutdown, _)
+            if inner.keeps_on_shutdown(&context_id, mapper.state()) =>
+        {
+            // Left exactly as a crash would leave it: the next start resumes the session
+            // (or keeps waiting for the answer).
+            let exit = proc.terminate(grace).await;
+            tracing::info!(code = ?exit.code, signal = ?exit.signal, state = ?mapper.state(), "agent stopped; the task is kept for the next start");
+        }
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
             if let Some(bytes) = parser.interrupt() {
@@ -301,6 +347,31 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     }
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
+    }
+}
+
+/// The other tasks of the context, oldest first (for a CLI that must be told the earlier turns).
+async fn earlier_tasks(
+    inner: &Inner,
+    context_id: &str,
+    task_id: &str,
+) -> Vec<crate::protocol::v1::Task> {
+    let query = crate::store::ListQuery {
+        context_id: Some(context_id.to_string()),
+        page_size: 100,
+        ..Default::default()
+    };
+    match inner.store.list(&query, true).await {
+        Ok(page) => {
+            let mut tasks: Vec<_> = page.tasks.into_iter().filter(|t| t.id != task_id).collect();
+            // The listing is newest first.
+            tasks.reverse();
+            tasks
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the context's earlier turns");
+            Vec::new()
+        }
     }
 }
 

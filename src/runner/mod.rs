@@ -338,6 +338,24 @@ impl Process {
         self.output.recv().await
     }
 
+    /// Like [`Process::next`], but also reports the leader's exit (once, as `Err`) when it
+    /// comes before the end of the output: a program that exits while a background child of
+    /// its still holds the pipes. Cancel-safe.
+    pub async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
+        if self.exit.is_some() {
+            return Ok(self.output.recv().await);
+        }
+        tokio::select! {
+            biased;
+            out = self.output.recv() => Ok(out),
+            status = self.child.wait() => {
+                let exit = exit_info(status, self.wrapped, self.pid);
+                self.exit = Some(exit);
+                Err(exit)
+            }
+        }
+    }
+
     /// Write to the child's stdin (pipes) or to the pty master (pty).
     pub async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError> {
         let sender = self.stdin.as_ref().ok_or(RunnerError::StdinClosed)?;
@@ -428,26 +446,8 @@ impl Process {
         if let Some(exit) = self.exit {
             return exit;
         }
-        let exit = match self.child.wait().await {
-            // bubblewrap reports a program killed by signal N as exit code 128 + N.
-            Ok(status) => match (status.code(), self.wrapped) {
-                (Some(c), true) if (129..160).contains(&c) => ExitInfo {
-                    code: None,
-                    signal: Some(c - 128),
-                },
-                _ => ExitInfo {
-                    code: status.code(),
-                    signal: status.signal(),
-                },
-            },
-            Err(e) => {
-                tracing::warn!(pid = self.pid, error = %e, "cannot collect the exit status");
-                ExitInfo {
-                    code: None,
-                    signal: None,
-                }
-            }
-        };
+        let status = self.child.wait().await;
+        let exit = exit_info(status, self.wrapped, self.pid);
         self.exit = Some(exit);
         exit
     }
@@ -506,6 +506,30 @@ impl Process {
         }
         if let Some(cg) = &self.cgroup {
             cg.kill_all();
+        }
+    }
+}
+
+/// The leader's exit status in the host's terms.
+fn exit_info(status: io::Result<std::process::ExitStatus>, wrapped: bool, pid: u32) -> ExitInfo {
+    match status {
+        // bubblewrap reports a program killed by signal N as exit code 128 + N.
+        Ok(status) => match (status.code(), wrapped) {
+            (Some(c), true) if (129..160).contains(&c) => ExitInfo {
+                code: None,
+                signal: Some(c - 128),
+            },
+            _ => ExitInfo {
+                code: status.code(),
+                signal: status.signal(),
+            },
+        },
+        Err(e) => {
+            tracing::warn!(pid, error = %e, "cannot collect the exit status");
+            ExitInfo {
+                code: None,
+                signal: None,
+            }
         }
     }
 }

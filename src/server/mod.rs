@@ -107,8 +107,18 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .with_state(state)
 }
 
-async fn health() -> Response {
-    Json(json!({"status": "healthy"})).into_response()
+/// `{"status":"healthy"}`, or HTTP 503 `{"status":"degraded","store":"failing: ..."}` while
+/// the task store refuses writes (a load balancer then sends new work elsewhere; the host
+/// stays up, and says healthy again once a write succeeds).
+async fn health(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    match state.engine.store_failure() {
+        None => Json(json!({"status": "healthy"})).into_response(),
+        Some(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "degraded", "store": format!("failing: {why}")})),
+        )
+            .into_response(),
+    }
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {

@@ -199,6 +199,12 @@ pub async fn open_subscription(
                 "Last-Event-ID '{raw}' is not an event id of this server (a number)"
             ))
         })?;
+        let snap = state.engine.get_snapshot(task_id, owner).await?;
+        // An id beyond the end of the log (another server's, or a log cut since): the client
+        // gets the task as it is now, then what follows, instead of an empty stream.
+        if after > snap.last_seq {
+            return follow_from_snapshot(state, owner, task_id).await;
+        }
         let events = state.engine.subscribe(task_id, after, owner).await?;
         return Ok(TaskStream {
             first: None,

@@ -75,6 +75,10 @@ pub(crate) fn decode_token(token: &str) -> Result<(String, String), StoreError> 
 
 #[async_trait]
 impl TaskStore for MemoryStore {
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let mut map = self.tasks.write().map_err(|_| poisoned())?;
         if map.contains_key(&task.id) {

@@ -211,4 +211,10 @@ pub trait TaskStore: Send + Sync {
     /// deletes a task that can still change. Returns the ids deleted. Deleting is idempotent
     /// (a store may do it in one transaction, or per task: terminal tasks never change).
     async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
+    /// Whether what is stored outlives the host (a restart on it picks up unfinished
+    /// tasks). A clean stop leaves resumable tasks unfinished only in such a store.
+    fn durable(&self) -> bool {
+        true
+    }
 }

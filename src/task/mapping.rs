@@ -74,6 +74,9 @@ pub enum ExitReason {
     Restarted,
     /// The task ran into a limit of its sandbox (`its memory limit (256 MiB, task_memory)`).
     LimitReached(String),
+    /// The task store refused the task's events (disk full, database gone): the task was
+    /// stopped, since what it does could not be kept.
+    StoreFailed(String),
 }
 
 /// Maps one turn's AgentEvents to task updates.
@@ -393,6 +396,20 @@ impl TurnMapper {
             return Vec::new();
         }
         let (state, text) = match reason {
+            // A program that asked a question and exited without waiting for the answer did
+            // not finish its turn: what it asked for never happened.
+            ExitReason::Exited {
+                code: Some(0),
+                signal: None,
+                ..
+            } if self.pending_approval.is_some() => {
+                self.pending_metadata
+                    .insert("exitCode".into(), json!(0));
+                (
+                    TaskState::Failed,
+                    "The agent asked for input and then exited without waiting for the answer".to_string(),
+                )
+            }
             ExitReason::Exited {
                 code: Some(0),
                 signal: None,
@@ -462,6 +479,10 @@ impl TurnMapper {
             ExitReason::LimitReached(limit) => (
                 TaskState::Failed,
                 format!("The task reached {limit} and was stopped"),
+            ),
+            ExitReason::StoreFailed(why) => (
+                TaskState::Failed,
+                format!("The task store failed, so the task was stopped: {why}"),
             ),
             ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
             ExitReason::Shutdown => (

@@ -401,3 +401,57 @@ async fn binary_parts_are_saved_for_the_agent_unless_the_modes_refuse_them() {
     })
     .await;
 }
+
+/// Issue 15 item 4: an agent that exits 0 after starting a background process that keeps its
+/// stdout open (a dev server) ends its turn at its exit, not at the idle timeout; the
+/// background process is stopped with the task.
+#[tokio::test]
+async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
+    limit(async {
+        let bin = tempfile::tempdir().unwrap();
+        let script = bin.path().join("agent.sh");
+        let pidfile = bin.path().join("server.pid");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nsleep 1000 &\necho $! > {}\necho '{{\"type\":\"text\",\"text\":\"dev server started\",\"delta\":true}}'\nexit 0\n",
+                pidfile.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = TestServer::with(Options {
+            program: Some(script),
+            // Far beyond the test's limit: only the program's exit can end the turn in time.
+            idle_timeout: Duration::from_secs(600),
+            ..Options::default()
+        })
+        .await;
+        let id = start_task(&s, "start the dev server").await;
+        let t = s
+            .wait_task(&id, |t| {
+                matches!(
+                    t["status"]["state"].as_str(),
+                    Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
+                )
+            })
+            .await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut gone = false;
+        for _ in 0..200 {
+            if !process_alive(pid) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(gone, "the background process {pid} outlived the task");
+    })
+    .await;
+}

@@ -12,6 +12,7 @@ mod conformance;
 mod console;
 mod doctor;
 mod edge;
+mod ends;
 mod errors;
 mod grpc;
 mod grpc_streams;

@@ -85,6 +85,15 @@ impl Host {
         panic!("task {id} never became {want}");
     }
 
+    /// SIGTERM, as a service manager stops the host; waits for it to exit.
+    fn term(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+
     fn kill9(&mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
@@ -235,6 +244,52 @@ async fn a_host_killed_mid_task_loses_nothing_and_leaves_nothing_running() {
                 "{st}"
             );
         }
+    })
+    .await;
+}
+
+/// Issue 15 item 6: a planned stop (SIGTERM) keeps what a crash keeps: the working task is
+/// resumed by the next start, the task waiting for an answer stays answerable.
+#[tokio::test]
+async fn a_host_stopped_with_sigterm_keeps_its_tasks_for_the_next_start() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agent-host.db");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let mut a = Host::start(&db, &repo).await;
+        let mut p = send_params("slow");
+        p["configuration"] = json!({"returnImmediately": true});
+        let slow = a.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let asking = a.rpc("SendMessage", send_params("approval")).await["result"]["task"].clone();
+        assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        let asking = asking["id"].as_str().unwrap().to_string();
+        a.wait_state(&slow, "TASK_STATE_WORKING").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        a.term();
+
+        let b = Host::start(&db, &repo).await;
+        let t = b.rpc("GetTask", json!({"id": asking})).await["result"].clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{t}");
+        let mut reply = send_params("yes");
+        reply["message"]["taskId"] = json!(asking);
+        let r = b.rpc("SendMessage", reply).await;
+        println!(
+            "answer after SIGTERM and restart: {}",
+            r["result"]["task"]["status"]["state"]
+        );
+        assert_eq!(
+            r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{r}"
+        );
+        let done = b.wait_state(&slow, "TASK_STATE_COMPLETED").await;
+        let text = done.to_string();
+        println!("resumed after SIGTERM: {}", done["status"]["state"]);
+        assert!(text.contains("Resuming session"), "{text}");
     })
     .await;
 }

@@ -140,6 +140,8 @@ impl Spawner for ScriptedSpawner {
     }
 }
 
+mod failing;
+
 const IDLE: Duration = Duration::from_secs(30);
 const HARD: Duration = Duration::from_secs(600);
 const GRACE: Duration = Duration::from_secs(2);
@@ -159,7 +161,21 @@ fn engine_with(
         .get("demo")
         .expect("demo adapter")
         .clone();
-    let launch = Launch {
+    engine_of(adapter, timeout, idle, config)
+}
+
+fn engine_of(
+    adapter: crate::adapter::AdapterSpec,
+    timeout: Duration,
+    idle: Duration,
+    config: EngineConfig,
+) -> (Engine, mpsc::UnboundedReceiver<Script>) {
+    let launch = launch_of(adapter, timeout, idle);
+    engine_on(Arc::new(MemoryStore::new()), launch, config)
+}
+
+fn launch_of(adapter: crate::adapter::AdapterSpec, timeout: Duration, idle: Duration) -> Launch {
+    Launch {
         adapter,
         program: "/nonexistent/agent".into(),
         extra_args: vec![],
@@ -173,14 +189,16 @@ fn engine_with(
         idle_timeout: idle,
         cancel_grace: GRACE,
         sandbox: None,
-    };
+    }
+}
+
+fn engine_on(
+    store: Arc<dyn crate::store::TaskStore>,
+    launch: Launch,
+    config: EngineConfig,
+) -> (Engine, mpsc::UnboundedReceiver<Script>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let e = Engine::with_spawner(
-        Arc::new(MemoryStore::new()),
-        launch,
-        config,
-        Arc::new(ScriptedSpawner(tx)),
-    );
+    let e = Engine::with_spawner(store, launch, config, Arc::new(ScriptedSpawner(tx)));
     (e, rx)
 }
 
@@ -424,4 +442,36 @@ async fn shutdown_ends_running_and_queued_tasks() {
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("shutting down"), "{refused}");
+}
+
+/// Issue 17: a CLI that keeps retrying a failing model request (the recorded stderr of
+/// Gemini CLI 0.61.0 answering HTTP 500) ends its turn `failed` with the CLI's own error at
+/// the adapter's retry limit, long before the idle timeout, and is stopped.
+#[tokio::test(start_paused = true)]
+async fn a_cli_retrying_a_failing_model_ends_the_turn_at_the_retry_limit() {
+    let reg = Registry::builtin().unwrap();
+    let mut adapter = reg.get("demo").expect("demo").clone();
+    adapter.limits.retry_pattern = reg.get("gemini-json").unwrap().limits.retry_pattern.clone();
+    adapter.limits.retry_limit = Some(2);
+    let (e, mut scripts) = engine_of(adapter, HARD, IDLE, EngineConfig::default());
+    let (task, script) = start(&e, &mut scripts).await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/transcripts/gemini/0.61.0/gemini-server-500.stderr.txt");
+    let stderr = std::fs::read_to_string(path).unwrap();
+    let out = script.out.clone().unwrap();
+    for line in stderr.lines() {
+        let _ = out.send(Output::Stderr(line.to_string()));
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Failed);
+    let text = status_text(&snap);
+    println!("{text}");
+    assert!(
+        text.contains("kept failing") && text.contains("status 500"),
+        "{text}"
+    );
+    while e.live_count() > 0 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(script.log().contains(&"terminate".to_string()));
 }

@@ -291,3 +291,33 @@ fn tool_results_never_have_an_empty_text() {
         );
     }
 }
+
+/// Issue 15 item 10: a program that asks and then exits 0 without waiting did not finish its
+/// turn: the task fails saying so, instead of `completed` "The agent finished without output".
+#[test]
+fn asking_then_exiting_zero_fails_honestly() {
+    let mut m = TurnMapper::new("t", "c");
+    m.started();
+    m.on_event(AgentEvent::ApprovalRequired {
+        id: "a-1".into(),
+        kind: "command".into(),
+        tool: Some("Bash".into()),
+        target: Some("rm -rf build".into()),
+        detail: None,
+        options: Vec::new(),
+    });
+    assert_eq!(m.state(), TaskState::InputRequired);
+    let out = m.on_exit(ExitReason::Exited {
+        code: Some(0),
+        signal: None,
+        stderr_tail: String::new(),
+    });
+    match out.last() {
+        Some(StreamResponse::StatusUpdate(u)) => {
+            assert_eq!(u.status.state, TaskState::Failed);
+            let text = u.status.message.as_ref().unwrap().text();
+            assert!(text.contains("without waiting for the answer"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,134 @@
+//! Issue 15 item 2: a store that refuses writes (a full disk) fails the task, says so, and
+//! still ends its streams; the engine reports the failing store.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::store::{ContextRecord, ListPage, ListQuery, StoreError, TaskStore};
+use crate::task::{LoggedEvent, TaskEvent};
+
+use super::*;
+
+/// A memory store whose appends fail while `full` is set, like a database on a full disk.
+struct FullDisk {
+    inner: MemoryStore,
+    full: AtomicBool,
+}
+
+fn disk_full() -> StoreError {
+    StoreError::Io {
+        path: "/data/tasks.db".into(),
+        source: std::io::Error::from_raw_os_error(28),
+    }
+}
+
+#[async_trait]
+impl TaskStore for FullDisk {
+    async fn create_owned(
+        &self,
+        task: crate::protocol::v1::Task,
+        owner: Option<String>,
+    ) -> Result<u64, StoreError> {
+        self.inner.create_owned(task, owner).await
+    }
+    async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(disk_full());
+        }
+        self.inner.append(task_id, events).await
+    }
+    async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.inner.get(task_id).await
+    }
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        self.inner.events_after(task_id, after, limit).await
+    }
+    async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {
+        self.inner.list(query, with_artifacts).await
+    }
+    async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        self.inner.unfinished().await
+    }
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
+        self.inner.put_context(ctx).await
+    }
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {
+        self.inner.contexts().await
+    }
+    async fn record_process(&self, task_id: &str, pgid: u32, start: u64) -> Result<(), StoreError> {
+        self.inner.record_process(task_id, pgid, start).await
+    }
+    async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
+        self.inner.forget_process(task_id).await
+    }
+    async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
+        self.inner.recorded_processes().await
+    }
+    async fn terminal_tasks(&self) -> Result<Vec<crate::store::TerminalTask>, StoreError> {
+        self.inner.terminal_tasks().await
+    }
+    async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        self.inner.delete_terminal(ids).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
+    let store = Arc::new(FullDisk {
+        inner: MemoryStore::new(),
+        full: AtomicBool::new(false),
+    });
+    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    let (e, mut scripts) = engine_on(
+        store.clone(),
+        launch_of(adapter, HARD, IDLE),
+        EngineConfig::default(),
+    );
+    let (task, script) = start(&e, &mut scripts).await;
+    while e.get(&task, None, None).await.unwrap().status.state != TaskState::Working {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(e.store_failure(), None);
+    // A stream following the task since its start.
+    let mut stream = e.subscribe(&task, 0, None).await.unwrap();
+    store.full.store(true, Ordering::SeqCst);
+    script.emit(json!({"type": "text", "text": "more work", "delta": true}));
+
+    // Even the failure could not be stored: the stream still ends with it.
+    let mut last = None;
+    while let Some(ev) = stream.next().await {
+        last = Some(ev);
+    }
+    let last = last.expect("events");
+    assert!(last.event.ends_stream(), "{:?}", last.event);
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Failed);
+    let text = status_text(&snap);
+    println!("{text}");
+    assert!(text.contains("task store failed"), "{text}");
+    let why = e.store_failure().expect("the engine says the store fails");
+    println!("store failure: {why}");
+    assert!(why.contains("No space left"), "{why}");
+    while e.live_count() > 0 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(script.log().contains(&"terminate".to_string()));
+    // The store still says working: the next start repairs it (as after a crash).
+    let stored = store.inner.get(&task).await.unwrap().unwrap();
+    assert_eq!(stored.task.status.state, TaskState::Working);
+
+    // Space freed: the next write clears the failure.
+    store.full.store(false, Ordering::SeqCst);
+    let (next, mut script) = start(&e, &mut scripts).await;
+    script.emit(json!({"type": "done", "result": "ok", "is_error": false}));
+    script.exit(0);
+    assert_eq!(
+        settled(&e, &next, 0).await.task.status.state,
+        TaskState::Completed
+    );
+    assert_eq!(e.store_failure(), None);
+}
