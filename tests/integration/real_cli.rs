@@ -70,7 +70,10 @@ impl Rig {
         setup: impl FnOnce(&str, &Path) -> Options,
     ) -> Rig {
         let model = ModelServer::start(Scenario::Tool).await;
-        let home = tempfile::tempdir().unwrap();
+        // Not under /tmp: Codex refuses to create its helper binaries (the `codex-linux-sandbox`
+        // alias its own bubblewrap sandbox execs) under a temporary directory, and then every
+        // shell call fails where bubblewrap is installed. A real HOME is not under /tmp either.
+        let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let mut o = setup(&model.base, home.path());
         o.program = Some(program);
         o.home = Some(home.path().to_path_buf());
@@ -78,12 +81,9 @@ impl Rig {
         o.timeout = TURN_LIMIT;
         o.idle_timeout = Duration::from_secs(60);
         o.grace = Duration::from_secs(3);
-        // The CLI runs in the sandbox, as agent-host runs it by default (required in CI).
-        // Codex inside bubblewrap completes its turn but its app-server reports no
-        // commandExecution item for the shell call (not understood yet), so its suite runs
-        // without the sandbox for now; REAL_CLI_SANDBOX=off runs every suite without it.
-        let mode = if name == "codex" || std::env::var("REAL_CLI_SANDBOX").is_ok_and(|v| v == "off")
-        {
+        // The CLI runs in the sandbox, as agent-host runs it by default (required in CI);
+        // REAL_CLI_SANDBOX=off runs every suite without it.
+        let mode = if std::env::var("REAL_CLI_SANDBOX").is_ok_and(|v| v == "off") {
             agent_host::runner::sandbox::Mode::Off
         } else if std::env::var("CI").is_ok_and(|v| v == "true") {
             agent_host::runner::sandbox::Mode::Required
