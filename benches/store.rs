@@ -1,4 +1,5 @@
-//! Store cost per appended event, by task length: the memory store beside the SQLite store.
+//! Store cost per appended event, by task length: the memory store beside the SQLite store,
+//! then the PostgreSQL store when a database answers.
 //!
 //! Each run creates tasks of 100, 1,000 and 10,000 events and appends them one event per call
 //! (a live stream: the worst case, no batching by the caller), each event a 100-byte chunk of
@@ -118,5 +119,36 @@ fn main() {
                 sc / mc
             );
         }
+        postgres(lengths).await;
     });
+}
+
+/// The PostgreSQL store on `AGENT_HOST_TEST_PG` (default the local test database), in a schema
+/// of its own dropped afterwards; skipped with a note when the database does not answer. Its
+/// CPU is this process's only (the driver, the writer task): the server's is not counted.
+async fn postgres(lengths: &[usize]) {
+    let url = std::env::var("AGENT_HOST_TEST_PG")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://root@127.0.0.1:5432/test".into());
+    let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+    let store = match agent_host::store::PgStore::open(&url, Some(&schema)).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("\n(PostgreSQL at {url} not reachable, its row skipped: {e})");
+            return;
+        }
+    };
+    println!("\n| events per task | PostgreSQL CPU/event (host only) | PostgreSQL wall/event |");
+    println!("|---:|---:|---:|");
+    for &events in lengths {
+        let tasks = (10_000 / events).max(1);
+        let (pc, pw) = run(&store, "p", tasks, events).await;
+        println!("| {events} | {pc:.1} µs | {pw:.1} µs |");
+    }
+    let client = store.pool().get().await.expect("connection");
+    client
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .await
+        .expect("drop the bench schema");
 }

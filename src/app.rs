@@ -17,7 +17,7 @@ use crate::push::{PushService, Sealer};
 use crate::server::guard::Guard;
 use crate::server::{self, AppState, CardSettings, HttpLimits};
 use crate::settings::{PushKey, Settings, StoreChoice};
-use crate::store::{MemoryStore, PushStore, SqliteStore, StoreError, TaskStore};
+use crate::store::{MemoryStore, PgStore, PushStore, SqliteStore, StoreError, TaskStore};
 
 /// Failure to start.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +224,7 @@ type Stores = (Arc<dyn TaskStore>, Arc<dyn PushStore>);
 /// The store of one adapter: the configured one for the default adapter; a database next
 /// to it (`agent-host.<id>.db`) for each other one, so that every engine owns its tasks.
 /// A SQLite store takes its database's lock (one host per database) and records `port` in it.
-fn open_store(
+async fn open_store(
     choice: &StoreChoice,
     adapter_id: &str,
     default: bool,
@@ -250,6 +250,27 @@ fn open_store(
             tracing::info!(adapter = %adapter_id, path = %path.display(), "store: sqlite");
             (s.clone(), s)
         }
+        StoreChoice::Postgres(url) => {
+            // The default adapter uses the URL's own schema; each other adapter one of its
+            // own, as each gets its own SQLite file.
+            let schema = (!default).then(|| format!("agent_host_{adapter_id}"));
+            let s = Arc::new(
+                PgStore::open(url, schema.as_deref())
+                    .await
+                    .map_err(StartError::Store)?,
+            );
+            let (host, db) = url
+                .parse::<tokio_postgres::Config>()
+                .map(|c| {
+                    (
+                        format!("{:?}", c.get_hosts()),
+                        c.get_dbname().map(str::to_string),
+                    )
+                })
+                .unwrap_or_default();
+            tracing::info!(adapter = %adapter_id, host, db, schema, "store: postgres");
+            (s.clone(), s)
+        }
     })
 }
 
@@ -268,7 +289,7 @@ async fn start_agent(
     if settings.store == StoreChoice::Memory {
         tracing::info!(adapter = %id, "store: memory (tasks are gone when agent-host stops)");
     }
-    let (store, push_store) = open_store(&settings.store, &id, default, local_addr.port())?;
+    let (store, push_store) = open_store(&settings.store, &id, default, local_addr.port()).await?;
     let engine = Engine::with_config(
         store.clone(),
         launch,

@@ -27,8 +27,9 @@
 //!   pieces this machine offers.
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
 //!   one row per event plus checkpoints; context sessions, process groups) and
-//!   [`store::PushStore`]; the SQLite store (the default, with migrations) and the in-memory
-//!   one; the data folder's lock (one host per database) and private file modes.
+//!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL
+//!   store (shared by several hosts, versioned migrations) and the in-memory one; the suite
+//!   of tests every store passes; the data folder's lock (one host per database) and private file modes.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
 //!   turn's process from the adapter and settings ([`engine::launch`]); checks messages

@@ -68,7 +68,10 @@ pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
         Err(e) => out.push(check("adapter", Status::Fail, e.to_string())),
     }
     out.extend(workspace_checks(settings));
-    out.push(store_check(&settings.store));
+    out.push(match &settings.store {
+        StoreChoice::Postgres(url) => postgres_check(url).await,
+        other => store_check(other),
+    });
     out.extend(sandbox_checks(settings));
     out.push(port_check(settings));
     out
@@ -298,8 +301,25 @@ fn workspace_checks(settings: &Settings) -> Vec<Check> {
     out
 }
 
+/// A PostgreSQL store: reachable, and its schema opens (migrated if older).
+async fn postgres_check(url: &str) -> Check {
+    let open = crate::store::postgres::PgStore::open(url, None);
+    match tokio::time::timeout(std::time::Duration::from_secs(10), open).await {
+        Ok(Ok(_)) => check(
+            "store",
+            Status::Pass,
+            "postgres: reachable, schema up to date",
+        ),
+        Ok(Err(e)) => check("store", Status::Fail, format!("postgres: {e}")),
+        Err(_) => check("store", Status::Fail, "postgres: no answer within 10 s"),
+    }
+}
+
 fn store_check(store: &StoreChoice) -> Check {
     let path = match store {
+        StoreChoice::Postgres(_) => {
+            return check("store", Status::Warn, "postgres: checked when connecting")
+        }
         StoreChoice::Memory => {
             return check(
                 "store",
@@ -433,7 +453,7 @@ fn port_check(settings: &Settings) -> Check {
                     }
                     _ => None,
                 },
-                StoreChoice::Memory => None,
+                StoreChoice::Memory | StoreChoice::Postgres(_) => None,
             };
             match ours {
                 Some(pid) => check(

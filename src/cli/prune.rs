@@ -47,6 +47,8 @@ pub enum PruneError {
     NoLimit,
     #[error("the memory store keeps nothing after the host stops: there is nothing to prune")]
     Memory,
+    #[error("tasks prune works on a SQLite database; hosts on a PostgreSQL store apply [retention] themselves (set it in their config)")]
+    Postgres,
 }
 
 impl PruneError {
@@ -83,6 +85,7 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
     let path = match &settings.store {
         StoreChoice::Sqlite(p) => p.clone(),
         StoreChoice::Memory => return Err(PruneError::Memory),
+        StoreChoice::Postgres(_) => return Err(PruneError::Postgres),
     };
     let store = SqliteStore::open(&path)?;
     let dry_run = !args.yes;

@@ -154,8 +154,12 @@ pub struct ServeArgs {
     /// Key id (`kid`) of the card signature [default: first 16 hex digits of the SHA-256 of the secret or public key]
     #[arg(long, env = "AGENT_HOST_CARD_SIGN_KID", value_name = "KID")]
     pub card_sign_kid: Option<String>,
-    /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, or memory (gone when the host stops)
-    #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory")]
+    /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, memory (gone when the host stops), or postgres://USER@HOST:PORT/DB (a PostgreSQL database)
+    #[arg(
+        long,
+        env = "AGENT_HOST_STORE",
+        value_name = "sqlite[:PATH]|memory|postgres://..."
+    )]
     pub store: Option<String>,
     /// Push notifications (webhooks) on [default: false]
     #[arg(long, env = "AGENT_PUSH", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]

@@ -291,6 +291,8 @@ pub enum StoreChoice {
     Memory,
     /// An SQLite database file.
     Sqlite(PathBuf),
+    /// A PostgreSQL database (its `postgres://` URL), which several hosts can share.
+    Postgres(String),
 }
 
 /// The default database: `$XDG_DATA_HOME/agent-host/agent-host.db`, else
@@ -352,7 +354,9 @@ fn resolve_push(
         (None, Some(f)) => PushKey::File(f.clone()),
         (None, None) => PushKey::File(match store {
             StoreChoice::Sqlite(db) => db.with_file_name("push.key"),
-            StoreChoice::Memory => default_db_path()?.with_file_name("push.key"),
+            StoreChoice::Memory | StoreChoice::Postgres(_) => {
+                default_db_path()?.with_file_name("push.key")
+            }
         }),
     };
     Ok(Some(PushConfig { delivery, key }))
@@ -362,10 +366,16 @@ fn parse_store(s: &str) -> Result<StoreChoice, SettingsError> {
     match s.trim() {
         "memory" => Ok(StoreChoice::Memory),
         "sqlite" | "" => Ok(StoreChoice::Sqlite(default_db_path()?)),
+        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            url.parse::<tokio_postgres::Config>().map_err(|e| {
+                SettingsError::Invalid(format!("store: the PostgreSQL URL is not valid: {e}"))
+            })?;
+            Ok(StoreChoice::Postgres(url.to_string()))
+        }
         other => match other.strip_prefix("sqlite:") {
             Some(p) if !p.is_empty() => Ok(StoreChoice::Sqlite(PathBuf::from(p))),
             _ => Err(SettingsError::Invalid(format!(
-                "store '{other}' is not one of sqlite, sqlite:PATH, memory"
+                "store '{other}' is not one of sqlite, sqlite:PATH, memory, postgres://..."
             ))),
         },
     }

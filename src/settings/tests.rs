@@ -203,7 +203,15 @@ fn store_choices() {
         StoreChoice::Sqlite(p) => assert!(p.ends_with("agent-host/agent-host.db"), "{p:?}"),
         other => panic!("{other:?}"),
     }
-    assert!(parse_store("postgres://x").is_err());
+    assert_eq!(
+        parse_store("postgres://root@127.0.0.1:5432/test").unwrap(),
+        StoreChoice::Postgres("postgres://root@127.0.0.1:5432/test".into())
+    );
+    let bad = parse_store("postgres://x:notaport/db")
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("PostgreSQL URL"), "{bad}");
+    assert!(parse_store("mysql://x").is_err());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //!
 //! # The shape of a store
 //!
-//! Every store, whatever holds it (memory, SQLite, a future PostgreSQL), keeps the same three
+//! Every store, whatever holds it (memory, SQLite, PostgreSQL), keeps the same three
 //! things, and an append costs the same whatever the task's length:
 //!
 //! - **the event log**: one *row* per event, keyed by (task id, sequence number), sequence 1
@@ -20,17 +20,22 @@
 //!
 //! The memory store is the degenerate case: its checkpoint is the task kept current in place,
 //! so it has no events after it. The SQLite store keeps the index row in `tasks`, the rows in
-//! `events` and the checkpoint in `snapshots` (see [`sqlite`]); a PostgreSQL store would have
-//! the same three tables, with appends as `INSERT`s in one transaction per batch.
+//! `events` and the checkpoint in `snapshots` (see [`sqlite`]); the PostgreSQL store
+//! ([`postgres`]) has the same three tables, with appends as `INSERT`s in one transaction per
+//! batch.
 //!
-//! A store that persists ([`SqliteStore`]) belongs to one host at a time: it holds a
-//! [`lock::DataLock`] on its database while it is open.
+//! An SQLite store ([`SqliteStore`]) belongs to one host at a time: it holds a
+//! [`lock::DataLock`] on its database while it is open. A PostgreSQL database can be shared
+//! by several hosts.
 
 pub mod files;
 pub mod lock;
 pub mod memory;
+pub mod postgres;
 pub mod push;
 pub mod sqlite;
+#[cfg(test)]
+pub(crate) mod suite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +46,7 @@ use crate::protocol::v1::{Task, TaskState};
 use crate::task::{LoggedEvent, TaskEvent};
 
 pub use memory::MemoryStore;
+pub use postgres::PgStore;
 pub use push::{DeadLetter, PushRecord, PushStore};
 pub use sqlite::SqliteStore;
 
@@ -56,6 +62,15 @@ pub enum StoreError {
     /// The database refused or failed a statement.
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL refused or failed a statement, or could not be reached.
+    #[error("postgres: {}", postgres_detail(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No pooled PostgreSQL connection could be had.
+    #[error("postgres pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The PostgreSQL pool could not be built from the settings.
+    #[error("postgres pool settings: {0}")]
+    PoolSettings(#[from] deadpool_postgres::BuildError),
     /// A stored task or event that does not decode, or one that does not encode.
     #[error("bad stored data: {0}")]
     Json(#[from] serde_json::Error),
@@ -80,6 +95,17 @@ pub enum StoreError {
     /// A lock inside the store was poisoned by a panic.
     #[error("a store lock was poisoned by a panic")]
     Poisoned,
+}
+
+/// A PostgreSQL error with what the server said (the driver's own text is only "db error").
+fn postgres_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
 }
 
 impl StoreError {

@@ -27,6 +27,8 @@ pub struct Options {
     pub sqlite: bool,
     /// ... or in this database file (survives the server, for restart tests).
     pub db: Option<PathBuf>,
+    /// ... or in this PostgreSQL database (a URL), which other servers may share.
+    pub postgres: Option<String>,
     /// Push notifications on, with these settings.
     pub push: Option<agent_host::push::PushSettings>,
     /// Credentials, allowed hosts and origins.
@@ -68,6 +70,7 @@ impl Default for Options {
             prompt_via: PromptVia::Arg,
             sqlite: false,
             db: None,
+            postgres: None,
             push: None,
             security: agent_host::settings::Security::default(),
             // No request or failed-login throttling unless a test asks for it.
@@ -128,6 +131,9 @@ impl Options {
             o.db.clone()
                 .or_else(|| o.sqlite.then(|| dir.join("tasks.db")));
         s.store = db.map_or(StoreChoice::Memory, StoreChoice::Sqlite);
+        if let Some(url) = &o.postgres {
+            s.store = StoreChoice::Postgres(url.clone());
+        }
         s.push = o.push.clone().map(|delivery| PushConfig {
             delivery,
             key: PushKey::Hex("5a".repeat(32)),

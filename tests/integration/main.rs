@@ -20,6 +20,7 @@ mod lifecycle;
 mod model_server;
 mod observe;
 mod one_host;
+mod postgres;
 mod push;
 mod races;
 mod real_cli;

@@ -1,0 +1,419 @@
+//! The PostgreSQL store (`--store postgres://...`): the same tables as the SQLite store
+//! ([`crate::store`]'s shape: `tasks` index rows, one `events` row per event, `snapshots`
+//! checkpoints; contexts, process groups, push configs and dead letters), in a database
+//! several hosts can share.
+//!
+//! The driver is tokio-postgres with the deadpool-postgres pool: both async (no blocking
+//! threads, unlike rusqlite), maintained, and small next to sqlx, whose compile-time query
+//! checking needs a database at build time. Appends go through one writer task ([`writer`])
+//! that commits what is queued in one transaction; reads take a pooled connection and are
+//! one statement each ([`read`]). The schema is migrated at open ([`schema`]).
+//!
+//! A store can be confined to one PostgreSQL schema (`search_path`): each adapter of a host
+//! beside the default one gets its own, and each test its own.
+
+mod push;
+mod read;
+mod schema;
+mod writer;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::{mpsc, oneshot};
+
+use self::writer::Write;
+use super::memory::decode_token;
+use super::{ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
+use crate::protocol::v1::{StreamResponse, Task};
+use crate::task::{LoggedEvent, TaskEvent};
+
+pub use schema::{migrate, migrate_to, SCHEMA_VERSION};
+
+/// Connections in the pool.
+const POOL_SIZE: usize = 8;
+
+fn poisoned<T>(_: T) -> StoreError {
+    StoreError::Poisoned
+}
+
+/// Position of a task this host writes: its last sequence number and state.
+struct Live {
+    last_seq: u64,
+    state: String,
+}
+
+/// The PostgreSQL-backed [`TaskStore`] and [`super::PushStore`].
+pub struct PgStore {
+    pool: Pool,
+    writer: mpsc::UnboundedSender<Write>,
+    live: Mutex<HashMap<String, Live>>,
+}
+
+/// A pool on `url`, its connections confined to `schema` when given (created if missing).
+pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+    let mut config: tokio_postgres::Config = url.parse()?;
+    if let Some(schema) = schema {
+        let quoted = quote_ident(schema);
+        let (mut client, conn) = config.connect(tokio_postgres::NoTls).await?;
+        let task = tokio::spawn(conn);
+        // Under the migration lock: two hosts creating the schema at once would otherwise
+        // collide (IF NOT EXISTS does not guard against a concurrent creation).
+        let tx = client.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&schema::MIGRATION_LOCK],
+        )
+        .await?;
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))
+            .await?;
+        tx.commit().await?;
+        drop(client);
+        let _ = task.await;
+        config.options(format!("-c search_path={quoted}"));
+    }
+    let manager = Manager::from_config(
+        config,
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Ok(Pool::builder(manager).max_size(POOL_SIZE).build()?)
+}
+
+/// `name` as a quoted SQL identifier.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (confined to `schema` when given) and brings its
+    /// schema up to date. Must be called inside a tokio runtime (it starts the writer).
+    pub async fn open(url: &str, schema: Option<&str>) -> Result<PgStore, StoreError> {
+        let pool = pool(url, schema).await?;
+        Self::with_pool(pool).await
+    }
+
+    /// A store on an existing pool; migrates the schema.
+    pub async fn with_pool(pool: Pool) -> Result<PgStore, StoreError> {
+        {
+            let mut client = pool.get().await?;
+            schema::migrate(&mut client).await?;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(writer::run(pool.clone(), rx));
+        Ok(PgStore {
+            pool,
+            writer: tx,
+            live: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The pool (for tests and tools that need the database itself).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        Ok(self.pool.get().await?)
+    }
+
+    async fn exec(
+        &self,
+        sql: &str,
+        args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let c = self.client().await?;
+        let stmt = c.prepare_cached(sql).await?;
+        Ok(c.execute(&stmt, args).await?)
+    }
+}
+
+/// The terminal states, as stored.
+const TERMINAL: &str =
+    "('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')";
+
+#[async_trait]
+impl TaskStore for PgStore {
+    async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
+        let first = serde_json::to_string(&TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let id = task.id.clone();
+        let state = task.status.state.as_proto_name().to_string();
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(Write::Create {
+                task: Box::new(task),
+                first,
+                owner,
+                reply,
+            })
+            .map_err(|_| StoreError::WriterStopped)?;
+        rx.await.map_err(|_| StoreError::WriterStopped)??;
+        self.live
+            .lock()
+            .map_err(poisoned)?
+            .insert(id, Live { last_seq: 1, state });
+        Ok(1)
+    }
+
+    async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError> {
+        let known = self
+            .live
+            .lock()
+            .map_err(poisoned)?
+            .get(task_id)
+            .map(|l| l.last_seq);
+        if known.is_none() {
+            let (last, state) = read::position(&**self.client().await?, task_id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+            if events.is_empty() {
+                return Ok(last);
+            }
+            self.live
+                .lock()
+                .map_err(poisoned)?
+                .entry(task_id.to_string())
+                .or_insert(Live {
+                    last_seq: last,
+                    state,
+                });
+        }
+        if events.is_empty() {
+            return Ok(known.unwrap_or_default());
+        }
+        let (rx, last, ended) = {
+            let mut live = self.live.lock().map_err(poisoned)?;
+            let l = live
+                .get_mut(task_id)
+                .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+            let first_seq = l.last_seq + 1;
+            let mut rows = Vec::with_capacity(events.len());
+            let (mut status, mut ended, mut checkpoint) = (None, false, false);
+            for ev in &events {
+                rows.push(serde_json::to_string(ev)?);
+                if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = ev {
+                    let state = u.status.state.as_proto_name();
+                    if state != l.state {
+                        checkpoint = true;
+                        l.state = state.to_string();
+                    }
+                    status = Some((
+                        state.to_string(),
+                        u.status.timestamp.clone().unwrap_or_default(),
+                    ));
+                    ended |= u.status.state.is_terminal();
+                }
+            }
+            l.last_seq += rows.len() as u64;
+            let (reply, rx) = oneshot::channel();
+            // Sent under the lock, so one task's appends reach the writer in order.
+            self.writer
+                .send(Write::Append {
+                    task_id: task_id.to_string(),
+                    first_seq,
+                    rows,
+                    status,
+                    checkpoint,
+                    ended,
+                    reply,
+                })
+                .map_err(|_| StoreError::WriterStopped)?;
+            (rx, l.last_seq, ended)
+        };
+        let outcome = rx.await.map_err(|_| StoreError::WriterStopped)?;
+        if ended || outcome.is_err() {
+            // An ended task is not written again; after a failure the position is read
+            // again from the database.
+            self.live.lock().map_err(poisoned)?.remove(task_id);
+        }
+        outcome.map(|()| last)
+    }
+
+    async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        read::load(&**self.client().await?, task_id).await
+    }
+
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        let c = self.client().await?;
+        let evs = read::events(&**c, task_id, after, limit).await?;
+        if evs.is_empty() && read::position(&**c, task_id).await?.is_none() {
+            return Err(StoreError::NotFound(task_id.to_string()));
+        }
+        Ok(evs)
+    }
+
+    async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {
+        let after_key = match &query.page_token {
+            Some(t) if !t.is_empty() => Some(decode_token(t)?),
+            _ => None,
+        };
+        let mut c = self.client().await?;
+        // The count and the page from one view of the database.
+        let tx = c
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let page = read::list(&*tx, query, after_key, with_artifacts).await?;
+        tx.commit().await?;
+        Ok(page)
+    }
+
+    async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        read::unfinished(&**self.client().await?).await
+    }
+
+    async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
+        self.exec(
+            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (context_id) DO UPDATE SET session_id = $2, updated_at = $3,
+                owner = $4, cwd = $5",
+            &[
+                &ctx.context_id,
+                &ctx.session_id.as_deref().unwrap_or(""),
+                &crate::task::now_timestamp(),
+                &ctx.owner,
+                &ctx.cwd,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn terminal_tasks(&self) -> Result<Vec<crate::store::TerminalTask>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT id, context_id, status_ts FROM tasks WHERE state IN {TERMINAL}
+                     ORDER BY status_ts DESC, id DESC"
+                ),
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| crate::store::TerminalTask {
+                id: r.get(0),
+                context_id: r.get(1),
+                status_ts: r.get(2),
+            })
+            .collect())
+    }
+
+    async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        // Terminal tasks never change (the writer appends nothing to them), so each is
+        // deleted in a transaction of its own that checks its state first.
+        let mut client = self.client().await?;
+        let mut deleted = Vec::new();
+        for id in ids {
+            let tx = client.transaction().await?;
+            let context: Option<String> = tx
+                .query_opt(
+                    &format!("SELECT context_id FROM tasks WHERE id = $1 AND state IN {TERMINAL}"),
+                    &[id],
+                )
+                .await?
+                .map(|r| r.get(0));
+            let Some(context) = context else {
+                continue;
+            };
+            for sql in [
+                "DELETE FROM events WHERE task_id = $1",
+                "DELETE FROM snapshots WHERE task_id = $1",
+                "DELETE FROM push_configs WHERE task_id = $1",
+                "DELETE FROM push_dead_letters WHERE task_id = $1",
+                "DELETE FROM processes WHERE task_id = $1",
+                "DELETE FROM tasks WHERE id = $1",
+            ] {
+                tx.execute(sql, &[id]).await?;
+            }
+            tx.execute(
+                "DELETE FROM contexts WHERE context_id = $1
+                 AND NOT EXISTS (SELECT 1 FROM tasks WHERE context_id = $1)",
+                &[&context],
+            )
+            .await?;
+            tx.commit().await?;
+            deleted.push(id.clone());
+        }
+        Ok(deleted)
+    }
+
+    async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT context_id, session_id, owner, cwd FROM contexts",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ContextRecord {
+                context_id: r.get(0),
+                session_id: Some(r.get::<_, String>(1)).filter(|s| !s.is_empty()),
+                owner: r.get(2),
+                cwd: r.get(3),
+            })
+            .collect())
+    }
+
+    async fn record_process(
+        &self,
+        task_id: &str,
+        pgid: u32,
+        start_ticks: u64,
+    ) -> Result<(), StoreError> {
+        self.exec(
+            "INSERT INTO processes (task_id, pgid, start_ticks) VALUES ($1, $2, $3)
+             ON CONFLICT (task_id) DO UPDATE SET pgid = $2, start_ticks = $3",
+            &[&task_id, &(pgid as i64), &(start_ticks as i64)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
+        self.exec("DELETE FROM processes WHERE task_id = $1", &[&task_id])
+            .await?;
+        Ok(())
+    }
+
+    async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query("SELECT task_id, pgid, start_ticks FROM processes", &[])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(0),
+                    r.get::<_, i64>(1) as u32,
+                    r.get::<_, i64>(2) as u64,
+                )
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,143 @@
+//! PostgreSQL-only tests: migrations, several stores on one database. The suite every store
+//! passes is in [`crate::store::suite`].
+
+use super::testing::TestDb;
+use super::*;
+use crate::protocol::v1::TaskState;
+use crate::store::suite::{answer, chunk, status, task};
+
+#[tokio::test]
+async fn an_older_schema_is_migrated_and_its_tasks_stay_readable() {
+    let Some(db) = TestDb::new("older_schema").await else {
+        return;
+    };
+    let p = pool(&db.url, Some(&db.schema)).await.unwrap();
+    {
+        let mut c = p.get().await.unwrap();
+        assert_eq!(migrate_to(&mut c, 1).await.unwrap(), 0);
+        // A task written by a version-1 host, then left unfinished.
+        c.batch_execute(
+            r#"INSERT INTO tasks VALUES ('old', 'c', 'TASK_STATE_WORKING',
+                 '2026-01-01T00:00:01.000Z', '2026-01-01T00:00:00.000Z', 2, NULL);
+               INSERT INTO snapshots VALUES ('old', 1,
+                 '{"id":"old","contextId":"c","status":{"state":"TASK_STATE_SUBMITTED"}}');
+               INSERT INTO events VALUES ('old', 1, '{"task":{"id":"old","contextId":"c","status":{"state":"TASK_STATE_SUBMITTED"}}}');"#,
+        )
+        .await
+        .unwrap();
+    }
+    let s = PgStore::with_pool(p.clone()).await.unwrap();
+    let versions: Vec<i32> = p
+        .get()
+        .await
+        .unwrap()
+        .query(
+            "SELECT version FROM agent_host_schema ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
+    let old = s.get("old").await.unwrap().unwrap();
+    assert_eq!(old.last_seq, 2);
+    assert_eq!(s.unfinished().await.unwrap().len(), 1);
+    // Appending continues its sequence.
+    let seq = s
+        .append(
+            "old",
+            vec![status("old", TaskState::Failed, "2026-01-01T00:00:02.000Z")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seq, 3);
+    assert!(s.unfinished().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let Some(db) = TestDb::new("newer_schema").await else {
+        return;
+    };
+    let p = pool(&db.url, Some(&db.schema)).await.unwrap();
+    {
+        let mut c = p.get().await.unwrap();
+        migrate(&mut c).await.unwrap();
+        c.execute("INSERT INTO agent_host_schema (version) VALUES (99)", &[])
+            .await
+            .unwrap();
+    }
+    let err = PgStore::with_pool(p).await.err().unwrap().to_string();
+    assert!(err.contains("newer"), "{err}");
+}
+
+#[tokio::test]
+async fn hosts_starting_together_migrate_once_and_share_the_rows() {
+    let Some(db) = TestDb::new("shared").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(db.store(), db.store());
+    a.create(task("t", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    a.append("t", vec![chunk("t", "from a", false)])
+        .await
+        .unwrap();
+    let seen = b.get("t").await.unwrap().unwrap();
+    assert_eq!(answer(&seen.task), "from a");
+    assert_eq!(b.events_after("t", 0, 10).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn appends_queued_during_a_round_trip_share_one_commit() {
+    let Some(db) = TestDb::new("batched").await else {
+        return;
+    };
+    let s = Arc::new(db.store().await);
+    s.create(task("t", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let before: i64 = xact_commits(&s).await;
+    // Appends that do not wait for each other: queued together, committed together, in order.
+    let n = 200;
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let s = s.clone();
+        let ev = chunk("t", &format!("{i},"), i > 0);
+        pending.push(tokio::spawn(async move { s.append("t", vec![ev]).await }));
+        tokio::task::yield_now().await;
+    }
+    for p in pending {
+        p.await.unwrap().unwrap();
+    }
+    let commits = xact_commits(&s).await - before;
+    let seqs: Vec<u64> = s
+        .events_after("t", 0, 1000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=n as u64 + 1).collect::<Vec<_>>());
+    assert!(
+        commits < n as i64,
+        "{n} appends took {commits} commits: not batched"
+    );
+}
+
+/// Transactions committed in the database so far (PostgreSQL's statistics).
+async fn xact_commits(s: &PgStore) -> i64 {
+    let c = s.client().await.unwrap();
+    c.batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .unwrap();
+    c.query_one(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
