@@ -1,59 +1,9 @@
 //! The SQLite store: round trips, reopening, migrations, concurrent writers, compaction.
 
 use super::*;
-use crate::protocol::v1::{
-    Artifact, Part, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
-};
+use crate::protocol::v1::TaskState;
+use crate::store::suite::{answer, chunk, status, task};
 use crate::store::ContextRecord;
-
-fn task(id: &str, ctx: &str, ts: &str) -> Task {
-    Task {
-        id: id.into(),
-        context_id: ctx.into(),
-        status: TaskStatus {
-            state: TaskState::Submitted,
-            message: None,
-            timestamp: Some(ts.into()),
-        },
-        ..Task::default()
-    }
-}
-
-fn status(id: &str, state: TaskState, ts: &str) -> TaskEvent {
-    TaskEvent::Stream(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-        task_id: id.into(),
-        context_id: "c".into(),
-        status: TaskStatus {
-            state,
-            message: None,
-            timestamp: Some(ts.into()),
-        },
-        metadata: None,
-    }))
-}
-
-fn chunk(id: &str, text: &str, append: bool) -> TaskEvent {
-    TaskEvent::Stream(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-        task_id: id.into(),
-        context_id: "c".into(),
-        artifact: Artifact {
-            artifact_id: "answer".into(),
-            parts: vec![Part::text(text)],
-            ..Artifact::default()
-        },
-        append,
-        last_chunk: false,
-        metadata: None,
-    }))
-}
-
-fn answer(t: &Task) -> String {
-    t.artifacts
-        .iter()
-        .flat_map(|a| a.parts.iter())
-        .filter_map(|p| p.text.clone())
-        .collect()
-}
 
 #[tokio::test]
 async fn round_trip_and_reopen() {
@@ -279,78 +229,6 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     let snap = s.get("long").await.unwrap().unwrap();
     assert_eq!(snap.task.status.state, TaskState::Completed);
     assert_eq!(answer(&snap.task).len(), n);
-}
-
-#[tokio::test]
-async fn listing_filters_and_pages() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = SqliteStore::open(&dir.path().join("p.db")).unwrap();
-    for i in 0..5 {
-        let ctx = if i % 2 == 0 { "even" } else { "odd" };
-        s.create(task(
-            &format!("t{i}"),
-            ctx,
-            &format!("2026-01-01T00:00:0{i}.000Z"),
-        ))
-        .await
-        .unwrap();
-    }
-    let q = ListQuery {
-        page_size: 2,
-        ..ListQuery::default()
-    };
-    let p1 = s.list(&q, false).await.unwrap();
-    assert_eq!(p1.total_size, 5);
-    let ids = |p: &ListPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
-    assert_eq!(ids(&p1), ["t4", "t3"]);
-    let p2 = s
-        .list(
-            &ListQuery {
-                page_token: Some(p1.next_page_token.clone()),
-                ..q.clone()
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    assert_eq!(ids(&p2), ["t2", "t1"]);
-    let p3 = s
-        .list(
-            &ListQuery {
-                page_token: Some(p2.next_page_token.clone()),
-                ..q.clone()
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    assert_eq!(ids(&p3), ["t0"]);
-    assert_eq!(p3.next_page_token, "");
-    let even = s
-        .list(
-            &ListQuery {
-                context_id: Some("even".into()),
-                state: Some(TaskState::Submitted),
-                page_size: 50,
-                ..ListQuery::default()
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    assert_eq!(even.total_size, 3);
-    let recent = s
-        .list(
-            &ListQuery {
-                status_after: Some("2026-01-01T00:00:03.000Z".into()),
-                page_size: 50,
-                ..ListQuery::default()
-            },
-            false,
-        )
-        .await
-        .unwrap();
-    assert_eq!(recent.total_size, 2);
 }
 
 #[tokio::test]
