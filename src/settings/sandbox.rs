@@ -150,6 +150,17 @@ fn hidden(secrets: &[PathBuf], repo: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The sandbox settings from flags alone (no config file, no adapter values).
+    fn resolve_flags(args: &ServeArgs) -> Result<SandboxSettings, SettingsError> {
+        resolve(
+            args,
+            &SandboxSection::default(),
+            &Default::default(),
+            &[],
+            Path::new("/"),
+        )
+    }
+
     #[test]
     fn a_database_folder_is_hidden_whole_unless_the_work_is_inside_it() {
         let h = hidden(
@@ -175,41 +186,20 @@ mod tests {
             sandbox: Some("maybe".into()),
             ..ServeArgs::default()
         };
-        let e = resolve(
-            &args,
-            &SandboxSection::default(),
-            &Default::default(),
-            &[],
-            Path::new("/"),
-        )
-        .unwrap_err();
+        let e = resolve_flags(&args).unwrap_err();
         assert!(e.to_string().contains("auto, required, off"), "{e}");
         let args = ServeArgs {
             task_memory: Some("lots".into()),
             ..ServeArgs::default()
         };
-        let e = resolve(
-            &args,
-            &SandboxSection::default(),
-            &Default::default(),
-            &[],
-            Path::new("/"),
-        )
-        .unwrap_err();
+        let e = resolve_flags(&args).unwrap_err();
         assert!(e.to_string().contains("AGENT_TASK_MEMORY"), "{e}");
         let args = ServeArgs {
             sandbox: Some("off".into()),
             task_memory: Some("256M".into()),
             ..ServeArgs::default()
         };
-        let s = resolve(
-            &args,
-            &SandboxSection::default(),
-            &Default::default(),
-            &[],
-            Path::new("/"),
-        )
-        .unwrap();
+        let s = resolve_flags(&args).unwrap();
         assert_eq!((s.mode, s.memory), (Some(Mode::Off), Some(256 << 20)));
     }
 }
