@@ -26,6 +26,8 @@ pub(super) enum Write {
         /// The first event (the task as created), encoded.
         first: String,
         owner: Option<String>,
+        /// The host that runs it (None: a store of no registered host).
+        host: Option<String>,
         reply: Reply,
     },
     Append {
@@ -99,9 +101,13 @@ async fn write_all(
     for w in batch {
         match w {
             Write::Create {
-                task, first, owner, ..
+                task,
+                first,
+                owner,
+                host,
+                ..
             } => {
-                create(&tx, task, first, owner.as_deref()).await?;
+                create(&tx, task, first, owner.as_deref(), host.as_deref()).await?;
                 progress.insert(
                     task.id.clone(),
                     Progress {
@@ -135,6 +141,7 @@ async fn write_all(
             }
         }
     }
+    wake(&tx, batch).await?;
     for (id, ended) in due {
         let size = checkpoint(&tx, id).await?;
         if ended {
@@ -153,17 +160,51 @@ async fn write_all(
     Ok(())
 }
 
+/// The channel other hosts `LISTEN` on for stored events (docs/several-hosts.md).
+pub(super) const EVENTS_CHANNEL: &str = "agent_host_events";
+
+/// Sends, in the batch's transaction (so delivered at its commit and only then), one
+/// `NOTIFY` per task of the batch: `<task id> <last seq>`.
+async fn wake(tx: &Transaction<'_>, batch: &[Write]) -> Result<(), StoreError> {
+    let mut last: Vec<(&str, u64)> = Vec::new();
+    for w in batch {
+        let (id, seq) = match w {
+            Write::Create { task, .. } => (task.id.as_str(), 1),
+            Write::Append {
+                task_id,
+                first_seq,
+                rows,
+                ..
+            } => (
+                task_id.as_str(),
+                first_seq + (rows.len() as u64).saturating_sub(1),
+            ),
+        };
+        match last.iter_mut().find(|(t, _)| *t == id) {
+            Some(l) => l.1 = l.1.max(seq),
+            None => last.push((id, seq)),
+        }
+    }
+    let payloads: Vec<String> = last.iter().map(|(id, seq)| format!("{id} {seq}")).collect();
+    let stmt = tx
+        .prepare_cached("SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p")
+        .await?;
+    tx.execute(&stmt, &[&EVENTS_CHANNEL, &payloads]).await?;
+    Ok(())
+}
+
 async fn create(
     tx: &Transaction<'_>,
     task: &Task,
     first: &str,
     owner: Option<&str>,
+    host: Option<&str>,
 ) -> Result<(), StoreError> {
     let ts = task.status.timestamp.clone().unwrap_or_default();
     let stmt = tx
         .prepare_cached(
-            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner)
-             VALUES ($1, $2, $3, $4, $4, 1, $5)",
+            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner, host)
+             VALUES ($1, $2, $3, $4, $4, 1, $5, $6)",
         )
         .await?;
     let inserted = tx
@@ -175,6 +216,7 @@ async fn create(
                 &task.status.state.as_proto_name(),
                 &ts,
                 &owner,
+                &host,
             ],
         )
         .await;
