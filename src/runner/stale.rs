@@ -25,6 +25,18 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     stat_fields(&stat).map(|f| f.2)
 }
 
+/// Whether a process with this pid exists (on this machine).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match kill(Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists, and belongs to another user.
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
+}
+
 /// SIGKILLs every live process of group `pgid` that started no earlier than the group's
 /// leader did (`leader_start`): what a dead host's CLI left running. A process that got a
 /// reused pid later cannot be in that group while the group still has members, and one

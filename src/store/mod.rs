@@ -95,6 +95,10 @@ pub enum StoreError {
     /// A blocking read ended without an answer (it panicked or the runtime is stopping).
     #[error("a store read did not finish: {0}")]
     Read(#[from] tokio::task::JoinError),
+    /// Another host owns the task now (it took over this host's tasks): this host may no
+    /// longer write to it.
+    #[error("task {task} is owned by agent-host {host} now; this host no longer writes to it")]
+    NotOwner { task: String, host: String },
     /// Another live host has registered this host id.
     #[error("host id '{}' is in use by a live host (pid {} on {}, {}, since {}); give this host another --host-id", .0.record.id, .0.record.pid, .0.record.machine, .0.record.address, .0.started_at)]
     HostIdInUse(Box<HostInfo>),

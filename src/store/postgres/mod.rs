@@ -246,6 +246,7 @@ impl TaskStore for PgStore {
                     status,
                     checkpoint,
                     ended,
+                    host: self.host.get().cloned(),
                     reply,
                 })
                 .map_err(|_| StoreError::WriterStopped)?;
@@ -331,14 +332,15 @@ impl TaskStore for PgStore {
                 &[],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| crate::store::TerminalTask {
-                id: r.get(0),
-                context_id: r.get(1),
-                status_ts: r.get(2),
+        rows.iter()
+            .map(|r| {
+                Ok(crate::store::TerminalTask {
+                    id: r.try_get(0)?,
+                    context_id: r.try_get(1)?,
+                    status_ts: r.try_get(2)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
@@ -354,7 +356,8 @@ impl TaskStore for PgStore {
                     &[id],
                 )
                 .await?
-                .map(|r| r.get(0));
+                .map(|r| r.try_get(0))
+                .transpose()?;
             let Some(context) = context else {
                 continue;
             };
@@ -389,15 +392,16 @@ impl TaskStore for PgStore {
                 &[],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ContextRecord {
-                context_id: r.get(0),
-                session_id: Some(r.get::<_, String>(1)).filter(|s| !s.is_empty()),
-                owner: r.get(2),
-                cwd: r.get(3),
+        rows.iter()
+            .map(|r| {
+                Ok(ContextRecord {
+                    context_id: r.try_get(0)?,
+                    session_id: Some(r.try_get::<_, String>(1)?).filter(|s| !s.is_empty()),
+                    owner: r.try_get(2)?,
+                    cwd: r.try_get(3)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn record_process(
@@ -427,16 +431,15 @@ impl TaskStore for PgStore {
             .await?
             .query("SELECT task_id, pgid, start_ticks FROM processes", &[])
             .await?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| {
-                (
-                    r.get(0),
-                    r.get::<_, i64>(1) as u32,
-                    r.get::<_, i64>(2) as u64,
-                )
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get::<_, i64>(1)? as u32,
+                    r.try_get::<_, i64>(2)? as u64,
+                ))
             })
-            .collect())
+            .collect()
     }
 
     fn cluster(&self) -> Option<&dyn crate::store::ClusterStore> {

@@ -117,7 +117,7 @@ pub async fn migrate_to(client: &mut Client, target: usize) -> Result<usize, Sto
             &[],
         )
         .await?
-        .get(0);
+        .try_get(0)?;
     let found = found as usize;
     if found > SCHEMA_VERSION {
         // Ended here rather than on drop, which rolls back only once the connection is
