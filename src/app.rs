@@ -281,7 +281,7 @@ async fn start_agent(
     default: bool,
     guard: Arc<Guard>,
     local_addr: SocketAddr,
-) -> Result<(AppState, Option<tokio::task::JoinHandle<()>>), StartError> {
+) -> Result<(AppState, Vec<tokio::task::JoinHandle<()>>), StartError> {
     let launch = launch_for(settings, adapter)?;
     let id = launch.adapter.id.clone();
     tracing::info!(adapter = %id, default, "agent");
@@ -320,6 +320,18 @@ async fn start_agent(
         }
         None => None,
     };
+    // With a store several hosts share: this host's id, address and lease.
+    let role = crate::engine::ClusterRole {
+        me: crate::store::HostRecord {
+            id: settings.cluster.host_id_for(local_addr),
+            address: settings.cluster.address_for(local_addr),
+            machine: crate::settings::cluster::machine_name(),
+            pid: std::process::id(),
+        },
+        heartbeat: settings.cluster.heartbeat,
+        lease: settings.cluster.lease,
+    };
+    let joined = engine.join_cluster(role).await.map_err(StartError::Store)?;
     let r = engine.recover().await.map_err(StartError::Store)?;
     if r != Recovery::default() {
         tracing::info!(
@@ -332,11 +344,16 @@ async fn start_agent(
             "picked up the tasks a previous agent-host left unfinished"
         );
     }
-    let retention = crate::retention::spawn(
+    let mut background: Vec<tokio::task::JoinHandle<()>> = crate::retention::spawn(
         store.clone(),
         settings.retention,
         engine.launch().cwd.clone(),
-    );
+    )
+    .into_iter()
+    .collect();
+    if joined {
+        background.push(tokio::spawn(engine.clone().run_membership()));
+    }
     let state = AppState {
         engine,
         card: card_settings(settings),
@@ -348,7 +365,7 @@ async fn start_agent(
         guard,
         ui_enabled: settings.ui,
     };
-    Ok((state, retention))
+    Ok((state, background))
 }
 
 /// A started host: the engines (one per adapter, the default first) with their push
@@ -362,7 +379,8 @@ pub struct App {
     /// The gRPC binding's listener and address, when `grpc_port` is set.
     grpc: Option<(tokio::net::TcpListener, SocketAddr)>,
     guard: Arc<Guard>,
-    /// The background retention of each store that has one (stopped at shutdown).
+    /// The background work of each store (retention, the cluster heartbeat), stopped at
+    /// shutdown.
     retention: Vec<tokio::task::JoinHandle<()>>,
 }
 

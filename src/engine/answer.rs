@@ -56,6 +56,9 @@ impl Engine {
                 state_word(state)
             )));
         }
+        if let Some(host) = self.remote_owner(task_id).await? {
+            return Err(super::cluster::runs_elsewhere(task_id, "answer", &host));
+        }
         let control = {
             let st = lock(&self.inner.state);
             match st.live.get(task_id) {

@@ -10,11 +10,13 @@
 //! Files: `schedule` decides which turn runs when (no I/O; the engine holds it under its one
 //! lock); `turn` drives one turn through a [`child::Child`]; `answer` relays answers;
 //! `stream` follows a task's log; `publish` appends and wakes; `query` reads tasks;
-//! `recover` picks up after a previous host.
+//! `recover` picks up after a previous host; `cluster` is the engine as one of several
+//! hosts on a shared store (leases, takeover, other hosts' tasks).
 
 mod answer;
 mod attach;
 pub mod child;
+mod cluster;
 pub mod input;
 pub mod launch;
 mod publish;
@@ -35,6 +37,7 @@ use crate::protocol::A2AError;
 use crate::store::{StoreError, TaskStore};
 use crate::task::{self, ExitReason, TurnMapper};
 
+pub use cluster::ClusterRole;
 pub use launch::{Launch, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
@@ -129,6 +132,8 @@ struct Inner {
     spawner: Arc<dyn child::Spawner>,
     /// Whether the store takes writes; ends that could not be stored.
     health: Arc<publish::StoreHealth>,
+    /// This host among several on a shared store (`cluster`), once joined.
+    cluster: std::sync::OnceLock<ClusterRole>,
 }
 
 /// The task engine. Cheap to clone.
@@ -230,6 +235,7 @@ impl Engine {
                 hook: std::sync::OnceLock::new(),
                 spawner,
                 health: Arc::default(),
+                cluster: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -425,6 +431,11 @@ impl Engine {
                 "task {task_id} is already {} and cannot be canceled",
                 state_word(snap.task.status.state)
             )));
+        }
+        // Another host runs it: canceling here would end the task in the log while its
+        // program runs on.
+        if let Some(host) = self.remote_owner(task_id).await? {
+            return Err(cluster::runs_elsewhere(task_id, "cancel", &host));
         }
         let (plan, control) = {
             let mut st = lock(&self.inner.state);

@@ -1,6 +1,7 @@
 //! Picking up after a previous host: stale process groups, contexts, unfinished tasks, and
 //! answers to tasks that were waiting when the host restarted.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -8,7 +9,7 @@ use tokio::sync::mpsc;
 use super::{input, lock, Accepted, Control, Engine, Inner, Live, Pending, RequestOptions};
 use crate::protocol::v1::{Message, TaskState};
 use crate::protocol::A2AError;
-use crate::store::StoreError;
+use crate::store::{Snapshot, StoreError};
 use crate::task::{ExitReason, TaskEvent, TurnMapper};
 
 /// The prompt of a turn that resumes a task a host restart cut off.
@@ -39,9 +40,22 @@ impl Engine {
     pub async fn recover(&self) -> Result<Recovery, StoreError> {
         let store = &self.inner.store;
         let mut r = Recovery::default();
-        // Every group recorded here belongs to a host that is gone: a persistent store is
-        // opened under its data folder's lock (`store::lock`), so no live host shares it.
+        // With several hosts on the store, only this host's tasks (and those of no host);
+        // alone, every unfinished task.
+        let (unfinished, mine) = match self.claim_own().await? {
+            Some(tasks) => {
+                let ids: HashSet<String> = tasks.iter().map(|t| t.task.id.clone()).collect();
+                (tasks, Some(ids))
+            }
+            None => (store.unfinished().await?, None),
+        };
+        // Every group recorded for these tasks belongs to a host that is gone: a single
+        // host's store is opened under its data folder's lock (`store::lock`), and a shared
+        // one's tasks were claimed above by this host's id.
         for (task_id, pgid, start) in store.recorded_processes().await? {
+            if mine.as_ref().is_some_and(|m| !m.contains(&task_id)) {
+                continue;
+            }
             let n = crate::runner::kill_stale_group(pgid, start);
             if n > 0 {
                 tracing::warn!(task = %task_id, pgid, processes = n, "stopped processes a previous agent-host left running");
@@ -56,9 +70,18 @@ impl Engine {
                 st.sched.restore_context(c);
             }
         }
+        self.pick_up(unfinished, None, &mut r).await;
+        Ok(r)
+    }
+
+    /// Takes up unfinished tasks (a restart's, or, with `lost`, those of that host, taken
+    /// over): one that never started is queued again; one waiting for input stays
+    /// answerable where its session can be resumed; a running one resumes its session after
+    /// a restart, and fails (restarted, or host lost) otherwise. Then starts what can start.
+    pub(super) async fn pick_up(&self, tasks: Vec<Snapshot>, lost: Option<&str>, r: &mut Recovery) {
         let can_resume = self.inner.launch.can_resume();
         let default_cwd = self.default_cwd();
-        for snap in store.unfinished().await? {
+        for snap in tasks {
             let t = &snap.task;
             let id = t.id.clone();
             let ctx_id = t.context_id.clone();
@@ -90,7 +113,8 @@ impl Engine {
                         r.queued += 1;
                         true
                     }
-                    TaskState::Working if resumable => {
+                    // A lost host's session lived there: its running turn is not resumed.
+                    TaskState::Working if resumable && lost.is_none() => {
                         st.sched.requeue(
                             &ctx_id,
                             Pending {
@@ -121,7 +145,11 @@ impl Engine {
                 continue;
             }
             let mut m = TurnMapper::new(&id, &ctx_id);
-            let events = m.on_exit(ExitReason::Restarted);
+            let reason = match lost {
+                Some(host) => ExitReason::HostLost(host.to_string()),
+                None => ExitReason::Restarted,
+            };
+            let events = m.on_exit(reason);
             self.inner.publish_final(&id, events).await;
             r.failed += 1;
         }
@@ -131,7 +159,6 @@ impl Engine {
             self.inner.prepare(&mut st, starts)
         };
         self.inner.spawn(turns);
-        Ok(r)
     }
 
     /// The answer to a task that was waiting for input when the host restarted: its CLI

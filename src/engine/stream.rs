@@ -20,6 +20,9 @@ pub struct EventStream {
     pub(super) task_id: String,
     pub(super) cursor: u64,
     pub(super) rx: Option<watch::Receiver<u64>>,
+    /// Set when another host writes the task: `rx` is the store's wake-up, which may be
+    /// lost, so the log is also read again after this long without one.
+    pub(super) poll: Option<std::time::Duration>,
     pub(super) buf: VecDeque<Arc<LoggedEvent>>,
     pub(super) done: bool,
     /// The last event returned was a settled state (terminal, or waiting for input).
@@ -87,15 +90,33 @@ impl EventStream {
                     return None;
                 }
             }
-            match &mut self.rx {
-                Some(rx) => {
+            match (&mut self.rx, self.poll) {
+                (Some(rx), None) => {
                     if rx.changed().await.is_err() {
                         // The task is no longer live: read what is left, then end.
                         self.rx = None;
                     }
                 }
-                None => return None,
+                (Some(rx), Some(every)) => {
+                    if tokio::time::timeout(every, rx.changed()).await.is_err()
+                        && self.ended_elsewhere().await
+                    {
+                        self.done = true;
+                        return None;
+                    }
+                }
+                (None, _) => return None,
             }
+        }
+    }
+
+    /// Whether a task another host writes has ended (or is gone) with nothing after the
+    /// cursor: a log whose last event is not a settled state, which no wake-up will follow.
+    async fn ended_elsewhere(&self) -> bool {
+        match self.store.get(&self.task_id).await {
+            Ok(Some(snap)) => snap.task.status.state.is_terminal() && snap.last_seq <= self.cursor,
+            Ok(None) => true,
+            Err(_) => false,
         }
     }
 
@@ -138,9 +159,18 @@ impl Engine {
     /// Follows a task's log from after `after` (the caller checked the task exists).
     pub(super) fn follow(&self, task_id: &str, after: u64) -> EventStream {
         // Subscribe to the watch before reading the store, so no wake-up is missed.
-        let rx = {
+        let local = {
             let st = lock(&self.inner.state);
             st.live.get(task_id).map(|l| l.notify.subscribe())
+        };
+        // Not live here: with several hosts, it may run on another; its appends wake us
+        // through the store.
+        let (rx, poll) = match local {
+            Some(rx) => (Some(rx), None),
+            None => match self.remote_watch(task_id) {
+                Some((rx, every)) => (Some(rx), Some(every)),
+                None => (None, None),
+            },
         };
         EventStream {
             store: self.inner.store.clone(),
@@ -148,6 +178,7 @@ impl Engine {
             task_id: task_id.to_string(),
             cursor: after,
             rx,
+            poll,
             buf: VecDeque::new(),
             done: false,
             settled: false,

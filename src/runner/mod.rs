@@ -15,7 +15,7 @@ mod lines;
 pub const PARTIAL_LINE_AFTER: Duration = Duration::from_millis(300);
 mod stale;
 
-pub use stale::{kill_stale_group, start_ticks};
+pub use stale::{kill_stale_group, process_exists, start_ticks};
 mod group;
 mod pty;
 pub mod sandbox;

@@ -2,7 +2,8 @@
 //! each group is recorded with its leader's start time when it starts, and the next host
 //! kills what is left of it. Only a host that holds the data folder's lock runs the sweep
 //! (the store takes the lock when it opens), so what it finds recorded cannot belong to a
-//! host still running.
+//! host still running; with several hosts on one PostgreSQL database, a host sweeps only the
+//! groups of tasks it claimed (its own, or a dead host's on the same machine).
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -23,6 +24,18 @@ fn stat_fields(stat: &str) -> Option<(char, u32, u64)> {
 pub fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat_fields(&stat).map(|f| f.2)
+}
+
+/// Whether a process with this pid exists (on this machine).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match kill(Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists, and belongs to another user.
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
 }
 
 /// SIGKILLs every live process of group `pgid` that started no earlier than the group's

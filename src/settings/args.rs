@@ -264,6 +264,18 @@ pub struct ServeArgs {
     /// Keep at most this many terminal tasks, newest first; 0 = no limit [default: 0]
     #[arg(long, env = "AGENT_HOST_RETENTION_MAX_TASKS", value_name = "N")]
     pub retention_max_tasks: Option<usize>,
+    /// With a PostgreSQL store shared by several hosts: this host's id, kept across restarts so a restarted host picks up its own tasks [default: MACHINE:PORT]
+    #[arg(long, env = "AGENT_HOST_ID", value_name = "ID")]
+    pub host_id: Option<String>,
+    /// With several hosts: the URL other hosts reach this one at [default: http://BOUND-ADDRESS]
+    #[arg(long, env = "AGENT_HOST_ADVERTISE_URL", value_name = "URL")]
+    pub advertise_url: Option<String>,
+    /// With several hosts: how often this host renews its lease and looks for hosts whose lease expired, in ms [default: 2000]
+    #[arg(long, env = "AGENT_HOST_HEARTBEAT_MS", value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
+    /// With several hosts: how long a lease lasts without renewal; after it another host takes this one's tasks over, in ms [default: 10000]
+    #[arg(long, env = "AGENT_HOST_LEASE_MS", value_name = "MS")]
+    pub lease_ms: Option<u64>,
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,

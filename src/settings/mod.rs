@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::adapter::PromptVia;
 
 mod args;
+pub mod cluster;
 mod conn;
 pub mod retention;
 pub mod sandbox;
@@ -61,6 +62,8 @@ pub struct FileConfig {
     pub sandbox: sandbox::SandboxSection,
     #[serde(default)]
     pub retention: retention::RetentionSection,
+    #[serde(default)]
+    pub cluster: cluster::ClusterSection,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -267,6 +270,8 @@ pub struct Settings {
     pub sandbox: sandbox::SandboxSettings,
     /// Which terminal tasks are deleted, in the background (see [`crate::retention`]).
     pub retention: retention::RetentionSettings,
+    /// Host id, address, heartbeat and lease with a shared (PostgreSQL) store.
+    pub cluster: cluster::ClusterSettings,
 }
 
 /// Push notification settings, when on.
@@ -653,6 +658,7 @@ impl Settings {
         }
         let sandbox = sandbox::resolve(args, &file.sandbox, &file.limits, &secrets, &repo_path)?;
         let retention = retention::resolve(args, &file.retention)?;
+        let cluster = cluster::resolve(args, &file.cluster)?;
         let log_format = match args
             .log_format
             .clone()
@@ -804,6 +810,7 @@ impl Settings {
             host_limits,
             sandbox,
             retention,
+            cluster,
         })
     }
 }

@@ -26,8 +26,10 @@
 //!
 //! An SQLite store ([`SqliteStore`]) belongs to one host at a time: it holds a
 //! [`lock::DataLock`] on its database while it is open. A PostgreSQL database can be shared
-//! by several hosts.
+//! by several hosts: its store has a [`ClusterStore`] part ([`TaskStore::cluster`]; see
+//! docs/several-hosts.md).
 
+pub mod cluster;
 pub mod files;
 pub mod lock;
 pub mod memory;
@@ -45,6 +47,7 @@ use async_trait::async_trait;
 use crate::protocol::v1::{Task, TaskState};
 use crate::task::{LoggedEvent, TaskEvent};
 
+pub use cluster::{ClusterStore, HostInfo, HostRecord, Takeover};
 pub use memory::MemoryStore;
 pub use postgres::PgStore;
 pub use push::{DeadLetter, PushRecord, PushStore};
@@ -92,6 +95,13 @@ pub enum StoreError {
     /// A blocking read ended without an answer (it panicked or the runtime is stopping).
     #[error("a store read did not finish: {0}")]
     Read(#[from] tokio::task::JoinError),
+    /// Another host owns the task now (it took over this host's tasks): this host may no
+    /// longer write to it.
+    #[error("task {task} is owned by agent-host {host} now; this host no longer writes to it")]
+    NotOwner { task: String, host: String },
+    /// Another live host has registered this host id.
+    #[error("host id '{}' is in use by a live host (pid {} on {}, {}, since {}); give this host another --host-id", .0.record.id, .0.record.pid, .0.record.machine, .0.record.address, .0.started_at)]
+    HostIdInUse(Box<HostInfo>),
     /// A lock inside the store was poisoned by a panic.
     #[error("a store lock was poisoned by a panic")]
     Poisoned,
@@ -242,5 +252,11 @@ pub trait TaskStore: Send + Sync {
     /// tasks). A clean stop leaves resumable tasks unfinished only in such a store.
     fn durable(&self) -> bool {
         true
+    }
+
+    /// The store's part in several hosts sharing it (leases, owners, takeover, wake-ups);
+    /// None for a store that belongs to one host.
+    fn cluster(&self) -> Option<&dyn ClusterStore> {
+        None
     }
 }

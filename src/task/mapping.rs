@@ -77,6 +77,9 @@ pub enum ExitReason {
     /// The task store refused the task's events (disk full, database gone): the task was
     /// stopped, since what it does could not be kept.
     StoreFailed(String),
+    /// The host running the task (this id) stopped renewing its lease, and another host took
+    /// its tasks over (several hosts on one database).
+    HostLost(String),
 }
 
 /// Maps one turn's AgentEvents to task updates.
@@ -488,6 +491,10 @@ impl TurnMapper {
             ExitReason::Shutdown => (
                 TaskState::Failed,
                 "agent-host shut down before the task finished".to_string(),
+            ),
+            ExitReason::HostLost(host) => (
+                TaskState::Failed,
+                format!("agent-host host {host}, which was running this task, was lost (its lease expired), so the task was stopped; send the message again"),
             ),
             ExitReason::Restarted => (
                 TaskState::Failed,

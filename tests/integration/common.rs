@@ -54,6 +54,8 @@ pub struct Options {
     pub sandbox: agent_host::settings::sandbox::SandboxSettings,
     /// Serve the gRPC binding too, on its own free port.
     pub grpc: bool,
+    /// With a shared PostgreSQL store: host id, heartbeat and lease (default: the defaults).
+    pub cluster: Option<agent_host::settings::cluster::ClusterSettings>,
 }
 
 impl Default for Options {
@@ -71,6 +73,7 @@ impl Default for Options {
             sqlite: false,
             db: None,
             postgres: None,
+            cluster: None,
             push: None,
             security: agent_host::settings::Security::default(),
             // No request or failed-login throttling unless a test asks for it.
@@ -133,6 +136,9 @@ impl Options {
         s.store = db.map_or(StoreChoice::Memory, StoreChoice::Sqlite);
         if let Some(url) = &o.postgres {
             s.store = StoreChoice::Postgres(url.clone());
+        }
+        if let Some(c) = &o.cluster {
+            s.cluster = c.clone();
         }
         s.push = o.push.clone().map(|delivery| PushConfig {
             delivery,
@@ -458,8 +464,15 @@ impl HostProcess {
     pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
         use tokio::io::AsyncBufReadExt;
         let dir = tempfile::tempdir().expect("tempdir");
+        // A memory store unless the arguments name one.
+        let store: &[&str] = if args.contains(&"--store") {
+            &[]
+        } else {
+            &["--store", "memory"]
+        };
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["serve", "--store", "memory", "--port", "0"])
+            .args(["serve", "--port", "0"])
+            .args(store)
             .args(args)
             .env("AGENT_REPO_PATH", dir.path())
             .env("AGENT_BINARY", fake_agent())
@@ -512,6 +525,11 @@ impl HostProcess {
             start_log: seen,
             _dir: dir,
         }
+    }
+
+    /// SIGKILLs the host (its agents are left orphaned, as after a crash) and reaps it.
+    pub async fn kill9(&mut self) {
+        let _ = self._child.kill().await;
     }
 
     /// A v1.0 JSON-RPC call at `path` (from the root, e.g. `/` or `/agents/jsonl/`) with

@@ -28,5 +28,6 @@ mod rest;
 mod restart;
 mod sandbox;
 mod security;
+mod several_hosts;
 mod streaming;
 mod tasks;

@@ -12,6 +12,8 @@
 //! A store can be confined to one PostgreSQL schema (`search_path`): each adapter of a host
 //! beside the default one gets its own, and each test its own.
 
+mod cluster;
+mod listen;
 mod push;
 mod read;
 mod schema;
@@ -21,7 +23,7 @@ mod writer;
 pub(crate) mod testing;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -53,10 +55,15 @@ pub struct PgStore {
     pool: Pool,
     writer: mpsc::UnboundedSender<Write>,
     live: Mutex<HashMap<String, Live>>,
+    /// This host's id once registered ([`crate::store::ClusterStore::register`]): the owner
+    /// of the tasks and contexts it creates.
+    host: OnceLock<String>,
+    /// Wake-ups of other hosts' appends (`LISTEN`).
+    listener: listen::Listener,
 }
 
-/// A pool on `url`, its connections confined to `schema` when given (created if missing).
-pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+/// The connection settings for `url`, confined to `schema` when given (created if missing).
+pub async fn config(url: &str, schema: Option<&str>) -> Result<tokio_postgres::Config, StoreError> {
     let mut config: tokio_postgres::Config = url.parse()?;
     if let Some(schema) = schema {
         let quoted = quote_ident(schema);
@@ -77,6 +84,11 @@ pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
         let _ = task.await;
         config.options(format!("-c search_path={quoted}"));
     }
+    Ok(config)
+}
+
+/// A pool of connections with `config`.
+fn pool_of(config: tokio_postgres::Config) -> Result<Pool, StoreError> {
     let manager = Manager::from_config(
         config,
         tokio_postgres::NoTls,
@@ -85,6 +97,11 @@ pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
         },
     );
     Ok(Pool::builder(manager).max_size(POOL_SIZE).build()?)
+}
+
+/// A pool on `url`, its connections confined to `schema` when given (created if missing).
+pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+    pool_of(config(url, schema).await?)
 }
 
 /// `name` as a quoted SQL identifier.
@@ -96,11 +113,15 @@ impl PgStore {
     /// Connects to the database at `url` (confined to `schema` when given) and brings its
     /// schema up to date. Must be called inside a tokio runtime (it starts the writer).
     pub async fn open(url: &str, schema: Option<&str>) -> Result<PgStore, StoreError> {
-        let pool = pool(url, schema).await?;
-        Self::with_pool(pool).await
+        let config = config(url, schema).await?;
+        let pool = pool_of(config.clone())?;
+        let mut store = Self::with_pool(pool).await?;
+        store.listener = listen::Listener::new(Some(config));
+        Ok(store)
     }
 
-    /// A store on an existing pool; migrates the schema.
+    /// A store on an existing pool; migrates the schema. Without the connection settings it
+    /// has no `LISTEN` connection: followers of other hosts' tasks only poll.
     pub async fn with_pool(pool: Pool) -> Result<PgStore, StoreError> {
         {
             let mut client = pool.get().await?;
@@ -112,6 +133,8 @@ impl PgStore {
             pool,
             writer: tx,
             live: Mutex::new(HashMap::new()),
+            host: OnceLock::new(),
+            listener: listen::Listener::new(None),
         })
     }
 
@@ -151,6 +174,7 @@ impl TaskStore for PgStore {
                 task: Box::new(task),
                 first,
                 owner,
+                host: self.host.get().cloned(),
                 reply,
             })
             .map_err(|_| StoreError::WriterStopped)?;
@@ -222,6 +246,7 @@ impl TaskStore for PgStore {
                     status,
                     checkpoint,
                     ended,
+                    host: self.host.get().cloned(),
                     reply,
                 })
                 .map_err(|_| StoreError::WriterStopped)?;
@@ -278,16 +303,17 @@ impl TaskStore for PgStore {
 
     async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
         self.exec(
-            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd)
-             VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd, host)
+             VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (context_id) DO UPDATE SET session_id = $2, updated_at = $3,
-                owner = $4, cwd = $5",
+                owner = $4, cwd = $5, host = COALESCE($6, contexts.host)",
             &[
                 &ctx.context_id,
                 &ctx.session_id.as_deref().unwrap_or(""),
                 &crate::task::now_timestamp(),
                 &ctx.owner,
                 &ctx.cwd,
+                &self.host.get(),
             ],
         )
         .await?;
@@ -306,14 +332,15 @@ impl TaskStore for PgStore {
                 &[],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| crate::store::TerminalTask {
-                id: r.get(0),
-                context_id: r.get(1),
-                status_ts: r.get(2),
+        rows.iter()
+            .map(|r| {
+                Ok(crate::store::TerminalTask {
+                    id: r.try_get(0)?,
+                    context_id: r.try_get(1)?,
+                    status_ts: r.try_get(2)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn delete_terminal(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
@@ -329,7 +356,8 @@ impl TaskStore for PgStore {
                     &[id],
                 )
                 .await?
-                .map(|r| r.get(0));
+                .map(|r| r.try_get(0))
+                .transpose()?;
             let Some(context) = context else {
                 continue;
             };
@@ -364,15 +392,16 @@ impl TaskStore for PgStore {
                 &[],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ContextRecord {
-                context_id: r.get(0),
-                session_id: Some(r.get::<_, String>(1)).filter(|s| !s.is_empty()),
-                owner: r.get(2),
-                cwd: r.get(3),
+        rows.iter()
+            .map(|r| {
+                Ok(ContextRecord {
+                    context_id: r.try_get(0)?,
+                    session_id: Some(r.try_get::<_, String>(1)?).filter(|s| !s.is_empty()),
+                    owner: r.try_get(2)?,
+                    cwd: r.try_get(3)?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn record_process(
@@ -402,18 +431,23 @@ impl TaskStore for PgStore {
             .await?
             .query("SELECT task_id, pgid, start_ticks FROM processes", &[])
             .await?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| {
-                (
-                    r.get(0),
-                    r.get::<_, i64>(1) as u32,
-                    r.get::<_, i64>(2) as u64,
-                )
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get::<_, i64>(1)? as u32,
+                    r.try_get::<_, i64>(2)? as u64,
+                ))
             })
-            .collect())
+            .collect()
+    }
+
+    fn cluster(&self) -> Option<&dyn crate::store::ClusterStore> {
+        Some(self)
     }
 }
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;

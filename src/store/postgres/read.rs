@@ -20,14 +20,14 @@ pub(super) const LOAD: &str = "SELECT t.id, s.json, t.last_seq, t.owner,
 
 /// The task a [`LOAD`] row describes.
 pub(super) fn snapshot(row: &Row) -> Result<Snapshot, StoreError> {
-    let mut task: Task = serde_json::from_str(row.get::<_, &str>(1))?;
-    for json in row.get::<_, Vec<&str>>(4) {
+    let mut task: Task = serde_json::from_str(row.try_get::<_, &str>(1)?)?;
+    for json in row.try_get::<_, Vec<&str>>(4)? {
         apply(&mut task, &serde_json::from_str::<TaskEvent>(json)?);
     }
     Ok(Snapshot {
         task,
-        last_seq: row.get::<_, i64>(2) as u64,
-        owner: row.get(3),
+        last_seq: row.try_get::<_, i64>(2)? as u64,
+        owner: row.try_get(3)?,
     })
 }
 
@@ -59,8 +59,8 @@ pub(super) async fn events<C: GenericClient>(
     rows.iter()
         .map(|r| {
             Ok(Arc::new(LoggedEvent::new(
-                r.get::<_, i64>(0) as u64,
-                serde_json::from_str(r.get::<_, &str>(1))?,
+                r.try_get::<_, i64>(0)? as u64,
+                serde_json::from_str(r.try_get::<_, &str>(1)?)?,
             )))
         })
         .collect()
@@ -71,11 +71,13 @@ pub(super) async fn position<C: GenericClient>(
     c: &C,
     id: &str,
 ) -> Result<Option<(u64, String)>, StoreError> {
-    Ok(
-        c.query_opt("SELECT last_seq, state FROM tasks WHERE id = $1", &[&id])
-            .await?
-            .map(|r| (r.get::<_, i64>(0) as u64, r.get(1))),
-    )
+    match c
+        .query_opt("SELECT last_seq, state FROM tasks WHERE id = $1", &[&id])
+        .await?
+    {
+        Some(r) => Ok(Some((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))),
+        None => Ok(None),
+    }
 }
 
 fn refs(a: &[String]) -> Vec<&(dyn ToSql + Sync)> {
@@ -116,7 +118,7 @@ pub(super) async fn list<C: GenericClient>(
             &refs(&args),
         )
         .await?
-        .get(0);
+        .try_get(0)?;
     if let Some((ts, id)) = after_key {
         args.push(ts);
         args.push(id);
@@ -139,7 +141,7 @@ pub(super) async fn list<C: GenericClient>(
         if !with_artifacts {
             t.artifacts.clear();
         }
-        last_key = Some((row.get::<_, String>(5), row.get::<_, String>(0)));
+        last_key = Some((row.try_get::<_, String>(5)?, row.try_get::<_, String>(0)?));
         tasks.push(t);
     }
     let next_page_token = match (more, last_key) {

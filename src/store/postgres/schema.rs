@@ -73,6 +73,24 @@ const MIGRATIONS: &[&str] = &[
     // 2: the unfinished tasks (what a starting host picks up) without a scan of every task.
     "CREATE INDEX tasks_unfinished ON tasks (created_at, id) WHERE state NOT IN
         ('TASK_STATE_COMPLETED','TASK_STATE_FAILED','TASK_STATE_CANCELED','TASK_STATE_REJECTED');",
+    // 3: several hosts (docs/several-hosts.md): each host's lease, and the host owning each
+    // task (the one running its program) and each context (where its session lives).
+    // `owner` of both stays the credential.
+    "CREATE TABLE hosts (
+        id TEXT COLLATE \"C\" PRIMARY KEY,
+        address TEXT NOT NULL,
+        machine TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        lease_until TIMESTAMPTZ NOT NULL
+     );
+     CREATE INDEX hosts_by_lease ON hosts (lease_until);
+     ALTER TABLE tasks ADD COLUMN host TEXT COLLATE \"C\";
+     CREATE INDEX tasks_unfinished_by_host ON tasks (host) WHERE state NOT IN
+        ('TASK_STATE_COMPLETED','TASK_STATE_FAILED','TASK_STATE_CANCELED','TASK_STATE_REJECTED');
+     ALTER TABLE contexts ADD COLUMN host TEXT COLLATE \"C\";
+     CREATE INDEX contexts_by_host ON contexts (host);",
 ];
 
 /// The schema version this build writes.
@@ -99,7 +117,7 @@ pub async fn migrate_to(client: &mut Client, target: usize) -> Result<usize, Sto
             &[],
         )
         .await?
-        .get(0);
+        .try_get(0)?;
     let found = found as usize;
     if found > SCHEMA_VERSION {
         // Ended here rather than on drop, which rolls back only once the connection is

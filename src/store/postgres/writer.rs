@@ -26,6 +26,8 @@ pub(super) enum Write {
         /// The first event (the task as created), encoded.
         first: String,
         owner: Option<String>,
+        /// The host that runs it (None: a store of no registered host).
+        host: Option<String>,
         reply: Reply,
     },
     Append {
@@ -38,6 +40,9 @@ pub(super) enum Write {
         /// Checkpoint now (the task's state changed, or it ended).
         checkpoint: bool,
         ended: bool,
+        /// The writing host: the append is refused unless it owns the task (a host whose
+        /// tasks were taken over never writes to them again).
+        host: Option<String>,
         reply: Reply,
     },
 }
@@ -99,9 +104,13 @@ async fn write_all(
     for w in batch {
         match w {
             Write::Create {
-                task, first, owner, ..
+                task,
+                first,
+                owner,
+                host,
+                ..
             } => {
-                create(&tx, task, first, owner.as_deref()).await?;
+                create(&tx, task, first, owner.as_deref(), host.as_deref()).await?;
                 progress.insert(
                     task.id.clone(),
                     Progress {
@@ -117,9 +126,18 @@ async fn write_all(
                 status,
                 checkpoint,
                 ended,
+                host,
                 ..
             } => {
-                let bytes = append(&tx, task_id, *first_seq, rows, status.as_ref()).await?;
+                let bytes = append(
+                    &tx,
+                    task_id,
+                    *first_seq,
+                    rows,
+                    status.as_ref(),
+                    host.as_deref(),
+                )
+                .await?;
                 let p = match progress.get(task_id) {
                     Some(p) => *p,
                     None => measure(&tx, task_id).await?,
@@ -135,6 +153,7 @@ async fn write_all(
             }
         }
     }
+    wake(&tx, batch).await?;
     for (id, ended) in due {
         let size = checkpoint(&tx, id).await?;
         if ended {
@@ -153,17 +172,51 @@ async fn write_all(
     Ok(())
 }
 
+/// The channel other hosts `LISTEN` on for stored events (docs/several-hosts.md).
+pub(super) const EVENTS_CHANNEL: &str = "agent_host_events";
+
+/// Sends, in the batch's transaction (so delivered at its commit and only then), one
+/// `NOTIFY` per task of the batch: `<task id> <last seq>`.
+async fn wake(tx: &Transaction<'_>, batch: &[Write]) -> Result<(), StoreError> {
+    let mut last: Vec<(&str, u64)> = Vec::new();
+    for w in batch {
+        let (id, seq) = match w {
+            Write::Create { task, .. } => (task.id.as_str(), 1),
+            Write::Append {
+                task_id,
+                first_seq,
+                rows,
+                ..
+            } => (
+                task_id.as_str(),
+                first_seq + (rows.len() as u64).saturating_sub(1),
+            ),
+        };
+        match last.iter_mut().find(|(t, _)| *t == id) {
+            Some(l) => l.1 = l.1.max(seq),
+            None => last.push((id, seq)),
+        }
+    }
+    let payloads: Vec<String> = last.iter().map(|(id, seq)| format!("{id} {seq}")).collect();
+    let stmt = tx
+        .prepare_cached("SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p")
+        .await?;
+    tx.execute(&stmt, &[&EVENTS_CHANNEL, &payloads]).await?;
+    Ok(())
+}
+
 async fn create(
     tx: &Transaction<'_>,
     task: &Task,
     first: &str,
     owner: Option<&str>,
+    host: Option<&str>,
 ) -> Result<(), StoreError> {
     let ts = task.status.timestamp.clone().unwrap_or_default();
     let stmt = tx
         .prepare_cached(
-            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner)
-             VALUES ($1, $2, $3, $4, $4, 1, $5)",
+            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner, host)
+             VALUES ($1, $2, $3, $4, $4, 1, $5, $6)",
         )
         .await?;
     let inserted = tx
@@ -175,6 +228,7 @@ async fn create(
                 &task.status.state.as_proto_name(),
                 &ts,
                 &owner,
+                &host,
             ],
         )
         .await;
@@ -205,10 +259,39 @@ async fn append(
     first_seq: u64,
     rows: &[String],
     status: Option<&(String, String)>,
+    host: Option<&str>,
 ) -> Result<usize, StoreError> {
     let seqs: Vec<i64> = (0..rows.len() as i64)
         .map(|i| first_seq as i64 + i)
         .collect();
+    let last = seqs.last().copied().unwrap_or(0);
+    // The index row first: its condition on the owning host fences the rows below.
+    let (state, ts) = match status {
+        Some((state, ts)) => (Some(state.as_str()), Some(ts.as_str())),
+        None => (None, None),
+    };
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE tasks SET last_seq = $2, state = COALESCE($3, state),
+                status_ts = COALESCE($4, status_ts)
+             WHERE id = $1 AND ($5::TEXT IS NULL OR host IS NULL OR host = $5)",
+        )
+        .await?;
+    let updated = tx
+        .execute(&stmt, &[&task_id, &last, &state, &ts, &host])
+        .await?;
+    if updated == 0 {
+        let owner = tx
+            .query_opt("SELECT host FROM tasks WHERE id = $1", &[&task_id])
+            .await?;
+        return Err(match owner {
+            Some(row) => StoreError::NotOwner {
+                task: task_id.to_string(),
+                host: row.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+            },
+            None => StoreError::NotFound(task_id.to_string()),
+        });
+    }
     let stmt = tx
         .prepare_cached(
             "INSERT INTO events (task_id, seq, json)
@@ -216,26 +299,6 @@ async fn append(
         )
         .await?;
     tx.execute(&stmt, &[&task_id, &seqs, &rows]).await?;
-    let last = seqs.last().copied().unwrap_or(0);
-    let updated = match status {
-        Some((state, ts)) => {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE tasks SET last_seq = $2, state = $3, status_ts = $4 WHERE id = $1",
-                )
-                .await?;
-            tx.execute(&stmt, &[&task_id, &last, state, ts]).await?
-        }
-        None => {
-            let stmt = tx
-                .prepare_cached("UPDATE tasks SET last_seq = $2 WHERE id = $1")
-                .await?;
-            tx.execute(&stmt, &[&task_id, &last]).await?
-        }
-    };
-    if updated == 0 {
-        return Err(StoreError::NotFound(task_id.to_string()));
-    }
     Ok(rows.iter().map(String::len).sum())
 }
 
@@ -251,8 +314,8 @@ async fn measure(tx: &Transaction<'_>, task_id: &str) -> Result<Progress, StoreE
         )
         .await?;
     Ok(Progress {
-        snapshot: row.get::<_, i32>(1) as usize,
-        since: row.get::<_, i64>(2) as usize,
+        snapshot: row.try_get::<_, i32>(1)? as usize,
+        since: row.try_get::<_, i64>(2)? as usize,
     })
 }
 

@@ -116,6 +116,7 @@ fn every_exit_path_gives_one_terminal_state() {
         (ExitReason::Canceled, TaskState::Canceled),
         (ExitReason::Shutdown, TaskState::Failed),
         (ExitReason::Restarted, TaskState::Failed),
+        (ExitReason::HostLost("h1".into()), TaskState::Failed),
     ];
     for (reason, want) in cases {
         let mut m = TurnMapper::new("t", "c");

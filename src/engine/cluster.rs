@@ -1,0 +1,216 @@
+//! The engine as one of several hosts on a shared store (docs/several-hosts.md): it claims
+//! its own tasks at start, renews its lease, takes over the tasks of hosts whose lease
+//! expired, follows other hosts' tasks through the store's wake-ups, and refuses commands
+//! for tasks another host runs.
+//!
+//! Without a cluster part in the store ([`crate::store::TaskStore::cluster`]) or before
+//! [`Engine::join_cluster`], none of this happens and the engine is a single host.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{lock, Control, Engine, Recovery};
+use crate::protocol::A2AError;
+use crate::store::{ClusterStore, HostInfo, HostRecord, Snapshot, StoreError, Takeover};
+
+/// This host among the others.
+#[derive(Debug, Clone)]
+pub struct ClusterRole {
+    pub me: HostRecord,
+    /// How often the lease is renewed, dead hosts looked for, and other hosts' tasks polled.
+    pub heartbeat: Duration,
+    pub lease: Duration,
+}
+
+impl Engine {
+    /// Makes this engine one host of its store's cluster (before [`Engine::recover`]):
+    /// registers the host with its lease. A live row of the same id is taken over only when
+    /// it is a previous run of this host (same machine, its process gone). Returns false,
+    /// doing nothing, when the store has no cluster part or the engine joined already.
+    pub async fn join_cluster(&self, role: ClusterRole) -> Result<bool, StoreError> {
+        let Some(c) = self.inner.store.cluster() else {
+            return Ok(false);
+        };
+        if self.inner.cluster.get().is_some() {
+            return Ok(false);
+        }
+        match c.register(&role.me, role.lease, false).await {
+            Err(StoreError::HostIdInUse(h))
+                if h.record.machine == role.me.machine
+                    && (h.record.pid == role.me.pid
+                        || !crate::runner::process_exists(h.record.pid)) =>
+            {
+                tracing::info!(host = %role.me.id, previous_pid = h.record.pid, "this host restarted before its lease expired; taking its place");
+                c.register(&role.me, role.lease, true).await?;
+            }
+            other => other?,
+        }
+        tracing::info!(host = %role.me.id, address = %role.me.address, lease_ms = role.lease.as_millis() as u64, "joined the hosts sharing this store");
+        let _ = self.inner.cluster.set(role);
+        Ok(true)
+    }
+
+    /// This host's id, when it is one of several.
+    pub fn host_id(&self) -> Option<&str> {
+        self.inner.cluster.get().map(|c| c.me.id.as_str())
+    }
+
+    fn cluster(&self) -> Option<(&dyn ClusterStore, &ClusterRole)> {
+        Some((self.inner.store.cluster()?, self.inner.cluster.get()?))
+    }
+
+    /// This host's unfinished tasks, claimed (None when the engine is a single host).
+    pub(super) async fn claim_own(&self) -> Result<Option<Vec<Snapshot>>, StoreError> {
+        match self.cluster() {
+            Some((c, role)) => Ok(Some(c.claim_own(&role.me.id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Takes over the tasks of a host whose lease expired (claimed by the store): stops the
+    /// process groups it left on this machine, then treats its tasks as a restart does,
+    /// except that running ones fail with a message that says the host was lost.
+    pub async fn take_over(&self, t: Takeover) -> Recovery {
+        let mut r = Recovery::default();
+        // The tasks are this host's now: whatever fails before, they are still taken up
+        // (a claimed task left aside would stay unfinished for good).
+        if let Err(e) = self.adopt_leftovers(&t, &mut r).await {
+            tracing::error!(lost_host = %t.host.id, error = %e, "could not stop the programs or restore the contexts of a lost host");
+        }
+        let lost = t.host.id.clone();
+        self.pick_up(t.tasks, Some(&lost), &mut r).await;
+        tracing::warn!(
+            lost_host = %lost,
+            address = %t.host.address,
+            failed = r.failed,
+            waiting_for_input = r.waiting,
+            queued = r.queued,
+            stale_processes_stopped = r.stale_processes,
+            "took over the tasks of a host whose lease expired"
+        );
+        r
+    }
+
+    /// Stops the process groups a lost host left on this machine and restores the contexts
+    /// of its tasks.
+    async fn adopt_leftovers(&self, t: &Takeover, r: &mut Recovery) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        let ids: std::collections::HashSet<&str> =
+            t.tasks.iter().map(|s| s.task.id.as_str()).collect();
+        let here = self
+            .cluster()
+            .is_some_and(|(_, role)| role.me.machine == t.host.machine);
+        for (task_id, pgid, start) in store.recorded_processes().await? {
+            if !ids.contains(task_id.as_str()) {
+                continue;
+            }
+            if here {
+                r.stale_processes += crate::runner::kill_stale_group(pgid, start);
+            }
+            store.forget_process(&task_id).await?;
+        }
+        // The contexts of these tasks as the lost host left them (sessions, directories).
+        let contexts: std::collections::HashSet<&str> =
+            t.tasks.iter().map(|s| s.task.context_id.as_str()).collect();
+        let records = store.contexts().await?;
+        {
+            let mut st = lock(&self.inner.state);
+            for c in records
+                .into_iter()
+                .filter(|c| contexts.contains(c.context_id.as_str()))
+            {
+                st.sched.restore_context(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// Renews the lease and takes over dead hosts, every heartbeat, until the engine is
+    /// dropped (the caller aborts it at shutdown). A host that finds its row gone (another
+    /// host took its tasks over) registers again and stops the programs of the tasks it lost.
+    pub async fn run_membership(self) {
+        let Some((_, role)) = self.cluster() else {
+            return;
+        };
+        let role = role.clone();
+        let mut tick = tokio::time::interval(role.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.membership_round(&role).await {
+                tracing::error!(error = %e, host = %role.me.id, "cluster heartbeat failed");
+            }
+        }
+    }
+
+    async fn membership_round(&self, role: &ClusterRole) -> Result<(), StoreError> {
+        let Some((c, _)) = self.cluster() else {
+            return Ok(());
+        };
+        if !c.heartbeat(&role.me.id, role.lease).await? {
+            tracing::error!(host = %role.me.id, "this host's lease expired and another host took its tasks over; registering again");
+            c.register(&role.me, role.lease, true).await?;
+            self.stop_lost_tasks(c, &role.me.id).await?;
+        }
+        while let Some(t) = c.claim_expired(&role.me.id).await? {
+            self.take_over(t).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the running turns of tasks another host owns now (their ends were written by
+    /// it; this host's writes to them are refused).
+    async fn stop_lost_tasks(&self, c: &dyn ClusterStore, me: &str) -> Result<(), StoreError> {
+        let running: Vec<(String, tokio::sync::mpsc::UnboundedSender<Control>)> = {
+            let st = lock(&self.inner.state);
+            st.live
+                .iter()
+                .filter_map(|(id, l)| Some((id.clone(), l.control.clone()?)))
+                .collect()
+        };
+        for (id, control) in running {
+            let owner = c.task_host(&id).await?;
+            if owner.is_none_or(|h| h.record.id != me) {
+                tracing::warn!(task = %id, "stopping a task another host took over");
+                let _ = control.send(Control::Shutdown);
+            }
+        }
+        Ok(())
+    }
+
+    /// The live host that runs `task_id`, when it is not this one and the task is not live
+    /// here: commands for it must go there.
+    pub(super) async fn remote_owner(&self, task_id: &str) -> Result<Option<HostInfo>, A2AError> {
+        let Some((c, role)) = self.cluster() else {
+            return Ok(None);
+        };
+        if lock(&self.inner.state).live.contains_key(task_id) {
+            return Ok(None);
+        }
+        let host = c
+            .task_host(task_id)
+            .await
+            .map_err(|e| A2AError::Internal(e.to_string()))?;
+        Ok(host.filter(|h| h.record.id != role.me.id))
+    }
+
+    /// A wake-up channel and poll interval for following a task this host does not run.
+    pub(super) fn remote_watch(&self, task_id: &str) -> Option<(watch::Receiver<u64>, Duration)> {
+        let (c, role) = self.cluster()?;
+        Some((c.watch_task(task_id), role.heartbeat))
+    }
+}
+
+/// The error for a command this host cannot carry out because another host runs the task.
+pub(super) fn runs_elsewhere(task_id: &str, what: &str, host: &HostInfo) -> A2AError {
+    let state = if host.live {
+        "runs"
+    } else {
+        "ran (its lease expired; another host takes its tasks over shortly)"
+    };
+    A2AError::UnsupportedOperation(format!(
+        "task {task_id} {state} on agent-host {} ({}); this host cannot {what} it: send the request to that host",
+        host.record.id, host.record.address
+    ))
+}

@@ -1,0 +1,191 @@
+//! The cluster part of the PostgreSQL store: leases, owners, claims, wake-ups.
+
+use std::time::Duration;
+
+use super::testing::TestDb;
+use crate::protocol::v1::TaskState;
+use crate::store::suite::{status, task};
+use crate::store::{ClusterStore, HostRecord, StoreError, TaskStore};
+
+fn host(id: &str, pid: u32) -> HostRecord {
+    HostRecord {
+        id: id.into(),
+        address: format!("http://{id}"),
+        machine: "m1".into(),
+        pid,
+    }
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn a_live_host_id_is_refused_and_a_recognised_one_replaced() {
+    let Some(db) = TestDb::new("host_id").await else {
+        return;
+    };
+    let (a, b) = (db.store().await, db.store().await);
+    a.register(&host("a", 1), LONG, false).await.unwrap();
+    let err = b.register(&host("a", 2), LONG, false).await.unwrap_err();
+    match &err {
+        StoreError::HostIdInUse(h) => assert_eq!((h.record.pid, h.live), (1, true)),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("pid 1"), "{err}");
+    // A previous run the caller recognised is replaced.
+    b.register(&host("a", 2), LONG, true).await.unwrap();
+    let hosts = a.hosts().await.unwrap();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].record.pid, 2);
+    assert!(a.heartbeat("a", LONG).await.unwrap());
+    assert!(!a.heartbeat("gone", LONG).await.unwrap());
+}
+
+#[tokio::test]
+async fn new_tasks_and_contexts_belong_to_the_registered_host() {
+    let Some(db) = TestDb::new("owners").await else {
+        return;
+    };
+    let s = db.store().await;
+    // Written before any host registered (an older agent-host): no host.
+    s.create(task("old", "c0", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    s.register(&host("a", 1), LONG, false).await.unwrap();
+    s.create(task("t1", "c1", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    s.put_context(&crate::store::ContextRecord {
+        context_id: "c1".into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(s.task_host("t1").await.unwrap().unwrap().record.id, "a");
+    assert!(s.task_host("old").await.unwrap().is_none());
+    assert_eq!(s.context_host("c1").await.unwrap().as_deref(), Some("a"));
+    s.set_context_host("c1", "b").await.unwrap();
+    assert_eq!(s.context_host("c1").await.unwrap().as_deref(), Some("b"));
+    // A restart of `a` claims its own and the host-less task; `b` gets none of them.
+    let other = db.store().await;
+    other.register(&host("b", 2), LONG, false).await.unwrap();
+    other
+        .create(task("t2", "c2", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let mut own: Vec<String> = s
+        .claim_own("a")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.task.id)
+        .collect();
+    own.sort();
+    assert_eq!(own, ["old", "t1"]);
+    let theirs: Vec<String> = other
+        .claim_own("b")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.task.id)
+        .collect();
+    assert_eq!(theirs, ["t2"]);
+}
+
+#[tokio::test]
+async fn an_expired_host_is_claimed_once_with_its_unfinished_tasks() {
+    let Some(db) = TestDb::new("claim").await else {
+        return;
+    };
+    let (dead, b, c) = (db.store().await, db.store().await, db.store().await);
+    dead.register(&host("dead", 1), Duration::from_millis(1), false)
+        .await
+        .unwrap();
+    dead.create(task("run", "c1", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    dead.create(task("done", "c2", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    dead.append(
+        "done",
+        vec![status(
+            "done",
+            TaskState::Completed,
+            "2026-01-01T00:00:01.000Z",
+        )],
+    )
+    .await
+    .unwrap();
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    c.register(&host("c", 3), LONG, false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Two hosts claim at once: one wins.
+    let (x, y) = tokio::join!(b.claim_expired("b"), c.claim_expired("c"));
+    let claims: Vec<_> = [x.unwrap(), y.unwrap()].into_iter().flatten().collect();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let t = &claims[0];
+    assert_eq!(t.host.id, "dead");
+    let ids: Vec<&str> = t.tasks.iter().map(|s| s.task.id.as_str()).collect();
+    assert_eq!(ids, ["run"]);
+    let winner = b.task_host("run").await.unwrap().unwrap().record.id;
+    assert!(winner == "b" || winner == "c", "{winner}");
+    assert_eq!(b.context_host("c1").await.unwrap(), None);
+    // Nothing left to claim; the dead host's heartbeat finds its row gone.
+    assert!(b.claim_expired("b").await.unwrap().is_none());
+    assert!(!dead.heartbeat("dead", LONG).await.unwrap());
+    // Nor does it write to the task it lost; its owner does.
+    let late = dead
+        .append(
+            "run",
+            vec![status(
+                "run",
+                TaskState::Working,
+                "2026-01-01T00:00:02.000Z",
+            )],
+        )
+        .await;
+    assert!(matches!(late, Err(StoreError::NotOwner { .. })), "{late:?}");
+    assert_eq!(dead.get("run").await.unwrap().unwrap().last_seq, 1);
+    // The live hosts are never claimed.
+    assert_eq!(b.hosts().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn another_store_wakes_a_follower_of_its_task() {
+    let Some(db) = TestDb::new("wake").await else {
+        return;
+    };
+    let (a, b) = (db.store().await, db.store().await);
+    a.register(&host("a", 1), LONG, false).await.unwrap();
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    a.create(task("t", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let mut rx = b.watch_task("t");
+    // The listener may connect after the first append: appends until one wakes it.
+    let woke = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut n = 1;
+        loop {
+            n += 1;
+            a.append(
+                "t",
+                vec![status("t", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+            )
+            .await
+            .unwrap();
+            // The NOTIFY carries the last sequence (a reconnect's wake-up does not).
+            while tokio::time::timeout(Duration::from_millis(500), rx.changed())
+                .await
+                .is_ok()
+            {
+                if *rx.borrow_and_update() == n {
+                    return n;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a wake-up");
+    assert!(woke >= 2);
+}
