@@ -186,6 +186,7 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
         out.push_str(&r[4]);
         out.push('\n');
     }
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let policy = crate::engine::launch::sandbox_policy(
         registry.get("jsonl")?,
         &settings.sandbox,
