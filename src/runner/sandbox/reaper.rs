@@ -142,6 +142,8 @@ struct State {
     leaders: HashMap<u32, u64>,
     /// Scans left after the last task ended.
     linger: u32,
+    /// How many recorded programs make [`leader_started`] forget those gone.
+    prune_leaders_at: usize,
 }
 
 impl State {
@@ -238,7 +240,17 @@ pub fn spawning() -> RwLockReadGuard<'static, ()> {
 /// Records a program the runner started (tokio reaps it; this module must not).
 pub fn leader_started(pid: u32) {
     let start = crate::runner::start_ticks(pid).unwrap_or(0);
-    state().leaders.insert(pid, start);
+    let mut st = state();
+    st.leaders.insert(pid, start);
+    // Programs dropped before they were reaped (tokio reaps those itself) are forgotten by
+    // the scanner; without one (other tiers) here, once there are many.
+    // (Amortized: the next time at twice what is left, so that many live programs do not
+    // make every start look at all of them.)
+    if st.leaders.len() > st.prune_leaders_at.max(1024) {
+        st.leaders
+            .retain(|pid, start| crate::runner::start_ticks(*pid) == Some(*start));
+        st.prune_leaders_at = st.leaders.len() * 2;
+    }
 }
 
 /// The runner reaped program `pid`.
