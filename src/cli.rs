@@ -113,6 +113,7 @@ async fn shutdown_signal() {
 /// SIGTERM.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
     settings.check_open_bind()?;
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     if let crate::settings::StoreChoice::Sqlite(path) = &settings.store {
         // Before taking the port: a second host started with the same settings would
         // otherwise fail on the port in use, without saying which host has it.

@@ -58,6 +58,8 @@ fn check(name: impl Into<String>, status: Status, detail: impl Into<String>) -> 
 
 /// Every check of `settings`.
 pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
+    // Before the adapter checks run a version probe (which asks for the capabilities).
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let mut out = Vec::new();
     match registry(settings).and_then(|r| adapters_to_serve(settings, &r)) {
         Ok(adapters) => {
