@@ -132,6 +132,23 @@ async fn a_sandbox_user_runs_the_agent_as_that_user() {
         assert!(as_nobody.contains("owner=Ok(65534)"), "{as_nobody}");
         assert!(as_nobody.contains("read=refused"), "{as_nobody}");
 
+        // doctor says when the user cannot write the working directory, and when it can.
+        let repo = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let repo_path = repo.path().display().to_string();
+        let user = ("AGENT_SANDBOX_USER", "nobody");
+        let said = doctor(&[user, ("AGENT_REPO_PATH", &repo_path)]).await;
+        assert!(said.contains("user nobody (uid 65534)"), "{said}");
+        assert!(
+            said.contains("nobody (uid 65534) cannot write the working directory"),
+            "{said}"
+        );
+        std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let said = doctor(&[user, ("AGENT_REPO_PATH", &repo_path)]).await;
+        assert!(said.contains("nobody (uid 65534) can write"), "{said}");
+
         // Without the user (and without the sandbox) the same agent runs as root and reads it.
         let as_root = whoami("off", &[]).await;
         assert!(as_root.contains("uid=0"), "{as_root}");
