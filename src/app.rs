@@ -142,8 +142,12 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
     // The host's own credentials never reach an agent, whatever was passed through.
     drop_secrets(&mut child_env, &settings.security.secret_values());
     let limits = settings.limits.resolve(&adapter.limits);
+    let caps = crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let sandbox = crate::engine::launch::sandbox_policy(&adapter, &settings.sandbox, &child_env)?;
-    let missing = crate::runner::sandbox::Capabilities::get().missing(&sandbox);
+    if let Some(u) = &sandbox.run_as {
+        u.environment(&mut child_env);
+    }
+    let missing = caps.missing(&sandbox);
     if sandbox.mode == crate::runner::sandbox::Mode::Required && !missing.is_empty() {
         return Err(StartError::Sandbox(format!(
             "sandbox = \"required\" (adapter '{}') but this machine lacks: {}",

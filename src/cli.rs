@@ -113,6 +113,7 @@ async fn shutdown_signal() {
 /// SIGTERM.
 pub async fn serve(settings: Settings) -> Result<(), StartError> {
     settings.check_open_bind()?;
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     if let crate::settings::StoreChoice::Sqlite(path) = &settings.store {
         // Before taking the port: a second host started with the same settings would
         // otherwise fail on the port in use, without saying which host has it.
@@ -186,6 +187,7 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
         out.push_str(&r[4]);
         out.push('\n');
     }
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let policy = crate::engine::launch::sandbox_policy(
         registry.get("jsonl")?,
         &settings.sandbox,

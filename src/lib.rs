@@ -23,8 +23,10 @@
 //!   process group (pipes or a raw pty), bounded clean line reading, stop = SIGTERM to the
 //!   group, grace, SIGKILL, reap; and the sandbox per task ([`runner::sandbox`]): a cgroup
 //!   per task (tracking, `cgroup.kill`, memory/process/CPU limits), bubblewrap (own PID
-//!   namespace, read-only system, host data hidden, optional no network) or Landlock, and the
-//!   pieces this machine offers.
+//!   namespace, read-only system, host data hidden, optional no network) or Landlock; where
+//!   neither cgroups nor bubblewrap serve, the host as child subreaper sweeping each task's
+//!   processes ([`runner::sandbox::reaper`]); another user for the task on a root host
+//!   ([`runner::sandbox::user`]); and the pieces this machine offers.
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
 //!   one row per event plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL

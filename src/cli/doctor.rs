@@ -58,6 +58,8 @@ fn check(name: impl Into<String>, status: Status, detail: impl Into<String>) -> 
 
 /// Every check of `settings`.
 pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
+    // Before the adapter checks run a version probe (which asks for the capabilities).
+    crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let mut out = Vec::new();
     match registry(settings).and_then(|r| adapters_to_serve(settings, &r)) {
         Ok(adapters) => {
@@ -417,7 +419,7 @@ fn sandbox_checks(settings: &Settings) -> Vec<Check> {
         Ok(p) => p,
         Err(e) => return vec![check("sandbox", Status::Fail, e.to_string())],
     };
-    let caps = crate::runner::sandbox::Capabilities::get();
+    let caps = crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let mut out = vec![check(
         "sandbox",
         Status::Pass,
@@ -425,6 +427,29 @@ fn sandbox_checks(settings: &Settings) -> Vec<Check> {
     )];
     for p in caps.pieces(&policy) {
         out.push(check("sandbox piece", Status::Pass, p));
+    }
+    if let Some(u) = &policy.run_as {
+        let cwd = &settings.repo_path;
+        out.push(if u.can_write_dir(cwd) {
+            check(
+                "sandbox user",
+                Status::Pass,
+                format!("{} (uid {}) can write {}", u.name, u.uid, cwd.display()),
+            )
+        } else {
+            check(
+                "sandbox user",
+                Status::Warn,
+                format!(
+                    "{} (uid {}) cannot write the working directory {} by its modes: give it to the user (chown -R {} {})",
+                    u.name,
+                    u.uid,
+                    cwd.display(),
+                    u.name,
+                    cwd.display()
+                ),
+            )
+        });
     }
     let required = policy.mode == crate::runner::sandbox::Mode::Required;
     for m in caps.missing(&policy) {

@@ -1,6 +1,10 @@
 //! Saving the binary parts of a task's first message as files the agent can open:
 //! `<working dir>/.agent-host/attachments/<task id>/<name>` (names from
 //! [`input::attachments`]), with a `.agent-host/.gitignore` so git leaves them alone.
+//!
+//! With `sandbox_user`, the task's folder and files are given to that user (the agent runs as
+//! it), and the folders leading to it get search permission for others (`0711`: passable,
+//! not listable), so that the user can reach its own folder and nothing else there.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -8,6 +12,7 @@ use std::path::{Path, PathBuf};
 use super::input::{self, Attachment};
 use crate::protocol::v1::Message;
 use crate::protocol::A2AError;
+use crate::runner::sandbox::RunAs;
 
 /// Why the attachments could not be saved.
 #[derive(Debug, thiserror::Error)]
@@ -30,8 +35,13 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AttachError + '_ {
 
 /// Writes `files` into `dir` (the task's attachments directory under `work_dir`, canonical),
 /// and `.agent-host/.gitignore` when missing. Refuses a directory that symbolic links lead
-/// elsewhere, and never replaces an existing file.
-pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), AttachError> {
+/// elsewhere, and never replaces an existing file. `owner`: the user the task runs as.
+pub fn write(
+    work_dir: &Path,
+    dir: &Path,
+    files: &[Attachment],
+    owner: Option<&RunAs>,
+) -> Result<(), AttachError> {
     make_dirs_inside(work_dir, dir)?;
     let real = dir.canonicalize().map_err(io(dir))?;
     if real != dir {
@@ -45,6 +55,35 @@ pub fn write(work_dir: &Path, dir: &Path, files: &[Attachment]) -> Result<(), At
     }
     for f in files {
         create_new(&dir.join(&f.name), &f.bytes)?;
+    }
+    if let Some(u) = owner {
+        give(work_dir, dir, files, u)?;
+    }
+    Ok(())
+}
+
+/// Gives the task's folder and files to `user`; makes the host's folders between `work_dir`
+/// and it passable for others (never the working directory itself: the operator's).
+fn give(
+    work_dir: &Path,
+    dir: &Path,
+    files: &[Attachment],
+    user: &RunAs,
+) -> Result<(), AttachError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let me = nix::unistd::geteuid().as_raw();
+    for between in dir.ancestors().skip(1).take_while(|a| *a != work_dir) {
+        let meta = std::fs::symlink_metadata(between).map_err(io(between))?;
+        if meta.uid() == me && meta.mode() & 0o001 == 0 {
+            let mode = (meta.mode() & 0o7777) | 0o011;
+            std::fs::set_permissions(between, std::fs::Permissions::from_mode(mode))
+                .map_err(io(between))?;
+        }
+    }
+    user.give(dir).map_err(io(dir))?;
+    for f in files {
+        let path = dir.join(&f.name);
+        user.give(&path).map_err(io(&path))?;
     }
     Ok(())
 }
@@ -81,14 +120,20 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), AttachError> {
 /// Saves the binary parts of `m`, the first message of task `task_id` working in `work_dir`
 /// (canonical), and returns the directory they are in (computed even when there are none).
 /// The error tells the client nothing about the host's paths; the log has them.
-pub async fn save(work_dir: &Path, task_id: &str, m: &Message) -> Result<PathBuf, A2AError> {
+pub async fn save(
+    work_dir: &Path,
+    task_id: &str,
+    m: &Message,
+    owner: Option<&RunAs>,
+) -> Result<PathBuf, A2AError> {
     let dir = input::attachments_dir(work_dir, task_id);
     let files = input::attachments(m);
     if files.is_empty() {
         return Ok(dir);
     }
-    let (work, target) = (work_dir.to_path_buf(), dir.clone());
-    let written = tokio::task::spawn_blocking(move || write(&work, &target, &files)).await;
+    let (work, target, owner) = (work_dir.to_path_buf(), dir.clone(), owner.cloned());
+    let written =
+        tokio::task::spawn_blocking(move || write(&work, &target, &files, owner.as_ref())).await;
     let failed = match written {
         Ok(Ok(())) => return Ok(dir),
         Ok(Err(e)) => e.to_string(),
@@ -122,11 +167,45 @@ mod tests {
         m
     }
 
+    /// With a sandbox user: the task's folder and files are the user's, the host's folders
+    /// on the way passable (0711), the working directory untouched.
+    #[tokio::test]
+    async fn a_sandbox_user_gets_its_attachments() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("*** SKIPPED: giving files to another user needs root ***");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        let user = RunAs {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+            home: "/nonexistent".into(),
+        };
+        let meta = |p: &Path| std::fs::metadata(p).unwrap();
+        let before = meta(&work).permissions().mode();
+        let dir = save(&work, "t", &message(), Some(&user)).await.unwrap();
+        for p in [dir.clone(), dir.join("shot.png"), dir.join("spec.pdf")] {
+            assert_eq!(meta(&p).uid(), 65534, "{}", p.display());
+        }
+        for p in [
+            work.join(".agent-host"),
+            work.join(".agent-host/attachments"),
+        ] {
+            assert_eq!((meta(&p).uid(), meta(&p).mode() & 0o777), (0, 0o711));
+        }
+        assert_eq!(meta(&work).uid(), 0);
+        assert_eq!(meta(&work).permissions().mode(), before);
+    }
+
     #[tokio::test]
     async fn binary_parts_are_written_with_a_gitignore() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().canonicalize().unwrap();
-        let dir = save(&work, "task-1", &message()).await.unwrap();
+        let dir = save(&work, "task-1", &message(), None).await.unwrap();
         assert_eq!(dir, work.join(".agent-host/attachments/task-1"));
         assert_eq!(
             std::fs::read(dir.join("shot.png")).unwrap(),
@@ -144,7 +223,7 @@ mod tests {
         );
         // A second task keeps the existing .gitignore.
         std::fs::write(work.join(".agent-host/.gitignore"), "*\n# mine\n").unwrap();
-        save(&work, "task-2", &message()).await.unwrap();
+        save(&work, "task-2", &message(), None).await.unwrap();
         assert!(work
             .join(".agent-host/attachments/task-2/shot.png")
             .is_file());
@@ -158,7 +237,9 @@ mod tests {
     async fn text_only_messages_write_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let work = tmp.path().canonicalize().unwrap();
-        let dir = save(&work, "t", &input::text_message("hi")).await.unwrap();
+        let dir = save(&work, "t", &input::text_message("hi"), None)
+            .await
+            .unwrap();
         assert_eq!(dir, work.join(".agent-host/attachments/t"));
         assert!(!work.join(".agent-host").exists());
     }
@@ -169,7 +250,7 @@ mod tests {
         let work = tmp.path().canonicalize().unwrap();
         // `.agent-host` is a file, so the directory cannot be made.
         std::fs::write(work.join(".agent-host"), "x").unwrap();
-        let e = save(&work, "t", &message()).await.unwrap_err();
+        let e = save(&work, "t", &message(), None).await.unwrap_err();
         assert_eq!(e.code(), -32603);
         assert!(!e.to_string().contains(&*work.to_string_lossy()), "{e}");
     }
@@ -181,7 +262,7 @@ mod tests {
         let work = tmp.path().canonicalize().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), work.join(".agent-host")).unwrap();
         let dir = input::attachments_dir(&work, "t");
-        let e = write(&work, &dir, &input::attachments(&message())).unwrap_err();
+        let e = write(&work, &dir, &input::attachments(&message()), None).unwrap_err();
         assert!(matches!(e, AttachError::Outside { .. }), "{e}");
         assert!(!elsewhere.path().join("attachments/t/shot.png").exists());
         // Nothing was created through the link either (not even the directories).

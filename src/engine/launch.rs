@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::adapter::{AdapterSpec, Io, PromptVia, StdinPolicy};
-use crate::runner::sandbox::{Mode, Network, SandboxPolicy, TaskLimits};
+use crate::runner::sandbox::{Mode, Network, RunAs, SandboxPolicy, TaskLimits};
 use crate::runner::{IoMode, SpawnSpec, StdinMode};
 use crate::settings::sandbox::{SandboxSettings, DEFAULT_TASK_PIDS};
 
@@ -220,7 +220,10 @@ impl Launch {
 /// The sandbox of the adapter's tasks: the host's settings over the adapter's `[sandbox]`
 /// and `[limits]` over the defaults; the adapter's state folders (expanded with the CLI's
 /// environment `env`) writable; the host's files and the attachments of every task hidden
-/// (each turn shows its own again, [`reveal_attachments`]).
+/// (each turn shows its own again, [`reveal_attachments`]). With `sandbox_user` on a root host
+/// (and the sandbox not off), the user is looked up and the state folders are the user's
+/// (under its home; those the host creates are given to it); the caller puts the user's
+/// HOME, USER and LOGNAME in the program's environment ([`RunAs::environment`]).
 pub fn sandbox_policy(
     adapter: &AdapterSpec,
     settings: &SandboxSettings,
@@ -245,6 +248,20 @@ pub fn sandbox_policy(
             .ok_or_else(|| bad(format!("[sandbox] network '{n}' is not one of open, none")))?,
         (None, None) => Network::Open,
     };
+    let run_as = match &settings.user {
+        Some(name) if mode != Mode::Off && nix::unistd::geteuid().is_root() => {
+            Some(RunAs::lookup(name).ok_or_else(|| {
+                bad(format!(
+                    "sandbox_user '{name}' is not a user of this machine"
+                ))
+            })?)
+        }
+        _ => None,
+    };
+    let mut env = env.to_vec();
+    if let Some(u) = &run_as {
+        u.environment(&mut env);
+    }
     let home = env
         .iter()
         .find(|(k, _)| k == "HOME")
@@ -253,10 +270,10 @@ pub fn sandbox_policy(
         .sandbox
         .write
         .iter()
-        .filter_map(|w| crate::adapter::sandbox::expand_path(w, env, home))
+        .filter_map(|w| crate::adapter::sandbox::expand_path(w, &env, home))
         .filter(|p| p.starts_with('/'))
         .map(|p| {
-            prepare_state_path(&p);
+            prepare_state_path(&p, run_as.as_ref());
             PathBuf::from(p.trim_end_matches('/'))
         })
         .collect();
@@ -280,18 +297,36 @@ pub fn sandbox_policy(
         reveal: Vec::new(),
         network,
         user: settings.user.clone(),
+        run_as,
         limits,
     })
 }
 
 /// Creates a missing state folder (`~/.codex/`, ending in `/`) or file (`~/.claude.json`,
 /// as `{}` for JSON, else empty), so that the sandbox can make it writable: everything else
-/// of the home folder is read-only there, so the CLI could not create it itself.
-fn prepare_state_path(p: &str) {
+/// of the home folder is read-only there, so the CLI could not create it itself. For a
+/// sandbox user, what is created is given to it, and nothing is created where its home
+/// folder does not exist (`nobody`'s `/nonexistent`).
+fn prepare_state_path(p: &str, user: Option<&RunAs>) {
     let path = Path::new(p.trim_end_matches('/'));
     if path.exists() {
         return;
     }
+    if let Some(u) = user {
+        if !u.home.is_dir() {
+            tracing::warn!(user = %u.name, home = %u.home.display(), path = %path.display(),
+                "the sandbox user's home folder does not exist: its state folder is not created");
+            return;
+        }
+    }
+    // The folders that do not exist yet, outermost first: those are created here.
+    let mut created: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|a| !a.exists())
+        .collect();
+    created.reverse();
+    created.push(path);
     let made = if p.ends_with('/') {
         std::fs::create_dir_all(path)
     } else {
@@ -301,7 +336,11 @@ fn prepare_state_path(p: &str) {
             .unwrap_or(Ok(()))
             .and_then(|_| std::fs::write(path, body))
     };
-    if let Err(e) = made {
+    let given = match (made, user) {
+        (Ok(()), Some(u)) => created.iter().try_for_each(|c| u.give(c)),
+        (made, _) => made,
+    };
+    if let Err(e) = given {
         tracing::warn!(path = %path.display(), error = %e, "cannot create the agent's state folder");
     }
 }
@@ -470,197 +509,4 @@ fn is_executable(p: &Path) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::adapter::Registry;
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn child_env_is_an_allow_list() {
-        let r = Registry::builtin().unwrap();
-        let demo = r.get("demo").unwrap();
-        let host = env(&[
-            ("PATH", "/bin"),
-            ("AGENT_HOST_TOKEN", "secret"),
-            ("ANTHROPIC_API_KEY", "k"),
-            ("HOME", "/h"),
-        ]);
-        let e = child_env(demo, &host, &[]);
-        assert!(e.iter().any(|(k, _)| k == "PATH"));
-        assert!(e.iter().any(|(k, v)| k == "NO_COLOR" && v == "1"));
-        assert!(!e.iter().any(|(k, _)| k == "AGENT_HOST_TOKEN"));
-        assert!(!e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
-        let e = child_env(demo, &host, &["ANTHROPIC_API_KEY".to_string()]);
-        assert!(e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
-    }
-
-    #[test]
-    fn arguments_for_first_and_follow_up_turns() {
-        let r = Registry::builtin().unwrap();
-        let launch = Launch {
-            adapter: r.get("demo").unwrap().clone(),
-            program: PathBuf::from("/bin/true"),
-            extra_args: vec!["--x".into()],
-            prompt_via: PromptVia::Arg,
-            cwd: PathBuf::from("/tmp"),
-            env: vec![],
-            model: Some("m1".into()),
-            force: false,
-            max_line_bytes: 1024,
-            timeout: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(1),
-            cancel_grace: Duration::from_secs(1),
-            sandbox: None,
-        };
-        let first = launch.spawn_spec("hello", &SessionArgs::New("s1".into()));
-        assert_eq!(
-            first.args,
-            [
-                "--x",
-                "fake-agent",
-                "--model",
-                "m1",
-                "--session-id",
-                "s1",
-                "--",
-                "hello"
-            ]
-        );
-        let next = launch.spawn_spec("again", &SessionArgs::Resume("s1".into()));
-        assert_eq!(
-            next.args,
-            [
-                "--x",
-                "fake-agent",
-                "--model",
-                "m1",
-                "--resume",
-                "s1",
-                "--",
-                "again"
-            ]
-        );
-        let mut via_stdin = launch.clone();
-        via_stdin.prompt_via = PromptVia::Stdin;
-        let spec = via_stdin.spawn_spec("p", &SessionArgs::None);
-        assert!(
-            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: false } if initial == b"p")
-        );
-        let mut via_protocol = launch.clone();
-        via_protocol.prompt_via = PromptVia::Protocol;
-        let spec = via_protocol.spawn_spec("p", &SessionArgs::None);
-        assert!(!spec.args.contains(&"p".to_string()));
-        assert!(
-            matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial.is_empty())
-        );
-    }
-
-    /// Every adapter that passes the prompt as an argument: a prompt that looks like an
-    /// option arrives as the prompt (after the CLI's end-of-options marker, or joined to
-    /// its option with `=`), never as an option of its own.
-    #[test]
-    fn a_prompt_that_looks_like_an_option_stays_the_prompt() {
-        let r = Registry::builtin().unwrap();
-        let argv_adapters: Vec<_> = r
-            .all()
-            .iter()
-            .filter(|a| a.prompt == PromptVia::Arg)
-            .collect();
-        let ids: Vec<&str> = argv_adapters.iter().map(|a| a.id.as_str()).collect();
-        for id in [
-            "codex-exec",
-            "cursor",
-            "opencode-json",
-            "demo",
-            "jsonl",
-            "generic",
-            "gemini-json",
-            "aider",
-        ] {
-            assert!(ids.contains(&id), "{id} takes its prompt as an argument");
-        }
-        for a in argv_adapters {
-            let launch = Launch {
-                adapter: a.clone(),
-                program: PathBuf::from("/bin/true"),
-                extra_args: vec![],
-                prompt_via: PromptVia::Arg,
-                cwd: PathBuf::from("/tmp"),
-                env: vec![],
-                model: Some("m".into()),
-                force: false,
-                max_line_bytes: 1024,
-                timeout: Duration::from_secs(1),
-                idle_timeout: Duration::from_secs(1),
-                cancel_grace: Duration::from_secs(1),
-                sandbox: None,
-            };
-            for prompt in ["--help", "--dangerously-skip-permissions", "-p"] {
-                for session in [
-                    SessionArgs::New("s".into()),
-                    SessionArgs::Resume("s".into()),
-                ] {
-                    let args = launch.spawn_spec(prompt, &session).args;
-                    let last = args.last().unwrap();
-                    let ok = if a.prompt_args.is_empty() {
-                        last == prompt && args[args.len() - 2] == "--"
-                    } else {
-                        // `--option={prompt}`: one argument, the option's value.
-                        last.ends_with(&format!("={prompt}"))
-                            && last.starts_with('-')
-                            && !args.iter().any(|x| x == prompt)
-                    };
-                    assert!(ok, "{}: {prompt} in {args:?}", a.id);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn placeholders_fill_in_one_pass() {
-        let values = [
-            ("message_id", "{cwd}"),
-            ("cwd", "/w"),
-            ("prompt", "{message_id}"),
-        ];
-        assert_eq!(fill("--id={message_id}", &values), "--id={cwd}");
-        assert_eq!(fill("{cwd}/{prompt}", &values), "/w/{message_id}");
-        assert_eq!(fill("{unknown} {", &values), "{unknown} {");
-        assert_eq!(fill("a{cwd}b{cwd}", &values), "a/wb/w");
-    }
-
-    #[test]
-    fn program_lookup_prefers_the_path_variable_and_reports_what_to_set() {
-        let r = Registry::builtin().unwrap();
-        let demo = r.get("demo").unwrap();
-        let host = env(&[("DEMO_PATH", "/bin/sh"), ("PATH", "/nonexistent")]);
-        assert_eq!(
-            resolve_program(demo, None, &host, Path::new("/")).unwrap(),
-            PathBuf::from("/bin/sh")
-        );
-        let jsonl = r.get("jsonl").unwrap();
-        let err = resolve_program(jsonl, None, &env(&[]), Path::new("/")).unwrap_err();
-        assert!(err.to_string().contains("AGENT_BINARY"), "{err}");
-        let err = resolve_program(
-            jsonl,
-            Some("no-such-program-xyz"),
-            &env(&[("PATH", "/bin")]),
-            Path::new("/"),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("JSONL_PATH"), "{err}");
-        assert!(resolve_program(
-            jsonl,
-            Some("sh"),
-            &env(&[("PATH", "/bin:/usr/bin")]),
-            Path::new("/")
-        )
-        .is_ok());
-    }
-}
+mod tests;

@@ -310,7 +310,13 @@ impl Engine {
             self.inner
                 .launch
                 .check_prompt(&input::prompt_of(&msg, None))?;
-            let attachments = attach::save(&work_dir, &task_id, &msg).await?;
+            let run_as = self
+                .inner
+                .launch
+                .sandbox
+                .as_ref()
+                .and_then(|p| p.run_as.as_ref());
+            let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
             let task = Task {

@@ -7,7 +7,9 @@
 //! With a [`SandboxPolicy`] in the [`SpawnSpec`], the child also runs contained
 //! ([`sandbox`]): in its own cgroup (so every process it starts is known to the kernel, even
 //! after `setsid`), under bubblewrap or Landlock, with limits. [`Process::terminate`] and
-//! [`Process::wait`] then end everything in the task's cgroup, not only its process group.
+//! [`Process::wait`] then end everything in the task's cgroup, not only its process group;
+//! where the machine has no cgroups nor bubblewrap, everything the host's sweep attributes
+//! to the task ([`sandbox::reaper`]).
 
 mod lines;
 
@@ -20,12 +22,14 @@ mod group;
 mod pty;
 pub mod sandbox;
 mod spawner;
+mod stdin;
 
 pub use group::group_alive;
 #[cfg(test)]
 use group::parse_stat;
 use group::signal_group_members;
 use spawner::spawn_cmd;
+use stdin::{write_stdin_task, StdinRequest};
 
 pub use sandbox::{SandboxPolicy, TaskLimits};
 
@@ -38,7 +42,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -137,9 +141,6 @@ pub enum RunnerError {
     Sandbox(#[from] sandbox::SandboxError),
 }
 
-/// A write request for the stdin writer task, answered when the bytes are written.
-type StdinRequest = (Vec<u8>, oneshot::Sender<io::Result<()>>);
-
 /// A running (or finished) child and its process group.
 pub struct Process {
     pid: u32,
@@ -154,6 +155,8 @@ pub struct Process {
     group_gone: bool,
     /// The task's cgroup (tracking, limits), when contained.
     cgroup: Option<sandbox::TaskCgroup>,
+    /// The host's sweep of the task's processes, where there is no cgroup nor PID namespace.
+    tracker: Option<sandbox::reaper::Tracker>,
     /// The leader is bubblewrap's outer process (it dies on SIGTERM and takes the sandbox
     /// with it, so a graceful SIGTERM goes to the others only).
     wrapped: bool,
@@ -191,6 +194,10 @@ impl Process {
             None => (spec.program.clone(), spec.args.clone()),
         };
         let wrapped = prepared.as_ref().is_some_and(|p| p.wrapped);
+        let mark = prepared
+            .as_ref()
+            .and_then(|p| p.track.as_ref())
+            .map(|t| t.mark());
         let mut cmd = Command::new(&program);
         if let Some(p) = prepared.as_mut() {
             // SAFETY: the hook only makes system calls on values prepared before fork (see
@@ -204,6 +211,9 @@ impl Process {
             .env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .kill_on_drop(false);
+        if let Some(mark) = &mark {
+            cmd.env(sandbox::reaper::MARK_VAR, mark);
+        }
         let spawn_err = |source| RunnerError::Spawn {
             program: spec.program.display().to_string(),
             source,
@@ -215,6 +225,9 @@ impl Process {
             StdinMode::Null => (None, false),
             StdinMode::Write { initial, keep_open } => (Some(initial), keep_open),
         };
+        // From the fork until the program is recorded, the host's reaping of adopted orphans
+        // waits (it must never take the exit status tokio waits for).
+        let spawning = sandbox::reaper::spawning();
 
         let (child, writer): (Child, Option<Box<dyn AsyncWrite + Send + Unpin>>) = match spec.io {
             IoMode::Pipes => {
@@ -290,6 +303,8 @@ impl Process {
                 "child exited and was reaped before its pid was read",
             ))
         })?;
+        sandbox::reaper::leader_started(pid);
+        drop(spawning);
 
         let mut stdin = None;
         if let Some(writer) = writer {
@@ -304,9 +319,13 @@ impl Process {
             }
         }
 
-        let (cgroup, wrapped) = match prepared {
-            Some(mut p) => (p.cgroup.take(), p.wrapped),
-            None => (None, false),
+        let (cgroup, wrapped, tracker) = match prepared {
+            Some(mut p) => (
+                p.cgroup.take(),
+                p.wrapped,
+                p.track.take().map(|t| t.started(pid)),
+            ),
+            None => (None, false, None),
         };
         Ok(Process {
             pid,
@@ -317,6 +336,7 @@ impl Process {
             exit: None,
             group_gone: false,
             cgroup,
+            tracker,
             wrapped,
             limit_hit: None,
         })
@@ -349,6 +369,7 @@ impl Process {
             biased;
             out = self.output.recv() => Ok(out),
             status = self.child.wait() => {
+                sandbox::reaper::leader_reaped(self.pid);
                 let exit = exit_info(status, self.wrapped, self.pid);
                 self.exit = Some(exit);
                 Err(exit)
@@ -428,10 +449,14 @@ impl Process {
     /// (a sandbox wrapper's children being torn down): with a thousand tasks ending together
     /// that scan, repeated every poll, took over 40% of the host's CPU and delayed every
     /// other task's events by seconds.
+    ///
+    /// Swept by the host (no cgroup, no PID namespace): the group or anything the sweep
+    /// attributes to the task.
     fn members_alive(&self) -> bool {
-        match &self.cgroup {
-            Some(c) => c.alive(),
-            None => group_alive(self.pid),
+        match (&self.tracker, &self.cgroup) {
+            (Some(t), _) => group_alive(self.pid) || t.alive(),
+            (None, Some(c)) => c.alive(),
+            (None, None) => group_alive(self.pid),
         }
     }
 
@@ -447,6 +472,7 @@ impl Process {
             return exit;
         }
         let status = self.child.wait().await;
+        sandbox::reaper::leader_reaped(self.pid);
         let exit = exit_info(status, self.wrapped, self.pid);
         self.exit = Some(exit);
         exit
@@ -471,6 +497,7 @@ impl Process {
             tokio::time::sleep(POLL).await;
         }
         self.group_gone = true;
+        self.tracker = None;
         if let Some(cg) = self.cgroup.take() {
             self.limit_hit = cg.limit_hit();
             // rmdir may wait a moment for the last exits to be accounted.
@@ -496,6 +523,9 @@ impl Process {
         if let Some(cg) = &self.cgroup {
             cg.signal(signal, None);
         }
+        if let Some(t) = &self.tracker {
+            t.signal(signal);
+        }
     }
 
     /// SIGKILL to the group and everything in the task's cgroup.
@@ -506,6 +536,9 @@ impl Process {
         }
         if let Some(cg) = &self.cgroup {
             cg.kill_all();
+        }
+        if let Some(t) = &self.tracker {
+            t.kill_all();
         }
     }
 }
@@ -557,31 +590,6 @@ impl Drop for Process {
             task.abort();
         }
     }
-}
-
-/// Writes `initial`, then every request, to the child's stdin. Ends (closing stdin) when the
-/// request channel is closed.
-async fn write_stdin_task(
-    mut writer: Box<dyn AsyncWrite + Send + Unpin>,
-    initial: Vec<u8>,
-    mut requests: mpsc::Receiver<StdinRequest>,
-) {
-    if !initial.is_empty() {
-        if let Err(e) = write_all(&mut writer, &initial).await {
-            tracing::debug!(error = %e, "writing the initial stdin failed");
-        }
-    }
-    while let Some((bytes, done)) = requests.recv().await {
-        let result = write_all(&mut writer, &bytes).await;
-        // The caller may have stopped waiting; nothing to do then.
-        let _ = done.send(result);
-    }
-    let _ = writer.shutdown().await;
-}
-
-async fn write_all(writer: &mut (dyn AsyncWrite + Send + Unpin), bytes: &[u8]) -> io::Result<()> {
-    writer.write_all(bytes).await?;
-    writer.flush().await
 }
 
 #[cfg(test)]

@@ -231,6 +231,9 @@ pub struct ServeArgs {
     /// Run each task as this user (the host must run as root) [default: the host's user]
     #[arg(long, env = "AGENT_SANDBOX_USER", value_name = "NAME")]
     pub sandbox_user: Option<String>,
+    /// Pieces of the machine the sandbox leaves unused, comma-separated: cgroup, bwrap, landlock (the weaker tiers run instead: without cgroup and bwrap, the host as subreaper sweeps each task's processes) [default: none]
+    #[arg(long, env = "AGENT_SANDBOX_DISABLE", value_name = "PIECES")]
+    pub sandbox_disable: Option<String>,
     /// Memory of one task, e.g. 4G; 0 = no limit [default: half the machine's memory]
     #[arg(long, env = "AGENT_TASK_MEMORY", value_name = "SIZE")]
     pub task_memory: Option<String>,

@@ -1,4 +1,4 @@
-//! The sandbox settings: `sandbox`, `sandbox_network`, `sandbox_user` (`[sandbox]` in the
+//! The sandbox settings: `sandbox`, `sandbox_network`, `sandbox_user`, `sandbox_disable` (`[sandbox]` in the
 //! config file, `AGENT_SANDBOX*`, `--sandbox*`) and the task limits of `[limits]`
 //! (`task_memory`, `task_pids`, `task_cpu_weight`, `task_file_size`).
 //!
@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{ServeArgs, SettingsError};
 use crate::adapter::ByteSize;
-use crate::runner::sandbox::{Mode, Network};
+use crate::runner::sandbox::{Mode, Network, Piece};
 
 /// Default process limit of a task.
 pub const DEFAULT_TASK_PIDS: u64 = 4096;
@@ -23,6 +23,7 @@ pub struct SandboxSection {
     pub mode: Option<String>,
     pub network: Option<String>,
     pub user: Option<String>,
+    pub disable: Option<Vec<String>>,
 }
 
 /// The sandbox settings as configured; `None`: the adapter's value, else the default.
@@ -31,6 +32,8 @@ pub struct SandboxSettings {
     pub mode: Option<Mode>,
     pub network: Option<Network>,
     pub user: Option<String>,
+    /// Pieces of the machine left unused (the weaker tiers run instead).
+    pub disable: Vec<Piece>,
     /// bytes; `Some(0)`: no limit
     pub memory: Option<u64>,
     pub pids: Option<u64>,
@@ -45,6 +48,26 @@ pub fn parse_mode(s: &str) -> Result<Mode, SettingsError> {
     Mode::parse(s).ok_or_else(|| {
         SettingsError::Invalid(format!("sandbox '{s}' is not one of auto, required, off"))
     })
+}
+
+/// `cgroup,bwrap` (flag, environment) or `["cgroup", "bwrap"]` (file): the pieces not to use.
+pub fn parse_disable<S: AsRef<str>>(items: &[S]) -> Result<Vec<Piece>, SettingsError> {
+    let mut out = Vec::new();
+    for item in items
+        .iter()
+        .map(|s| s.as_ref().trim())
+        .filter(|s| !s.is_empty())
+    {
+        let p = Piece::parse(item).ok_or_else(|| {
+            SettingsError::Invalid(format!(
+                "sandbox_disable '{item}' is not one of cgroup, bwrap, landlock"
+            ))
+        })?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 pub fn parse_network(s: &str) -> Result<Network, SettingsError> {
@@ -92,9 +115,15 @@ pub fn resolve(
             "task_cpu_weight {w} is not between 1 and 10000"
         )));
     }
+    let disable = match (&args.sandbox_disable, &section.disable) {
+        (Some(flag), _) => parse_disable(&flag.split(',').collect::<Vec<_>>())?,
+        (None, Some(list)) => parse_disable(list)?,
+        (None, None) => Vec::new(),
+    };
     Ok(SandboxSettings {
         mode,
         network,
+        disable,
         user: args
             .sandbox_user
             .clone()
@@ -201,5 +230,17 @@ mod tests {
         };
         let s = resolve_flags(&args).unwrap();
         assert_eq!((s.mode, s.memory), (Some(Mode::Off), Some(256 << 20)));
+        let args = ServeArgs {
+            sandbox_disable: Some("cgroup, bubblewrap,cgroup".into()),
+            ..ServeArgs::default()
+        };
+        let s = resolve_flags(&args).unwrap();
+        assert_eq!(s.disable, [Piece::Cgroup, Piece::Bwrap]);
+        let args = ServeArgs {
+            sandbox_disable: Some("seccomp".into()),
+            ..ServeArgs::default()
+        };
+        let e = resolve_flags(&args).unwrap_err();
+        assert!(e.to_string().contains("cgroup, bwrap, landlock"), "{e}");
     }
 }

@@ -27,6 +27,7 @@ mod real_cli;
 mod rest;
 mod restart;
 mod sandbox;
+mod sandbox_more;
 mod security;
 mod several_hosts;
 mod streaming;

@@ -17,14 +17,14 @@ use super::common::limit;
 /// One agent-host process serving the probe agent, with a SQLite store and a push key in a
 /// data folder, a HOME and a working directory of its own (outside /tmp, which the sandbox
 /// replaces anyway).
-struct Host {
-    child: tokio::process::Child,
+pub(super) struct Host {
+    pub(super) child: tokio::process::Child,
     base: String,
     root: tempfile::TempDir,
 }
 
 impl Host {
-    async fn start(sandbox: &str, extra: &[(&str, &str)]) -> Host {
+    pub(super) async fn start(sandbox: &str, extra: &[(&str, &str)]) -> Host {
         let root = tempfile::Builder::new()
             .prefix("sandbox-test")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -87,11 +87,11 @@ impl Host {
         panic!("agent-host did not serve its card within 10 s");
     }
 
-    fn path(&self, p: &str) -> PathBuf {
+    pub(super) fn path(&self, p: &str) -> PathBuf {
         self.root.path().join(p)
     }
 
-    async fn rpc(&self, method: &str, params: Value) -> Value {
+    pub(super) async fn rpc(&self, method: &str, params: Value) -> Value {
         reqwest::Client::new()
             .post(format!("{}/", self.base))
             .bearer_auth("probe-secret-token")
@@ -106,7 +106,7 @@ impl Host {
     }
 
     /// Sends `prompt` and waits for the task to end; returns the task.
-    async fn run(&self, prompt: &str) -> Value {
+    pub(super) async fn run(&self, prompt: &str) -> Value {
         let v = self.rpc("SendMessage", message(prompt, true)).await;
         let task = v["result"]["task"].clone();
         assert!(task.is_object(), "{v}");
@@ -114,7 +114,7 @@ impl Host {
     }
 
     /// Stops the host with SIGTERM and waits for it.
-    async fn sigterm(mut self) {
+    pub(super) async fn sigterm(mut self) {
         if let Some(pid) = self.child.id() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid as i32),
@@ -129,13 +129,13 @@ fn probe_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sandbox/probe-agent.sh")
 }
 
-fn message(text: &str, blocking: bool) -> Value {
+pub(super) fn message(text: &str, blocking: bool) -> Value {
     json!({"message": {"messageId": super::common::uuid(), "role": "ROLE_USER",
         "parts": [{"text": text}]}, "configuration": {"returnImmediately": !blocking}})
 }
 
 /// The text the agent printed (the task's result).
-fn text_of(task: &Value) -> String {
+pub(super) fn text_of(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -170,7 +170,7 @@ fn sandbox_available() -> bool {
 }
 
 /// Processes whose command line has `mark` in it (the probe's `sleep MARK` children).
-fn with_mark(mark: &str) -> Vec<u32> {
+pub(super) fn with_mark(mark: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -186,7 +186,7 @@ fn with_mark(mark: &str) -> Vec<u32> {
 }
 
 /// Waits (a few seconds at most) until no process with `mark` is left; returns those left.
-async fn left_with_mark(mark: &str) -> Vec<u32> {
+pub(super) async fn left_with_mark(mark: &str) -> Vec<u32> {
     for _ in 0..100 {
         if with_mark(mark).is_empty() {
             return Vec::new();
@@ -196,7 +196,7 @@ async fn left_with_mark(mark: &str) -> Vec<u32> {
     with_mark(mark)
 }
 
-fn kill_all(pids: &[u32]) {
+pub(super) fn kill_all(pids: &[u32]) {
     for p in pids {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(*p as i32),
@@ -206,7 +206,7 @@ fn kill_all(pids: &[u32]) {
 }
 
 /// A `sleep` duration unique to one test run, so that its processes can be found.
-fn mark() -> String {
+pub(super) fn mark() -> String {
     format!("1000.{}", rand_digits())
 }
 
@@ -277,6 +277,91 @@ async fn secrets_other_tasks_and_the_system_are_out_of_reach() {
     .await;
 }
 
+/// What a task's escaping children (`setsid`, `timeout`, `setpgid`, a double-forking daemon)
+/// left alive after the program exited, after cancel, and after SIGTERM to the host, with
+/// `AGENT_SANDBOX=mode` and `extra` variables; `zombies`: the host's children left unreaped
+/// after the exit and the cancel (its own programs are reaped by it, adopted orphans must be).
+pub(super) struct Escapes {
+    pub exit: Vec<u32>,
+    pub cancel: Vec<u32>,
+    pub sigterm: Vec<u32>,
+    pub zombies: Vec<u32>,
+}
+
+pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
+    // 1. Normal exit of the program.
+    let host = Host::start(mode, extra).await;
+    let host_pid = host.child.id().expect("host pid");
+    let m = mark();
+    eprintln!("{mode}: exit");
+    let task = host.run(&format!("spawn {m}")).await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let exit = left_with_mark(&format!("{m} ")).await;
+    // 2. Cancel while it runs.
+    eprintln!("{mode}: cancel");
+    let m2 = format!("{m}1");
+    let v = host
+        .rpc("SendMessage", message(&format!("spawn {m2} wait"), false))
+        .await;
+    let id = v["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    while with_mark(&m2).len() < 5 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = host.rpc("CancelTask", json!({"id": id})).await;
+    assert!(c["result"].is_object(), "{c}");
+    let cancel = left_with_mark(&m2).await;
+    let zombies = zombies_of(host_pid).await;
+    // 3. The host stopped with SIGTERM while the task runs.
+    eprintln!("{mode}: sigterm");
+    let m3 = format!("{m}2");
+    host.rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
+        .await;
+    while with_mark(&m3).len() < 5 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    host.sigterm().await;
+    let sigterm = left_with_mark(&m3).await;
+    kill_all(&[exit.clone(), cancel.clone(), sigterm.clone()].concat());
+    Escapes {
+        exit,
+        cancel,
+        sigterm,
+        zombies,
+    }
+}
+
+/// Zombie children of `parent` still there after a few seconds.
+async fn zombies_of(parent: u32) -> Vec<u32> {
+    let find = || {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+            if f.first() == Some(&"Z") && f.get(1) == Some(&parent.to_string().as_str()) {
+                out.extend(
+                    head.split_whitespace()
+                        .next()
+                        .and_then(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+        out
+    };
+    for _ in 0..100 {
+        if find().is_empty() {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    find()
+}
+
 #[tokio::test]
 async fn nothing_a_task_started_outlives_cancel_exit_or_host_shutdown() {
     if !sandbox_available() {
@@ -284,49 +369,16 @@ async fn nothing_a_task_started_outlives_cancel_exit_or_host_shutdown() {
     }
     limit(async {
         for mode in ["auto", "off"] {
-            // 1. Normal exit of the program.
-            let host = Host::start(mode, &[]).await;
-            let m = mark();
-            eprintln!("{mode}: exit");
-            let task = host.run(&format!("spawn {m}")).await;
-            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
-            let left = left_with_mark(&format!("{m} ")).await;
-            // 2. Cancel while it runs.
-            eprintln!("{mode}: cancel");
-            let m2 = format!("{m}1");
-            let v = host
-                .rpc("SendMessage", message(&format!("spawn {m2} wait"), false))
-                .await;
-            let id = v["result"]["task"]["id"]
-                .as_str()
-                .expect("task id")
-                .to_string();
-            while with_mark(&m2).len() < 5 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let c = host.rpc("CancelTask", json!({"id": id})).await;
-            assert!(c["result"].is_object(), "{c}");
-            let left2 = left_with_mark(&m2).await;
-            // 3. The host stopped with SIGTERM while the task runs.
-            eprintln!("{mode}: sigterm");
-            let m3 = format!("{m}2");
-            host.rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
-                .await;
-            while with_mark(&m3).len() < 5 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            host.sigterm().await;
-            let left3 = left_with_mark(&m3).await;
-            kill_all(&[left.clone(), left2.clone(), left3.clone()].concat());
+            let e = escapes(mode, &[]).await;
             if mode == "auto" {
-                assert!(left.is_empty(), "after exit: {left:?}");
-                assert!(left2.is_empty(), "after cancel: {left2:?}");
-                assert!(left3.is_empty(), "after SIGTERM: {left3:?}");
+                assert!(e.exit.is_empty(), "after exit: {:?}", e.exit);
+                assert!(e.cancel.is_empty(), "after cancel: {:?}", e.cancel);
+                assert!(e.sigterm.is_empty(), "after SIGTERM: {:?}", e.sigterm);
             } else {
                 // setsid, setpgid and the daemon leave the process group: they escape.
-                assert!(left.len() >= 3, "off, after exit: {left:?}");
-                assert!(left2.len() >= 3, "off, after cancel: {left2:?}");
-                assert!(left3.len() >= 3, "off, after SIGTERM: {left3:?}");
+                assert!(e.exit.len() >= 3, "off, after exit: {:?}", e.exit);
+                assert!(e.cancel.len() >= 3, "off, after cancel: {:?}", e.cancel);
+                assert!(e.sigterm.len() >= 3, "off, after SIGTERM: {:?}", e.sigterm);
             }
         }
     })

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Network, SandboxPolicy};
+use super::{Network, RunAs, SandboxPolicy};
 
 /// A working bubblewrap (found on PATH and passing a trial run) and its version, or why not.
 pub fn probe() -> (Option<(PathBuf, String)>, String) {
@@ -69,7 +69,10 @@ pub fn probe() -> (Option<(PathBuf, String)>, String) {
 /// remount the read-only system or see out of its namespaces, yet a CLI that starts its own
 /// bubblewrap for its commands (Codex does) still can. Without it (`--cap-drop ALL`) that
 /// nested sandbox fails.
-pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool) -> Vec<String> {
+/// `user`: the task runs as that user (bubblewrap then starts as the user, unprivileged, in a
+/// user namespace of its own): what the user cannot reach by the file modes needs no hiding,
+/// and bubblewrap, as the user, could not mount over it.
+pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
     // The sandbox dies with the host; its init with the program (bubblewrap's default).
@@ -102,6 +105,9 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool) -> Vec<String> {
         let Ok(meta) = std::fs::metadata(h) else {
             continue;
         };
+        if user.is_some_and(|u| !u.can_reach(h)) {
+            continue;
+        }
         let h = text(h);
         if meta.is_dir() {
             push(&["--tmpfs", &h]);
@@ -144,7 +150,7 @@ mod tests {
             network: Network::None,
             ..SandboxPolicy::default()
         };
-        let a = args(&policy, &work, true);
+        let a = args(&policy, &work, true, None);
         let at = |s: &str| a.iter().position(|x| x == s).unwrap();
         assert!(a.contains(&"--unshare-net".to_string()));
         assert!(a.contains(&"--unshare-user".to_string()));

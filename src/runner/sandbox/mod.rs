@@ -5,17 +5,22 @@
 //! - **tracking** (nothing a task starts outlives it): a cgroup per task (v2 with
 //!   `cgroup.kill`, else the v1 `pids`/`freezer` hierarchies; [`cgroup`]), else the PID
 //!   namespace of bubblewrap (its init dies with the program and the kernel kills the rest),
-//!   else the process group and a sweep of the leader's descendants;
+//!   else the host as a child subreaper sweeping the task's descendants ([`reaper`]);
 //! - **isolation**: bubblewrap ([`bwrap`]): own PID namespace and `/proc`, the system
 //!   read-only, the working directory and the adapter's state folders writable, a private
 //!   `/tmp`, the host's secrets hidden, optionally no network; where bubblewrap is missing,
 //!   Landlock ([`landlock`]) keeps the same write rules (but cannot hide files or processes);
 //! - **limits**: memory, processes, CPU weight (cgroups), largest file (`RLIMIT_FSIZE`);
-//! - **user**: a host running as root runs the task as another user.
+//! - **user**: a host running as root runs the task as another user ([`user`]).
+//!
+//! Pieces can be left unused on purpose (`sandbox_disable`, [`Piece`]): to run the weaker
+//! tiers where the stronger exist (tests), or to step around a piece that misbehaves.
 
 pub mod bwrap;
 pub mod cgroup;
 mod landlock;
+pub mod reaper;
+pub mod user;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -24,6 +29,50 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 pub use cgroup::{human_bytes, TaskCgroup};
+pub use user::RunAs;
+
+/// A piece of the machine the sandbox can be told not to use (`sandbox_disable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Piece {
+    /// cgroups (tracking and limits)
+    Cgroup,
+    /// bubblewrap (namespaces, mounts; the PID-namespace tier)
+    Bwrap,
+    /// Landlock (write rules without bubblewrap)
+    Landlock,
+}
+
+impl Piece {
+    pub fn parse(s: &str) -> Option<Piece> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cgroup" | "cgroups" => Some(Piece::Cgroup),
+            "bwrap" | "bubblewrap" => Some(Piece::Bwrap),
+            "landlock" => Some(Piece::Landlock),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Piece::Cgroup => "cgroup",
+            Piece::Bwrap => "bwrap",
+            Piece::Landlock => "landlock",
+        }
+    }
+}
+
+/// How the processes of a task are tracked, strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// A cgroup per task (the kernel lists every process).
+    Cgroup,
+    /// bubblewrap's PID namespace (its init dies with the program, the kernel kills the rest).
+    PidNamespace,
+    /// The host is a child subreaper and sweeps the task's descendants ([`reaper`]).
+    Subreaper,
+    /// The process group only (not Linux).
+    ProcessGroup,
+}
 
 /// How much containment is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -102,8 +151,10 @@ pub struct SandboxPolicy {
     /// Shown again (read-write) inside a hidden folder: the task's own attachments.
     pub reveal: Vec<PathBuf>,
     pub network: Network,
-    /// Run as this user (root hosts only).
+    /// Run as this user (root hosts only), as configured.
     pub user: Option<String>,
+    /// That user, looked up, when the task really switches to it (a root host, mode not off).
+    pub run_as: Option<RunAs>,
     pub limits: TaskLimits,
 }
 
@@ -118,6 +169,8 @@ pub struct Capabilities {
     pub landlock_abi: Option<i32>,
     pub cgroups: cgroup::Hierarchies,
     pub root: bool,
+    /// The pieces left unused on purpose (`sandbox_disable`).
+    pub disabled: Vec<Piece>,
 }
 
 static CAPS: OnceLock<Capabilities> = OnceLock::new();
@@ -126,17 +179,61 @@ impl Capabilities {
     /// The machine's capabilities (probed on first use: a trial run of bubblewrap, the
     /// Landlock ABI, the writable cgroup hierarchies).
     pub fn get() -> &'static Capabilities {
-        CAPS.get_or_init(Capabilities::probe)
+        CAPS.get_or_init(|| Capabilities::probe(&[]))
     }
 
-    fn probe() -> Capabilities {
-        let (bwrap, bwrap_missing) = bwrap::probe();
+    /// Like [`Capabilities::get`], leaving `disable` unused: the host calls this with its
+    /// settings before anything else asks. Once probed, the pieces stay as they are (a
+    /// warning says so when `disable` asks for another set).
+    pub fn configure(disable: &[Piece]) -> &'static Capabilities {
+        let caps = CAPS.get_or_init(|| Capabilities::probe(disable));
+        if disable.iter().any(|p| !caps.disabled.contains(p)) {
+            tracing::warn!(
+                "sandbox_disable is applied once per process; the pieces were already chosen"
+            );
+        }
+        caps
+    }
+
+    fn probe(disable: &[Piece]) -> Capabilities {
+        let off = |p: Piece| disable.contains(&p);
+        let (bwrap, bwrap_missing) = if off(Piece::Bwrap) {
+            (None, "not used: sandbox_disable".into())
+        } else {
+            bwrap::probe()
+        };
         Capabilities {
             bwrap,
             bwrap_missing,
-            landlock_abi: landlock::abi(),
-            cgroups: cgroup::Hierarchies::probe(),
+            landlock_abi: if off(Piece::Landlock) {
+                None
+            } else {
+                landlock::abi()
+            },
+            cgroups: if off(Piece::Cgroup) {
+                cgroup::Hierarchies::default()
+            } else {
+                cgroup::Hierarchies::probe()
+            },
             root: nix::unistd::geteuid().is_root(),
+            disabled: disable.to_vec(),
+        }
+    }
+
+    /// How the processes of a task are tracked.
+    pub fn tier(&self) -> Tier {
+        use cgroup::Kind;
+        if [Kind::Unified, Kind::Freezer, Kind::Pids]
+            .iter()
+            .any(|k| self.cgroups.has(*k))
+        {
+            Tier::Cgroup
+        } else if self.bwrap.is_some() {
+            Tier::PidNamespace
+        } else if cfg!(target_os = "linux") {
+            Tier::Subreaper
+        } else {
+            Tier::ProcessGroup
         }
     }
 
@@ -149,10 +246,15 @@ impl Capabilities {
             "cgroup v1 (freezer)"
         } else if self.cgroups.has(Kind::Pids) {
             "cgroup v1 (pids)"
-        } else if self.bwrap.is_some() {
-            "PID namespace (the program is its init)"
         } else {
-            "process group and descendants"
+            match self.tier() {
+                Tier::Cgroup => "cgroup",
+                Tier::PidNamespace => "PID namespace (the program is its init)",
+                Tier::Subreaper => {
+                    "subreaper (the host adopts the task's orphans and sweeps its descendants)"
+                }
+                Tier::ProcessGroup => "process group only",
+            }
         }
     }
 
@@ -186,8 +288,12 @@ impl Capabilities {
         if let Some(f) = l.file_size {
             out.push(format!("file size limit {}", human_bytes(f)));
         }
-        if let Some(u) = policy.user.as_ref().filter(|_| self.root) {
-            out.push(format!("user {u}"));
+        if let Some(u) = &policy.run_as {
+            out.push(format!("user {} (uid {})", u.name, u.uid));
+        }
+        if !self.disabled.is_empty() {
+            let names: Vec<&str> = self.disabled.iter().map(|p| p.as_str()).collect();
+            out.push(format!("not used (sandbox_disable): {}", names.join(", ")));
         }
         out
     }
@@ -199,8 +305,13 @@ impl Capabilities {
         }
         let mut out = Vec::new();
         if self.bwrap.is_none() {
+            let hint = if self.disabled.contains(&Piece::Bwrap) {
+                ""
+            } else {
+                "; install the `bubblewrap` package"
+            };
             out.push(format!(
-                "bubblewrap ({}; install the `bubblewrap` package): no PID namespace, no private /tmp, host files not hidden",
+                "bubblewrap ({}{hint}): no PID namespace, no private /tmp, host files not hidden",
                 self.bwrap_missing
             ));
             if self.landlock_abi.is_none() {
@@ -219,7 +330,14 @@ impl Capabilities {
             && !self.cgroups.has(cgroup::Kind::Freezer)
             && !self.cgroups.has(cgroup::Kind::Pids)
         {
-            out.push("a writable cgroup hierarchy (cgroup v2, or v1 pids/freezer): processes are tracked by group and namespace only".into());
+            out.push(format!(
+                "a writable cgroup hierarchy (cgroup v2, or v1 pids/freezer): processes are tracked by {}",
+                match self.tier() {
+                    Tier::PidNamespace => "bubblewrap's PID namespace",
+                    Tier::Subreaper => "the host as subreaper sweeping their descendants",
+                    _ => "process group only",
+                }
+            ));
         }
         let l = &policy.limits;
         for (set, ctl, key) in [
@@ -249,6 +367,8 @@ pub struct Prepared {
     pub cgroup: Option<TaskCgroup>,
     /// The program runs under bubblewrap, whose outer process is the leader.
     pub wrapped: bool,
+    /// Tracked by the host as subreaper (the last tier): the marker to set, then the sweep.
+    pub track: Option<reaper::Pending>,
     hook: Hook,
 }
 
@@ -257,7 +377,8 @@ pub struct Prepared {
 struct Hook {
     join: Vec<CString>,
     file_size: Option<u64>,
-    user: Option<(u32, u32)>,
+    /// uid, gid, groups
+    user: Option<(u32, u32, Vec<nix::unistd::Gid>)>,
     landlock: Option<landlock::Prepared>,
 }
 
@@ -287,14 +408,13 @@ impl Prepared {
         if policy.mode == Mode::Required && !missing.is_empty() {
             return Err(SandboxError::Missing(missing));
         }
-        let user = match (&policy.user, caps.root) {
-            (Some(name), true) => {
-                let u = nix::unistd::User::from_name(name)
-                    .ok()
-                    .flatten()
-                    .ok_or_else(|| SandboxError::NoUser(name.clone()))?;
-                Some((u.uid.as_raw(), u.gid.as_raw()))
+        let user = match (&policy.user, &policy.run_as, caps.root) {
+            (_, Some(u), true) => {
+                u.warn_unwritable(cwd);
+                Some(u)
             }
+            // Looked up when the policy was made; a name alone here means the lookup failed.
+            (Some(name), None, true) => return Err(SandboxError::NoUser(name.clone())),
             _ => None,
         };
         let cgroup = if caps.cgroups.list.is_empty() {
@@ -312,12 +432,19 @@ impl Prepared {
                 .map(TaskCgroup::join_paths)
                 .unwrap_or_default(),
             file_size: policy.limits.file_size,
-            user,
+            user: user.map(|u| {
+                let groups = u.groups.iter().map(|g| nix::unistd::Gid::from_raw(*g));
+                (u.uid, u.gid, groups.collect())
+            }),
             landlock: None,
+        };
+        let track = match caps.tier() {
+            Tier::Subreaper => reaper::Pending::new(),
+            _ => None,
         };
         let (program, args, wrapped) = match &caps.bwrap {
             Some((bwrap, _)) => {
-                let mut all = bwrap::args(policy, cwd, caps.root && user.is_none());
+                let mut all = bwrap::args(policy, cwd, caps.root && user.is_none(), user);
                 all.push("--".into());
                 all.push(program.display().to_string());
                 all.extend(args.iter().cloned());
@@ -338,12 +465,14 @@ impl Prepared {
             args,
             cgroup,
             wrapped,
+            track,
             hook,
         })
     }
 
-    /// The pre-exec hook: join the cgroups, set the file size limit, restrict writes
-    /// (Landlock), become the sandbox user. Runs in the forked child: system calls only.
+    /// The pre-exec hook: join the cgroups (as root, before anything else), set the file size
+    /// limit, become the sandbox user ([`user`]), restrict writes (Landlock). Runs in the
+    /// forked child: system calls only.
     pub fn pre_exec(&mut self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let mut hook = std::mem::take(&mut self.hook);
         move || {
@@ -355,10 +484,12 @@ impl Prepared {
                     max,
                 )?;
             }
-            if let Some((uid, gid)) = hook.user {
-                nix::unistd::setgroups(&[nix::unistd::Gid::from_raw(gid)])?;
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(uid))?;
+            if let Some((uid, gid, groups)) = &hook.user {
+                // Groups first and uid last: after setuid nothing else may be changed. As
+                // root, setgid/setuid set the real, effective and saved ids alike.
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(nix::unistd::Gid::from_raw(*gid))?;
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(*uid))?;
             }
             if let Some(ll) = hook.landlock.as_mut() {
                 ll.restrict_self()?;

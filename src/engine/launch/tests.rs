@@ -1,0 +1,237 @@
+//! Tests of the launch: arguments, environment, program lookup.
+use super::*;
+use crate::adapter::Registry;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn child_env_is_an_allow_list() {
+    let r = Registry::builtin().unwrap();
+    let demo = r.get("demo").unwrap();
+    let host = env(&[
+        ("PATH", "/bin"),
+        ("AGENT_HOST_TOKEN", "secret"),
+        ("ANTHROPIC_API_KEY", "k"),
+        ("HOME", "/h"),
+    ]);
+    let e = child_env(demo, &host, &[]);
+    assert!(e.iter().any(|(k, _)| k == "PATH"));
+    assert!(e.iter().any(|(k, v)| k == "NO_COLOR" && v == "1"));
+    assert!(!e.iter().any(|(k, _)| k == "AGENT_HOST_TOKEN"));
+    assert!(!e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
+    let e = child_env(demo, &host, &["ANTHROPIC_API_KEY".to_string()]);
+    assert!(e.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
+}
+
+#[test]
+fn arguments_for_first_and_follow_up_turns() {
+    let r = Registry::builtin().unwrap();
+    let launch = Launch {
+        adapter: r.get("demo").unwrap().clone(),
+        program: PathBuf::from("/bin/true"),
+        extra_args: vec!["--x".into()],
+        prompt_via: PromptVia::Arg,
+        cwd: PathBuf::from("/tmp"),
+        env: vec![],
+        model: Some("m1".into()),
+        force: false,
+        max_line_bytes: 1024,
+        timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(1),
+        cancel_grace: Duration::from_secs(1),
+        sandbox: None,
+    };
+    let first = launch.spawn_spec("hello", &SessionArgs::New("s1".into()));
+    assert_eq!(
+        first.args,
+        [
+            "--x",
+            "fake-agent",
+            "--model",
+            "m1",
+            "--session-id",
+            "s1",
+            "--",
+            "hello"
+        ]
+    );
+    let next = launch.spawn_spec("again", &SessionArgs::Resume("s1".into()));
+    assert_eq!(
+        next.args,
+        [
+            "--x",
+            "fake-agent",
+            "--model",
+            "m1",
+            "--resume",
+            "s1",
+            "--",
+            "again"
+        ]
+    );
+    let mut via_stdin = launch.clone();
+    via_stdin.prompt_via = PromptVia::Stdin;
+    let spec = via_stdin.spawn_spec("p", &SessionArgs::None);
+    assert!(
+        matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: false } if initial == b"p")
+    );
+    let mut via_protocol = launch.clone();
+    via_protocol.prompt_via = PromptVia::Protocol;
+    let spec = via_protocol.spawn_spec("p", &SessionArgs::None);
+    assert!(!spec.args.contains(&"p".to_string()));
+    assert!(
+        matches!(spec.stdin, StdinMode::Write { ref initial, keep_open: true } if initial.is_empty())
+    );
+}
+
+/// Every adapter that passes the prompt as an argument: a prompt that looks like an
+/// option arrives as the prompt (after the CLI's end-of-options marker, or joined to
+/// its option with `=`), never as an option of its own.
+#[test]
+fn a_prompt_that_looks_like_an_option_stays_the_prompt() {
+    let r = Registry::builtin().unwrap();
+    let argv_adapters: Vec<_> = r
+        .all()
+        .iter()
+        .filter(|a| a.prompt == PromptVia::Arg)
+        .collect();
+    let ids: Vec<&str> = argv_adapters.iter().map(|a| a.id.as_str()).collect();
+    for id in [
+        "codex-exec",
+        "cursor",
+        "opencode-json",
+        "demo",
+        "jsonl",
+        "generic",
+        "gemini-json",
+        "aider",
+    ] {
+        assert!(ids.contains(&id), "{id} takes its prompt as an argument");
+    }
+    for a in argv_adapters {
+        let launch = Launch {
+            adapter: a.clone(),
+            program: PathBuf::from("/bin/true"),
+            extra_args: vec![],
+            prompt_via: PromptVia::Arg,
+            cwd: PathBuf::from("/tmp"),
+            env: vec![],
+            model: Some("m".into()),
+            force: false,
+            max_line_bytes: 1024,
+            timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            cancel_grace: Duration::from_secs(1),
+            sandbox: None,
+        };
+        for prompt in ["--help", "--dangerously-skip-permissions", "-p"] {
+            for session in [
+                SessionArgs::New("s".into()),
+                SessionArgs::Resume("s".into()),
+            ] {
+                let args = launch.spawn_spec(prompt, &session).args;
+                let last = args.last().unwrap();
+                let ok = if a.prompt_args.is_empty() {
+                    last == prompt && args[args.len() - 2] == "--"
+                } else {
+                    // `--option={prompt}`: one argument, the option's value.
+                    last.ends_with(&format!("={prompt}"))
+                        && last.starts_with('-')
+                        && !args.iter().any(|x| x == prompt)
+                };
+                assert!(ok, "{}: {prompt} in {args:?}", a.id);
+            }
+        }
+    }
+}
+
+#[test]
+fn placeholders_fill_in_one_pass() {
+    let values = [
+        ("message_id", "{cwd}"),
+        ("cwd", "/w"),
+        ("prompt", "{message_id}"),
+    ];
+    assert_eq!(fill("--id={message_id}", &values), "--id={cwd}");
+    assert_eq!(fill("{cwd}/{prompt}", &values), "/w/{message_id}");
+    assert_eq!(fill("{unknown} {", &values), "{unknown} {");
+    assert_eq!(fill("a{cwd}b{cwd}", &values), "a/wb/w");
+}
+
+#[test]
+fn program_lookup_prefers_the_path_variable_and_reports_what_to_set() {
+    let r = Registry::builtin().unwrap();
+    let demo = r.get("demo").unwrap();
+    let host = env(&[("DEMO_PATH", "/bin/sh"), ("PATH", "/nonexistent")]);
+    assert_eq!(
+        resolve_program(demo, None, &host, Path::new("/")).unwrap(),
+        PathBuf::from("/bin/sh")
+    );
+    let jsonl = r.get("jsonl").unwrap();
+    let err = resolve_program(jsonl, None, &env(&[]), Path::new("/")).unwrap_err();
+    assert!(err.to_string().contains("AGENT_BINARY"), "{err}");
+    let err = resolve_program(
+        jsonl,
+        Some("no-such-program-xyz"),
+        &env(&[("PATH", "/bin")]),
+        Path::new("/"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("JSONL_PATH"), "{err}");
+    assert!(resolve_program(
+        jsonl,
+        Some("sh"),
+        &env(&[("PATH", "/bin:/usr/bin")]),
+        Path::new("/")
+    )
+    .is_ok());
+}
+
+/// A state folder the host creates for a sandbox user is the user's, the folders on the way
+/// that it created too; one that exists keeps its owner; none is made without a home.
+#[test]
+fn state_folders_made_for_a_sandbox_user_are_given_to_it() {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("*** SKIPPED: giving files to another user needs root ***");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let user = RunAs {
+        name: "nobody".into(),
+        uid: 65534,
+        gid: 65534,
+        groups: vec![65534],
+        home: home.clone(),
+    };
+    prepare_state_path(&format!("{}/.config/cli/", home.display()), Some(&user));
+    prepare_state_path(&format!("{}/.cli.json", home.display()), Some(&user));
+    for p in [".config", ".config/cli", ".cli.json"] {
+        assert_eq!(std::fs::metadata(home.join(p)).unwrap().uid(), 65534, "{p}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.join(".cli.json")).unwrap(),
+        "{}"
+    );
+    assert_eq!(
+        std::fs::metadata(&home).unwrap().uid(),
+        0,
+        "the home was there"
+    );
+    let homeless = RunAs {
+        home: dir.path().join("nonexistent"),
+        ..user
+    };
+    prepare_state_path(
+        &format!("{}/.cli/", homeless.home.display()),
+        Some(&homeless),
+    );
+    assert!(!homeless.home.exists());
+}

@@ -1,0 +1,158 @@
+//! The sandbox's last tier and `sandbox_user`:
+//! - with cgroups and bubblewrap left unused (`AGENT_SANDBOX_DISABLE=cgroup,bwrap`), the host
+//!   as child subreaper still ends every process a task started (`setsid`, `timeout`,
+//!   `setpgid`, a double-forking daemon) at exit, cancel and shutdown, and reaps the orphans
+//!   it adopts; with `sandbox = "off"` on the same host settings they survive;
+//! - with `sandbox_user = "nobody"` on a root host, the agent runs as uid 65534, writes its
+//!   working directory, and cannot read a root-only file that it reads without the user and
+//!   the sandbox.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use super::common::limit;
+use super::sandbox::{escapes, text_of, Host};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// What `agent-host doctor` says with `env` set (its sandbox lines).
+async fn doctor(env: &[(&str, &str)]) -> String {
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args([
+                "doctor",
+                "--store",
+                "memory",
+                "--port",
+                "0",
+                "--adapter",
+                "demo",
+            ])
+            .env_remove("AGENT_HOST_CONFIG")
+            .envs(env.iter().copied())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("doctor within 60 s")
+    .expect("doctor runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn without_cgroups_and_bubblewrap_the_host_sweeps_what_a_task_started() {
+    if !cfg!(target_os = "linux") {
+        assert!(!in_ci(), "CI=true: the subreaper tier needs Linux");
+        eprintln!("\n*** SKIPPED: the subreaper tier needs Linux ***\n");
+        return;
+    }
+    limit(async {
+        let disable = [("AGENT_SANDBOX_DISABLE", "cgroup,bwrap")];
+        let said = doctor(&disable).await;
+        assert!(said.contains("tracking: subreaper"), "{said}");
+        assert!(
+            said.contains("not used (sandbox_disable): cgroup, bwrap"),
+            "{said}"
+        );
+
+        let swept = escapes("auto", &disable).await;
+        assert!(swept.exit.is_empty(), "after exit: {:?}", swept.exit);
+        assert!(swept.cancel.is_empty(), "after cancel: {:?}", swept.cancel);
+        assert!(
+            swept.sigterm.is_empty(),
+            "after SIGTERM: {:?}",
+            swept.sigterm
+        );
+        assert!(
+            swept.zombies.is_empty(),
+            "adopted orphans left unreaped: {:?}",
+            swept.zombies
+        );
+
+        // The same host settings without the sandbox: nothing tracks them, they survive
+        // (setsid, setpgid and the daemon leave the process group).
+        let kept = escapes("off", &disable).await;
+        assert!(kept.exit.len() >= 3, "off, after exit: {:?}", kept.exit);
+        assert!(
+            kept.cancel.len() >= 3,
+            "off, after cancel: {:?}",
+            kept.cancel
+        );
+        assert!(
+            kept.sigterm.len() >= 3,
+            "off, after SIGTERM: {:?}",
+            kept.sigterm
+        );
+    })
+    .await;
+}
+
+/// The probe's `whoami` report: `uid=N`, `write=ok|refused`, `read=ok|refused`.
+async fn whoami(sandbox: &str, extra: &[(&str, &str)]) -> String {
+    let host = Host::start(sandbox, extra).await;
+    // As an operator would: the folders on the way passable, the working directory the
+    // user's (agent-host gives away only what it creates for a task).
+    let root = host.path("");
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let work = host.path("work");
+    let nobody = nix::unistd::User::from_name("nobody")
+        .expect("passwd")
+        .expect("user nobody");
+    std::os::unix::fs::chown(&work, Some(nobody.uid.as_raw()), Some(nobody.gid.as_raw()))
+        .expect("chown");
+    let secret = host.path("work/root-only.txt");
+    std::fs::write(&secret, "root's").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let task = host.run(&format!("whoami {}", secret.display())).await;
+    let written = host.path("work/written-by-agent");
+    let owner = std::fs::metadata(&written).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    host.sigterm().await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    format!("{} owner={owner:?}", text_of(&task))
+}
+
+#[tokio::test]
+async fn a_sandbox_user_runs_the_agent_as_that_user() {
+    if !nix::unistd::geteuid().is_root() {
+        // The test needs root (only root can switch users); CI runs as root.
+        assert!(
+            !in_ci(),
+            "CI=true but not root: sandbox_user needs a root host"
+        );
+        eprintln!("\n*** SKIPPED: sandbox_user needs a host running as root ***\n");
+        return;
+    }
+    limit(async {
+        let as_nobody = whoami("auto", &[("AGENT_SANDBOX_USER", "nobody")]).await;
+        assert!(as_nobody.contains("uid=65534"), "{as_nobody}");
+        assert!(as_nobody.contains("write=ok"), "{as_nobody}");
+        assert!(as_nobody.contains("owner=Ok(65534)"), "{as_nobody}");
+        assert!(as_nobody.contains("read=refused"), "{as_nobody}");
+
+        // doctor says when the user cannot write the working directory, and when it can.
+        let repo = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let repo_path = repo.path().display().to_string();
+        let user = ("AGENT_SANDBOX_USER", "nobody");
+        let said = doctor(&[user, ("AGENT_REPO_PATH", &repo_path)]).await;
+        assert!(said.contains("user nobody (uid 65534)"), "{said}");
+        assert!(
+            said.contains("nobody (uid 65534) cannot write the working directory"),
+            "{said}"
+        );
+        std::fs::set_permissions(repo.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let said = doctor(&[user, ("AGENT_REPO_PATH", &repo_path)]).await;
+        assert!(said.contains("nobody (uid 65534) can write"), "{said}");
+
+        // Without the user (and without the sandbox) the same agent runs as root and reads it.
+        let as_root = whoami("off", &[]).await;
+        assert!(as_root.contains("uid=0"), "{as_root}");
+        assert!(as_root.contains("read=ok"), "{as_root}");
+    })
+    .await;
+}
