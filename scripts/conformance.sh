@@ -32,12 +32,13 @@ if [[ -z "${A2A_TCK_DIR:-}" && -z "${A2A_TCK03_DIR:-}" ]]; then
 fi
 
 echo "== building agent-host"
+target=${CARGO_TARGET_DIR:-$root/target}
 if [[ "${TCK_PROFILE:-release}" == debug ]]; then
   (cd "$root" && cargo build --quiet)
-  bin=$root/target/debug/agent-host
+  bin=$target/debug/agent-host
 else
   (cd "$root" && cargo build --release --quiet)
-  bin=$root/target/release/agent-host
+  bin=$target/release/agent-host
 fi
 
 free_port() {
@@ -55,29 +56,30 @@ venv() {
   "$dir/bin/pip" install --quiet -e "$kit"
 }
 
-# serve NAME VERSION LEGACY_CARD BLOCKING_WAIT_MS [GRPC]: starts agent-host on a free port (in
-# this shell, so that the trap can stop it), sets $port; with GRPC=grpc also the gRPC binding
-# on another free port (the card names it; the kit finds it there).
+# serve NAME VERSION [SETTING=VALUE...]: starts agent-host serving the conformance adapter on a
+# free port (in this shell, so that the trap can stop it), sets $port. Everything else is at
+# its default but push (on, with loopback webhooks allowed: the kit's receiver listens on
+# 127.0.0.1) and the places it writes (a temporary directory); the SETTINGs are the run's
+# own additions. With AGENT_HOST_GRPC_PORT=free, gRPC is served on another free port (the
+# card names it; the kit finds it there).
 serve() {
-  local name=$1 version=$2 legacy=$3 blocking_wait=$4 grpc=${5:-}
+  local name=$1 version=$2
+  shift 2
+  local extra=()
+  for kv in "$@"; do
+    [[ "$kv" == AGENT_HOST_GRPC_PORT=free ]] && kv=AGENT_HOST_GRPC_PORT=$(free_port)
+    extra+=("$kv")
+  done
   port=$(free_port)
-  local grpc_env=()
-  [[ "$grpc" == grpc ]] && grpc_env=(AGENT_HOST_GRPC_PORT="$(free_port)")
   mkdir -p "$work/$name"
   CONFORMANCE_VERSION=$version \
   AGENT_ADAPTER=conformance \
   AGENT_HOST_BIND=127.0.0.1:$port \
-  AGENT_HOST_STORE=memory \
-  AGENT_HOST_CARD_LEGACY_V03=$legacy \
-  AGENT_HOST_BLOCKING_WAIT_MS=$blocking_wait \
   AGENT_PUSH=true \
-  AGENT_MAX_RUNNING_TASKS=1000 \
-  AGENT_MAX_QUEUED_TASKS=1000 \
   AGENT_PUSH_ALLOW_PRIVATE=true \
-  AGENT_PUSH_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
   AGENT_REPO_PATH=$work/$name \
   XDG_DATA_HOME=$work/$name/data \
-    env ${grpc_env[@]+"${grpc_env[@]}"} "$bin" serve >"$work/$name.log" 2>&1 &
+    env ${extra[@]+"${extra[@]}"} "$bin" serve >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do
     if curl -fsS "http://127.0.0.1:$port/.well-known/agent-card.json" >/dev/null 2>&1; then
@@ -100,16 +102,23 @@ summary=()
 if [[ -n "${A2A_TCK_DIR:-}" ]]; then
   echo "== 1.0 kit: $(git -C "$A2A_TCK_DIR" rev-parse --short HEAD 2>/dev/null || echo '?') ($A2A_TCK_DIR)"
   venv "$venvs/tck-1.0" "$A2A_TCK_DIR"
-  # The card route serves the pure v1.0 card to requests with `A2A-Version: 1.0` (header or
-  # query) and the v0.3 fields to the others; the 1.0 kit (at 357c4a8) fetches the card with
-  # no A2A-Version, so it is served with the v0.3 fields switched off.
-  serve v1 1.0 false 0 grpc
+  # Default settings: only the adapter and push are switched on (and gRPC served, for the
+  # kit's gRPC tests). The kit reads the card from `{--sut-host}/.well-known/agent-card.json`
+  # with no A2A-Version (at 357c4a8 its other requests send `A2A-Version: 1.0`, the card
+  # fixture does not). A request without a version is a v0.3 request (A2A 1.0: absent means
+  # 0.3), and it is also exactly what v0.3 clients send (httpx, no version), so it gets the
+  # card with the v0.3 fields, which the kit's schema (additionalProperties: false) refuses.
+  # The kit is therefore pointed at the card URL that asks for 1.0 by query parameter, as a
+  # client that cannot set the header does: `--sut-host` ends in `#`, so the path the kit
+  # appends becomes a fragment, which is never sent.
+  serve v1 1.0 AGENT_HOST_GRPC_PORT=free
+  sut_host="http://127.0.0.1:$port/.well-known/agent-card.json?A2A-Version=1.0#"
   level=()
   [[ -n "${TCK_LEVEL:-}" ]] && level=(--level "$TCK_LEVEL")
   extra=()
   [[ -n "${TCK_EXTRA:-}" ]] && read -r -a extra <<<"$TCK_EXTRA"
   set +e
-  (cd "$A2A_TCK_DIR" && "$venvs/tck-1.0/bin/python" run_tck.py --sut-host "http://127.0.0.1:$port" \
+  (cd "$A2A_TCK_DIR" && "$venvs/tck-1.0/bin/python" run_tck.py --sut-host "$sut_host" \
     --transport jsonrpc,http_json,grpc "${level[@]}" ${extra[@]+-- "${extra[@]}"}) | tee "$work/v1.out"
   set -e
   counts=$(pytest_counts "$work/v1.out")
@@ -142,8 +151,10 @@ if [[ -n "${A2A_TCK03_DIR:-}" ]]; then
   venv "$venvs/tck-0.3" "$A2A_TCK03_DIR"
   # The 0.3 kit expects the reference agent's behaviour: tasks stay working, and a blocking
   # message/send answers with the working task. The conformance agent keeps working; a
-  # blocking send answers after 500 ms with the task as it is.
-  serve v03 0.3 true 500
+  # blocking send answers after 500 ms with the task as it is. Its tasks stay working, so
+  # the run allows more of them at once than the defaults (16 running, 256 queued).
+  serve v03 0.3 AGENT_HOST_BLOCKING_WAIT_MS=500 AGENT_MAX_RUNNING_TASKS=1000 \
+    AGENT_MAX_QUEUED_TASKS=1000 AGENT_HOST_STORE=memory
   for category in mandatory capabilities transport-equivalence quality features; do
     set +e
     (cd "$A2A_TCK03_DIR" && "$venvs/tck-0.3/bin/python" run_tck.py --sut-url "http://127.0.0.1:$port" \

@@ -5,6 +5,9 @@
 //! many the host lets pass: the next one ends the turn `failed` with that line as the message
 //! (the CLI's own error text) and its `errorKind` from [`super::error_kind`].
 //!
+//! A named group `error` in the pattern, when it matched, is the part of the line used as the
+//! message (Gemini over ACP writes the line into its debug log, after a timestamp and level).
+//!
 //! Bounded time: the turn ends at the `retry_limit + 1`-th failed attempt, i.e. after the
 //! CLI's own backoff for those attempts (Gemini: about 5 s, 10 s, 20 s ... between attempts),
 //! and in any case by the idle timeout.
@@ -48,14 +51,12 @@ impl RetryWatch {
     /// A line the CLI printed (stderr, or a protocol notification's text). Returns the error
     /// that ends the turn once more than `retry_limit` attempts failed.
     pub fn on_line(&mut self, line: &str) -> Option<AgentEvent> {
-        if !self.pattern.is_match(line) {
-            return None;
-        }
+        let caps = self.pattern.captures(line)?;
         self.seen += 1;
         if self.seen <= self.limit {
             return None;
         }
-        let text = line.trim();
+        let text = caps.name("error").map_or(line, |m| m.as_str()).trim();
         Some(AgentEvent::Error {
             message: format!(
                 "The agent's model requests kept failing ({} attempts; agent-host stops after {}): {text}",
@@ -109,6 +110,39 @@ mod tests {
             other => panic!("expected the turn to end: {other:?}"),
         }
         assert_eq!(w.seen, w.limit + 1);
+    }
+
+    /// Over ACP Gemini CLI 0.61.0 prints nothing while it retries; with its debug log on
+    /// stderr (`GEMINI_DEBUG_LOG_FILE=/dev/stderr`, set by the adapter) the retries are
+    /// `[<time>] [WARN] Attempt N failed with status 500. ...` lines among debug lines and
+    /// stack traces (recorded with a model server answering 500).
+    #[test]
+    fn gemini_over_acp_gives_up_from_its_debug_log() {
+        let spec = Registry::builtin().unwrap().get("gemini").unwrap().clone();
+        assert_eq!(
+            spec.env
+                .set
+                .get("GEMINI_DEBUG_LOG_FILE")
+                .map(String::as_str),
+            Some("/dev/stderr")
+        );
+        let mut w = RetryWatch::new(&spec).expect("gemini names its retry lines");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/transcripts/gemini/0.61.0/gemini-acp-server-500.debug-log.txt");
+        let log = std::fs::read_to_string(path).unwrap();
+        let mut events = log.lines().filter_map(|l| w.on_line(l));
+        match events.next() {
+            Some(AgentEvent::Error { message, kind }) => {
+                assert!(
+                    message.ends_with(": Attempt 3 failed with status 500. Retrying with backoff... _ApiError: {\"error\":{\"code\":500,\"message\":\"Internal error encountered.\",\"status\":\"INTERNAL\"}}"),
+                    "the message starts at the CLI's own text: {message}"
+                );
+                assert_eq!(kind.as_deref(), Some("model"));
+            }
+            other => panic!("expected the turn to end: {other:?}"),
+        }
+        // Stack-trace lines, debug lines and the other warnings never count.
+        assert_eq!(w.seen, 3);
     }
 
     #[test]

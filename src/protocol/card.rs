@@ -96,7 +96,7 @@ impl AgentCard {
     /// The card as JSON; with `legacy_v03` the v0.3 top-level fields (`url`,
     /// `preferredTransport`, `protocolVersion`, `additionalInterfaces`) derived from the first
     /// v0.3 interface are added, so that v0.3 clients can read it. (The v1.0 conformance kit
-    /// rejects those extra keys, hence the switch.)
+    /// rejects those extra keys, hence the card served to `A2A-Version: 1.0` goes without.)
     pub fn to_json(&self, legacy_v03: bool) -> Value {
         let mut v = match serde_json::to_value(self) {
             Ok(Value::Object(m)) => m,

@@ -1,6 +1,7 @@
 //! A scripted model server on 127.0.0.1 for the real-CLI tests: just enough of the Anthropic
-//! Messages API (Claude Code), the OpenAI Responses API (Codex) and the Gemini API (Gemini
-//! CLI), streamed as SSE the way those services do, so the CLIs run end to end offline.
+//! Messages API (Claude Code), the OpenAI Responses API (Codex), the Gemini API (Gemini CLI)
+//! and the OpenAI Chat Completions API (Qwen Code; `chat.rs`), streamed as SSE the way those
+//! services do, so the CLIs run end to end offline.
 //!
 //! Each test starts its own instance. The answer is chosen per request from the current
 //! [`Scenario`] and the conversation the request carries: a request offering tools whose
@@ -16,6 +17,10 @@ use axum::response::Response;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+mod chat;
+mod refusal;
+use refusal::refusal;
+
 /// The text the model says before its tool call.
 pub const FIRST_TEXT: &str = "I'll run the command now.";
 /// The model's answer once it has seen the tool's result.
@@ -27,6 +32,10 @@ const THINKING: &str = "The user wants a shell command run; I will call the shel
 pub const READ_COMMAND: &str = "echo hi";
 /// The command of the `Write` scenario: it creates a file, so the CLIs ask first.
 pub const WRITE_COMMAND: &str = "touch fake_created.txt";
+/// The answer to a request that offers no tools (side calls; aider's requests).
+pub const SIDE_TEXT: &str = "Fake side answer";
+/// The message of the `ServerError` scenario's 500 answers, in each API's error body.
+pub const SERVER_ERROR_TEXT: &str = "Scripted model outage";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -42,6 +51,9 @@ pub enum Scenario {
     /// Every model request is refused as unauthenticated (401; Gemini: 400 API_KEY_INVALID,
     /// as the real service answers a bad key).
     Auth,
+    /// Every model request fails with HTTP 500, the API's error body saying
+    /// [`SERVER_ERROR_TEXT`].
+    ServerError,
 }
 
 /// One request the server received.
@@ -162,7 +174,7 @@ enum Reply {
 /// The common decision: `has_result` = the newest message is a tool result.
 fn decide(scenario: Scenario, tools: bool, has_result: bool) -> Reply {
     if !tools {
-        return Reply::Text("Fake side answer");
+        return Reply::Text(SIDE_TEXT);
     }
     match scenario {
         Scenario::Text => Reply::Text(PLAIN_TEXT),
@@ -219,8 +231,13 @@ async fn handle(
         let _ = stopped.wait_for(|s| *s).await;
         return json_response(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "stopped"}));
     }
+    if let Some(refused) = refusal(scenario, path) {
+        return refused;
+    }
     if path.ends_with("/messages/count_tokens") {
         json_response(StatusCode::OK, json!({"input_tokens": 42}))
+    } else if path.ends_with("/chat/completions") {
+        chat::completions(scenario, &body)
     } else if path.ends_with("/messages") {
         anthropic(scenario, &body)
     } else if path.ends_with("/responses") {
@@ -263,6 +280,11 @@ impl Sse {
         self.0.push_str(&format!("data: {data}\n\n"));
     }
 
+    /// A data line that is not JSON (Chat Completions ends with `data: [DONE]`).
+    fn raw(&mut self, data: &str) {
+        self.0.push_str(&format!("data: {data}\n\n"));
+    }
+
     fn done(self) -> Response {
         Response::builder()
             .status(StatusCode::OK)
@@ -277,12 +299,6 @@ impl Sse {
 // ------------------------------------------------------------------ Anthropic Messages
 
 fn anthropic(scenario: Scenario, b: &Value) -> Response {
-    if scenario == Scenario::Auth {
-        return json_response(
-            StatusCode::UNAUTHORIZED,
-            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
-        );
-    }
     let messages = b["messages"].as_array().cloned().unwrap_or_default();
     let last_user = messages.iter().rev().find(|m| m["role"] == "user");
     let has_result = last_user
@@ -371,13 +387,6 @@ fn anthropic(scenario: Scenario, b: &Value) -> Response {
 // ------------------------------------------------------------------ OpenAI Responses
 
 fn responses(scenario: Scenario, b: &Value) -> Response {
-    if scenario == Scenario::Auth {
-        return json_response(
-            StatusCode::UNAUTHORIZED,
-            json!({"error": {"message": "Incorrect API key provided: sk-bad.", "type": "invalid_request_error",
-                             "param": null, "code": "invalid_api_key"}}),
-        );
-    }
     let input = b["input"].as_array().cloned().unwrap_or_default();
     let has_result = input.last().is_some_and(|i| {
         matches!(
@@ -483,15 +492,6 @@ fn responses(scenario: Scenario, b: &Value) -> Response {
 // ------------------------------------------------------------------ Gemini
 
 fn gemini(scenario: Scenario, b: &Value, path: &str) -> Response {
-    if scenario == Scenario::Auth {
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            json!({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
-                             "status": "INVALID_ARGUMENT", "details": [
-                                 {"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                                  "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]}}),
-        );
-    }
     let decls: Vec<&str> = b["tools"]
         .as_array()
         .into_iter()

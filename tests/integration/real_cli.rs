@@ -1,10 +1,14 @@
 //! The real coding-agent CLIs (installed from npm into tests/clis by .ci/run) run through
 //! agent-host against the scripted model server of `model_server.rs`, offline: a tool use
 //! with a final answer, a follow-up that resumes the session, an approval answered yes and
-//! one answered no, a cancel mid-turn, and an auth error.
+//! one answered no, a cancel mid-turn, and an auth error; for Gemini CLI also follow-ups
+//! within the minute of the first turn and a model API that answers 500
+//! (`real_cli_gemini.rs`); Qwen Code's failures are in `real_cli_qwen.rs`, aider's first-run
+//! questions in `real_cli_aider.rs`.
 //!
-//! A CLI is found through `CLAUDE_CODE_PATH` / `CODEX_PATH` / `GEMINI_PATH`, else
-//! `tests/clis/node_modules/.bin/<name>`, else PATH.
+//! A CLI is found through `CLAUDE_CODE_PATH` / `CODEX_PATH` / `GEMINI_PATH` / `QWEN_PATH` /
+//! `AIDER_PATH`, else `tests/clis/node_modules/.bin/<name>` (npm) or
+//! `tests/clis/.venv/bin/<name>` (PyPI), else PATH.
 //!
 //! The tests are `#[ignore]`d, so a plain `cargo test` reports them as *ignored* (a skip the
 //! summary counts, not a pass). Run them with
@@ -21,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::model_server::{
-    ModelServer, Scenario, FINAL_TEXT, PLAIN_TEXT, READ_COMMAND, WRITE_COMMAND,
+    ModelServer, Scenario, FINAL_TEXT, PLAIN_TEXT, READ_COMMAND, SERVER_ERROR_TEXT, WRITE_COMMAND,
 };
 
 /// Each CLI's whole series of scenarios runs under this limit.
@@ -34,9 +38,13 @@ pub fn find_cli(name: &str, env_var: &str) -> PathBuf {
     let from_env = std::env::var_os(env_var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let in_repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clis/node_modules/.bin")
-        .join(name);
+    // npm CLIs in tests/clis/node_modules, Python ones (aider) in the tests/clis/.venv.
+    let clis = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clis");
+    let in_repo = [clis.join("node_modules/.bin"), clis.join(".venv/bin")]
+        .into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| clis.join("node_modules/.bin").join(name));
     let found = match from_env {
         Some(p) => {
             assert!(p.is_file(), "{env_var}={} is not a file", p.display());
@@ -48,7 +56,8 @@ pub fn find_cli(name: &str, env_var: &str) -> PathBuf {
     found.unwrap_or_else(|| {
         panic!(
             "the real-CLI test needs {name}, which is not installed: set {env_var}, or run \
-             `npm ci --prefix tests/clis` (.ci/run does)"
+             `npm ci --prefix tests/clis` or, for aider, `python3 -m venv tests/clis/.venv && \
+             tests/clis/.venv/bin/pip install -r tests/clis/requirements.txt` (.ci/run does)"
         )
     })
 }
@@ -58,6 +67,8 @@ pub struct Rig {
     pub name: &'static str,
     pub server: TestServer,
     pub model: ModelServer,
+    /// How long one turn may take.
+    pub turn_limit: Duration,
     /// The CLI's HOME (its config and sessions), removed with the rig.
     pub _home: tempfile::TempDir,
 }
@@ -69,6 +80,17 @@ impl Rig {
         program: PathBuf,
         setup: impl FnOnce(&str, &Path) -> Options,
     ) -> Rig {
+        Rig::start_limited(name, program, TURN_LIMIT, setup).await
+    }
+
+    /// [`Rig::start`] for a CLI whose turns may take up to `turn_limit` (also its idle
+    /// timeout: a CLI that retries a failing model API is silent for a long time).
+    pub async fn start_limited(
+        name: &'static str,
+        program: PathBuf,
+        turn_limit: Duration,
+        setup: impl FnOnce(&str, &Path) -> Options,
+    ) -> Rig {
         let model = ModelServer::start(Scenario::Tool).await;
         // Not under /tmp: Codex refuses to create its helper binaries (the `codex-linux-sandbox`
         // alias its own bubblewrap sandbox execs) under a temporary directory, and then every
@@ -78,8 +100,8 @@ impl Rig {
         o.program = Some(program);
         o.home = Some(home.path().to_path_buf());
         o.prompt_via = Registry::builtin().unwrap().get(o.adapter).unwrap().prompt;
-        o.timeout = TURN_LIMIT;
-        o.idle_timeout = Duration::from_secs(60);
+        o.timeout = turn_limit;
+        o.idle_timeout = Duration::from_secs(60).max(turn_limit);
         o.grace = Duration::from_secs(3);
         // The CLI runs in the sandbox, as agent-host runs it by default (required in CI);
         // REAL_CLI_SANDBOX=off runs every suite without it.
@@ -99,6 +121,7 @@ impl Rig {
             name,
             server,
             model,
+            turn_limit,
             _home: home,
         }
     }
@@ -111,10 +134,12 @@ impl Rig {
         if let Some(t) = task {
             p["message"]["taskId"] = json!(t);
         }
-        let frames =
-            tokio::time::timeout(TURN_LIMIT, self.server.stream("SendStreamingMessage", p))
-                .await
-                .unwrap_or_else(|_| panic!("{}: no end of the turn for {text:?}", self.name));
+        // A little beyond the host's own limit, so that a turn the host ends at its limit is
+        // seen ended (as failed) rather than cut off here.
+        let limit = self.turn_limit + Duration::from_secs(15);
+        let frames = tokio::time::timeout(limit, self.server.stream("SendStreamingMessage", p))
+            .await
+            .unwrap_or_else(|_| panic!("{}: no end of the turn for {text:?}", self.name));
         let id = frames
             .iter()
             .find_map(|f| {
@@ -199,7 +224,7 @@ pub fn approval_data(t: &Value) -> Value {
 }
 
 /// Minutes since the epoch (UTC, as the CLIs' ISO timestamps).
-fn epoch_minute() -> u64 {
+pub fn epoch_minute() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -404,6 +429,29 @@ pub async fn auth_error(rig: &Rig) {
     );
 }
 
+/// A model API that answers every request with a 500: the task ends `failed` (within the
+/// turn limit, so in a bounded time) with the API's error text in its message and
+/// `errorKind: model`.
+pub async fn server_error(rig: &Rig) {
+    let name = rig.name;
+    rig.model.set_scenario(Scenario::ServerError);
+    rig.model.clear();
+    let (_, t) = rig.turn(&uuid(), None, "Say hi").await;
+    let text = status_text(&t["status"]);
+    eprintln!(
+        "[{name}] model 500: {} after {} model requests | {text:?} | errorKind {}",
+        state(&t),
+        rig.model.requests().len(),
+        t["metadata"]["errorKind"]
+    );
+    assert_eq!(state(&t), "TASK_STATE_FAILED", "{name}: {t}");
+    assert!(
+        text.contains(SERVER_ERROR_TEXT),
+        "{name}: the failure message carries the API's error: {text:?}"
+    );
+    assert_eq!(t["metadata"]["errorKind"], "model", "{name}: {t}");
+}
+
 /// Every scenario, in order.
 pub async fn run_scenarios(rig: &Rig, deny: Deny) {
     let ctx = uuid();
@@ -469,60 +517,6 @@ async fn codex() {
         // adapter answers "no" with `cancel`, which ends the turn (status interrupted).
         run_scenarios(&rig, Deny::EndsTurn("the request was declined")).await;
         eprintln!("[codex] all scenarios in {:?}", started.elapsed());
-    })
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the real CLI (npm ci --prefix tests/clis); run with --include-ignored"]
-async fn gemini() {
-    let program = find_cli("gemini", "GEMINI_PATH");
-    limit_to(SUITE_LIMIT, async {
-        let started = Instant::now();
-        let rig = Rig::start("gemini", program, |base, home| {
-            // With only the variables, 0.61.0 picks the auth type "gateway" and rejects it.
-            std::fs::create_dir_all(home.join(".gemini")).unwrap();
-            std::fs::write(
-                home.join(".gemini/settings.json"),
-                r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-            )
-            .unwrap();
-            Options {
-                adapter: "gemini",
-                env: vec![
-                    ("GOOGLE_GEMINI_BASE_URL".into(), base.to_string()),
-                    ("GEMINI_API_KEY".into(), "sk-test".into()),
-                ],
-                // A fixed model: the default "auto" first asks a router model.
-                model: Some("gemini-2.5-pro".into()),
-                ..Options::default()
-            }
-        })
-        .await;
-        // Gemini CLI 0.61.0 names a session's file after the minute it was created
-        // (`chats/session-<YYYY-MM-DDTHH-MM>-<id prefix>.jsonl`), and its ACP `session/load`
-        // starts a new recording for the id *before* reading the old one: in the same minute
-        // that is the same file, whose conversation is reset to the bare context, and the load
-        // fails with `{"code":-32603,"message":"Internal error","data":{"details":"No previous
-        // sessions found for this project."}}` (the task fails with "session/load failed:
-        // Internal error") -- and the session is lost for good. A follow-up in a later minute
-        // resumes properly. So the follow-up runs last, once the minute of the first turn is
-        // over.
-        let ctx = uuid();
-        let (session, marker) = tool_use(&rig, &ctx).await;
-        let first_turn_minute = epoch_minute();
-        // A rejected call goes back as the function's error: `Tool "run_shell_command" was
-        // canceled by the user.`
-        let deny = Deny::ToModel("canceled by the user");
-        approval(&rig, "yes", deny).await;
-        approval(&rig, "no", deny).await;
-        cancel(&rig).await;
-        auth_error(&rig).await;
-        while epoch_minute() == first_turn_minute {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        follow_up(&rig, &ctx, &session, &marker).await;
-        eprintln!("[gemini] all scenarios in {:?}", started.elapsed());
     })
     .await;
 }

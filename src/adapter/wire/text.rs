@@ -133,12 +133,18 @@ impl TextParser {
         let Some(answer) = self.answered.take() else {
             return self.asked.as_deref() == Some(line);
         };
-        let echo = line == answer.trim();
-        let redraw = self
-            .asked
-            .as_deref()
-            .and_then(|q| line.strip_prefix(q))
-            .is_some_and(|rest| rest.trim().is_empty() || rest.trim() == answer.trim());
+        let answer_text = answer.trim();
+        let echo = line == answer_text;
+        // The question and the typed answer, perhaps more than once: on a pty the echo of the
+        // answer and the redraw can come on one line once the cursor moves between them are
+        // stripped (`... [Yes]: y... [Yes]: y`, seen with aider 0.86.2 through agent-host).
+        let redraw = self.asked.as_deref().is_some_and(|q| {
+            line.starts_with(q)
+                && line
+                    .split(q)
+                    .flat_map(str::split_whitespace)
+                    .all(|w| w == answer_text)
+        });
         if echo || redraw {
             // Both can come (echo, then redraw): stay on guard for one more line.
             self.answered = Some(answer);

@@ -284,6 +284,42 @@ fn golden_aider_first_run_questions_are_asked_once_each() {
     }
 }
 
+/// Through agent-host's pty, aider 0.86.2 redrew the answered question twice (after the
+/// keystroke and after Enter) with only cursor moves between, so the runner handed over one
+/// line holding both redraws (seen in the real-CLI test, tests/integration/real_cli_aider.rs):
+/// still the redraw, not text.
+#[test]
+fn a_question_redrawn_twice_on_one_line_is_not_text() {
+    let q =
+        "No git repo found, create one to track aider's changes (recommended)? (Y)es/(N)o [Yes]:";
+    let mut p = TextParser::new(&adapter("aider"));
+    let asked = parse(&mut p, &format!("{q} "));
+    let [AgentEvent::ApprovalRequired { id, .. }] = &asked[..] else {
+        panic!("{asked:?}");
+    };
+    let decision = Decision {
+        message_id: None,
+        id: id.clone(),
+        allow: true,
+        option: None,
+        message: None,
+    };
+    assert_eq!(p.encode_decision(&decision).unwrap(), b"y\n");
+    assert!(parse(&mut p, &format!("{q} y{q} y")).is_empty());
+    assert!(matches!(
+        &parse(&mut p, "Added .aider* to .gitignore")[..],
+        [AgentEvent::Text { .. }]
+    ));
+    // Another answer than the one typed is text (the line is not the question's redraw).
+    let mut p = TextParser::new(&adapter("aider"));
+    parse(&mut p, q);
+    p.encode_decision(&decision).unwrap();
+    assert!(matches!(
+        &parse(&mut p, &format!("{q} y{q} n"))[..],
+        [AgentEvent::Text { .. }]
+    ));
+}
+
 /// Without the end anchor, the redraw `... [Yes]: y` would be a second question: a pattern
 /// that matches mid-line is not a question.
 #[test]
