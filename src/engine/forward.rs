@@ -181,11 +181,10 @@ impl Engine {
         let mut out = req.clone();
         // The owner's endpoint is its default agent's or the one of this adapter.
         out.tenant = None;
-        // Accepted there, followed here: this host answers the caller as it does for its
-        // own tasks (waiting, streaming, the inline push config, stored in the shared store).
+        // Accepted there (with the push config, delivered by the host that writes the
+        // updates), followed here: this host waits or streams as for its own tasks.
         let mut cfg = out.configuration.take().unwrap_or_default();
         cfg.return_immediately = true;
-        cfg.task_push_notification_config = None;
         out.configuration = Some(cfg);
         tracing::info!(host = %host.record.id, address = %host.record.address, task = ?msg.task_id, context = ?msg.context_id, "passing a message to the host that owns its task or context");
         let task_id = match fwd.send(&host.record, out, &opts.relay).await? {
@@ -236,6 +235,7 @@ impl Engine {
                         task_id: task_id.to_string(),
                         from_seq: if e.seq == 1 { 0 } else { e.seq },
                         new_task: e.seq == 1,
+                        elsewhere: true,
                     });
                 }
             }
@@ -246,6 +246,7 @@ impl Engine {
             task_id: task_id.to_string(),
             from_seq: after,
             new_task: false,
+            elsewhere: true,
         })
     }
 

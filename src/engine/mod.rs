@@ -157,6 +157,9 @@ pub struct Accepted {
     pub from_seq: u64,
     /// True for a new task, false for an answer to a waiting one.
     pub new_task: bool,
+    /// Carried out by the host that owns the task or context (`forward`), which also took
+    /// the message's push config.
+    pub elsewhere: bool,
 }
 
 fn store_err(e: StoreError) -> A2AError {
@@ -386,6 +389,7 @@ impl Engine {
             task_id,
             from_seq: 0,
             new_task: true,
+            elsewhere: false,
         })
     }
 
