@@ -29,12 +29,16 @@
 //!   one row per event plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL
 //!   store (shared by several hosts, versioned migrations) and the in-memory one; the suite
-//!   of tests every store passes; the data folder's lock (one host per database) and private file modes.
+//!   of tests every store passes; the data folder's lock (one host per database) and private file modes;
+//!   [`store::cluster`]: a shared store's leases, task and context owners, takeover of dead
+//!   hosts and wake-ups (`LISTEN/NOTIFY`), see `docs/several-hosts.md`.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
 //!   turn's process from the adapter and settings ([`engine::launch`]); checks messages
 //!   against the input modes and saves their binary parts as files for the agent
-//!   ([`engine::input`]). Which turn runs when (contexts, queues, admission against the
+//!   ([`engine::input`]); as one of several hosts on a shared store it claims its own
+//!   tasks, renews its lease, takes over dead hosts and follows other hosts' tasks
+//!   ([`engine::ClusterRole`]). Which turn runs when (contexts, queues, admission against the
 //!   running and queued limits) is a synchronous state machine with no I/O (`schedule`);
 //!   turns start their program through [`engine::child::Spawner`] (the runner by default,
 //!   a scripted child in the turn tests); the HTTP layer passes a request's trace and
@@ -75,6 +79,8 @@
 //! - `docs/dependencies.md`: the crates used and the ones considered and not used (nix's pty
 //!   calls instead of portable-pty, one mutex-guarded engine state instead of dashmap, the own
 //!   line reader instead of tokio-util's codec), with the reasons.
+//! - `docs/several-hosts.md`: several hosts on one PostgreSQL database: host ids, leases,
+//!   owners, live events across hosts, takeover of a dead host, restarts.
 //! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
 //!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
 

@@ -71,9 +71,31 @@ impl Engine {
     /// Takes over the tasks of a host whose lease expired (claimed by the store): stops the
     /// process groups it left on this machine, then treats its tasks as a restart does,
     /// except that running ones fail with a message that says the host was lost.
-    pub async fn take_over(&self, t: Takeover) -> Result<Recovery, StoreError> {
-        let store = &self.inner.store;
+    pub async fn take_over(&self, t: Takeover) -> Recovery {
         let mut r = Recovery::default();
+        // The tasks are this host's now: whatever fails before, they are still taken up
+        // (a claimed task left aside would stay unfinished for good).
+        if let Err(e) = self.adopt_leftovers(&t, &mut r).await {
+            tracing::error!(lost_host = %t.host.id, error = %e, "could not stop the programs or restore the contexts of a lost host");
+        }
+        let lost = t.host.id.clone();
+        self.pick_up(t.tasks, Some(&lost), &mut r).await;
+        tracing::warn!(
+            lost_host = %lost,
+            address = %t.host.address,
+            failed = r.failed,
+            waiting_for_input = r.waiting,
+            queued = r.queued,
+            stale_processes_stopped = r.stale_processes,
+            "took over the tasks of a host whose lease expired"
+        );
+        r
+    }
+
+    /// Stops the process groups a lost host left on this machine and restores the contexts
+    /// of its tasks.
+    async fn adopt_leftovers(&self, t: &Takeover, r: &mut Recovery) -> Result<(), StoreError> {
+        let store = &self.inner.store;
         let ids: std::collections::HashSet<&str> =
             t.tasks.iter().map(|s| s.task.id.as_str()).collect();
         let here = self
@@ -101,18 +123,7 @@ impl Engine {
                 st.sched.restore_context(c);
             }
         }
-        let lost = t.host.id.clone();
-        self.pick_up(t.tasks, Some(&lost), &mut r).await;
-        tracing::warn!(
-            lost_host = %lost,
-            address = %t.host.address,
-            failed = r.failed,
-            waiting_for_input = r.waiting,
-            queued = r.queued,
-            stale_processes_stopped = r.stale_processes,
-            "took over the tasks of a host whose lease expired"
-        );
-        Ok(r)
+        Ok(())
     }
 
     /// Renews the lease and takes over dead hosts, every heartbeat, until the engine is
@@ -143,7 +154,7 @@ impl Engine {
             self.stop_lost_tasks(c, &role.me.id).await?;
         }
         while let Some(t) = c.claim_expired(&role.me.id).await? {
-            self.take_over(t).await?;
+            self.take_over(t).await;
         }
         Ok(())
     }

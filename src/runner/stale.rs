@@ -2,7 +2,8 @@
 //! each group is recorded with its leader's start time when it starts, and the next host
 //! kills what is left of it. Only a host that holds the data folder's lock runs the sweep
 //! (the store takes the lock when it opens), so what it finds recorded cannot belong to a
-//! host still running.
+//! host still running; with several hosts on one PostgreSQL database, a host sweeps only the
+//! groups of tasks it claimed (its own, or a dead host's on the same machine).
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;

@@ -227,6 +227,7 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
             .open_stream("SubscribeToTask", json!({"id": working}), Some(0))
             .await;
         a.kill9().await;
+        let killed = std::time::Instant::now();
         assert!(
             process_alive(pid),
             "the orphaned program runs on after SIGKILL"
@@ -237,6 +238,11 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
             .await;
         let why = failed["status"]["message"].to_string();
         assert!(why.contains("was lost"), "{why}");
+        // A figure for the record (lease 1000 ms, heartbeat 200 ms), not an assertion.
+        eprintln!(
+            "kill -9: B reported A's working task failed {} ms after the kill",
+            killed.elapsed().as_millis()
+        );
         let held = b.rpc("GetTask", json!({"id": asking})).await;
         assert_eq!(
             held["result"]["status"]["state"],

@@ -134,6 +134,19 @@ async fn an_expired_host_is_claimed_once_with_its_unfinished_tasks() {
     // Nothing left to claim; the dead host's heartbeat finds its row gone.
     assert!(b.claim_expired("b").await.unwrap().is_none());
     assert!(!dead.heartbeat("dead", LONG).await.unwrap());
+    // Nor does it write to the task it lost; its owner does.
+    let late = dead
+        .append(
+            "run",
+            vec![status(
+                "run",
+                TaskState::Working,
+                "2026-01-01T00:00:02.000Z",
+            )],
+        )
+        .await;
+    assert!(matches!(late, Err(StoreError::NotOwner { .. })), "{late:?}");
+    assert_eq!(dead.get("run").await.unwrap().unwrap().last_seq, 1);
     // The live hosts are never claimed.
     assert_eq!(b.hosts().await.unwrap().len(), 2);
 }
