@@ -165,7 +165,7 @@ impl Engine {
                 };
                 // Not the caller's task: not found, here as there.
                 let snap = self.snapshot_for(task_id, owner).await?;
-                (host, snap.last_seq)
+                (host, Some(snap.last_seq))
             }
             None => {
                 let Some(ctx) = msg.context_id.as_deref().filter(|c| !c.is_empty()) else {
@@ -173,7 +173,7 @@ impl Engine {
                 };
                 crate::task::check_id("message.contextId", ctx)?;
                 match self.context_elsewhere(c, me, ctx).await? {
-                    Some(host) => (host, 0),
+                    Some(host) => (host, None),
                     None => return Ok(None),
                 }
             }
@@ -202,15 +202,15 @@ impl Engine {
     }
 
     /// What the owner did with `msg`, read from the store: a new task (its log starts with
-    /// it), or an answer stored at some sequence number after `after`, from which the caller
-    /// follows what the agent does with it.
+    /// it), or an answer stored after `after` (where the task's log was before the message
+    /// went out, when known), from which the caller follows what the agent does with it.
     async fn accepted_there(
         &self,
         task_id: &str,
         msg: &crate::protocol::v1::Message,
-        after: u64,
+        after: Option<u64>,
     ) -> Result<Accepted, A2AError> {
-        let mut cursor = after;
+        let mut cursor = after.unwrap_or(0);
         loop {
             let events = self
                 .inner
@@ -240,11 +240,15 @@ impl Engine {
                 }
             }
         }
-        // Not found (another caller's message with the same id?): follow from where the
-        // log was before the message went out.
+        // Not found (another message with the same id?): follow from where the log was
+        // before the message went out, else from where it is now.
+        let from_seq = match after {
+            Some(seq) => seq,
+            None => self.snapshot(task_id).await?.last_seq,
+        };
         Ok(Accepted {
             task_id: task_id.to_string(),
-            from_seq: after,
+            from_seq,
             new_task: false,
             elsewhere: true,
         })
