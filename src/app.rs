@@ -42,6 +42,8 @@ pub enum StartError {
     Sandbox(String),
     #[error("push notifications: {0}")]
     Push(crate::push::PushStartError),
+    #[error("the client for other hosts: {0}")]
+    Peer(String),
 }
 
 /// The host's environment (variables that are not UTF-8 are left out).
@@ -336,6 +338,11 @@ async fn start_agent(
         lease: settings.cluster.lease,
     };
     let joined = engine.join_cluster(role).await.map_err(StartError::Store)?;
+    if let Some(f) = crate::server::peer::for_engine(&engine, default)
+        .map_err(|e| StartError::Peer(e.to_string()))?
+    {
+        engine.set_forwarder(f);
+    }
     let r = engine.recover().await.map_err(StartError::Store)?;
     if r != Recovery::default() {
         tracing::info!(
@@ -410,7 +417,13 @@ impl App {
                 settings.host_limits.rate_per_minute,
             )
             .with_required_extensions(settings.required_extensions.clone())
-            .with_auth_failures_per_minute(settings.host_limits.auth_failures_per_minute),
+            .with_auth_failures_per_minute(settings.host_limits.auth_failures_per_minute)
+            // Other hosts sharing the store call this one at its advertised address.
+            .also_reached_at(
+                matches!(settings.store, StoreChoice::Postgres(_))
+                    .then(|| settings.cluster.address_for(local_addr))
+                    .as_deref(),
+            ),
         );
         // The gRPC binding on its own port of the same address (0: a free one), bound here so
         // that the cards can name it.

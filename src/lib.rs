@@ -40,7 +40,8 @@
 //!   against the input modes and saves their binary parts as files for the agent
 //!   ([`engine::input`]); as one of several hosts on a shared store it claims its own
 //!   tasks, renews its lease, takes over dead hosts and follows other hosts' tasks
-//!   ([`engine::ClusterRole`]). Which turn runs when (contexts, queues, admission against the
+//!   ([`engine::ClusterRole`]), and passes commands for another live host's task or context
+//!   to it through the [`engine::Forwarder`] the application gives it. Which turn runs when (contexts, queues, admission against the
 //!   running and queued limits) is a synchronous state machine with no I/O (`schedule`);
 //!   turns start their program through [`engine::child::Spawner`] (the runner by default,
 //!   a scripted child in the turn tests); the HTTP layer passes a request's trace and
@@ -54,7 +55,8 @@
 //!   (`/agents/{id}/`, routing by `metadata.agent`); the connection layer (`server::listen`:
 //!   hyper with a header-read/idle timeout, connection and stream caps) and graceful shutdown.
 //!   [`server::grpc`]: the A2A 1.0 gRPC binding (generated from `proto/a2a.proto`) on its own
-//!   port, on the same operations, guard and engines.
+//!   port, on the same operations, guard and engines. [`server::peer`]: the HTTP
+//!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
@@ -82,7 +84,8 @@
 //!   calls instead of portable-pty, one mutex-guarded engine state instead of dashmap, the own
 //!   line reader instead of tokio-util's codec), with the reasons.
 //! - `docs/several-hosts.md`: several hosts on one PostgreSQL database: host ids, leases,
-//!   owners, live events across hosts, takeover of a dead host, restarts.
+//!   owners, commands passed to the owner, live events across hosts, takeover of a dead
+//!   host, restarts.
 //! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
 //!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
 

@@ -114,6 +114,8 @@ pub struct ClientBuilder {
     prefs: Preferences,
     opts: Options,
     endpoint: Option<Endpoint>,
+    headers: Vec<(String, String)>,
+    http: Option<reqwest::Client>,
 }
 
 impl ClientBuilder {
@@ -165,17 +167,35 @@ impl ClientBuilder {
         self
     }
 
+    /// A header sent with every request, besides the credentials (e.g. a caller's own
+    /// credentials passed on as they came).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Use this HTTP client (and its connection pool) instead of building one; its own
+    /// connect timeout applies instead of [`Options::connect_timeout`].
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
     /// Reads the card (unless an endpoint was given) and picks the interface.
     pub async fn connect(self) -> Result<Client, ClientError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(self.opts.connect_timeout)
-            .user_agent(concat!("agent-host/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientError::Usage(format!("cannot build the HTTP client: {e}")))?;
+        let http = match self.http {
+            Some(h) => h,
+            None => reqwest::Client::builder()
+                .connect_timeout(self.opts.connect_timeout)
+                .user_agent(concat!("agent-host/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| ClientError::Usage(format!("cannot build the HTTP client: {e}")))?,
+        };
         let mut inner = Inner {
             http,
             base: self.base,
             auth: self.auth,
+            headers: self.headers,
             opts: self.opts,
             card: Mutex::new(None),
             endpoint: self.endpoint.clone().unwrap_or(Endpoint {
@@ -206,6 +226,8 @@ struct Inner {
     http: reqwest::Client,
     base: String,
     auth: Option<Auth>,
+    /// Sent with every request.
+    headers: Vec<(String, String)>,
     opts: Options,
     card: Mutex<Option<CachedCard>>,
     endpoint: Endpoint,
@@ -236,6 +258,9 @@ async fn fetch_card(inner: &Inner, etag: Option<&str>) -> Result<Option<CachedCa
         let mut rb = inner.http.get(&url).timeout(t);
         if let Some(a) = &inner.auth {
             rb = a.apply(rb);
+        }
+        for (k, v) in &inner.headers {
+            rb = rb.header(k.as_str(), v.as_str());
         }
         if let Some(e) = etag {
             rb = rb.header("If-None-Match", e);
@@ -300,6 +325,8 @@ impl Client {
             prefs: Preferences::default(),
             opts: Options::default(),
             endpoint: None,
+            headers: Vec::new(),
+            http: None,
         }
     }
 

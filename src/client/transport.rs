@@ -55,6 +55,9 @@ impl Client {
         if let Some(a) = &self.inner.auth {
             rb = a.apply(rb);
         }
+        for (k, v) in &self.inner.headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
         rb.header("A2A-Version", self.endpoint().version.as_str())
     }
 

@@ -11,12 +11,14 @@
 //! lock); `turn` drives one turn through a [`child::Child`]; `answer` relays answers;
 //! `stream` follows a task's log; `publish` appends and wakes; `query` reads tasks;
 //! `recover` picks up after a previous host; `cluster` is the engine as one of several
-//! hosts on a shared store (leases, takeover, other hosts' tasks).
+//! hosts on a shared store (leases, takeover, other hosts' tasks); `forward` passes
+//! commands for another host's task or context to that host.
 
 mod answer;
 mod attach;
 pub mod child;
 mod cluster;
+mod forward;
 pub mod input;
 pub mod launch;
 mod publish;
@@ -38,6 +40,7 @@ use crate::store::{StoreError, TaskStore};
 use crate::task::{self, ExitReason, TurnMapper};
 
 pub use cluster::ClusterRole;
+pub use forward::{Forwarder, Relay};
 pub use launch::{Launch, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
@@ -98,6 +101,8 @@ pub struct RequestOptions {
     /// The request activated the tool-trace extension: its turn adds typed tool and
     /// reasoning parts.
     pub tool_trace: bool,
+    /// What a command passed to another host carries with it (`forward`).
+    pub relay: Relay,
 }
 
 /// What the engine needs beyond the adapter.
@@ -134,6 +139,8 @@ struct Inner {
     health: Arc<publish::StoreHealth>,
     /// This host among several on a shared store (`cluster`), once joined.
     cluster: std::sync::OnceLock<ClusterRole>,
+    /// Carries commands to the hosts that own their tasks (`forward`), once set.
+    forwarder: std::sync::OnceLock<Arc<dyn Forwarder>>,
 }
 
 /// The task engine. Cheap to clone.
@@ -150,6 +157,9 @@ pub struct Accepted {
     pub from_seq: u64,
     /// True for a new task, false for an answer to a waiting one.
     pub new_task: bool,
+    /// Carried out by the host that owns the task or context (`forward`), which also took
+    /// the message's push config.
+    pub elsewhere: bool,
 }
 
 fn store_err(e: StoreError) -> A2AError {
@@ -236,6 +246,7 @@ impl Engine {
                 spawner,
                 health: Arc::default(),
                 cluster: std::sync::OnceLock::new(),
+                forwarder: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -264,6 +275,10 @@ impl Engine {
         owner: Owner<'_>,
         opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
+        // A task or context of another live host: carried out there.
+        if let Some(acc) = self.forward_send(&req, owner, opts).await? {
+            return Ok(acc);
+        }
         let mut msg = req.message;
         input::validate_message(&msg, &self.inner.config.input_modes)?;
         input::check_file_count(&msg, self.inner.config.limits.max_files_per_message)?;
@@ -380,6 +395,7 @@ impl Engine {
             task_id,
             from_seq: 0,
             new_task: true,
+            elsewhere: false,
         })
     }
 

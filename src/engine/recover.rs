@@ -203,6 +203,7 @@ impl Engine {
             task_id: task_id.to_string(),
             from_seq: answered_at,
             new_task: false,
+            elsewhere: false,
         })
     }
 }

@@ -38,6 +38,10 @@ pub enum A2AError {
     /// The host is at capacity (a documented server error outside A2A's -32001…-32009).
     #[error("{0}")]
     Busy(String),
+    /// The host that runs the task (with several hosts on one store) could not be reached,
+    /// though its lease says it is alive: retry later (a server error outside A2A's codes).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// The `domain` of every `google.rpc.ErrorInfo` this host sends.
@@ -51,10 +55,14 @@ pub mod grpc_code {
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
+    pub const UNAVAILABLE: i32 = 14;
 }
 
 /// JSON-RPC code for the host being at capacity (server-defined range, outside A2A's codes).
 pub const BUSY_CODE: i64 = -32050;
+
+/// JSON-RPC code for the task's owner host being out of reach (server-defined range).
+pub const UNAVAILABLE_CODE: i64 = -32051;
 
 impl A2AError {
     /// The JSON-RPC error code.
@@ -75,6 +83,36 @@ impl A2AError {
             A2AError::ExtensionSupportRequired(_) => -32008,
             A2AError::VersionNotSupported(_) => -32009,
             A2AError::Busy(_) => BUSY_CODE,
+            A2AError::Unavailable(_) => UNAVAILABLE_CODE,
+        }
+    }
+
+    /// The error of a JSON-RPC `code` with its `message`, as another agent-host sent it (a
+    /// command passed to the host that owns the task answers with that host's error). A
+    /// code this host does not send is an internal error.
+    pub fn from_code(code: i64, message: String) -> A2AError {
+        match code {
+            -32700 => A2AError::Parse(message),
+            -32600 => A2AError::InvalidRequest(message),
+            -32601 => A2AError::MethodNotFound(message),
+            -32602 => A2AError::InvalidParams(message),
+            -32001 => A2AError::TaskNotFound(
+                message
+                    .strip_prefix("Task not found: ")
+                    .map(str::to_string)
+                    .unwrap_or(message),
+            ),
+            -32002 => A2AError::TaskNotCancelable(message),
+            -32003 => A2AError::PushNotificationNotSupported,
+            -32004 => A2AError::UnsupportedOperation(message),
+            -32005 => A2AError::ContentTypeNotSupported(message),
+            -32006 => A2AError::InvalidAgentResponse(message),
+            -32007 => A2AError::ExtendedAgentCardNotConfigured,
+            -32008 => A2AError::ExtensionSupportRequired(message),
+            -32009 => A2AError::VersionNotSupported(message),
+            BUSY_CODE => A2AError::Busy(message),
+            UNAVAILABLE_CODE => A2AError::Unavailable(message),
+            _ => A2AError::Internal(message),
         }
     }
 
@@ -91,6 +129,7 @@ impl A2AError {
             A2AError::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
             A2AError::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
             A2AError::Busy(_) => "RESOURCE_EXHAUSTED",
+            A2AError::Unavailable(_) => "UNAVAILABLE",
             _ => return None,
         })
     }
@@ -107,6 +146,7 @@ impl A2AError {
             A2AError::ContentTypeNotSupported(_) => 415,
             A2AError::InvalidAgentResponse(_) => 502,
             A2AError::Busy(_) => 429,
+            A2AError::Unavailable(_) => 503,
             _ => 400,
         }
     }
@@ -124,6 +164,7 @@ impl A2AError {
             A2AError::Internal(_) | A2AError::InvalidAgentResponse(_) => "INTERNAL",
             A2AError::ContentTypeNotSupported(_) => "INVALID_ARGUMENT",
             A2AError::Busy(_) => "RESOURCE_EXHAUSTED",
+            A2AError::Unavailable(_) => "UNAVAILABLE",
             A2AError::TaskNotCancelable(_)
             | A2AError::PushNotificationNotSupported
             | A2AError::UnsupportedOperation(_)
@@ -150,6 +191,7 @@ impl A2AError {
                 "NOT_FOUND" => grpc_code::NOT_FOUND,
                 "RESOURCE_EXHAUSTED" => grpc_code::RESOURCE_EXHAUSTED,
                 "FAILED_PRECONDITION" => grpc_code::FAILED_PRECONDITION,
+                "UNAVAILABLE" => grpc_code::UNAVAILABLE,
                 _ => grpc_code::INTERNAL,
             },
         }
@@ -273,6 +315,7 @@ mod tests {
             (A2AError::Parse("x".into()), 400, "INVALID_ARGUMENT"),
             (A2AError::Internal("x".into()), 500, "INTERNAL"),
             (A2AError::Busy("x".into()), 429, "RESOURCE_EXHAUSTED"),
+            (A2AError::Unavailable("x".into()), 503, "UNAVAILABLE"),
         ];
         for (e, code, status) in cases {
             let j = e.to_rest_error();
@@ -313,6 +356,7 @@ mod tests {
             (A2AError::MethodNotFound("x".into()), UNIMPLEMENTED),
             (A2AError::Internal("x".into()), INTERNAL),
             (A2AError::Busy("x".into()), RESOURCE_EXHAUSTED),
+            (A2AError::Unavailable("x".into()), UNAVAILABLE),
         ];
         for (e, code) in cases {
             assert_eq!(e.grpc_code(), code, "{e:?}");
@@ -320,6 +364,35 @@ mod tests {
         assert_eq!(
             A2AError::TaskNotFound("t9".into()).error_info_metadata(),
             vec![("taskId".to_string(), "t9".to_string())]
+        );
+    }
+
+    #[test]
+    fn an_error_read_back_from_its_code_and_message_is_the_same_error() {
+        let all = [
+            A2AError::Parse("p".into()),
+            A2AError::InvalidRequest("r".into()),
+            A2AError::MethodNotFound("m".into()),
+            A2AError::InvalidParams("i".into()),
+            A2AError::TaskNotFound("t1".into()),
+            A2AError::TaskNotCancelable("c".into()),
+            A2AError::PushNotificationNotSupported,
+            A2AError::UnsupportedOperation("u".into()),
+            A2AError::ContentTypeNotSupported("ct".into()),
+            A2AError::InvalidAgentResponse("ar".into()),
+            A2AError::ExtendedAgentCardNotConfigured,
+            A2AError::ExtensionSupportRequired("e".into()),
+            A2AError::VersionNotSupported("v".into()),
+            A2AError::Busy("b".into()),
+            A2AError::Unavailable("down".into()),
+            A2AError::Internal("x".into()),
+        ];
+        for e in all {
+            assert_eq!(A2AError::from_code(e.code(), e.to_string()), e);
+        }
+        assert_eq!(
+            A2AError::from_code(-32099, "odd".into()),
+            A2AError::Internal("odd".into())
         );
     }
 }

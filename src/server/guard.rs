@@ -61,6 +61,19 @@ impl Guard {
         self
     }
 
+    /// Also answers a Host header naming `url`'s host (where other hosts reach this one).
+    pub fn also_reached_at(mut self, url: Option<&str>) -> Guard {
+        let host = url
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        if let Some(h) = host {
+            if !self.hosts.contains(&h) {
+                self.hosts.push(h);
+            }
+        }
+        self
+    }
+
     /// Requires every A2A request to name these extensions.
     pub fn with_required_extensions(mut self, uris: Vec<String>) -> Guard {
         self.required_extensions = uris;
@@ -412,9 +425,11 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     req.extensions_mut().insert(Caller(caller));
     let traceparent = traceparent(req.headers());
     let ext = g.extensions(req.headers());
+    let relay = g.relay(req.headers());
     req.extensions_mut().insert(crate::engine::RequestOptions {
         traceparent,
         tool_trace: ext.tool_trace(),
+        relay,
     });
     let run = super::extensions::EXTENSIONS.scope(ext.clone(), next.run(req));
     let mut resp = run.await;
@@ -446,6 +461,12 @@ impl Guard {
             self.rate(&key).map_err(Refusal::RateLimited)?;
         }
         Ok(caller)
+    }
+
+    /// What of the request goes along when a command is passed to the host that runs its
+    /// task ([`super::peer`]).
+    pub fn relay(&self, headers: &HeaderMap) -> crate::engine::Relay {
+        super::peer::relay(headers, &self.security.api_key_header)
     }
 
     /// The request's A2A extensions, checked against the required ones.

@@ -259,13 +259,13 @@ async fn dispatch(
         }
         Method::CancelTask => {
             let req: CancelTaskRequest = decode(params)?;
-            let t = engine.cancel(&req.id, owner).await?;
+            let t = engine.cancel_from(&req.id, owner, opts).await?;
             Ok(result_response(id, to_value(&t)?))
         }
         Method::TasksCancel => {
             let p: v03::TaskIdParams03 = decode(params)?;
             let req = CancelTaskRequest::from(p);
-            let t = engine.cancel(&req.id, owner).await?;
+            let t = engine.cancel_from(&req.id, owner, opts).await?;
             Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
         }
         Method::SubscribeToTask => {

@@ -15,6 +15,7 @@ pub mod listen;
 pub mod metrics;
 mod negotiate;
 mod ops;
+pub mod peer;
 mod push_rpc;
 pub mod rest;
 pub mod route;

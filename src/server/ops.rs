@@ -36,6 +36,8 @@ pub async fn send_blocking(
     }
     let push_cfg = push_rpc::inline_config(state, &req).await?;
     let acc = state.engine.send(req, owner, opts).await?;
+    // A message carried out by another host: that host took its push config.
+    let push_cfg = push_cfg.filter(|_| !acc.elsewhere);
     push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     let snap = if cfg.return_immediately {
         state.engine.get_snapshot(&acc.task_id, owner).await?
@@ -125,6 +127,8 @@ pub async fn open_send_stream(
 ) -> Result<TaskStream, A2AError> {
     let push_cfg = push_rpc::inline_config(state, &req).await?;
     let acc = state.engine.send(req, owner, opts).await?;
+    // A message carried out by another host: that host took its push config.
+    let push_cfg = push_cfg.filter(|_| !acc.elsewhere);
     push_rpc::register_inline(state, owner, push_cfg, &acc.task_id, acc.new_task, version).await?;
     if acc.new_task {
         let events = state.engine.subscribe(&acc.task_id, 0, owner).await?;

@@ -270,7 +270,7 @@ pub struct ServeArgs {
     /// With a PostgreSQL store shared by several hosts: this host's id, kept across restarts so a restarted host picks up its own tasks [default: MACHINE:PORT]
     #[arg(long, env = "AGENT_HOST_ID", value_name = "ID")]
     pub host_id: Option<String>,
-    /// With several hosts: the URL other hosts reach this one at [default: http://BOUND-ADDRESS]
+    /// With several hosts: the URL other hosts reach this one at, to pass it commands for its tasks (its host is also accepted as Host) [default: http://BOUND-ADDRESS]
     #[arg(long, env = "AGENT_HOST_ADVERTISE_URL", value_name = "URL")]
     pub advertise_url: Option<String>,
     /// With several hosts: how often this host renews its lease and looks for hosts whose lease expired, in ms [default: 2000]

@@ -14,6 +14,7 @@ mod doctor;
 mod edge;
 mod ends;
 mod errors;
+mod forwarding;
 mod grpc;
 mod grpc_streams;
 mod lifecycle;

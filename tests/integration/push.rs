@@ -12,22 +12,22 @@ use crate::common::*;
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Hit {
-    auth: Option<String>,
-    token: Option<String>,
-    body: Value,
+pub struct Hit {
+    pub auth: Option<String>,
+    pub token: Option<String>,
+    pub body: Value,
 }
 
 /// A webhook receiver on 127.0.0.1: records what it accepts; answers 503 to the first
 /// `fail_first` requests and while `down` is set.
 #[derive(Clone)]
-struct Receiver {
-    url: String,
-    hits: Arc<Mutex<Vec<Hit>>>,
-    down: Arc<Mutex<bool>>,
+pub struct Receiver {
+    pub url: String,
+    pub hits: Arc<Mutex<Vec<Hit>>>,
+    pub down: Arc<Mutex<bool>>,
 }
 
-async fn receiver(fail_first: usize) -> Receiver {
+pub async fn receiver(fail_first: usize) -> Receiver {
     let hits = Arc::new(Mutex::new(Vec::new()));
     let down = Arc::new(Mutex::new(false));
     let failures = Arc::new(Mutex::new(fail_first));
@@ -74,7 +74,7 @@ async fn receiver(fail_first: usize) -> Receiver {
     }
 }
 
-fn fast() -> PushSettings {
+pub fn fast() -> PushSettings {
     PushSettings {
         allow_private: true,
         retry_base: Duration::from_millis(40),
@@ -84,7 +84,7 @@ fn fast() -> PushSettings {
 }
 
 /// The task's stream events, from its log (what every push config must receive).
-async fn log_of(s: &TestServer, id: &str) -> Vec<Value> {
+pub async fn log_of(s: &TestServer, id: &str) -> Vec<Value> {
     let mut r = s
         .open_stream("SubscribeToTask", json!({"id": id}), Some(0))
         .await;
@@ -95,7 +95,7 @@ async fn log_of(s: &TestServer, id: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn wait_hits(rx: &Receiver, n: usize) -> Vec<Hit> {
+pub async fn wait_hits(rx: &Receiver, n: usize) -> Vec<Hit> {
     for _ in 0..400 {
         let hits = rx.hits.lock().unwrap().clone();
         if hits.len() >= n {

@@ -85,6 +85,8 @@ pub(crate) struct Call {
     ext: RequestExtensions,
     traceparent: Option<String>,
     last_event_id: Option<String>,
+    /// Credentials and context a command passed to another host carries.
+    relay: crate::engine::Relay,
 }
 
 impl Calls {
@@ -128,6 +130,7 @@ impl Calls {
                 ext,
                 traceparent: super::guard::traceparent(&headers),
                 last_event_id,
+                relay: self.guard.relay(&headers),
             },
             msg,
         ))
@@ -161,6 +164,7 @@ impl Call {
         crate::engine::RequestOptions {
             traceparent: self.traceparent.clone(),
             tool_trace: self.ext.tool_trace(),
+            relay: self.relay.clone(),
         }
     }
 

@@ -102,7 +102,11 @@ impl A2aService for A2aGrpc {
         let (call, msg) = self.calls.admit(req, "CancelTask", |m| &m.tenant)?;
         call.run(async {
             let r: v1::CancelTaskRequest = from_pb(&msg)?;
-            let t = call.state.engine.cancel(&r.id, call.owner()).await?;
+            let t = call
+                .state
+                .engine
+                .cancel_from(&r.id, call.owner(), &call.options())
+                .await?;
             to_pb(&t)
         })
         .await

@@ -104,6 +104,7 @@ pub async fn task_get(
 pub async fn task_post(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -121,7 +122,7 @@ pub async fn task_post(
                 "/v1/tasks/{id}:cancel",
             )?;
             object_body(read_body(&headers, body)?)?;
-            let task = state.engine.cancel(&id, caller.owner()).await?;
+            let task = state.engine.cancel_from(&id, caller.owner(), &opts).await?;
             ok_json(&task_to_rest03(&task))
         }
         Action::Subscribe => {

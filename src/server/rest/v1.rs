@@ -115,6 +115,7 @@ pub async fn task_get(
 pub async fn task_post(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::server::Caller>,
+    axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     params: Params,
     q: Q,
     headers: HeaderMap,
@@ -134,7 +135,7 @@ pub async fn task_post(
             // `{}`, `{"metadata":…}` (or the whole CancelTaskRequest): nothing in it
             // changes what cancel does, but it must be a JSON object.
             object_body(read_body(&headers, body)?)?;
-            ok_json(&state.engine.cancel(&id, caller.owner()).await?)
+            ok_json(&state.engine.cancel_from(&id, caller.owner(), &opts).await?)
         }
         Action::Subscribe => {
             object_body(read_body(&headers, body)?)?;
