@@ -1,7 +1,8 @@
 //! The engine as one of several hosts on a shared store (docs/several-hosts.md): it claims
 //! its own tasks at start, renews its lease, takes over the tasks of hosts whose lease
-//! expired, follows other hosts' tasks through the store's wake-ups, and refuses commands
-//! for tasks another host runs.
+//! expired, and follows other hosts' tasks through the store's wake-ups. Commands for a task
+//! another live host runs are passed to it (`forward.rs`); they are refused only when they
+//! were forwarded already or the owner's lease has expired.
 //!
 //! Without a cluster part in the store ([`crate::store::TaskStore::cluster`]) or before
 //! [`Engine::join_cluster`], none of this happens and the engine is a single host.
