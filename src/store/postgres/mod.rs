@@ -14,6 +14,7 @@
 
 mod push;
 mod read;
+mod row;
 mod schema;
 mod writer;
 

@@ -73,6 +73,11 @@ const MIGRATIONS: &[&str] = &[
     // 2: the unfinished tasks (what a starting host picks up) without a scan of every task.
     "CREATE INDEX tasks_unfinished ON tasks (created_at, id) WHERE state NOT IN
         ('TASK_STATE_COMPLETED','TASK_STATE_FAILED','TASK_STATE_CANCELED','TASK_STATE_REJECTED');",
+    // Push delivery claims (several hosts on one database: each config's updates are
+    // delivered by the one host holding its claim; see `crate::store::push`). `claimed_by` is
+    // the holder, `claimed_until` when its lease ends (the database's clock); NULL: unclaimed.
+    // Self-contained: touches only `push_configs`.
+    "ALTER TABLE push_configs ADD COLUMN claimed_by TEXT, ADD COLUMN claimed_until TIMESTAMPTZ;",
 ];
 
 /// The schema version this build writes.
