@@ -351,3 +351,6 @@ impl PushService {
         })
     }
 }
+
+#[cfg(test)]
+mod shared_tests;
