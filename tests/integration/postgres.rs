@@ -10,13 +10,13 @@ use serde_json::json;
 use crate::common::*;
 
 /// A schema of its own on the test database: its URL (the schema as `search_path`).
-struct Schema {
-    url: String,
+pub(crate) struct Schema {
+    pub(crate) url: String,
     name: String,
 }
 
 impl Schema {
-    async fn new(test: &str) -> Option<Schema> {
+    pub(crate) async fn new(test: &str) -> Option<Schema> {
         let base = std::env::var("AGENT_HOST_TEST_PG")
             .ok()
             .filter(|u| !u.is_empty())
@@ -50,7 +50,7 @@ impl Schema {
         })
     }
 
-    async fn drop_now(self) {
+    pub(crate) async fn drop_now(self) {
         let base = self.url.split("options=").next().unwrap_or_default();
         let base = base.trim_end_matches(['?', '&']);
         if let Ok((client, conn)) = tokio_postgres::connect(base, tokio_postgres::NoTls).await {
