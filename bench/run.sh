@@ -8,6 +8,11 @@
 #   --sandbox M agent-host's --sandbox mode (default: its own, auto: bubblewrap and a cgroup
 #               per task where the machine has them; the baseline runs its CLIs bare)
 #
+# The CPU and latency loads also run agent-host on its SQLite store and, when a PostgreSQL
+# database answers at AGENT_HOST_BENCH_PG (else AGENT_HOST_TEST_PG, else
+# postgres://root@127.0.0.1:5432/test), on the PostgreSQL store (one host, a fresh schema per
+# run, dropped after it); without a database those rows are skipped with a note.
+#
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
 # generator `loadgen`) in release mode, installs the baseline's pinned npm packages into
 # bench/baseline/node_modules when missing, then runs every scenario on a fresh agent-host
@@ -56,6 +61,7 @@ setsid timeout 1800 "$target/release/loadgen" \
     --agent-host "$target/release/agent-host" \
     --baseline "$here/baseline/server.mjs" \
     --cli "$target/release/bench-cli" \
-    --work "$work" "$@" &
+    --work "$work" \
+    --postgres "${AGENT_HOST_BENCH_PG:-${AGENT_HOST_TEST_PG:-postgres://root@127.0.0.1:5432/test}}" "$@" &
 lg_pid=$!
 wait "$lg_pid"

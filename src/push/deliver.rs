@@ -19,62 +19,167 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits for tasks with new events and starts (or flags) their delivery jobs.
+/// Waits for tasks with new events and starts (or flags) their delivery jobs; with a shared
+/// store, also scans the queue for due work no live claim covers.
 pub(super) async fn worker(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut stop = inner.stop.subscribe();
+    let shared = inner.store.shared();
+    // The first tick is at once: a starting host takes over what is pending.
+    let mut scan = tokio::time::interval(scan_every(&inner));
+    scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // The select only chooses (its stop guard is not held across the work).
         let task_id = tokio::select! {
             t = rx.recv() => match t {
-                Some(t) => t,
+                Some(t) => Some(t),
                 None => return,
             },
+            _ = scan.tick(), if shared => None,
             _ = stop.wait_for(|s| *s) => return,
         };
-        let configs = match inner.store.list_push(&task_id).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(task = %task_id, error = %e, "cannot read push configs");
-                continue;
-            }
-        };
-        if configs.is_empty() {
-            lock(&inner.watched).remove(&task_id);
-        }
-        for cfg in configs {
-            let key = (cfg.task_id.clone(), cfg.id.clone());
-            let start = {
-                let mut jobs = lock(&inner.jobs);
-                match jobs.get_mut(&key) {
-                    Some(more) => {
-                        *more = true;
-                        false
-                    }
-                    None => {
-                        jobs.insert(key.clone(), false);
-                        true
-                    }
-                }
-            };
-            if start {
-                tokio::spawn(job(inner.clone(), key));
-            }
+        match task_id {
+            Some(t) => wake(&inner, &t).await,
+            None => scan_due(&inner).await,
         }
     }
 }
 
-/// Delivers one config's pending updates until it is caught up.
+/// How often a shared store's queue is scanned: a third of the claim lease (so a dead
+/// host's work is taken over soon after its claims expire), between 50 ms and 10 s.
+fn scan_every(inner: &Inner) -> Duration {
+    (inner.settings.claim_lease / 3).clamp(Duration::from_millis(50), Duration::from_secs(10))
+}
+
+/// Starts (or flags) the jobs of a task's configs.
+async fn wake(inner: &Arc<Inner>, task_id: &str) {
+    let configs = match inner.store.list_push(task_id).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(task = %task_id, error = %e, "cannot read push configs");
+            return;
+        }
+    };
+    if configs.is_empty() {
+        lock(&inner.watched).remove(task_id);
+    }
+    for cfg in configs {
+        start(inner, (cfg.task_id, cfg.id));
+    }
+}
+
+/// Claims the due work of a shared store (in batches) and starts its jobs.
+async fn scan_due(inner: &Arc<Inner>) {
+    const BATCH: usize = 64;
+    loop {
+        let claimed = match inner
+            .store
+            .claim_due_push(&inner.claim, now_ms(), BATCH)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot scan the push delivery queue");
+                return;
+            }
+        };
+        let n = claimed.len();
+        for rec in claimed {
+            tracing::debug!(task = %rec.task_id, config = %rec.id, after = rec.delivered_seq, "push deliveries claimed from the queue");
+            // Its next updates wake the job here directly.
+            lock(&inner.watched).insert(rec.task_id.clone());
+            start(inner, (rec.task_id, rec.id));
+        }
+        if n < BATCH || *inner.stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// Starts the job of a config, or tells the running one that more work arrived.
+fn start(inner: &Arc<Inner>, key: (String, String)) {
+    let spawn = {
+        let mut jobs = lock(&inner.jobs);
+        match jobs.get_mut(&key) {
+            Some(more) => {
+                *more = true;
+                false
+            }
+            None => {
+                jobs.insert(key.clone(), false);
+                true
+            }
+        }
+    };
+    if spawn {
+        tokio::spawn(job(inner.clone(), key));
+    }
+}
+
+/// How a round of deliveries of one config ended.
+enum Round {
+    /// Every update so far is delivered (or skipped); the cursor is at this sequence.
+    CaughtUp(u64),
+    /// An update failed; try again at this time (ms since the epoch).
+    RetryAt(u64),
+    /// The claim passed to another host: it delivers from here.
+    Lost,
+    /// The events could not be read; the next wake or scan tries again.
+    Failed,
+    /// The host is stopping.
+    Stopped,
+}
+
+/// Delivers one config's pending updates until it is caught up, holding its claim.
 async fn job(inner: Arc<Inner>, key: (String, String)) {
+    let shared = inner.store.shared();
+    let mut stop = inner.stop.subscribe();
     loop {
         if let Some(more) = lock(&inner.jobs).get_mut(&key) {
             *more = false;
         }
-        match inner.store.get_push(&key.0, &key.1).await {
-            Ok(Some(rec)) => deliver_pending(&inner, rec).await,
-            Ok(None) => {}
-            Err(e) => tracing::error!(task = %key.0, error = %e, "cannot read a push config"),
+        let round = match inner.store.claim_push(&key.0, &key.1, &inner.claim).await {
+            Ok(Some(rec)) => Some(deliver_pending(&inner, rec).await),
+            // Deleted, or another host holds the claim (and delivers).
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(task = %key.0, error = %e, "cannot claim a push config");
+                None
+            }
+        };
+        let mut again = false;
+        match round {
+            Some(Round::CaughtUp(seq)) => {
+                release(&inner, &key).await;
+                // An update that came while the claim was held, and whose wake on another
+                // host was refused the claim, is this holder's to deliver: look once more
+                // after releasing.
+                if shared {
+                    again = matches!(inner.tasks.events_after(&key.0, seq, 1).await, Ok(e) if !e.is_empty());
+                }
+            }
+            Some(Round::RetryAt(at)) => {
+                // The claim is not held while waiting: another host may take the retry
+                // over when it is due (this one then finds the claim taken and ends).
+                release(&inner, &key).await;
+                let pause = Duration::from_millis(at.saturating_sub(now_ms()));
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => again = true,
+                    _ = stop.wait_for(|s| *s) => {}
+                }
+            }
+            Some(Round::Failed) => release(&inner, &key).await,
+            Some(Round::Stopped) => {
+                release(&inner, &key).await;
+                lock(&inner.jobs).remove(&key);
+                return;
+            }
+            Some(Round::Lost) | None => {}
+        }
+        if again && !*stop.borrow() {
+            continue;
         }
         let mut jobs = lock(&inner.jobs);
-        if jobs.get(&key).copied().unwrap_or(false) {
+        if jobs.get(&key).copied().unwrap_or(false) && !*stop.borrow() {
             continue;
         }
         jobs.remove(&key);
@@ -82,7 +187,15 @@ async fn job(inner: Arc<Inner>, key: (String, String)) {
     }
 }
 
-async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
+/// Gives up this host's claim on a config (nothing for stores one host owns).
+async fn release(inner: &Inner, key: &(String, String)) {
+    if let Err(e) = inner.store.release_push(&key.0, &key.1, &inner.claim).await {
+        // The claim then expires by itself.
+        tracing::warn!(task = %key.0, config = %key.1, error = %e, "cannot release a push claim");
+    }
+}
+
+async fn deliver_pending(inner: &Inner, mut rec: PushRecord) -> Round {
     let open = |sealed: &str| match inner.sealer.open(sealed) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -107,22 +220,13 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
             .map(str::to_string),
         _ => None,
     };
-    let mut stop = inner.stop.subscribe();
+    let stop = inner.stop.subscribe();
+    if rec.next_at_ms > now_ms() {
+        return Round::RetryAt(rec.next_at_ms);
+    }
     loop {
         if *stop.borrow() {
-            return;
-        }
-        if rec.next_at_ms > now_ms() {
-            let pause = Duration::from_millis(rec.next_at_ms - now_ms());
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            // The config may have been deleted meanwhile.
-            match inner.store.get_push(&rec.task_id, &rec.id).await {
-                Ok(Some(_)) => {}
-                _ => return,
-            }
+            return Round::Stopped;
         }
         let events = match inner
             .tasks
@@ -132,11 +236,11 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(task = %rec.task_id, error = %e, "cannot read events for push");
-                return;
+                return Round::Failed;
             }
         };
         if events.is_empty() {
-            return;
+            return Round::CaughtUp(rec.delivered_seq);
         }
         for ev in events {
             if *stop.borrow() {
@@ -159,7 +263,9 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                     rec.attempts = 0;
                     rec.next_at_ms = 0;
                     rec.last_error = None;
-                    save(inner, &rec).await;
+                    if !save(inner, &rec).await {
+                        return Round::Lost;
+                    }
                 }
                 Err(err) => {
                     let err = err.to_string();
@@ -182,34 +288,41 @@ async fn deliver_pending(inner: &Inner, mut rec: PushRecord) {
                         rec.attempts = 0;
                         rec.next_at_ms = 0;
                         rec.last_error = Some(err);
-                        save(inner, &rec).await;
+                        if !save(inner, &rec).await {
+                            return Round::Lost;
+                        }
                         continue;
                     }
                     rec.next_at_ms = now_ms() + backoff(inner, rec.attempts).as_millis() as u64;
                     rec.last_error = Some(err);
-                    save(inner, &rec).await;
-                    break;
+                    if !save(inner, &rec).await {
+                        return Round::Lost;
+                    }
+                    return Round::RetryAt(rec.next_at_ms);
                 }
             }
         }
-        save(inner, &rec).await;
+        if !save(inner, &rec).await {
+            return Round::Lost;
+        }
     }
 }
 
-async fn save(inner: &Inner, rec: &PushRecord) {
-    if let Err(e) = inner
-        .store
-        .push_progress(
-            &rec.task_id,
-            &rec.id,
-            rec.delivered_seq,
-            rec.attempts,
-            rec.next_at_ms,
-            rec.last_error.as_deref(),
-        )
-        .await
-    {
-        tracing::error!(task = %rec.task_id, error = %e, "cannot record push progress");
+/// Records a config's progress under this host's claim. False: the claim passed to another
+/// host (nothing recorded). A database failure is logged and counts as held: the next
+/// recorded delivery tells, and an update delivered meanwhile is at worst sent again.
+async fn save(inner: &Inner, rec: &PushRecord) -> bool {
+    match inner.store.save_claimed_push(rec, &inner.claim).await {
+        Ok(held) => {
+            if !held {
+                tracing::info!(task = %rec.task_id, config = %rec.id, "push claim taken over by another host; it delivers from here");
+            }
+            held
+        }
+        Err(e) => {
+            tracing::error!(task = %rec.task_id, error = %e, "cannot record push progress");
+            true
+        }
     }
 }
 

@@ -7,6 +7,13 @@
 //! success. A failure is retried with exponential backoff and jitter; after
 //! `max_attempts` the update is recorded as a dead letter and skipped. Secrets are sealed at
 //! rest ([`seal`]); URLs are checked against SSRF when stored and when sent ([`guard`]).
+//!
+//! With a store several hosts share (PostgreSQL), a job delivers only while its host holds
+//! the config's claim (a lease in the database, renewed with each recorded delivery; see
+//! [`crate::store::push`]), and each host scans the queue for due work no live claim covers:
+//! updates of tasks another host runs whose configs it does not watch, and work a dead host
+//! left claimed, taken over once its claim expires. Each update is then delivered by one host,
+//! at least once, in order per config.
 
 mod deliver;
 pub mod guard;
@@ -20,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::protocol::v1::{AuthenticationInfo, TaskPushNotificationConfig};
 use crate::protocol::A2AError;
-use crate::store::{PushRecord, PushStore, Snapshot, StoreError, TaskStore};
+use crate::store::{Claim, PushRecord, PushStore, Snapshot, StoreError, TaskStore};
 pub use seal::Sealer;
 
 /// How pushes are delivered.
@@ -38,6 +45,10 @@ pub struct PushSettings {
     pub timeout: Duration,
     /// Push configs one task may have; more are refused (-32602).
     pub max_configs_per_task: usize,
+    /// With a store several hosts share: how long a host's claim on a config's deliveries
+    /// lasts without renewal (a dead host's work passes to another after it). Longer than
+    /// `timeout`: the claim is renewed between requests, not during one.
+    pub claim_lease: Duration,
 }
 
 impl Default for PushSettings {
@@ -49,6 +60,7 @@ impl Default for PushSettings {
             retry_max: Duration::from_secs(300),
             timeout: Duration::from_secs(10),
             max_configs_per_task: 10,
+            claim_lease: Duration::from_secs(30),
         }
     }
 }
@@ -64,6 +76,8 @@ struct Inner {
     tasks: Arc<dyn TaskStore>,
     sealer: Sealer,
     client: reqwest::Client,
+    /// This host's claim on the deliveries it makes (used by shared stores).
+    claim: Claim,
     /// Tasks that have at least one config.
     watched: Mutex<HashSet<String>>,
     /// Delivery jobs running, by (task, config): true when more work arrived meanwhile.
@@ -122,6 +136,18 @@ impl PushService {
             .map_err(PushStartError::Client)?;
         let (wake, rx) = mpsc::unbounded_channel();
         let configs = store.all_push().await?;
+        let shared = store.shared();
+        // Unique per start: a restarted host does not take for its own the claims its
+        // previous run held (they expire, then any host takes the work over).
+        let holder = format!(
+            "pid{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let claim = Claim {
+            holder,
+            lease: settings.claim_lease,
+        };
         let svc = PushService {
             inner: Arc::new(Inner {
                 settings,
@@ -129,6 +155,7 @@ impl PushService {
                 tasks,
                 sealer,
                 client,
+                claim,
                 watched: Mutex::new(configs.iter().map(|c| c.task_id.clone()).collect()),
                 jobs: Mutex::new(HashMap::new()),
                 wake,
@@ -137,8 +164,12 @@ impl PushService {
             }),
         };
         tokio::spawn(deliver::worker(svc.inner.clone(), rx));
-        for c in configs {
-            let _ = svc.inner.wake.send(c.task_id);
+        // A shared store's pending work is found by the worker's scan, which starts at once
+        // (and claims it in bulk rather than task by task).
+        if !shared {
+            for c in configs {
+                let _ = svc.inner.wake.send(c.task_id);
+            }
         }
         Ok(svc)
     }
@@ -320,3 +351,6 @@ impl PushService {
         })
     }
 }
+
+#[cfg(test)]
+mod shared_tests;

@@ -76,6 +76,7 @@ pub struct PushSection {
     pub retry_max_ms: Option<u64>,
     pub timeout_ms: Option<u64>,
     pub max_configs_per_task: Option<usize>,
+    pub claim_lease_ms: Option<u64>,
     pub key: Option<String>,
     pub key_file: Option<PathBuf>,
 }
@@ -349,7 +350,15 @@ fn resolve_push(
             .max_configs_per_task
             .unwrap_or(d.max_configs_per_task)
             .max(1),
+        claim_lease: p.claim_lease_ms.map(ms).unwrap_or(d.claim_lease),
     };
+    if delivery.claim_lease <= delivery.timeout {
+        return Err(SettingsError::Invalid(format!(
+            "push.claim_lease_ms ({} ms) must be longer than push.timeout_ms ({} ms): a claim is renewed between webhook requests, not during one",
+            delivery.claim_lease.as_millis(),
+            delivery.timeout.as_millis()
+        )));
+    }
     let key = match (args.push_key.clone().or_else(|| p.key.clone()), &p.key_file) {
         (Some(hex), _) => {
             crate::push::Sealer::from_hex(&hex)

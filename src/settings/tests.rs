@@ -310,3 +310,36 @@ fn the_console_is_on_for_loopback_binds_unless_set() {
     };
     assert!(!Settings::resolve(&flag).unwrap().ui);
 }
+
+#[test]
+fn push_claim_lease_from_file_and_longer_than_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    let with = |toml: &str| {
+        std::fs::write(&p, toml).unwrap();
+        Settings::resolve(&ServeArgs {
+            config: Some(p.clone()),
+            ..ServeArgs::default()
+        })
+    };
+    let s = with("[push]\nenabled = true\nkey_file = \"k\"\n").unwrap();
+    assert_eq!(
+        s.push.unwrap().delivery.claim_lease,
+        Duration::from_secs(30)
+    );
+    let s = with("[push]\nenabled = true\nkey_file = \"k\"\nclaim_lease_ms = 45000\n").unwrap();
+    assert_eq!(
+        s.push.unwrap().delivery.claim_lease,
+        Duration::from_secs(45)
+    );
+    // A claim that could expire during one webhook request is refused.
+    let err = with(
+        "[push]\nenabled = true\nkey_file = \"k\"\ntimeout_ms = 20000\nclaim_lease_ms = 20000\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("claim_lease_ms") && err.contains("timeout_ms"),
+        "{err}"
+    );
+}

@@ -50,7 +50,7 @@ use crate::task::{LoggedEvent, TaskEvent};
 pub use cluster::{ClusterStore, HostInfo, HostRecord, Takeover};
 pub use memory::MemoryStore;
 pub use postgres::PgStore;
-pub use push::{DeadLetter, PushRecord, PushStore};
+pub use push::{Claim, DeadLetter, PushRecord, PushStore};
 pub use sqlite::SqliteStore;
 
 /// A storage failure.
@@ -74,6 +74,15 @@ pub enum StoreError {
     /// The PostgreSQL pool could not be built from the settings.
     #[error("postgres pool settings: {0}")]
     PoolSettings(#[from] deadpool_postgres::BuildError),
+    /// A database row that does not read as the store wrote it: a column missing, of
+    /// another type, or a number out of range.
+    #[error("bad stored row ({what}, column {column}): {detail}")]
+    BadRow {
+        /// What the row holds (a table's name).
+        what: &'static str,
+        column: usize,
+        detail: String,
+    },
     /// A stored task or event that does not decode, or one that does not encode.
     #[error("bad stored data: {0}")]
     Json(#[from] serde_json::Error),

@@ -4,6 +4,26 @@
 //! the delivery queue, so updates go out in order, a failed one is retried before later ones,
 //! and a restart resumes from the cursor (at least once: an update whose success was not yet
 //! recorded when the host stopped is sent again).
+//!
+//! # Several hosts on one store
+//!
+//! A store several hosts share ([`PushStore::shared`]: PostgreSQL) is one delivery queue for
+//! all of them. A host delivers a config's updates only while it holds the config's *claim*:
+//! [`PushStore::claim_push`] takes it when no other host holds a live one, and returns the
+//! config as the database has it (its cursor written by whoever delivered last). The claim is
+//! a lease (`claimed_until`, on the database's clock): each recorded delivery renews it
+//! ([`PushStore::save_claimed_push`], which records nothing once the claim is lost), and
+//! [`PushStore::release_push`] gives it up when the config is caught up or waits for a retry.
+//! A host that dies holding a claim leaves it to expire; then any host's scan
+//! ([`PushStore::claim_due_push`], `FOR UPDATE SKIP LOCKED`) takes it over from the stored
+//! cursor. So each update is delivered by one host, in order per config; an update whose
+//! delivery was under way when its host died (or stalled past the lease) is sent again by the
+//! next holder: at least once, as on one host across a restart.
+//!
+//! A store one host owns (memory, SQLite) has nothing to arbitrate: the default methods claim
+//! by reading the config and release nothing.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -42,6 +62,15 @@ pub struct DeadLetter {
     pub error: String,
 }
 
+/// A host's claim on the deliveries of configs, in a store several hosts share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// Who holds it: unique per running host (a restarted host is a new holder).
+    pub holder: String,
+    /// How long it lasts without renewal; another host may take it over after that.
+    pub lease: Duration,
+}
+
 /// Where push configs and their delivery state live.
 #[async_trait]
 pub trait PushStore: Send + Sync {
@@ -66,4 +95,62 @@ pub trait PushStore: Send + Sync {
     /// Records an update given up on.
     async fn dead_letter(&self, dead: &DeadLetter) -> Result<(), StoreError>;
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
+
+    /// Whether several hosts may deliver from this store, so deliveries must be claimed and
+    /// the queue scanned for work whose claimer died (see the [module docs](self)).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Takes (or renews) the claim on one config's deliveries; returns the config as stored,
+    /// or None when it is gone or another holder's claim is live.
+    async fn claim_push(
+        &self,
+        task_id: &str,
+        id: &str,
+        _claim: &Claim,
+    ) -> Result<Option<PushRecord>, StoreError> {
+        self.get_push(task_id, id).await
+    }
+
+    /// Claims up to `limit` configs that have updates to deliver, are due (`next_at_ms` at
+    /// or before `now_ms`) and are not claimed (or whose claim expired); returns them.
+    async fn claim_due_push(
+        &self,
+        _claim: &Claim,
+        _now_ms: u64,
+        _limit: usize,
+    ) -> Result<Vec<PushRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Records delivery progress of a config (its cursor, attempts, next time, last error)
+    /// if `claim` still holds it, and renews the claim. False: the claim was lost (another
+    /// holder took it over), nothing was recorded, and this holder must stop delivering.
+    async fn save_claimed_push(
+        &self,
+        rec: &PushRecord,
+        _claim: &Claim,
+    ) -> Result<bool, StoreError> {
+        self.push_progress(
+            &rec.task_id,
+            &rec.id,
+            rec.delivered_seq,
+            rec.attempts,
+            rec.next_at_ms,
+            rec.last_error.as_deref(),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Gives up the claim on a config, if `claim` holds it.
+    async fn release_push(
+        &self,
+        _task_id: &str,
+        _id: &str,
+        _claim: &Claim,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -22,6 +22,7 @@ mod model_server;
 mod observe;
 mod one_host;
 mod postgres;
+mod postgres_listing;
 mod push;
 mod races;
 mod real_cli;

@@ -11,9 +11,14 @@ use std::time::{Duration, Instant};
 /// Which host, and how it is started.
 #[derive(Debug, Clone)]
 pub enum Kind {
-    /// agent-host with the `jsonl` adapter; `store` is `memory` or `sqlite:PATH`.
+    /// agent-host with the `jsonl` adapter; `store` is `memory`, `sqlite:PATH` or a
+    /// `postgres://` URL.
     AgentHost {
         store: String,
+    },
+    /// agent-host on the PostgreSQL store at `base` (a URL), in a fresh schema per run.
+    AgentHostPostgres {
+        base: String,
     },
     Baseline,
 }
@@ -83,6 +88,9 @@ impl Host {
                     c.args(["--sandbox", mode]);
                 }
                 c
+            }
+            Kind::AgentHostPostgres { .. } => {
+                return Err("start it as Kind::AgentHost with its schema's URL".into())
             }
             Kind::Baseline => {
                 let mut c = Command::new("node");

@@ -10,6 +10,7 @@
 
 mod client;
 mod host;
+mod pg;
 mod report;
 
 use std::net::SocketAddr;
@@ -120,6 +121,14 @@ fn run_load(
     tag: &str,
     detached: bool,
 ) -> Result<Outcome, String> {
+    if let Kind::AgentHostPostgres { base } = kind {
+        let schema = format!("bench_{}_{}", std::process::id(), tag.replace('-', "_"));
+        let url = rt.block_on(pg::create(base, &schema))?;
+        let store = Kind::AgentHost { store: url };
+        let o = run_load(rt, &store, progs, load, tag, detached);
+        rt.block_on(pg::drop(base, &schema));
+        return o;
+    }
     let host = Host::start(kind, progs, &format!("{tag}.log"))?;
     let cpu0 = host.cpu();
     let t0 = std::time::Instant::now();
@@ -179,6 +188,15 @@ fn run_load(
     Ok(o)
 }
 
+/// The stores a scenario runs agent-host on, beside memory.
+#[derive(Debug, Clone, Copy)]
+enum Stores {
+    Memory,
+    Sqlite,
+    /// SQLite and PostgreSQL (when a database answers).
+    All,
+}
+
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
@@ -195,7 +213,7 @@ fn main() {
             }),
             None => {
                 eprintln!(
-                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--sandbox auto|off]"
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--sandbox auto|off] [--postgres URL]"
                 );
                 std::process::exit(2)
             }
@@ -230,7 +248,18 @@ fn main() {
     let sqlite = Kind::AgentHost {
         store: format!("sqlite:{}", progs.work.join("bench.db").display()),
     };
-    let scenarios: Vec<(&str, Measure, Load, bool)> = vec![
+    // The PostgreSQL store (one host), when a database answers at --postgres.
+    let postgres =
+        arg(&args, "--postgres").and_then(|base| match rt.block_on(pg::reachable(&base)) {
+            Ok(()) => Some(Kind::AgentHostPostgres { base }),
+            Err(e) => {
+                eprintln!("loadgen: PostgreSQL not reachable, its rows skipped: {e}");
+                None
+            }
+        });
+    // Which stores beside memory a scenario also runs on.
+    use Stores::{All, Memory, Sqlite};
+    let scenarios: Vec<(&str, Measure, Load, Stores)> = vec![
         (
             "cpu-50x100",
             Measure::CpuPerEvent,
@@ -242,7 +271,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 10,
             },
-            false,
+            Memory,
         ),
         (
             "cpu-10x1000",
@@ -255,7 +284,7 @@ fn main() {
                 limit: ms(180_000),
                 reps: 10,
             },
-            true,
+            All,
         ),
         (
             "cpu-1x2000",
@@ -268,7 +297,7 @@ fn main() {
                 limit: ms(180_000),
                 reps: 20,
             },
-            false,
+            Memory,
         ),
         (
             "latency-1",
@@ -281,7 +310,7 @@ fn main() {
                 limit: ms(60_000),
                 reps: 1,
             },
-            false,
+            All,
         ),
         (
             "latency-100",
@@ -294,7 +323,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 1,
             },
-            false,
+            All,
         ),
         (
             "latency-500",
@@ -307,7 +336,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 1,
             },
-            false,
+            Memory,
         ),
         (
             "start",
@@ -320,7 +349,7 @@ fn main() {
                 limit: ms(60_000),
                 reps: 1,
             },
-            false,
+            Memory,
         ),
         (
             "live-1000",
@@ -333,18 +362,21 @@ fn main() {
                 limit: ms(120_000),
                 reps: 1,
             },
-            true,
+            Sqlite,
         ),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    for (name, measure, load, with_sqlite) in scenarios {
+    for (name, measure, load, stores) in scenarios {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
         let mut row = Row::new(measure, load);
         let mut kinds = vec![("agent-host", &memory), ("baseline", &Kind::Baseline)];
-        if with_sqlite {
+        if matches!(stores, Sqlite | All) {
             kinds.push(("agent-host-sqlite", &sqlite));
+        }
+        if let (All, Some(pg)) = (stores, &postgres) {
+            kinds.push(("agent-host-postgres", pg));
         }
         // The live tasks once more with no stream open: what the streams cost apart.
         if matches!(measure, Measure::Live) {

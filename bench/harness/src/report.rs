@@ -19,6 +19,8 @@ pub struct Row {
     ours: Option<Outcome>,
     base: Option<Outcome>,
     sqlite: Option<Outcome>,
+    /// agent-host on the PostgreSQL store (one host).
+    postgres: Option<Outcome>,
     /// agent-host running the same tasks with no stream open (the live load only).
     detached: Option<Outcome>,
 }
@@ -31,6 +33,7 @@ impl Row {
             ours: None,
             base: None,
             sqlite: None,
+            postgres: None,
             detached: None,
         }
     }
@@ -40,6 +43,7 @@ impl Row {
             "agent-host" => self.ours = Some(o),
             "baseline" => self.base = Some(o),
             "agent-host-detached" => self.detached = Some(o),
+            "agent-host-postgres" => self.postgres = Some(o),
             _ => self.sqlite = Some(o),
         }
     }
@@ -132,12 +136,15 @@ pub fn table(rows: &[Row]) -> String {
     let mut starts: Vec<&Outcome> = Vec::new();
     let mut base_starts: Vec<&Outcome> = Vec::new();
     let mut sqlite_starts: Vec<&Outcome> = Vec::new();
+    let mut pg_starts: Vec<&Outcome> = Vec::new();
     for r in rows {
         let (Some(a), Some(b)) = (&r.ours, &r.base) else {
             continue;
         };
         starts.push(a);
         base_starts.push(b);
+        sqlite_starts.extend(&r.sqlite);
+        pg_starts.extend(&r.postgres);
         let ld = r.load;
         match r.measure {
             Measure::CpuPerEvent => {
@@ -153,14 +160,24 @@ pub fn table(rows: &[Row]) -> String {
                     &format!("{y:.1} µs{}", problems(b)),
                     &ratio(y, x),
                 );
-                if let Some(s) = &r.sqlite {
-                    sqlite_starts.push(s);
+                let eps = |o: &Outcome| o.frames as f64 / o.wall.as_secs_f64();
+                let stores = [
+                    (
+                        &r.sqlite,
+                        "same, agent-host with its default SQLite store (CPU / event; events/s; ÷ memory)",
+                    ),
+                    (
+                        &r.postgres,
+                        "same, agent-host with the PostgreSQL store, one host (its own CPU, not the database server's; events/s; ÷ memory)",
+                    ),
+                ];
+                for (o, what) in stores {
+                    let Some(s) = o else { continue };
                     let z = cpu_per_event(s);
-                    let eps = |o: &Outcome| o.frames as f64 / o.wall.as_secs_f64();
                     line(
                         &mut out,
-                        &format!("same, agent-host with its default SQLite store (CPU / event; events/s){}", ""),
-                        &format!("{z:.1} µs; {:.0}/s{}", eps(s), problems(s)),
+                        what,
+                        &format!("{z:.1} µs; {:.0}/s; {:.1}×{}", eps(s), z / x, problems(s)),
                         &format!("{y:.1} µs; {:.0}/s (in memory)", eps(b)),
                         &ratio(y, z),
                     );
@@ -197,6 +214,37 @@ pub fn table(rows: &[Row]) -> String {
                         ratio(pct(&lb, 0.99), pct(&la, 0.99))
                     ),
                 );
+                let stores = [
+                    (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99; host CPU / event)"),
+                    (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99; host CPU / event)"),
+                ];
+                for (o, what) in stores {
+                    let Some(s) = o else { continue };
+                    let ls = sorted(&s.latencies_ns);
+                    line(
+                        &mut out,
+                        what,
+                        &format!(
+                            "{} / {}; {:.1} µs (memory: {:.1} µs){}",
+                            ms(pct(&ls, 0.5)),
+                            ms(pct(&ls, 0.99)),
+                            cpu_per_event(s),
+                            cpu_per_event(a),
+                            problems(s)
+                        ),
+                        &format!(
+                            "{} / {}; {:.1} µs (in memory)",
+                            ms(pct(&lb, 0.5)),
+                            ms(pct(&lb, 0.99)),
+                            cpu_per_event(b)
+                        ),
+                        &format!(
+                            "{} / {}",
+                            ratio(pct(&lb, 0.5), pct(&ls, 0.5)),
+                            ratio(pct(&lb, 0.99), pct(&ls, 0.99))
+                        ),
+                    );
+                }
             }
             Measure::Start => {
                 let (sa, sb) = (sorted(&a.starts_ns), sorted(&b.starts_ns));
@@ -242,7 +290,6 @@ pub fn table(rows: &[Row]) -> String {
                     &ratio(b.peak_rss_kib as f64, a.peak_rss_kib as f64),
                 );
                 if let Some(s) = &r.sqlite {
-                    sqlite_starts.push(s);
                     line(
                         &mut out,
                         "same, agent-host with its default SQLite store",
@@ -317,14 +364,20 @@ pub fn table(rows: &[Row]) -> String {
             &format!("{} ; {}", ratio(ib, ia), ratio(cb, ca)),
         );
     }
-    if !sqlite_starts.is_empty() {
-        let (iz, ib) = (idle(&sqlite_starts), idle(&base_starts));
-        let (cz, cb) = (card(&sqlite_starts), card(&base_starts));
+    for (v, store) in [
+        (&sqlite_starts, "its default SQLite store"),
+        (&pg_starts, "the PostgreSQL store"),
+    ] {
+        if v.is_empty() {
+            continue;
+        }
+        let (iz, ib) = (idle(v), idle(&base_starts));
+        let (cz, cb) = (card(v), card(&base_starts));
         line(
             &mut out,
             &format!(
-                "same, agent-host with its default SQLite store (medians of {} starts)",
-                sqlite_starts.len()
+                "same, agent-host with {store} (medians of {} starts)",
+                v.len()
             ),
             &format!("{:.1} MiB; {}", iz / 1024.0, ms(cz)),
             &format!("{:.1} MiB; {}", ib / 1024.0, ms(cb)),

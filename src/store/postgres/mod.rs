@@ -16,6 +16,7 @@ mod cluster;
 mod listen;
 mod push;
 mod read;
+mod row;
 mod schema;
 mod writer;
 

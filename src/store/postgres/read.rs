@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 
+use super::row::{col, unsigned};
 use crate::protocol::v1::Task;
 use crate::store::memory::encode_token;
 use crate::store::{ListPage, ListQuery, Snapshot, StoreError};
@@ -20,16 +21,20 @@ pub(super) const LOAD: &str = "SELECT t.id, s.json, t.last_seq, t.owner,
 
 /// The task a [`LOAD`] row describes.
 pub(super) fn snapshot(row: &Row) -> Result<Snapshot, StoreError> {
-    let mut task: Task = serde_json::from_str(row.try_get::<_, &str>(1)?)?;
-    for json in row.try_get::<_, Vec<&str>>(4)? {
+    let mut task: Task = serde_json::from_str(col::<&str>(row, TASKS, 1)?)?;
+    for json in col::<Vec<&str>>(row, TASKS, 4)? {
         apply(&mut task, &serde_json::from_str::<TaskEvent>(json)?);
     }
     Ok(Snapshot {
         task,
-        last_seq: row.try_get::<_, i64>(2)? as u64,
-        owner: row.try_get(3)?,
+        last_seq: unsigned(row, TASKS, 2)?,
+        owner: col(row, TASKS, 3)?,
     })
 }
+
+/// What the rows read here hold, for [`crate::store::StoreError::BadRow`].
+const TASKS: &str = "tasks";
+const EVENTS: &str = "events";
 
 /// A task as stored, with its owner.
 pub(super) async fn load<C: GenericClient>(
@@ -53,14 +58,18 @@ pub(super) async fn events<C: GenericClient>(
     let rows = c
         .query(
             "SELECT seq, json FROM events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            &[&id, &(after as i64), &(limit as i64)],
+            &[
+                &id,
+                &i64::try_from(after).unwrap_or(i64::MAX),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
         )
         .await?;
     rows.iter()
         .map(|r| {
             Ok(Arc::new(LoggedEvent::new(
-                r.try_get::<_, i64>(0)? as u64,
-                serde_json::from_str(r.try_get::<_, &str>(1)?)?,
+                unsigned(r, EVENTS, 0)?,
+                serde_json::from_str(col::<&str>(r, EVENTS, 1)?)?,
             )))
         })
         .collect()
@@ -75,7 +84,7 @@ pub(super) async fn position<C: GenericClient>(
         .query_opt("SELECT last_seq, state FROM tasks WHERE id = $1", &[&id])
         .await?
     {
-        Some(r) => Ok(Some((r.try_get::<_, i64>(0)? as u64, r.try_get(1)?))),
+        Some(r) => Ok(Some((unsigned(&r, TASKS, 0)?, col(&r, TASKS, 1)?))),
         None => Ok(None),
     }
 }
@@ -112,13 +121,15 @@ pub(super) async fn list<C: GenericClient>(
         args.push(after.clone());
         filter.push_str(&format!(" AND t.status_ts >= ${}", args.len()));
     }
-    let total: i64 = c
-        .query_one(
+    let total: usize = unsigned(
+        &c.query_one(
             &format!("SELECT COUNT(*) FROM tasks t{filter}"),
             &refs(&args),
         )
-        .await?
-        .try_get(0)?;
+        .await?,
+        "COUNT(*) of tasks",
+        0,
+    )?;
     if let Some((ts, id)) = after_key {
         args.push(ts);
         args.push(id);
@@ -141,7 +152,7 @@ pub(super) async fn list<C: GenericClient>(
         if !with_artifacts {
             t.artifacts.clear();
         }
-        last_key = Some((row.try_get::<_, String>(5)?, row.try_get::<_, String>(0)?));
+        last_key = Some((col::<String>(row, TASKS, 5)?, col::<String>(row, TASKS, 0)?));
         tasks.push(t);
     }
     let next_page_token = match (more, last_key) {
@@ -151,7 +162,7 @@ pub(super) async fn list<C: GenericClient>(
     Ok(ListPage {
         tasks,
         next_page_token,
-        total_size: total as usize,
+        total_size: total,
     })
 }
 

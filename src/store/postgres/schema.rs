@@ -91,6 +91,11 @@ const MIGRATIONS: &[&str] = &[
         ('TASK_STATE_COMPLETED','TASK_STATE_FAILED','TASK_STATE_CANCELED','TASK_STATE_REJECTED');
      ALTER TABLE contexts ADD COLUMN host TEXT COLLATE \"C\";
      CREATE INDEX contexts_by_host ON contexts (host);",
+    // 4: push delivery claims (several hosts on one database: each config's updates are
+    // delivered by the one host holding its claim; see `crate::store::push`). `claimed_by` is
+    // the holder, `claimed_until` when its lease ends (the database's clock); NULL: unclaimed.
+    // Self-contained: touches only `push_configs`.
+    "ALTER TABLE push_configs ADD COLUMN claimed_by TEXT, ADD COLUMN claimed_until TIMESTAMPTZ;",
 ];
 
 /// The schema version this build writes.
