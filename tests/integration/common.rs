@@ -510,8 +510,12 @@ impl HostProcess {
         // Keep reading the log so that the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let base = format!("http://{addr}");
+        // `Connection: close`: the host closes this connection itself once it answered, so
+        // it holds none of the host's connection places when the test starts (the
+        // connection-cap tests count them).
         let card = reqwest::Client::new()
             .get(format!("{base}/.well-known/agent-card.json"))
+            .header(reqwest::header::CONNECTION, "close")
             .send()
             .await
             .expect("card request")
