@@ -92,6 +92,11 @@ pub enum StoreError {
     /// A blocking read ended without an answer (it panicked or the runtime is stopping).
     #[error("a store read did not finish: {0}")]
     Read(#[from] tokio::task::JoinError),
+    /// A write made in the background (an append that returned before its commit) failed;
+    /// reported at the task's next append, and to the writes of the task queued after it,
+    /// which were not tried.
+    #[error("{0}")]
+    Background(Arc<StoreError>),
     /// A lock inside the store was poisoned by a panic.
     #[error("a store lock was poisoned by a panic")]
     Poisoned,
