@@ -155,7 +155,12 @@ impl SqliteStore {
     async fn settle(&self, task_id: Option<&str>) -> Result<(), StoreError> {
         let pending = match task_id {
             Some(id) => {
-                let ticket = self.live.lock().map_err(poisoned)?.get(id).map(|l| l.ticket);
+                let ticket = self
+                    .live
+                    .lock()
+                    .map_err(poisoned)?
+                    .get(id)
+                    .map(|l| l.ticket);
                 ticket.is_some_and(|t| t > self.queue.done())
             }
             None => self.queue.busy(),
@@ -264,9 +269,8 @@ fn encode(seq: u64, ev: TaskEvent) -> Result<(String, LoggedEvent), StoreError> 
             serde_json::to_writer(&mut buf, sr)?;
             buf.push(b'}');
             // serde_json writes UTF-8 only.
-            let json = String::from_utf8(buf).map_err(|e| {
-                StoreError::Json(serde::ser::Error::custom(e.utf8_error()))
-            })?;
+            let json = String::from_utf8(buf)
+                .map_err(|e| StoreError::Json(serde::ser::Error::custom(e.utf8_error())))?;
             let wire = &json[HEAD.len()..json.len() - 1];
             let _ = logged.v1_json.set(wire.into());
             json
@@ -291,7 +295,8 @@ fn opt_text(s: Option<&str>) -> rusqlite::types::Value {
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
-        let (first, first_event) = encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let (first, first_event) =
+            encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         self.write(|reply| Write::Create {
@@ -359,11 +364,12 @@ impl TaskStore for SqliteStore {
                     ended |= u.status.state.is_terminal();
                 }
                 let (json, logged) = encode(l.last_seq, ev)?;
-                rows.push((l.last_seq, json));
+                let logged = Arc::new(logged);
+                rows.push((logged.clone(), json));
                 if l.window.len() == WINDOW {
                     l.window.pop_front();
                 }
-                l.window.push_back(Arc::new(logged));
+                l.window.push_back(logged);
             }
             let (reply, rx) = match wait {
                 true => {

@@ -315,16 +315,26 @@ async fn streamed_events_are_seen_at_once_and_an_end_is_on_disk_when_append_retu
         )
         .await
         .unwrap();
-    assert_eq!(on_disk(&path, "g"), ("TASK_STATE_INPUT_REQUIRED".into(), seq as i64));
+    assert_eq!(
+        on_disk(&path, "g"),
+        ("TASK_STATE_INPUT_REQUIRED".into(), seq as i64)
+    );
     s.append("g", vec![chunk("g", "y", true)]).await.unwrap();
     let seq = s
         .append(
             "g",
-            vec![status("g", TaskState::Completed, "2026-01-01T00:00:03.000Z")],
+            vec![status(
+                "g",
+                TaskState::Completed,
+                "2026-01-01T00:00:03.000Z",
+            )],
         )
         .await
         .unwrap();
-    assert_eq!(on_disk(&path, "g"), ("TASK_STATE_COMPLETED".into(), seq as i64));
+    assert_eq!(
+        on_disk(&path, "g"),
+        ("TASK_STATE_COMPLETED".into(), seq as i64)
+    );
 }
 
 #[tokio::test]

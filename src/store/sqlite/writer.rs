@@ -18,6 +18,13 @@ use super::queue::{Queue, StopGuard};
 use super::read::load_task;
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
+use crate::task::{apply, LoggedEvent};
+
+/// The largest task the writer keeps in memory to checkpoint it from there; a larger one is
+/// read back from its last checkpoint and the events since (the doubling sizes keep that
+/// cost proportional to the task). Bounded so that many long live tasks do not each hold a
+/// copy here.
+const KEEP_TASK_BYTES: usize = 256 * 1024;
 
 /// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
@@ -38,7 +45,8 @@ pub(super) enum Write {
         task_id: Arc<str>,
         /// The task's failure epoch when the append was made (see [`Failures`]).
         epoch: u32,
-        rows: Vec<(u64, String)>,
+        /// Each event (its sequence number in it) with its stored JSON.
+        rows: Vec<(Arc<LoggedEvent>, String)>,
         /// New state and status timestamp, when the events changed the status.
         status: Option<(String, String)>,
         /// Checkpoint now (the task's state changed).
@@ -138,11 +146,27 @@ fn of_locked(
     }
 }
 
-/// Bytes of a task's last checkpoint and of its events since.
-#[derive(Clone, Copy)]
+/// Bytes of a task's last checkpoint and of its events since, and the task as of its last
+/// written event when the writer holds it (so a checkpoint need not read the task back).
 struct Progress {
     snapshot: usize,
     since: usize,
+    task: Option<(Task, u64)>,
+}
+
+impl Progress {
+    /// Applies an append's events to the task held, or lets go of a task grown too large.
+    fn apply(&mut self, rows: &[(Arc<LoggedEvent>, String)]) {
+        if self.snapshot + self.since > KEEP_TASK_BYTES {
+            self.task = None;
+        }
+        if let Some((task, seq)) = &mut self.task {
+            for (ev, _) in rows {
+                apply(task, &ev.event);
+                *seq = ev.seq;
+            }
+        }
+    }
 }
 
 /// Runs the writer until the store is closed and everything queued is written.
@@ -178,14 +202,22 @@ pub(super) fn run(mut conn: Connection, queue: Arc<Queue>, failures: Arc<Failure
                         w.answer(Err(e));
                         continue;
                     }
-                    let outcome = match write_all(&mut conn, std::slice::from_ref(&w), &mut progress) {
-                        Err(e) => match &w {
-                            Write::Append { task_id, epoch, .. } => {
-                                tracing::debug!(task = %task_id, error = %e, "a task's events could not be written");
-                                Err(failures.record(task_id, *epoch, e))
+                    let outcome = match write_all(
+                        &mut conn,
+                        std::slice::from_ref(&w),
+                        &mut progress,
+                    ) {
+                        Err(e) => {
+                            // The held tasks may have taken events the rollback undid.
+                            progress.clear();
+                            match &w {
+                                Write::Append { task_id, epoch, .. } => {
+                                    tracing::debug!(task = %task_id, error = %e, "a task's events could not be written");
+                                    Err(failures.record(task_id, *epoch, e))
+                                }
+                                _ => Err(e),
                             }
-                            _ => Err(e),
-                        },
+                        }
                         ok => ok,
                     };
                     w.answer(outcome);
@@ -218,6 +250,7 @@ fn write_all(
                     Progress {
                         snapshot: first.len(),
                         since: 0,
+                        task: Some(((**task).clone(), 1)),
                     },
                 );
             }
@@ -231,7 +264,7 @@ fn write_all(
             } => {
                 let bytes = insert_rows(&tx, task_id, rows)?;
                 let t = touched.entry(task_id).or_insert((0, None));
-                t.0 = rows.last().map(|r| r.0).unwrap_or(t.0);
+                t.0 = rows.last().map(|r| r.0.seq).unwrap_or(t.0);
                 if status.is_some() {
                     t.1 = status.as_ref();
                 }
@@ -243,6 +276,7 @@ fn write_all(
                     }
                 };
                 p.since += bytes;
+                p.apply(rows);
                 if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
                     match due.iter_mut().find(|(id, _)| *id == &**task_id) {
                         Some(d) => d.1 |= *ended,
@@ -267,7 +301,8 @@ fn write_all(
         update_index(&tx, id, last, status)?;
     }
     for (id, ended) in due {
-        let size = checkpoint(&tx, id)?;
+        let held = progress.get_mut(id).and_then(|p| p.task.take());
+        let (size, task) = checkpoint(&tx, id, held)?;
         if ended {
             progress.remove(id);
         } else {
@@ -276,6 +311,7 @@ fn write_all(
                 Progress {
                     snapshot: size,
                     since: 0,
+                    task: task.filter(|_| size <= KEEP_TASK_BYTES),
                 },
             );
         }
@@ -355,12 +391,16 @@ fn create(
 }
 
 /// Inserts an append's rows; returns their bytes.
-fn insert_rows(tx: &Transaction, task_id: &str, rows: &[(u64, String)]) -> Result<usize, StoreError> {
+fn insert_rows(
+    tx: &Transaction,
+    task_id: &str,
+    rows: &[(Arc<LoggedEvent>, String)],
+) -> Result<usize, StoreError> {
     let mut bytes = 0;
     let mut ins =
         tx.prepare_cached("INSERT INTO events (task_id, seq, json) VALUES (?1, ?2, ?3)")?;
-    for (seq, json) in rows {
-        ins.execute(params![task_id, *seq as i64, json])?;
+    for (ev, json) in rows {
+        ins.execute(params![task_id, ev.seq as i64, json])?;
         bytes += json.len();
     }
     Ok(bytes)
@@ -407,14 +447,23 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
     Ok(Progress {
         snapshot: snapshot as usize,
         since: since as usize,
+        task: None,
     })
 }
 
-/// Writes a new checkpoint of a task: its last checkpoint with the events since applied.
-/// Returns its size.
-fn checkpoint(tx: &Transaction, id: &str) -> Result<usize, StoreError> {
-    let Some((task, seq)) = load_task(tx, id)? else {
-        return Ok(0);
+/// Writes a new checkpoint of a task: the task the writer holds (`held`), or else its last
+/// checkpoint read back with the events since applied. Returns its size and the task.
+fn checkpoint(
+    tx: &Transaction,
+    id: &str,
+    held: Option<(Task, u64)>,
+) -> Result<(usize, Option<(Task, u64)>), StoreError> {
+    let held = match held {
+        Some(h) => Some(h),
+        None => load_task(tx, id)?,
+    };
+    let Some((task, seq)) = held else {
+        return Ok((0, None));
     };
     let json = serde_json::to_string(&task)?;
     tx.prepare_cached(
@@ -422,5 +471,5 @@ fn checkpoint(tx: &Transaction, id: &str) -> Result<usize, StoreError> {
          ON CONFLICT (task_id) DO UPDATE SET seq = ?2, json = ?3",
     )?
     .execute(params![id, seq as i64, json])?;
-    Ok(json.len())
+    Ok((json.len(), Some((task, seq))))
 }
