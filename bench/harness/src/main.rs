@@ -242,7 +242,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 10,
             },
-            false,
+            true,
         ),
         (
             "cpu-10x1000",
@@ -268,7 +268,7 @@ fn main() {
                 limit: ms(180_000),
                 reps: 20,
             },
-            false,
+            true,
         ),
         (
             "latency-1",
