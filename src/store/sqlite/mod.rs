@@ -371,15 +371,12 @@ impl TaskStore for SqliteStore {
                 }
                 l.window.push_back(logged);
             }
-            let (reply, rx) = match wait {
-                true => {
-                    let (reply, rx) = oneshot::channel();
-                    (Some(reply), Some(rx))
-                }
-                false => {
-                    l.visible_seq = l.last_seq;
-                    (None, None)
-                }
+            let (reply, rx) = if wait {
+                let (reply, rx) = oneshot::channel();
+                (Some(reply), Some(rx))
+            } else {
+                l.visible_seq = l.last_seq;
+                (None, None)
             };
             // Queued under the lock, so one task's appends reach the writer in order.
             let (ticket, queued) = self.queue.push(

@@ -90,10 +90,16 @@ impl Write {
 /// An append made in that epoch is not tried; the store reports the error once, at the
 /// task's next append, and moves the task to the next epoch.
 #[derive(Default)]
-pub(super) struct Failures(Mutex<HashMap<Arc<str>, (u32, Arc<StoreError>)>>);
+pub(super) struct Failures(Mutex<FailureMap>);
+
+/// Task → the epoch its failed write was made in, and the error.
+type FailureMap = HashMap<Arc<str>, (u32, Arc<StoreError>)>;
+
+/// A task's last sequence and latest status in a batch.
+type Touched<'a> = (u64, Option<&'a (String, String)>);
 
 impl Failures {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, (u32, Arc<StoreError>)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, FailureMap> {
         // Plain data: a panic while it was held left nothing half-done.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -135,11 +141,7 @@ impl Failures {
     }
 }
 
-fn of_locked(
-    map: &HashMap<Arc<str>, (u32, Arc<StoreError>)>,
-    task: &str,
-    epoch: u32,
-) -> Option<StoreError> {
+fn of_locked(map: &FailureMap, task: &str, epoch: u32) -> Option<StoreError> {
     match map.get(task) {
         Some((e, err)) if *e == epoch => Some(StoreError::Background(err.clone())),
         _ => None,
@@ -238,7 +240,7 @@ fn write_all(
     let tx = conn.transaction()?;
     let mut due: Vec<(&str, bool)> = Vec::new();
     // Task → its last sequence and latest status in this batch.
-    let mut touched: HashMap<&str, (u64, Option<&(String, String)>)> = HashMap::new();
+    let mut touched: HashMap<&str, Touched> = HashMap::new();
     for w in batch {
         match w {
             Write::Create {
