@@ -111,6 +111,11 @@ pub enum StoreError {
     /// Another live host has registered this host id.
     #[error("host id '{}' is in use by a live host (pid {} on {}, {}, since {}); give this host another --host-id", .0.record.id, .0.record.pid, .0.record.machine, .0.record.address, .0.started_at)]
     HostIdInUse(Box<HostInfo>),
+    /// A write made in the background (an append that returned before its commit) failed;
+    /// reported at the task's next append, and to the writes of the task queued after it,
+    /// which were not tried.
+    #[error("{0}")]
+    Background(Arc<StoreError>),
     /// A lock inside the store was poisoned by a panic.
     #[error("a store lock was poisoned by a panic")]
     Poisoned,

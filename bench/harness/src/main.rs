@@ -271,7 +271,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 10,
             },
-            Memory,
+            Sqlite,
         ),
         (
             "cpu-10x1000",
@@ -297,7 +297,7 @@ fn main() {
                 limit: ms(180_000),
                 reps: 20,
             },
-            Memory,
+            Sqlite,
         ),
         (
             "latency-1",

@@ -177,7 +177,12 @@ pub fn table(rows: &[Row]) -> String {
                     line(
                         &mut out,
                         what,
-                        &format!("{z:.1} µs; {:.0}/s; {:.1}×{}", eps(s), z / x, problems(s)),
+                        &format!(
+                            "{z:.1} µs, {:.2}× memory; {:.0}/s{}",
+                            z / x,
+                            eps(s),
+                            problems(s)
+                        ),
                         &format!("{y:.1} µs; {:.0}/s (in memory)", eps(b)),
                         &ratio(y, z),
                     );

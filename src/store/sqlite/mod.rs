@@ -8,22 +8,37 @@
 //! bounded window of recent events of the tasks being written, from which live subscribers
 //! read; older events and every other read come from the database, on blocking threads.
 //!
+//! **What waits for the disk.** An append of streamed progress (artifact chunks, `working`
+//! updates) returns once its events are queued for the writer and in the window, so
+//! subscribers see them at once, and the writer commits them within [`LINGER`] (group
+//! commit: a fast stream costs a few transactions, not one per event). An append that
+//! carries what a client is answered with or was told was taken (a terminal state, a
+//! question to the user, a user's message) returns only after its commit, and is not shown
+//! to readers before; so is every other write (a new task, a context, a process group).
+//! Writes are committed in the order they were made, so a committed end means everything
+//! before it is committed too. Reads that go to the database (a task, a listing, events
+//! older than the window) first wait for the writes they depend on. A background write
+//! that fails is reported at the task's next append ([`StoreError::Background`]).
+//!
 //! Opening the store takes the data folder's [`DataLock`]: one host per database.
 
 mod push;
+mod queue;
 mod read;
 mod schema;
 mod writer;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use self::writer::Write;
+use self::queue::{Queue, HIGH_WATER};
+use self::writer::{Failures, Write};
 use super::lock::DataLock;
 use super::memory::decode_token;
 use super::{
@@ -32,6 +47,7 @@ use super::{
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{LoggedEvent, TaskEvent};
 
+pub use queue::LINGER;
 pub use schema::{migrate, SCHEMA_VERSION};
 pub use writer::CHECKPOINT_MIN_BYTES;
 
@@ -46,20 +62,42 @@ fn poisoned<T>(_: T) -> StoreError {
 
 /// Position of a task being written: its last sequence number and recent events.
 struct Live {
+    id: Arc<str>,
     last_seq: u64,
-    /// Events up to here are committed; the window may hold later ones being written, which
-    /// readers must not see yet (a reader could otherwise act on an event that a following
-    /// read of the database does not show).
-    committed_seq: u64,
+    /// Readers see events up to here. The window may hold later ones: an end or a question
+    /// being committed, which no reader may act on before it is in the database.
+    visible_seq: u64,
     /// The task's state as last written (a change of state is a checkpoint).
     state: String,
     window: VecDeque<Arc<LoggedEvent>>,
+    /// The queue ticket of the task's last write: its events are all in the database once
+    /// the writer is done with that ticket.
+    ticket: u64,
+    /// Its epoch in [`Failures`]: moves on each time a failed write is reported.
+    epoch: u32,
+}
+
+impl Live {
+    fn new(id: &str, last_seq: u64, state: String) -> Live {
+        Live {
+            id: id.into(),
+            last_seq,
+            visible_seq: last_seq,
+            state,
+            window: VecDeque::new(),
+            ticket: 0,
+            epoch: 0,
+        }
+    }
 }
 
 /// The SQLite-backed [`TaskStore`].
 pub struct SqliteStore {
     path: PathBuf,
-    writer: Mutex<mpsc::Sender<Write>>,
+    queue: Arc<Queue>,
+    failures: Arc<Failures>,
+    /// The writer thread, joined when the store is dropped (so what is queued is written).
+    writer: Mutex<Option<JoinHandle<()>>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     live: Mutex<HashMap<String, Live>>,
     lock: DataLock,
@@ -77,14 +115,20 @@ impl SqliteStore {
         let lock = DataLock::acquire(path)?;
         let mut conn = schema::connect(path)?;
         schema::migrate(&mut conn)?;
-        let (tx, rx) = mpsc::channel::<Write>();
-        std::thread::Builder::new()
-            .name("agent-host-store".into())
-            .spawn(move || writer::run(conn, rx))
-            .map_err(StoreError::io(path))?;
+        let queue = Arc::new(Queue::new());
+        let failures = Arc::new(Failures::default());
+        let writer = {
+            let (queue, failures) = (queue.clone(), failures.clone());
+            std::thread::Builder::new()
+                .name("agent-host-store".into())
+                .spawn(move || writer::run(conn, queue, failures))
+                .map_err(StoreError::io(path))?
+        };
         Ok(SqliteStore {
             path: path.to_path_buf(),
-            writer: Mutex::new(tx),
+            queue,
+            failures,
+            writer: Mutex::new(Some(writer)),
             readers: Arc::new(Mutex::new(Vec::new())),
             live: Mutex::new(HashMap::new()),
             lock,
@@ -102,9 +146,29 @@ impl SqliteStore {
         self.lock.record_port(port)
     }
 
-    fn send(&self, w: Write) -> Result<(), StoreError> {
-        let tx = self.writer.lock().map_err(poisoned)?;
-        tx.send(w).map_err(|_| StoreError::WriterStopped)
+    /// Waits until every write made so far is in the database.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.write(|reply| Write::Flush { reply }).await
+    }
+
+    /// Waits for the writes a read of `task_id` depends on (all of them without a task).
+    async fn settle(&self, task_id: Option<&str>) -> Result<(), StoreError> {
+        let pending = match task_id {
+            Some(id) => {
+                let ticket = self
+                    .live
+                    .lock()
+                    .map_err(poisoned)?
+                    .get(id)
+                    .map(|l| l.ticket);
+                ticket.is_some_and(|t| t > self.queue.done())
+            }
+            None => self.queue.busy(),
+        };
+        if pending {
+            self.flush().await?;
+        }
+        Ok(())
     }
 
     /// Runs `f` with a reader connection on a blocking thread.
@@ -147,7 +211,7 @@ impl SqliteStore {
     /// Sends a write and waits for its commit.
     async fn write(&self, w: impl FnOnce(writer::Reply) -> Write) -> Result<(), StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.send(w(reply))?;
+        self.queue.push(w(reply), true)?;
         rx.await.map_err(|_| StoreError::WriterStopped)?
     }
 
@@ -168,6 +232,54 @@ impl SqliteStore {
     }
 }
 
+impl Drop for SqliteStore {
+    /// Writes what is queued before the store goes (the writer stops when it is done).
+    fn drop(&mut self) {
+        self.queue.close();
+        let writer = self
+            .writer
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(w) = writer {
+            if w.join().is_err() {
+                tracing::error!("the store's writer thread panicked");
+            }
+        }
+    }
+}
+
+/// Whether an append must be committed before it returns (and before readers see it): what
+/// a client is answered with (an end, a question) or was told was taken (a user's message).
+/// Streamed progress is committed in the background.
+fn must_wait(ev: &TaskEvent) -> bool {
+    matches!(ev, TaskEvent::UserMessage(_)) || ev.ends_stream()
+}
+
+/// An event's stored JSON, and the event as logged. For a stream event the stored form is
+/// `{"stream":` + its v1.0 wire JSON + `}` (serde's form of [`TaskEvent::Stream`]), so one
+/// serialization serves the store and, cached on the logged event, every v1.0 subscriber.
+fn encode(seq: u64, ev: TaskEvent) -> Result<(String, LoggedEvent), StoreError> {
+    const HEAD: &str = "{\"stream\":";
+    let logged = LoggedEvent::new(seq, ev);
+    let json = match &logged.event {
+        TaskEvent::Stream(sr) => {
+            let mut buf = Vec::with_capacity(256);
+            buf.extend_from_slice(HEAD.as_bytes());
+            serde_json::to_writer(&mut buf, sr)?;
+            buf.push(b'}');
+            // serde_json writes UTF-8 only.
+            let json = String::from_utf8(buf)
+                .map_err(|e| StoreError::Json(serde::ser::Error::custom(e.utf8_error())))?;
+            let wire = &json[HEAD.len()..json.len() - 1];
+            let _ = logged.v1_json.set(wire.into());
+            json
+        }
+        other => serde_json::to_string(other)?,
+    };
+    Ok((json, logged))
+}
+
 fn text(s: &str) -> rusqlite::types::Value {
     rusqlite::types::Value::Text(s.to_string())
 }
@@ -183,8 +295,8 @@ fn opt_text(s: Option<&str>) -> rusqlite::types::Value {
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
-        let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
-        let first = serde_json::to_string(&first_event)?;
+        let (first, first_event) =
+            encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         self.write(|reply| Write::Create {
@@ -195,17 +307,9 @@ impl TaskStore for SqliteStore {
         })
         .await?;
         let mut live = self.live.lock().map_err(poisoned)?;
-        let mut window = VecDeque::new();
-        window.push_back(Arc::new(LoggedEvent::new(1, first_event)));
-        live.insert(
-            id,
-            Live {
-                last_seq: 1,
-                committed_seq: 1,
-                state,
-                window,
-            },
-        );
+        let mut l = Live::new(&id, 1, state);
+        l.window.push_back(Arc::new(first_event));
+        live.insert(id, l);
         Ok(1)
     }
 
@@ -225,25 +329,28 @@ impl TaskStore for SqliteStore {
         if known.is_none() {
             let (last, state) = self.position(task_id).await?;
             let mut live = self.live.lock().map_err(poisoned)?;
-            live.entry(task_id.to_string()).or_insert(Live {
-                last_seq: last,
-                committed_seq: last,
-                state,
-                window: VecDeque::new(),
-            });
+            live.entry(task_id.to_string())
+                .or_insert_with(|| Live::new(task_id, last, state));
         }
-        let (rx, last, ended) = {
+        let wait = events.iter().any(must_wait);
+        let (rx, first, last, ended, epoch, queued) = {
             let mut live = self.live.lock().map_err(poisoned)?;
             let l = live
                 .get_mut(task_id)
                 .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+            if let Some(e) = self.failures.of(task_id, l.epoch) {
+                // A background write of this task failed: said once, and the next append
+                // is tried again.
+                l.epoch += 1;
+                return Err(e);
+            }
+            let first = l.last_seq + 1;
             let mut rows = Vec::with_capacity(events.len());
             let mut status = None;
             let mut ended = false;
             let mut checkpoint = false;
             for ev in events {
                 l.last_seq += 1;
-                let json = serde_json::to_string(&ev)?;
                 if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = &ev {
                     let state = u.status.state.as_proto_name();
                     if state != l.state {
@@ -256,39 +363,75 @@ impl TaskStore for SqliteStore {
                     ));
                     ended |= u.status.state.is_terminal();
                 }
-                rows.push((l.last_seq, json));
+                let (json, logged) = encode(l.last_seq, ev)?;
+                let logged = Arc::new(logged);
+                rows.push((logged.clone(), json));
                 if l.window.len() == WINDOW {
                     l.window.pop_front();
                 }
-                l.window
-                    .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+                l.window.push_back(logged);
             }
-            let (reply, rx) = oneshot::channel();
-            // Sent under the lock, so one task's appends reach the writer in order.
-            self.send(Write::Append {
-                task_id: task_id.to_string(),
-                rows,
-                status,
-                checkpoint,
-                ended,
-                reply,
-            })?;
-            (rx, l.last_seq, ended)
+            let (reply, rx) = if wait {
+                let (reply, rx) = oneshot::channel();
+                (Some(reply), Some(rx))
+            } else {
+                l.visible_seq = l.last_seq;
+                (None, None)
+            };
+            // Queued under the lock, so one task's appends reach the writer in order.
+            let (ticket, queued) = self.queue.push(
+                Write::Append {
+                    task_id: l.id.clone(),
+                    epoch: l.epoch,
+                    rows,
+                    status,
+                    checkpoint,
+                    ended,
+                    reply,
+                },
+                wait,
+            )?;
+            l.ticket = ticket;
+            (rx, first, l.last_seq, ended, l.epoch, queued)
         };
-        rx.await.map_err(|_| StoreError::WriterStopped)??;
-        let mut live = self.live.lock().map_err(poisoned)?;
-        if ended {
-            // A task that ended is read from the database from now on; memory keeps only
-            // the tasks being written.
-            live.remove(task_id);
-        } else if let Some(l) = live.get_mut(task_id) {
-            // The writer commits in order, so everything up to `last` is committed.
-            l.committed_seq = l.committed_seq.max(last);
+        match rx {
+            Some(rx) => {
+                let outcome = rx.await.map_err(|_| StoreError::WriterStopped)?;
+                let mut live = self.live.lock().map_err(poisoned)?;
+                match outcome {
+                    Ok(()) if ended => {
+                        // A task that ended is read from the database from now on; memory
+                        // keeps only the tasks being written.
+                        live.remove(task_id);
+                        self.failures.forget(task_id);
+                    }
+                    Ok(()) => {
+                        if let Some(l) = live.get_mut(task_id) {
+                            l.visible_seq = l.visible_seq.max(last);
+                        }
+                    }
+                    Err(e) => {
+                        if let Some(l) = live.get_mut(task_id) {
+                            // Said here, so not again at the next append; the events that
+                            // are not stored leave the window unseen.
+                            if l.epoch == epoch {
+                                l.epoch += 1;
+                            }
+                            l.window.retain(|e| e.seq < first || e.seq > last);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            // A producer faster than the disk waits for it.
+            None if queued >= HIGH_WATER => self.flush().await?,
+            None => {}
         }
         Ok(last)
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.settle(Some(task_id)).await?;
         let id = task_id.to_string();
         self.read_tx(move |c| read::load_owned(c, &id)).await
     }
@@ -307,13 +450,14 @@ impl TaskStore for SqliteStore {
                     return Ok(l
                         .window
                         .iter()
-                        .filter(|e| e.seq > after && e.seq <= l.committed_seq)
+                        .filter(|e| e.seq > after && e.seq <= l.visible_seq)
                         .take(limit)
                         .cloned()
                         .collect());
                 }
             }
         }
+        self.settle(Some(task_id)).await?;
         let id = task_id.to_string();
         self.read_tx(move |c| {
             let evs = read::read_events(c, &id, after, limit)?;
@@ -330,12 +474,14 @@ impl TaskStore for SqliteStore {
             Some(t) if !t.is_empty() => Some(decode_token(t)?),
             _ => None,
         };
+        self.settle(None).await?;
         let q = query.clone();
         self.read_tx(move |c| read::list(c, &q, after_key, with_artifacts))
             .await
     }
 
     async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        self.settle(None).await?;
         self.read_tx(read::unfinished).await
     }
 
@@ -407,6 +553,7 @@ impl TaskStore for SqliteStore {
         let mut live = self.live.lock().map_err(poisoned)?;
         for id in &deleted {
             live.remove(id);
+            self.failures.forget(id);
         }
         Ok(deleted)
     }

@@ -198,6 +198,7 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
             .await
             .unwrap();
     }
+    s.flush().await.unwrap();
     let snapshot_seq: i64 = Connection::open(&path)
         .unwrap()
         .query_row(
@@ -232,7 +233,7 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
 }
 
 #[tokio::test]
-async fn readers_never_see_an_event_before_it_is_committed() {
+async fn readers_never_see_an_end_before_it_is_committed() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("t.db")).unwrap();
     store
@@ -246,7 +247,7 @@ async fn readers_never_see_an_event_before_it_is_committed() {
         )
         .await
         .unwrap();
-    // An event in the window that the writer has not committed yet.
+    // An end in the window that the writer has not committed yet.
     {
         let mut live = store.live.lock().unwrap();
         let l = live.get_mut("t1").unwrap();
@@ -261,6 +262,150 @@ async fn readers_never_see_an_event_before_it_is_committed() {
     let snap = store.get("t1").await.unwrap().unwrap();
     assert_eq!(snap.task.status.state, TaskState::Working);
     assert_eq!(snap.last_seq, 2);
+}
+
+/// The state and last sequence of a task as another connection reads them from the file.
+fn on_disk(path: &Path, id: &str) -> (String, i64) {
+    Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT state, last_seq FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+#[tokio::test]
+async fn streamed_events_are_seen_at_once_and_an_end_is_on_disk_when_append_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("g", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    assert_eq!(on_disk(&path, "g"), ("TASK_STATE_SUBMITTED".into(), 1));
+    s.append(
+        "g",
+        vec![status("g", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+    )
+    .await
+    .unwrap();
+    for i in 0..100 {
+        s.append("g", vec![chunk("g", "x", i > 0)]).await.unwrap();
+    }
+    // Subscribers read the streamed events from memory at once, committed or not.
+    let evs = s.events_after("g", 0, 1000).await.unwrap();
+    assert_eq!(evs.len(), 102);
+    // Each is encoded once: the stored JSON's inner part is the cached v1.0 wire JSON.
+    assert!(evs[5].v1_json.get().is_some());
+    // A read of the task waits for them.
+    let snap = s.get("g").await.unwrap().unwrap();
+    assert_eq!(snap.last_seq, 102);
+    assert_eq!(answer(&snap.task).len(), 100);
+    // A question to the user is committed before the append returns, with all before it.
+    let seq = s
+        .append(
+            "g",
+            vec![status(
+                "g",
+                TaskState::InputRequired,
+                "2026-01-01T00:00:02.000Z",
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        on_disk(&path, "g"),
+        ("TASK_STATE_INPUT_REQUIRED".into(), seq as i64)
+    );
+    s.append("g", vec![chunk("g", "y", true)]).await.unwrap();
+    let seq = s
+        .append(
+            "g",
+            vec![status(
+                "g",
+                TaskState::Completed,
+                "2026-01-01T00:00:03.000Z",
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        on_disk(&path, "g"),
+        ("TASK_STATE_COMPLETED".into(), seq as i64)
+    );
+}
+
+#[tokio::test]
+async fn a_background_write_that_fails_is_reported_at_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("f", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    // The database refuses the task's third event, as a full disk would.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 3
+             BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;",
+        )
+        .unwrap();
+    // Streamed events return before their commit: the failure is not known yet.
+    for i in 0..4 {
+        assert_eq!(
+            s.append("f", vec![chunk("f", "x", i > 0)]).await.unwrap(),
+            2 + i
+        );
+    }
+    s.flush().await.unwrap();
+    // The next append hears of it, once; the event after the refused one was not written
+    // either (it would have followed a hole).
+    let err = s
+        .append("f", vec![chunk("f", "z", true)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Background(_)), "{err:?}");
+    assert!(err.to_string().contains("disk is full (test)"), "{err}");
+    let seq = s
+        .append(
+            "f",
+            vec![status("f", TaskState::Failed, "2026-01-01T00:00:01.000Z")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seq, 6, "sequence numbers given out are not reused");
+    let seqs: Vec<u64> = s
+        .events_after("f", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 6]);
+    let snap = s.get("f").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::Failed);
+}
+
+#[test]
+fn an_event_is_stored_as_serde_encodes_it() {
+    let events = [
+        chunk("t", "Hello \"quoted\" ü", true),
+        status("t", TaskState::Working, "2026-01-01T00:00:01.000Z"),
+        TaskEvent::UserMessage(crate::protocol::v1::Message::default()),
+    ];
+    for ev in events {
+        let (json, logged) = encode(7, ev.clone()).unwrap();
+        assert_eq!(json, serde_json::to_string(&ev).unwrap());
+        if let TaskEvent::Stream(sr) = &ev {
+            assert_eq!(
+                logged.v1_json.get().map(|s| &**s),
+                Some(serde_json::to_string(sr).unwrap().as_str())
+            );
+        }
+    }
 }
 
 /// The sequence of a task's checkpoint.
@@ -287,6 +432,7 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
     )
     .await
     .unwrap();
+    s.flush().await.unwrap();
     assert_eq!(
         checkpoint_seq(&path, "k"),
         2,
@@ -298,6 +444,7 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
     let mut last = 2;
     for i in 0..2048 {
         s.append("k", vec![chunk("k", &text, i > 0)]).await.unwrap();
+        s.flush().await.unwrap();
         let now = checkpoint_seq(&path, "k");
         if now != last {
             checkpoints += 1;
@@ -321,6 +468,7 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
     )
     .await
     .unwrap();
+    s.flush().await.unwrap();
     assert_eq!(checkpoint_seq(&path, "k"), before);
     s.append(
         "k",

@@ -1,20 +1,30 @@
 //! The SQLite store's writer thread: every write goes through it, and it commits whatever is
-//! queued in one transaction (group commit), so writes never block the async runtime and many
-//! busy tasks share commits. It also decides when to checkpoint a task (see the
-//! [store's module docs](crate::store)).
+//! queued in one transaction (group commit; see [`super::queue`] for when it wakes), so writes
+//! never block the async runtime and a stream of events shares commits. It also decides when
+//! to checkpoint a task (see the [store's module docs](crate::store)).
+//!
+//! Streamed events are written in the background: their append returned before the commit.
+//! When such a write fails, the failure is recorded in [`Failures`] and the task's later
+//! writes queued before anyone heard of it are not tried (their events would follow a hole);
+//! the store reports the failure at the task's next append.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction};
 use tokio::sync::oneshot;
 
+use super::queue::{Queue, StopGuard};
 use super::read::load_task;
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
+use crate::task::{apply, LoggedEvent};
 
-/// Writes taken into one transaction at most.
-const BATCH: usize = 512;
+/// The largest task the writer keeps in memory to checkpoint it from there; a larger one is
+/// read back from its last checkpoint and the events since (the doubling sizes keep that
+/// cost proportional to the task). Bounded so that many long live tasks do not each hold a
+/// copy here.
+const KEEP_TASK_BYTES: usize = 256 * 1024;
 
 /// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
@@ -32,15 +42,19 @@ pub(super) enum Write {
         reply: Reply,
     },
     Append {
-        task_id: String,
-        rows: Vec<(u64, String)>,
+        task_id: Arc<str>,
+        /// The task's failure epoch when the append was made (see [`Failures`]).
+        epoch: u32,
+        /// Each event (its sequence number in it) with its stored JSON.
+        rows: Vec<(Arc<LoggedEvent>, String)>,
         /// New state and status timestamp, when the events changed the status.
         status: Option<(String, String)>,
         /// Checkpoint now (the task's state changed).
         checkpoint: bool,
         /// The task ended: nothing more will be appended.
         ended: bool,
-        reply: Reply,
+        /// None: written in the background, nobody waits.
+        reply: Option<Reply>,
     },
     /// Deletes these tasks, where terminal, with their rows and orphaned contexts.
     Delete { ids: Vec<String>, reply: Reply },
@@ -50,41 +64,132 @@ pub(super) enum Write {
         args: Vec<rusqlite::types::Value>,
         reply: Reply,
     },
+    /// Nothing to write: answered once everything queued before it is committed.
+    Flush { reply: Reply },
 }
 
 impl Write {
-    fn reply(self) -> Reply {
+    fn reply(self) -> Option<Reply> {
         match self {
             Write::Create { reply, .. }
-            | Write::Append { reply, .. }
             | Write::Delete { reply, .. }
-            | Write::Exec { reply, .. } => reply,
+            | Write::Exec { reply, .. }
+            | Write::Flush { reply } => Some(reply),
+            Write::Append { reply, .. } => reply,
+        }
+    }
+
+    fn answer(self, outcome: Result<(), StoreError>) {
+        if let Some(r) = self.reply() {
+            let _ = r.send(outcome);
         }
     }
 }
 
-/// Bytes of a task's last checkpoint and of its events since.
-#[derive(Clone, Copy)]
+/// Background writes that failed, by task: the task's epoch at the time, and the error.
+/// An append made in that epoch is not tried; the store reports the error once, at the
+/// task's next append, and moves the task to the next epoch.
+#[derive(Default)]
+pub(super) struct Failures(Mutex<FailureMap>);
+
+/// Task → the epoch its failed write was made in, and the error.
+type FailureMap = HashMap<Arc<str>, (u32, Arc<StoreError>)>;
+
+/// A task's last sequence and latest status in a batch.
+type Touched<'a> = (u64, Option<&'a (String, String)>);
+
+impl Failures {
+    fn map(&self) -> std::sync::MutexGuard<'_, FailureMap> {
+        // Plain data: a panic while it was held left nothing half-done.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The failure of a background write of `task` in `epoch`, if one failed.
+    pub(super) fn of(&self, task: &str, epoch: u32) -> Option<StoreError> {
+        let map = self.map();
+        if map.is_empty() {
+            return None;
+        }
+        of_locked(&map, task, epoch)
+    }
+
+    /// Forgets a task's failure (it ended or was deleted).
+    pub(super) fn forget(&self, task: &str) {
+        let mut map = self.map();
+        if !map.is_empty() {
+            map.remove(task);
+        }
+    }
+
+    fn record(&self, task: &Arc<str>, epoch: u32, err: StoreError) -> StoreError {
+        let err = Arc::new(err);
+        self.map().insert(task.clone(), (epoch, err.clone()));
+        StoreError::Background(err)
+    }
+
+    /// The error a write gets instead of being tried, when an earlier one of its task in
+    /// its epoch failed.
+    fn skip(&self, w: &Write) -> Option<StoreError> {
+        let Write::Append { task_id, epoch, .. } = w else {
+            return None;
+        };
+        let map = self.map();
+        if map.is_empty() {
+            return None;
+        }
+        of_locked(&map, task_id, *epoch)
+    }
+}
+
+fn of_locked(map: &FailureMap, task: &str, epoch: u32) -> Option<StoreError> {
+    match map.get(task) {
+        Some((e, err)) if *e == epoch => Some(StoreError::Background(err.clone())),
+        _ => None,
+    }
+}
+
+/// Bytes of a task's last checkpoint and of its events since, and the task as of its last
+/// written event when the writer holds it (so a checkpoint need not read the task back).
 struct Progress {
     snapshot: usize,
     since: usize,
+    task: Option<(Task, u64)>,
 }
 
-/// Runs the writer until every sender is gone.
-pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+impl Progress {
+    /// Applies an append's events to the task held, or lets go of a task grown too large.
+    fn apply(&mut self, rows: &[(Arc<LoggedEvent>, String)]) {
+        if self.snapshot + self.since > KEEP_TASK_BYTES {
+            self.task = None;
+        }
+        if let Some((task, seq)) = &mut self.task {
+            for (ev, _) in rows {
+                apply(task, &ev.event);
+                *seq = ev.seq;
+            }
+        }
+    }
+}
+
+/// Runs the writer until the store is closed and everything queued is written.
+pub(super) fn run(mut conn: Connection, queue: Arc<Queue>, failures: Arc<Failures>) {
+    let _stop = StopGuard(&queue);
     let mut progress: HashMap<String, Progress> = HashMap::new();
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(more) => batch.push(more),
-                Err(_) => break,
+    let mut batch = Vec::new();
+    while let Some(ticket) = queue.take(&mut batch) {
+        // Writes after a failed one of their task are answered, not tried.
+        let mut i = 0;
+        while i < batch.len() {
+            match failures.skip(&batch[i]) {
+                // In order: the batch keeps the queue's order.
+                Some(e) => batch.remove(i).answer(Err(e)),
+                None => i += 1,
             }
         }
         match write_all(&mut conn, &batch, &mut progress) {
             Ok(()) => {
-                for w in batch {
-                    let _ = w.reply().send(Ok(()));
+                for w in batch.drain(..) {
+                    w.answer(Ok(()));
                 }
             }
             Err(e) => {
@@ -94,16 +199,39 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                 tracing::debug!(error = %e, writes = batch.len(), "a batch failed; writing one by one");
                 // What was counted for the failed batch is recounted from the database.
                 progress.clear();
-                for w in batch {
-                    let outcome = write_all(&mut conn, std::slice::from_ref(&w), &mut progress);
-                    let _ = w.reply().send(outcome);
+                for w in batch.drain(..) {
+                    if let Some(e) = failures.skip(&w) {
+                        w.answer(Err(e));
+                        continue;
+                    }
+                    let outcome = match write_all(
+                        &mut conn,
+                        std::slice::from_ref(&w),
+                        &mut progress,
+                    ) {
+                        Err(e) => {
+                            // The held tasks may have taken events the rollback undid.
+                            progress.clear();
+                            match &w {
+                                Write::Append { task_id, epoch, .. } => {
+                                    tracing::debug!(task = %task_id, error = %e, "a task's events could not be written");
+                                    Err(failures.record(task_id, *epoch, e))
+                                }
+                                _ => Err(e),
+                            }
+                        }
+                        ok => ok,
+                    };
+                    w.answer(outcome);
                 }
             }
         }
+        queue.finished(ticket);
     }
 }
 
-/// Writes `batch` in one transaction.
+/// Writes `batch` in one transaction: each append's rows, then one update of each task's
+/// index row (its last sequence and status), then the checkpoints that are due.
 fn write_all(
     conn: &mut Connection,
     batch: &[Write],
@@ -111,6 +239,8 @@ fn write_all(
 ) -> Result<(), StoreError> {
     let tx = conn.transaction()?;
     let mut due: Vec<(&str, bool)> = Vec::new();
+    // Task → its last sequence and latest status in this batch.
+    let mut touched: HashMap<&str, Touched> = HashMap::new();
     for w in batch {
         match w {
             Write::Create {
@@ -122,6 +252,7 @@ fn write_all(
                     Progress {
                         snapshot: first.len(),
                         since: 0,
+                        task: Some(((**task).clone(), 1)),
                     },
                 );
             }
@@ -133,17 +264,23 @@ fn write_all(
                 ended,
                 ..
             } => {
-                let bytes = append(&tx, task_id, rows, status.as_ref())?;
-                let p = match progress.get_mut(task_id) {
+                let bytes = insert_rows(&tx, task_id, rows)?;
+                let t = touched.entry(task_id).or_insert((0, None));
+                t.0 = rows.last().map(|r| r.0.seq).unwrap_or(t.0);
+                if status.is_some() {
+                    t.1 = status.as_ref();
+                }
+                let p = match progress.get_mut(&**task_id) {
                     Some(p) => p,
                     None => {
                         let p = measure(&tx, task_id)?;
-                        progress.entry(task_id.clone()).or_insert(p)
+                        progress.entry(task_id.to_string()).or_insert(p)
                     }
                 };
                 p.since += bytes;
+                p.apply(rows);
                 if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
-                    match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
+                    match due.iter_mut().find(|(id, _)| *id == &**task_id) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
                     }
@@ -159,10 +296,15 @@ fn write_all(
                     progress.remove(id);
                 }
             }
+            Write::Flush { .. } => {}
         }
     }
+    for (id, (last, status)) in touched {
+        update_index(&tx, id, last, status)?;
+    }
     for (id, ended) in due {
-        let size = checkpoint(&tx, id)?;
+        let held = progress.get_mut(id).and_then(|p| p.task.take());
+        let (size, task) = checkpoint(&tx, id, held)?;
         if ended {
             progress.remove(id);
         } else {
@@ -171,6 +313,7 @@ fn write_all(
                 Progress {
                     snapshot: size,
                     since: 0,
+                    task: task.filter(|_| size <= KEEP_TASK_BYTES),
                 },
             );
         }
@@ -249,37 +392,43 @@ fn create(
     Ok(())
 }
 
-/// Inserts the rows and updates the task's index row; returns the rows' bytes.
-fn append(
+/// Inserts an append's rows; returns their bytes.
+fn insert_rows(
     tx: &Transaction,
     task_id: &str,
-    rows: &[(u64, String)],
-    status: Option<&(String, String)>,
+    rows: &[(Arc<LoggedEvent>, String)],
 ) -> Result<usize, StoreError> {
     let mut bytes = 0;
-    {
-        let mut ins =
-            tx.prepare_cached("INSERT INTO events (task_id, seq, json) VALUES (?1, ?2, ?3)")?;
-        for (seq, json) in rows {
-            ins.execute(params![task_id, *seq as i64, json])?;
-            bytes += json.len();
-        }
+    let mut ins =
+        tx.prepare_cached("INSERT INTO events (task_id, seq, json) VALUES (?1, ?2, ?3)")?;
+    for (ev, json) in rows {
+        ins.execute(params![task_id, ev.seq as i64, json])?;
+        bytes += json.len();
     }
-    let last = rows.last().map(|r| r.0).unwrap_or(0) as i64;
+    Ok(bytes)
+}
+
+/// Updates a task's index row: its last sequence, and its status when that changed.
+fn update_index(
+    tx: &Transaction,
+    task_id: &str,
+    last: u64,
+    status: Option<&(String, String)>,
+) -> Result<(), StoreError> {
     let updated = match status {
         Some((state, ts)) => tx
             .prepare_cached(
                 "UPDATE tasks SET last_seq = ?2, state = ?3, status_ts = ?4 WHERE id = ?1",
             )?
-            .execute(params![task_id, last, state, ts])?,
+            .execute(params![task_id, last as i64, state, ts])?,
         None => tx
             .prepare_cached("UPDATE tasks SET last_seq = ?2 WHERE id = ?1")?
-            .execute(params![task_id, last])?,
+            .execute(params![task_id, last as i64])?,
     };
     if updated == 0 {
         return Err(StoreError::NotFound(task_id.to_string()));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// The checkpoint progress of a task this writer has not seen yet (after a restart).
@@ -300,14 +449,23 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
     Ok(Progress {
         snapshot: snapshot as usize,
         since: since as usize,
+        task: None,
     })
 }
 
-/// Writes a new checkpoint of a task: its last checkpoint with the events since applied.
-/// Returns its size.
-fn checkpoint(tx: &Transaction, id: &str) -> Result<usize, StoreError> {
-    let Some((task, seq)) = load_task(tx, id)? else {
-        return Ok(0);
+/// Writes a new checkpoint of a task: the task the writer holds (`held`), or else its last
+/// checkpoint read back with the events since applied. Returns its size and the task.
+fn checkpoint(
+    tx: &Transaction,
+    id: &str,
+    held: Option<(Task, u64)>,
+) -> Result<(usize, Option<(Task, u64)>), StoreError> {
+    let held = match held {
+        Some(h) => Some(h),
+        None => load_task(tx, id)?,
+    };
+    let Some((task, seq)) = held else {
+        return Ok((0, None));
     };
     let json = serde_json::to_string(&task)?;
     tx.prepare_cached(
@@ -315,5 +473,5 @@ fn checkpoint(tx: &Transaction, id: &str) -> Result<usize, StoreError> {
          ON CONFLICT (task_id) DO UPDATE SET seq = ?2, json = ?3",
     )?
     .execute(params![id, seq as i64, json])?;
-    Ok(json.len())
+    Ok((json.len(), Some((task, seq))))
 }
