@@ -8,18 +8,25 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::adapter::PromptVia;
 
 mod args;
 pub mod cluster;
 mod conn;
+mod file;
+mod push;
 pub mod retention;
 pub mod sandbox;
 pub mod security;
+mod store;
 pub use args::ServeArgs;
+use file::card_provider;
+pub use file::*;
+use push::resolve_push;
+pub use push::{PushConfig, PushKey};
 pub use security::{Credential, HostLimits, Secret, Security};
+use store::parse_store;
+pub use store::{default_db_path, StoreChoice};
 
 /// Default port (compatible with coding-agent-a2a).
 pub const DEFAULT_PORT: u16 = 41242;
@@ -35,143 +42,6 @@ pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// Default interval of SSE keep-alive comments.
 pub const DEFAULT_KEEPALIVE_MS: u64 = 15_000;
-
-/// The config file. Unknown keys are errors (with line and column).
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    #[serde(default)]
-    pub server: ServerSection,
-    #[serde(default)]
-    pub agent: AgentSection,
-    #[serde(default)]
-    pub card: CardSection,
-    #[serde(default)]
-    pub log: LogSection,
-    #[serde(default)]
-    pub push: PushSection,
-    #[serde(default)]
-    pub auth: security::AuthSection,
-    #[serde(default)]
-    pub security: security::SecuritySection,
-    #[serde(default)]
-    pub workspace: security::WorkspaceSection,
-    #[serde(default)]
-    pub limits: security::LimitsSection,
-    #[serde(default)]
-    pub sandbox: sandbox::SandboxSection,
-    #[serde(default)]
-    pub retention: retention::RetentionSection,
-    #[serde(default)]
-    pub cluster: cluster::ClusterSection,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct PushSection {
-    pub enabled: Option<bool>,
-    pub allow_private: Option<bool>,
-    pub max_attempts: Option<u32>,
-    pub retry_base_ms: Option<u64>,
-    pub retry_max_ms: Option<u64>,
-    pub timeout_ms: Option<u64>,
-    pub max_configs_per_task: Option<usize>,
-    pub claim_lease_ms: Option<u64>,
-    pub key: Option<String>,
-    pub key_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSection {
-    pub store: Option<String>,
-    pub bind: Option<String>,
-    pub port: Option<u16>,
-    pub grpc_port: Option<u16>,
-    pub public_url: Option<String>,
-    pub body_limit_bytes: Option<usize>,
-    pub sse_keepalive_ms: Option<u64>,
-    pub blocking_wait_ms: Option<u64>,
-    pub header_timeout_ms: Option<u64>,
-    pub max_connections: Option<usize>,
-    pub max_connections_per_address: Option<usize>,
-    pub max_streams: Option<usize>,
-    pub ui: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct AgentSection {
-    pub adapter: Option<String>,
-    pub adapters_dir: Option<PathBuf>,
-    pub repo_path: Option<PathBuf>,
-    pub timeout_ms: Option<u64>,
-    pub idle_timeout_ms: Option<u64>,
-    pub cancel_grace_ms: Option<u64>,
-    pub force: Option<bool>,
-    pub route_by_metadata: Option<bool>,
-    pub model: Option<String>,
-    pub binary: Option<String>,
-    pub args: Option<Vec<String>>,
-    pub prompt_via: Option<PromptVia>,
-    pub pass_env: Option<Vec<String>>,
-    pub input_modes: Option<Vec<String>>,
-    pub max_line_bytes: Option<usize>,
-    pub approval_pattern: Option<String>,
-    pub approval_response: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct CardSection {
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub legacy_v03_fields: Option<bool>,
-    pub required_extensions: Option<Vec<String>>,
-    pub sign_alg: Option<String>,
-    pub sign_key: Option<String>,
-    pub sign_kid: Option<String>,
-    pub provider_organization: Option<String>,
-    pub provider_url: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LogSection {
-    pub format: Option<String>,
-}
-
-/// Who provides the agent, as the card says: `[card] provider_organization` and
-/// `provider_url` (both, or neither for agent-host's own).
-fn card_provider(
-    card: &CardSection,
-) -> Result<crate::protocol::card::AgentProvider, SettingsError> {
-    let (org, url) =
-        match (&card.provider_organization, &card.provider_url) {
-            (None, None) => (
-                DEFAULT_PROVIDER_ORG.to_string(),
-                DEFAULT_PROVIDER_URL.to_string(),
-            ),
-            (Some(o), Some(u)) => (o.trim().to_string(), u.trim().to_string()),
-            _ => return Err(SettingsError::Invalid(
-                "[card] provider_organization and provider_url go together: set both or neither"
-                    .into(),
-            )),
-        };
-    if org.is_empty() || !(url.starts_with("https://") || url.starts_with("http://")) {
-        return Err(SettingsError::Invalid(format!(
-            "[card] provider_organization must not be empty and provider_url must be an http(s) URL (got '{org}', '{url}')"
-        )));
-    }
-    Ok(crate::protocol::card::AgentProvider {
-        organization: org,
-        url,
-    })
-}
-
-/// The card's provider when none is configured.
-pub const DEFAULT_PROVIDER_ORG: &str = "agent-host";
-pub const DEFAULT_PROVIDER_URL: &str = "https://github.com/agent-host/agent-host";
 
 /// A setting that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -275,126 +145,6 @@ pub struct Settings {
     pub cluster: cluster::ClusterSettings,
 }
 
-/// Push notification settings, when on.
-#[derive(Debug, Clone)]
-pub struct PushConfig {
-    pub delivery: crate::push::PushSettings,
-    /// The sealing key: 64 hex digits, or a file holding them (created when missing).
-    pub key: PushKey,
-}
-
-/// Where the push sealing key comes from.
-#[derive(Debug, Clone)]
-pub enum PushKey {
-    Hex(String),
-    File(PathBuf),
-}
-
-/// Where tasks are kept.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoreChoice {
-    /// In memory: gone when the host stops.
-    Memory,
-    /// An SQLite database file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database (its `postgres://` URL), which several hosts can share.
-    Postgres(String),
-}
-
-/// The default database: `$XDG_DATA_HOME/agent-host/agent-host.db`, else
-/// `$HOME/.local/share/agent-host/agent-host.db`.
-pub fn default_db_path() -> Result<PathBuf, SettingsError> {
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".local/share"))
-        })
-        .ok_or_else(|| {
-            SettingsError::Invalid(
-                "neither XDG_DATA_HOME nor HOME is set; choose a database with --store sqlite:PATH"
-                    .into(),
-            )
-        })?;
-    Ok(data.join("agent-host").join("agent-host.db"))
-}
-
-fn resolve_push(
-    args: &ServeArgs,
-    p: &PushSection,
-    store: &StoreChoice,
-) -> Result<Option<PushConfig>, SettingsError> {
-    if !args.push.or(p.enabled).unwrap_or(false) {
-        return Ok(None);
-    }
-    let d = crate::push::PushSettings::default();
-    let ms = Duration::from_millis;
-    let delivery = crate::push::PushSettings {
-        allow_private: args.push_allow_private.or(p.allow_private).unwrap_or(false),
-        max_attempts: match p.max_attempts {
-            Some(0) => {
-                return Err(SettingsError::Invalid(
-                    "push.max_attempts must be at least 1".into(),
-                ))
-            }
-            Some(n) => n,
-            None => d.max_attempts,
-        },
-        retry_base: p.retry_base_ms.map(ms).unwrap_or(d.retry_base),
-        retry_max: p.retry_max_ms.map(ms).unwrap_or(d.retry_max),
-        timeout: p.timeout_ms.map(ms).unwrap_or(d.timeout),
-        max_configs_per_task: p
-            .max_configs_per_task
-            .unwrap_or(d.max_configs_per_task)
-            .max(1),
-        claim_lease: p.claim_lease_ms.map(ms).unwrap_or(d.claim_lease),
-    };
-    if delivery.claim_lease <= delivery.timeout {
-        return Err(SettingsError::Invalid(format!(
-            "push.claim_lease_ms ({} ms) must be longer than push.timeout_ms ({} ms): a claim is renewed between webhook requests, not during one",
-            delivery.claim_lease.as_millis(),
-            delivery.timeout.as_millis()
-        )));
-    }
-    let key = match (args.push_key.clone().or_else(|| p.key.clone()), &p.key_file) {
-        (Some(hex), _) => {
-            crate::push::Sealer::from_hex(&hex)
-                .map_err(|e| SettingsError::Invalid(format!("AGENT_PUSH_KEY: {e}")))?;
-            PushKey::Hex(hex)
-        }
-        (None, Some(f)) => PushKey::File(f.clone()),
-        (None, None) => PushKey::File(match store {
-            StoreChoice::Sqlite(db) => db.with_file_name("push.key"),
-            StoreChoice::Memory | StoreChoice::Postgres(_) => {
-                default_db_path()?.with_file_name("push.key")
-            }
-        }),
-    };
-    Ok(Some(PushConfig { delivery, key }))
-}
-
-fn parse_store(s: &str) -> Result<StoreChoice, SettingsError> {
-    match s.trim() {
-        "memory" => Ok(StoreChoice::Memory),
-        "sqlite" | "" => Ok(StoreChoice::Sqlite(default_db_path()?)),
-        url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            url.parse::<tokio_postgres::Config>().map_err(|e| {
-                SettingsError::Invalid(format!("store: the PostgreSQL URL is not valid: {e}"))
-            })?;
-            Ok(StoreChoice::Postgres(url.to_string()))
-        }
-        other => match other.strip_prefix("sqlite:") {
-            Some(p) if !p.is_empty() => Ok(StoreChoice::Sqlite(PathBuf::from(p))),
-            _ => Err(SettingsError::Invalid(format!(
-                "store '{other}' is not one of sqlite, sqlite:PATH, memory, postgres://..."
-            ))),
-        },
-    }
-}
-
 /// Limits of a turn as configured; unset ones fall back to the adapter's `[limits]`, then to
 /// the built-in defaults.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -436,19 +186,6 @@ impl TurnLimits {
                 .or(adapter.max_line_bytes)
                 .unwrap_or(DEFAULT_MAX_LINE),
         }
-    }
-}
-
-impl FileConfig {
-    pub fn load(path: &Path) -> Result<FileConfig, SettingsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| SettingsError::Parse {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
     }
 }
 
