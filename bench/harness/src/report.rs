@@ -100,7 +100,7 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
@@ -109,7 +109,8 @@ pub fn summary(o: &Outcome) -> String {
         o.wall.as_secs_f64(),
         ms(pct(&l, 0.5)),
         ms(pct(&l, 0.99)),
-        o.peak_rss_kib / 1024,
+        o.peak_rss_kib as f64 / 1024.0,
+        o.idle_rss_kib as f64 / 1024.0,
         o.card_after.as_secs_f64() * 1e3,
         problems(o)
     )
