@@ -281,7 +281,7 @@ pub fn table(rows: &[Row]) -> String {
                 let per_task = |o: &Outcome| {
                     o.peak_rss_kib.saturating_sub(o.idle_rss_kib) as f64 / ld.streams.max(1) as f64
                 };
-                let ours = match &r.detached {
+                let mut ours = match &r.detached {
                     Some(d) => format!(
                         "{:.1} KiB ({:.1} KiB the task, {:.1} KiB its stream)",
                         per_task(a),
@@ -290,6 +290,9 @@ pub fn table(rows: &[Row]) -> String {
                     ),
                     None => format!("{:.1} KiB", per_task(a)),
                 };
+                if let Some(s) = &r.sqlite {
+                    let _ = write!(ours, "; SQLite store: {:.1} KiB", per_task(s));
+                }
                 line(
                     &mut out,
                     "same: RSS per live task with its open stream, (peak − idle) ÷ tasks",
