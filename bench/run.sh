@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark: agent-host vs a Node A2A host built on @a2a-js/sdk 1.3.0.
 #
-# Usage: bench/run.sh [--scale F] [--only SCENARIO]
+# Usage: bench/run.sh [--scale F] [--only SCENARIO] [--hosts LIST]
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
 #   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
 #               latency-100, latency-500, start, live-1000)
+#   --hosts L   run only these hosts (comma-separated: agent-host, baseline, agent-host-sqlite,
+#               agent-host-detached); the table needs agent-host and baseline, the others'
+#               summaries go to stderr
 #   --sandbox M agent-host's --sandbox mode (default: its own, auto: bubblewrap and a cgroup
 #               per task where the machine has them; the baseline runs its CLIs bare)
 #

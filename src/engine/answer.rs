@@ -87,7 +87,7 @@ impl Engine {
         };
         let (ack_tx, ack_rx) = oneshot::channel();
         control
-            .send(Control::Reply(msg, ack_tx))
+            .send(Control::Reply(Box::new(msg), ack_tx))
             .map_err(|_| A2AError::UnsupportedOperation(format!("task {task_id} has ended")))?;
         // The turn acknowledges with the sequence number of the stored answer: what follows
         // it is the agent's reaction, even when the agent asks again at once.

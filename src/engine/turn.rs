@@ -199,7 +199,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     };
                     match res {
                         Ok(note) => {
-                            let mut ev = vec![TaskEvent::UserMessage(msg)];
+                            let mut ev = vec![TaskEvent::UserMessage(*msg)];
                             if let Some(note) = note {
                                 ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
                             }

@@ -213,7 +213,7 @@ fn main() {
             }),
             None => {
                 eprintln!(
-                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--sandbox auto|off] [--postgres URL]"
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--hosts LIST] [--sandbox auto|off] [--postgres URL]"
                 );
                 std::process::exit(2)
             }
@@ -230,6 +230,15 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let only = arg(&args, "--only");
+    // Which hosts to run (comma-separated: agent-host, baseline, agent-host-sqlite,
+    // agent-host-detached); all by default. A row needs agent-host and the baseline to be
+    // printed in the table; the other runs still print their summaries on stderr.
+    let hosts = arg(&args, "--hosts");
+    let wanted = |who: &str| {
+        hosts
+            .as_deref()
+            .is_none_or(|h| h.split(',').any(|x| x.trim() == who))
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -382,7 +391,7 @@ fn main() {
         if matches!(measure, Measure::Live) {
             kinds.push(("agent-host-detached", &memory));
         }
-        for (who, kind) in kinds {
+        for (who, kind) in kinds.into_iter().filter(|(who, _)| wanted(who)) {
             eprintln!(
                 "loadgen: {name} on {who}: {} stream(s) x {} events, {} µs apart",
                 load.streams, load.events, load.pause_us

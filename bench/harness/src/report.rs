@@ -104,7 +104,7 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
@@ -113,7 +113,8 @@ pub fn summary(o: &Outcome) -> String {
         o.wall.as_secs_f64(),
         ms(pct(&l, 0.5)),
         ms(pct(&l, 0.99)),
-        o.peak_rss_kib / 1024,
+        o.peak_rss_kib as f64 / 1024.0,
+        o.idle_rss_kib as f64 / 1024.0,
         o.card_after.as_secs_f64() * 1e3,
         problems(o)
     )
@@ -332,7 +333,7 @@ pub fn table(rows: &[Row]) -> String {
                 let per_task = |o: &Outcome| {
                     o.peak_rss_kib.saturating_sub(o.idle_rss_kib) as f64 / ld.streams.max(1) as f64
                 };
-                let ours = match &r.detached {
+                let mut ours = match &r.detached {
                     Some(d) => format!(
                         "{:.1} KiB ({:.1} KiB the task, {:.1} KiB its stream)",
                         per_task(a),
@@ -341,6 +342,9 @@ pub fn table(rows: &[Row]) -> String {
                     ),
                     None => format!("{:.1} KiB", per_task(a)),
                 };
+                if let Some(s) = &r.sqlite {
+                    let _ = write!(ours, "; SQLite store: {:.1} KiB", per_task(s));
+                }
                 line(
                     &mut out,
                     "same: RSS per live task with its open stream, (peak − idle) ÷ tasks",
