@@ -5,8 +5,8 @@
 //! small index row (state, status time, owner, last sequence), `events` one row per event,
 //! `snapshots` each task's latest checkpoint. Every write goes through one writer thread
 //! ([`writer`]) that commits whatever is queued in one transaction. Memory holds only a
-//! bounded window of recent events of the tasks being written, from which live subscribers
-//! read; older events and every other read come from the database, on blocking threads.
+//! bounded window of recent events of the tasks being written (at most [`WINDOW`] events and
+//! [`WINDOW_BYTES`] bytes each), from which live subscribers read; older or larger events and every other read come from the database, on blocking threads.
 //!
 //! Opening the store takes the data folder's [`DataLock`]: one host per database.
 
@@ -35,8 +35,12 @@ use crate::task::{LoggedEvent, TaskEvent};
 pub use schema::{migrate, SCHEMA_VERSION};
 pub use writer::CHECKPOINT_MIN_BYTES;
 
-/// Events kept in memory per task being written.
+/// Events kept in memory per task being written, at most.
 const WINDOW: usize = 1024;
+/// Bytes (of their stored JSON) of the events kept in memory per task being written, at most:
+/// an event larger than this (a long line of output) is never kept, and followers read it from
+/// the database.
+pub const WINDOW_BYTES: usize = 1 << 20;
 /// Reader connections kept open.
 const READERS: usize = 4;
 
@@ -53,7 +57,40 @@ struct Live {
     committed_seq: u64,
     /// The task's state as last written (a change of state is a checkpoint).
     state: String,
-    window: VecDeque<Arc<LoggedEvent>>,
+    /// Recent events, contiguous up to `last_seq`, each with its stored size.
+    window: VecDeque<(usize, Arc<LoggedEvent>)>,
+    /// The sizes of the events in `window`.
+    window_bytes: usize,
+}
+
+impl Live {
+    fn new(last_seq: u64, state: String) -> Live {
+        Live {
+            last_seq,
+            committed_seq: last_seq,
+            state,
+            window: VecDeque::new(),
+            window_bytes: 0,
+        }
+    }
+
+    /// Keeps the event just appended (sequence `last_seq`) in the window, dropping the oldest
+    /// ones past either bound; an event over the byte bound empties the window instead.
+    fn keep(&mut self, size: usize, event: LoggedEvent) {
+        if size > WINDOW_BYTES {
+            self.window.clear();
+            self.window_bytes = 0;
+            return;
+        }
+        self.window.push_back((size, Arc::new(event)));
+        self.window_bytes += size;
+        while self.window.len() > WINDOW || self.window_bytes > WINDOW_BYTES {
+            match self.window.pop_front() {
+                Some((n, _)) => self.window_bytes -= n,
+                None => break,
+            }
+        }
+    }
 }
 
 /// The SQLite-backed [`TaskStore`].
@@ -185,6 +222,7 @@ impl TaskStore for SqliteStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
         let first = serde_json::to_string(&first_event)?;
+        let first_len = first.len();
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         self.write(|reply| Write::Create {
@@ -194,18 +232,10 @@ impl TaskStore for SqliteStore {
             reply,
         })
         .await?;
-        let mut live = self.live.lock().map_err(poisoned)?;
-        let mut window = VecDeque::new();
-        window.push_back(Arc::new(LoggedEvent::new(1, first_event)));
-        live.insert(
-            id,
-            Live {
-                last_seq: 1,
-                committed_seq: 1,
-                state,
-                window,
-            },
-        );
+        let size = first_len;
+        let mut l = Live::new(1, state);
+        l.keep(size, LoggedEvent::new(1, first_event));
+        self.live.lock().map_err(poisoned)?.insert(id, l);
         Ok(1)
     }
 
@@ -225,12 +255,8 @@ impl TaskStore for SqliteStore {
         if known.is_none() {
             let (last, state) = self.position(task_id).await?;
             let mut live = self.live.lock().map_err(poisoned)?;
-            live.entry(task_id.to_string()).or_insert(Live {
-                last_seq: last,
-                committed_seq: last,
-                state,
-                window: VecDeque::new(),
-            });
+            live.entry(task_id.to_string())
+                .or_insert_with(|| Live::new(last, state));
         }
         let (rx, last, ended) = {
             let mut live = self.live.lock().map_err(poisoned)?;
@@ -256,12 +282,9 @@ impl TaskStore for SqliteStore {
                     ));
                     ended |= u.status.state.is_terminal();
                 }
+                let size = json.len();
                 rows.push((l.last_seq, json));
-                if l.window.len() == WINDOW {
-                    l.window.pop_front();
-                }
-                l.window
-                    .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+                l.keep(size, LoggedEvent::new(l.last_seq, ev));
             }
             let (reply, rx) = oneshot::channel();
             // Sent under the lock, so one task's appends reach the writer in order.
@@ -302,11 +325,12 @@ impl TaskStore for SqliteStore {
         {
             let live = self.live.lock().map_err(poisoned)?;
             if let Some(l) = live.get(task_id) {
-                let first = l.window.front().map(|e| e.seq).unwrap_or(l.last_seq + 1);
+                let first = l.window.front().map(|e| e.1.seq).unwrap_or(l.last_seq + 1);
                 if after + 1 >= first {
                     return Ok(l
                         .window
                         .iter()
+                        .map(|(_, e)| e)
                         .filter(|e| e.seq > after && e.seq <= l.committed_seq)
                         .take(limit)
                         .cloned()

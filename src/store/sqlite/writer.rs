@@ -63,11 +63,38 @@ impl Write {
     }
 }
 
-/// Bytes of a task's last checkpoint and of its events since.
+/// Fewer events than this since a task's checkpoint, together at least
+/// [`LARGE_EVENTS_BYTES`], are never checkpointed (see [`Progress::few_and_large`]).
+pub const FEW_EVENTS: usize = 16;
+/// See [`FEW_EVENTS`]: the size of the store's memory window per task.
+pub const LARGE_EVENTS_BYTES: usize = super::WINDOW_BYTES;
+
+/// Bytes of a task's last checkpoint and of its events since, and how many events those are.
 #[derive(Clone, Copy)]
 struct Progress {
     snapshot: usize,
     since: usize,
+    rows: usize,
+}
+
+impl Progress {
+    fn fresh(snapshot: usize) -> Progress {
+        Progress {
+            snapshot,
+            since: 0,
+            rows: 0,
+        }
+    }
+
+    /// The events since the checkpoint are a few large ones (long lines of output): no
+    /// checkpoint then, not even at a change of state. Replaying a few events costs a read no
+    /// more than reading a checkpoint that holds them (each row is parsed and applied, then
+    /// dropped), while writing that checkpoint would hold the whole task in memory several
+    /// times at once (the task, its JSON, SQLite's copy of the row): for a task with lines of
+    /// 15 MB, hundreds of MB.
+    fn few_and_large(&self) -> bool {
+        self.rows < FEW_EVENTS && self.since >= LARGE_EVENTS_BYTES
+    }
 }
 
 /// Runs the writer until every sender is gone.
@@ -117,13 +144,7 @@ fn write_all(
                 task, first, owner, ..
             } => {
                 create(&tx, task, first, owner.as_deref())?;
-                progress.insert(
-                    task.id.clone(),
-                    Progress {
-                        snapshot: first.len(),
-                        since: 0,
-                    },
-                );
+                progress.insert(task.id.clone(), Progress::fresh(first.len()));
             }
             Write::Append {
                 task_id,
@@ -142,11 +163,17 @@ fn write_all(
                     }
                 };
                 p.since += bytes;
-                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+                p.rows += rows.len();
+                let wanted =
+                    *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES);
+                if wanted && !p.few_and_large() {
                     match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
                     }
+                } else if *ended {
+                    // Nothing more comes for it.
+                    progress.remove(task_id);
                 }
             }
             Write::Exec { sql, args, .. } => {
@@ -166,13 +193,7 @@ fn write_all(
         if ended {
             progress.remove(id);
         } else {
-            progress.insert(
-                id.to_string(),
-                Progress {
-                    snapshot: size,
-                    since: 0,
-                },
-            );
+            progress.insert(id.to_string(), Progress::fresh(size));
         }
     }
     tx.commit()?;
@@ -292,14 +313,15 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
         )
         .optional()?
         .unwrap_or((0, 0));
-    let since: i64 = tx.query_row(
-        "SELECT COALESCE(SUM(length(json)), 0) FROM events WHERE task_id = ?1 AND seq > ?2",
+    let (since, rows): (i64, i64) = tx.query_row(
+        "SELECT COALESCE(SUM(length(json)), 0), COUNT(*) FROM events WHERE task_id = ?1 AND seq > ?2",
         params![task_id, seq],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok(Progress {
         snapshot: snapshot as usize,
         since: since as usize,
+        rows: rows as usize,
     })
 }
 
