@@ -237,7 +237,11 @@ impl Budget {
             return;
         }
         // The semaphore is never closed; `bytes` fits in u32 (callers use a few MiB).
-        if let Ok(p) = self.sem.acquire_many(u32::try_from(n).unwrap_or(u32::MAX)).await {
+        if let Ok(p) = self
+            .sem
+            .acquire_many(u32::try_from(n).unwrap_or(u32::MAX))
+            .await
+        {
             p.forget();
         }
     }
@@ -423,7 +427,10 @@ mod tests {
         assert_eq!(out, vec![line(&expected), line("short")]);
         // The long line took its buffer along; the splitter starts over small.
         assert!(s.buf.capacity() <= REUSE_MAX, "{}", s.buf.capacity());
-        assert_eq!(clean_owned(b"bad \xff utf8\r".to_vec()), "bad \u{fffd} utf8");
+        assert_eq!(
+            clean_owned(b"bad \xff utf8\r".to_vec()),
+            "bad \u{fffd} utf8"
+        );
     }
 
     #[tokio::test]

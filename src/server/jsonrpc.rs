@@ -324,4 +324,3 @@ async fn dispatch(
             .map(|v| result_response(id, &v)),
     }
 }
-

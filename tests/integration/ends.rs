@@ -190,7 +190,9 @@ async fn three_lines_of_15_mb_complete_and_are_kept_whole() {
         let frames = s.stream("SendStreamingMessage", send_params(&prompt)).await;
         let long: Vec<usize> = frames
             .iter()
-            .filter_map(|f| f.data["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+            .filter_map(|f| {
+                f.data["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str()
+            })
             .map(str::len)
             .filter(|&n| n == LINE)
             .collect();

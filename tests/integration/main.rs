@@ -28,5 +28,6 @@ mod rest;
 mod restart;
 mod sandbox;
 mod security;
+mod store_full;
 mod streaming;
 mod tasks;

@@ -192,8 +192,9 @@ fn artifact(v: &mut Value) -> Result<AgentEvent, BadArtifact> {
     let artifact_id = str_of(v, "artifact_id")
         .filter(|id| !id.is_empty())
         .ok_or(BadArtifact::NoId)?;
-    let parts: Vec<Part> = serde_json::from_value(v.get_mut("parts").map(Value::take).unwrap_or_default())
-        .map_err(BadArtifact::Parts)?;
+    let parts: Vec<Part> =
+        serde_json::from_value(v.get_mut("parts").map(Value::take).unwrap_or_default())
+            .map_err(BadArtifact::Parts)?;
     if parts.is_empty() {
         return Err(BadArtifact::NoParts);
     }

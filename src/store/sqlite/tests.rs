@@ -431,7 +431,10 @@ async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
             .unwrap();
         let live = s.live.lock().unwrap();
         let l = live.get("big").unwrap();
-        assert!(l.window.is_empty(), "an event over the window's bytes is not kept");
+        assert!(
+            l.window.is_empty(),
+            "an event over the window's bytes is not kept"
+        );
         assert_eq!(l.window_bytes, 0);
     }
     // Followers read it from the database.
@@ -444,7 +447,11 @@ async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
     assert_eq!(s.live.lock().unwrap().get("big").unwrap().window.len(), 1);
     s.append(
         "big",
-        vec![status("big", TaskState::Completed, "2026-01-01T00:00:09.000Z")],
+        vec![status(
+            "big",
+            TaskState::Completed,
+            "2026-01-01T00:00:09.000Z",
+        )],
     )
     .await
     .unwrap();
