@@ -73,13 +73,23 @@ fn gemini_reads_a_long_prompt_from_stdin_instead_of_its_prompt_option() {
     );
     assert_eq!(spec.stdin, on_stdin(&long));
     let short = l.spawn_spec("fix it", &SessionArgs::None);
-    assert_eq!(short.args.last().map(String::as_str), Some("--prompt=fix it"));
+    assert_eq!(
+        short.args.last().map(String::as_str),
+        Some("--prompt=fix it")
+    );
 }
 
 #[test]
 fn the_argv_adapters_whose_cli_cannot_read_stdin_refuse_up_front() {
     let long = "p".repeat(MAX_ARG_PROMPT + 1);
-    for id in ["opencode-json", "cursor", "aider", "jsonl", "generic", "conformance"] {
+    for id in [
+        "opencode-json",
+        "cursor",
+        "aider",
+        "jsonl",
+        "generic",
+        "conformance",
+    ] {
         let err = launch(id).check_prompt(&long).unwrap_err();
         assert_eq!(err.code(), -32602, "{id}");
         assert!(err.to_string().contains("128 KiB"), "{id}: {err}");

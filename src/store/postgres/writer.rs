@@ -12,7 +12,7 @@ use tokio_postgres::error::SqlState;
 
 use super::read;
 use crate::protocol::v1::Task;
-use crate::store::sqlite::CHECKPOINT_MIN_BYTES;
+use crate::store::sqlite::Progress;
 use crate::store::StoreError;
 
 /// Writes taken into one transaction at most.
@@ -48,13 +48,6 @@ impl Write {
             Write::Create { reply, .. } | Write::Append { reply, .. } => reply,
         }
     }
-}
-
-/// Bytes of a task's last checkpoint and of its events since.
-#[derive(Clone, Copy)]
-struct Progress {
-    snapshot: usize,
-    since: usize,
 }
 
 /// Runs the writer until every sender is gone.
@@ -102,13 +95,7 @@ async fn write_all(
                 task, first, owner, ..
             } => {
                 create(&tx, task, first, owner.as_deref()).await?;
-                progress.insert(
-                    task.id.clone(),
-                    Progress {
-                        snapshot: first.len(),
-                        since: 0,
-                    },
-                );
+                progress.insert(task.id.clone(), Progress::fresh(first.len()));
             }
             Write::Append {
                 task_id,
@@ -125,12 +112,15 @@ async fn write_all(
                     None => measure(&tx, task_id).await?,
                 };
                 let p = progress.entry(task_id.clone()).or_insert(p);
-                p.since += bytes;
-                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+                // The rule of the SQLite store: at state changes and doubling sizes, never for
+                // a few large events (long lines of output).
+                if p.appended(rows.len(), bytes, *checkpoint, *ended) {
                     match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
                     }
+                } else if *ended {
+                    progress.remove(task_id);
                 }
             }
         }
@@ -140,13 +130,7 @@ async fn write_all(
         if ended {
             progress.remove(id);
         } else {
-            progress.insert(
-                id.to_string(),
-                Progress {
-                    snapshot: size,
-                    since: 0,
-                },
-            );
+            progress.insert(id.to_string(), Progress::fresh(size));
         }
     }
     tx.commit().await?;
@@ -245,7 +229,9 @@ async fn measure(tx: &Transaction<'_>, task_id: &str) -> Result<Progress, StoreE
         .query_one(
             "SELECT COALESCE(s.seq, 0), COALESCE(octet_length(s.json), 0),
                     COALESCE((SELECT SUM(octet_length(e.json)) FROM events e
-                              WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT
+                              WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT,
+                    (SELECT COUNT(*) FROM events e
+                     WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0))
              FROM (SELECT 1) one LEFT JOIN snapshots s ON s.task_id = $1",
             &[&task_id],
         )
@@ -253,6 +239,7 @@ async fn measure(tx: &Transaction<'_>, task_id: &str) -> Result<Progress, StoreE
     Ok(Progress {
         snapshot: row.get::<_, i32>(1) as usize,
         since: row.get::<_, i64>(2) as usize,
+        rows: row.get::<_, i64>(3) as usize,
     })
 }
 

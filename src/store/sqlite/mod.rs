@@ -33,7 +33,8 @@ use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{LoggedEvent, TaskEvent};
 
 pub use schema::{migrate, SCHEMA_VERSION};
-pub use writer::CHECKPOINT_MIN_BYTES;
+pub(crate) use writer::Progress;
+pub use writer::{CHECKPOINT_MIN_BYTES, FEW_EVENTS, LARGE_EVENTS_BYTES};
 
 /// Events kept in memory per task being written, at most.
 const WINDOW: usize = 1024;

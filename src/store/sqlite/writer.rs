@@ -69,16 +69,17 @@ pub const FEW_EVENTS: usize = 16;
 /// See [`FEW_EVENTS`]: the size of the store's memory window per task.
 pub const LARGE_EVENTS_BYTES: usize = super::WINDOW_BYTES;
 
-/// Bytes of a task's last checkpoint and of its events since, and how many events those are.
+/// Bytes of a task's last checkpoint and of its events since, and how many events those are
+/// (the PostgreSQL store's writer follows the same rule).
 #[derive(Clone, Copy)]
-struct Progress {
-    snapshot: usize,
-    since: usize,
-    rows: usize,
+pub(crate) struct Progress {
+    pub(crate) snapshot: usize,
+    pub(crate) since: usize,
+    pub(crate) rows: usize,
 }
 
 impl Progress {
-    fn fresh(snapshot: usize) -> Progress {
+    pub(crate) fn fresh(snapshot: usize) -> Progress {
         Progress {
             snapshot,
             since: 0,
@@ -94,6 +95,23 @@ impl Progress {
     /// 15 MB, hundreds of MB.
     fn few_and_large(&self) -> bool {
         self.rows < FEW_EVENTS && self.since >= LARGE_EVENTS_BYTES
+    }
+
+    /// Counts `rows` events of `bytes` appended; true when a checkpoint is due: the task's
+    /// state changed (`state_changed`, `ended`) or the events since reached the size of the
+    /// checkpoint (at least [`CHECKPOINT_MIN_BYTES`]), unless they are few and large.
+    pub(crate) fn appended(
+        &mut self,
+        rows: usize,
+        bytes: usize,
+        state_changed: bool,
+        ended: bool,
+    ) -> bool {
+        self.since += bytes;
+        self.rows += rows;
+        let wanted =
+            state_changed || ended || self.since >= self.snapshot.max(CHECKPOINT_MIN_BYTES);
+        wanted && !self.few_and_large()
     }
 }
 
@@ -162,11 +180,7 @@ fn write_all(
                         progress.entry(task_id.clone()).or_insert(p)
                     }
                 };
-                p.since += bytes;
-                p.rows += rows.len();
-                let wanted =
-                    *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES);
-                if wanted && !p.few_and_large() {
+                if p.appended(rows.len(), bytes, *checkpoint, *ended) {
                     match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
