@@ -46,7 +46,25 @@ fn init_logging(format: LogFormat, color: ColorChoice) -> anyhow::Result<Telemet
     }
 }
 
+/// glibc's malloc serves an allocation of 128 KiB or more from a mapping of its own, given
+/// back to the system when it is freed, but after freeing one it raises that threshold (up to
+/// 32 MiB) so that later large allocations come from its heaps, where freed memory stays with
+/// the process. A task printing lines of 15 MB then left the host hundreds of MB larger after
+/// it ended (and its peak higher, from the heaps' fragments). A fixed threshold keeps large
+/// buffers (long lines, a task's output being stored or sent) in their own mappings; measured
+/// with `bench/memory.sh`, see the README's Performance section. musl and other allocators
+/// give large blocks back by themselves.
+fn large_allocations_return_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes malloc's parameters; it is called before any other thread
+    // exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 fn main() {
+    large_allocations_return_to_the_system();
     // Other processes of this user (a task's agent among them) may not read this process's
     // environment or memory (/proc/PID/environ, mem) nor attach to it.
     #[cfg(target_os = "linux")]

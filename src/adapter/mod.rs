@@ -157,6 +157,12 @@ pub struct AdapterSpec {
     /// turn takes no answers), `"refuse"` (the default) refuses the message up front.
     #[serde(default)]
     pub long_prompt: LongPrompt,
+    /// When the prompt goes to stdin (`prompt = "stdin"`, or a long prompt with
+    /// `long_prompt = "stdin"`): the arguments that tell the program to read it there, put
+    /// last after `end_of_options` (`["-"]`: `codex exec … -- -`). Empty: none (a program that
+    /// reads stdin when it gets no prompt argument).
+    #[serde(default)]
+    pub stdin_prompt_args: Vec<String>,
     /// The CLI's protocol resumes sessions itself (Codex app-server `thread/resume`, ACP
     /// `session/load`): follow-up turns get the context's session id through the protocol.
     #[serde(default)]

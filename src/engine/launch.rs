@@ -168,10 +168,18 @@ impl Launch {
             },
             // A program that reads its prompt from stdin reads to EOF, so stdin is closed
             // after the prompt; answers to approvals need the prompt as an argument.
-            PromptVia::Stdin => StdinMode::Write {
-                initial: prompt.as_bytes().to_vec(),
-                keep_open: false,
-            },
+            PromptVia::Stdin => {
+                if !a.stdin_prompt_args.is_empty() {
+                    if !a.end_of_options.is_empty() {
+                        args.push(a.end_of_options.clone());
+                    }
+                    args.extend(a.stdin_prompt_args.iter().cloned());
+                }
+                StdinMode::Write {
+                    initial: prompt.as_bytes().to_vec(),
+                    keep_open: false,
+                }
+            }
         };
         SpawnSpec {
             program: self.program.clone(),
@@ -507,6 +515,9 @@ fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+#[cfg(test)]
+mod long_prompts;
 
 #[cfg(test)]
 mod tests;

@@ -501,7 +501,7 @@ impl Engine {
             (CancelPlan::Running, None) => {}
         }
         let snap = self.snapshot(task_id).await?;
-        Ok(task::view(&snap.task, None, true))
+        Ok(task::view(snap.task, None, true))
     }
 
     /// Turns running now and turns waiting for a slot or their context.

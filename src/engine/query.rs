@@ -49,7 +49,7 @@ impl Engine {
             }
         }
         let snap = self.snapshot_for(task_id, owner).await?;
-        Ok(task::view(&snap.task, history_length, true))
+        Ok(task::view(snap.task, history_length, true))
     }
 
     /// The task and the sequence number it reflects.
@@ -85,7 +85,7 @@ impl Engine {
         Ok(ListTasksResponse {
             tasks: page
                 .tasks
-                .iter()
+                .into_iter()
                 .map(|t| task::view(t, req.history_length, include_artifacts))
                 .collect(),
             next_page_token: page.next_page_token,

@@ -228,6 +228,9 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     events.clear();
                     reply.clear();
                     parser.parse_line(&line, &mut events, &mut reply);
+                    // The events own what they need of it: a long line is not held twice
+                    // while they are stored.
+                    drop(line);
                     let mut updates = Vec::new();
                     for ev in events.drain(..) {
                         match &ev {

@@ -65,6 +65,7 @@ Keywords in the prompt (case-insensitive words, may combine):
     noise           interleave non-JSON lines: plain, ANSI-colored, CRLF, blank, broken JSON
     stderr          also write a few lines to stderr
     long-line=N     one extra text chunk of N bytes (not part of the result)
+    long-lines=K    with long-line=N: K such chunks (of x, then y, z, a, ...), one line each
     grandchild      start `sleep 600` in our process group, report "grandchild pid N" in a
                     tool_result, then run until killed
     ignore-sigterm  ignore SIGTERM, print init and a text line, then sleep forever
@@ -158,6 +159,7 @@ struct Keywords {
     noise: bool,
     stderr: bool,
     long_line: Option<usize>,
+    long_lines: Option<usize>,
     grandchild: bool,
     ignore_sigterm: bool,
     echo: bool,
@@ -187,6 +189,7 @@ fn parse_keywords(prompt: &str) -> Keywords {
             ("noise", None) => k.noise = true,
             ("stderr", None) => k.stderr = true,
             ("long-line", Some(n)) => k.long_line = usize::try_from(n).ok(),
+            ("long-lines", Some(n)) => k.long_lines = usize::try_from(n).ok(),
             ("grandchild", None) => k.grandchild = true,
             ("ignore-sigterm", None) => k.ignore_sigterm = true,
             ("echo", None) => k.echo = true,
@@ -455,7 +458,10 @@ fn run_session(
         out.text(chunk)?;
     }
     if let Some(n) = kw.long_line {
-        out.text(&"x".repeat(n))?;
+        for i in 0..kw.long_lines.unwrap_or(1) {
+            let letter = char::from(b'a' + ((23 + i) % 26) as u8);
+            out.text(&letter.to_string().repeat(n))?;
+        }
     }
     finish(out, &chunks.concat())
 }

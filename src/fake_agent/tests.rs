@@ -174,6 +174,10 @@ fn keywords_and_args_parse() {
         (Some(4), Some(20), Some(3), Some(9))
     );
     assert_eq!(parse_keywords("slow").sleep_ms, Some(300));
+    assert_eq!(
+        parse_keywords("long-line=5 long-lines=3").long_lines,
+        Some(3)
+    );
     let parse = |a: &[&str]| parse_args(a.iter().map(|s| s.to_string()));
     assert_eq!(parse(&["--help"]), Ok(Command::Help));
     assert!(parse(&["--bogus"]).is_err() && parse(&["--delay-ms"]).is_err());

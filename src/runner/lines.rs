@@ -3,9 +3,15 @@
 //! Lines are split on `\n`, kept up to `max_line_bytes` (longer lines are skipped without being
 //! buffered and reported as [`Output::TooLong`]), decoded as lossy UTF-8, and cleaned of `\r` and
 //! ANSI escape sequences. Empty lines (after cleaning) are dropped.
+//!
+//! A line is held once: a long line's buffer becomes the line itself (no copy), and the lines
+//! waiting for the consumer are bounded in bytes ([`Budget`]), not only in number, so a
+//! program printing lines of many megabytes costs about one line at a time in each stage.
+
+use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use super::Output;
 
@@ -86,11 +92,50 @@ impl LineSplitter {
             out.push(Piece::TooLong(bytes));
             return;
         }
-        let line = clean(&self.buf);
-        self.buf.clear();
+        let line = if self.buf.len() <= REUSE_MAX {
+            // A usual line: copied out, and the buffer kept for the next one.
+            let line = clean(&self.buf);
+            self.buf.clear();
+            line
+        } else {
+            // A long line: its buffer becomes the line (no second copy of megabytes), and
+            // the next line starts with a new, small buffer.
+            clean_owned(std::mem::take(&mut self.buf))
+        };
         if !line.is_empty() {
             out.push(Piece::Line(line));
         }
+    }
+}
+
+/// Lines up to this long are copied out of the splitter's buffer, which is kept; longer
+/// ones take the buffer with them.
+const REUSE_MAX: usize = 64 * 1024;
+
+/// [`clean`] of a line the caller gives away: cleaned in place, and its buffer reused as the
+/// string when it is valid UTF-8.
+pub(crate) fn clean_owned(mut line: Vec<u8>) -> String {
+    if line.iter().any(|&b| b == 0x1b || b == b'\r') {
+        let mut kept = 0;
+        let mut i = 0;
+        while i < line.len() {
+            match line[i] {
+                b'\r' => i += 1,
+                0x1b => i = skip_escape(&line, i),
+                b => {
+                    line[kept] = b;
+                    kept += 1;
+                    i += 1;
+                }
+            }
+        }
+        line.truncate(kept);
+    }
+    // The buffer grew by doubling: give back what the line does not use.
+    line.shrink_to_fit();
+    match String::from_utf8(line) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
 }
 
@@ -161,6 +206,55 @@ fn skip_escape(line: &[u8], start: usize) -> usize {
     }
 }
 
+/// The bytes of lines read and not yet taken by the consumer, at most `bytes` (a line longer
+/// than that counts as `bytes`, so it waits until every line before it was taken). Without
+/// it, the output channel's 256 places could hold 256 lines of the line limit (16 MiB each).
+#[derive(Debug, Clone)]
+pub(crate) struct Budget {
+    sem: Arc<Semaphore>,
+    bytes: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(bytes: usize) -> Budget {
+        Budget {
+            sem: Arc::new(Semaphore::new(bytes)),
+            bytes,
+        }
+    }
+
+    fn cost(&self, out: &Output) -> usize {
+        match out {
+            Output::Line(l) | Output::Stderr(l) => l.len().clamp(1, self.bytes.max(1)),
+            Output::TooLong { .. } => 0,
+        }
+    }
+
+    /// Waits until `out` fits in the budget, and counts it.
+    async fn take(&self, out: &Output) {
+        let n = self.cost(out);
+        if n == 0 {
+            return;
+        }
+        // The semaphore is never closed; `bytes` fits in u32 (callers use a few MiB).
+        if let Ok(p) = self
+            .sem
+            .acquire_many(u32::try_from(n).unwrap_or(u32::MAX))
+            .await
+        {
+            p.forget();
+        }
+    }
+
+    /// The consumer took `out`: its bytes are free again.
+    pub(crate) fn give_back(&self, out: &Output) {
+        let n = self.cost(out);
+        if n > 0 {
+            self.sem.add_permits(n);
+        }
+    }
+}
+
 /// Read `reader` to EOF, sending its lines to `tx`. Stops early if the receiver is gone.
 ///
 /// The bounded channel gives backpressure: while the consumer is slow, this task stops reading
@@ -175,6 +269,7 @@ pub(crate) async fn pump<R>(
     max: usize,
     partial_after: Option<std::time::Duration>,
     tx: mpsc::Sender<Output>,
+    budget: Budget,
 ) where
     R: AsyncRead + Unpin,
 {
@@ -202,7 +297,7 @@ pub(crate) async fn pump<R>(
         let Some(result) = result else {
             splitter.finish(&mut pieces);
             for piece in pieces.drain(..) {
-                if tx.send(to_output(piece, stream)).await.is_err() {
+                if !send(&tx, &budget, to_output(piece, stream)).await {
                     return;
                 }
             }
@@ -226,7 +321,7 @@ pub(crate) async fn pump<R>(
             }
         }
         for piece in pieces.drain(..) {
-            if tx.send(to_output(piece, stream)).await.is_err() {
+            if !send(&tx, &budget, to_output(piece, stream)).await {
                 return;
             }
         }
@@ -234,6 +329,12 @@ pub(crate) async fn pump<R>(
             return;
         }
     }
+}
+
+/// Sends one output once the budget has room for it; false when the consumer is gone.
+async fn send(tx: &mpsc::Sender<Output>, budget: &Budget, out: Output) -> bool {
+    budget.take(&out).await;
+    tx.send(out).await.is_ok()
 }
 
 fn to_output(piece: Piece, stream: Stream) -> Output {
@@ -314,11 +415,50 @@ mod tests {
         assert_eq!(out, vec![line("x")]);
     }
 
+    #[test]
+    fn a_long_line_becomes_the_line_itself_and_is_cleaned_in_place() {
+        let mut long = vec![b'a'; REUSE_MAX + 10];
+        long.extend_from_slice(b"\x1b[1mbold\x1b[0m\r");
+        let mut s = LineSplitter::new(1 << 20);
+        let mut out = Vec::new();
+        s.push(&long, &mut out);
+        s.push(b"\nshort\n", &mut out);
+        let expected = format!("{}bold", "a".repeat(REUSE_MAX + 10));
+        assert_eq!(out, vec![line(&expected), line("short")]);
+        // The long line took its buffer along; the splitter starts over small.
+        assert!(s.buf.capacity() <= REUSE_MAX, "{}", s.buf.capacity());
+        assert_eq!(
+            clean_owned(b"bad \xff utf8\r".to_vec()),
+            "bad \u{fffd} utf8"
+        );
+    }
+
+    #[tokio::test]
+    async fn lines_waiting_for_the_consumer_are_bounded_in_bytes() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let budget = Budget::new(10);
+        let data: &'static [u8] = b"11111111\n22222222\n33\n";
+        let pump = tokio::spawn(pump(data, Stream::Stdout, 100, None, tx, budget.clone()));
+        let first = rx.recv().await.unwrap();
+        assert_eq!(first, Output::Line("11111111".into()));
+        // Not given back yet: the second line (8 more bytes) does not fit in the 10.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(rx.try_recv().is_err(), "a line went past the budget");
+        budget.give_back(&first);
+        let second = rx.recv().await.unwrap();
+        assert_eq!(second, Output::Line("22222222".into()));
+        budget.give_back(&second);
+        assert_eq!(rx.recv().await, Some(Output::Line("33".into())));
+        pump.await.unwrap();
+    }
+
     #[tokio::test]
     async fn pump_delivers_and_stops_at_eof() {
         let (tx, mut rx) = mpsc::channel(4);
         let data: &[u8] = b"one\r\ntwo";
-        pump(data, Stream::Stderr, 100, None, tx).await;
+        pump(data, Stream::Stderr, 100, None, tx, Budget::new(1 << 20)).await;
         assert_eq!(rx.recv().await, Some(Output::Stderr("one".into())));
         assert_eq!(rx.recv().await, Some(Output::Stderr("two".into())));
         assert_eq!(rx.recv().await, None);
@@ -333,7 +473,15 @@ mod tests {
             .collect();
         let data = lines.join("\n").into_bytes();
         let (tx, mut rx) = mpsc::channel(4096);
-        pump(data.as_slice(), Stream::Stdout, 100, None, tx).await;
+        pump(
+            data.as_slice(),
+            Stream::Stdout,
+            100,
+            None,
+            tx,
+            Budget::new(1 << 20),
+        )
+        .await;
         for l in &lines {
             assert_eq!(rx.recv().await, Some(Output::Line(l.clone())));
         }

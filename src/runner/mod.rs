@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use lines::{pump, Stream};
+use lines::{pump, Budget, Stream};
 
 /// Cleans one line as the runner does: lossy UTF-8, CR and ANSI escape sequences removed.
 pub fn clean_line(line: &[u8]) -> String {
@@ -58,6 +58,9 @@ pub fn clean_line(line: &[u8]) -> String {
 /// Capacity of the output channel: how many lines may wait for a slow consumer before the
 /// reader stops reading (and the child blocks on its full pipe).
 const OUTPUT_CHANNEL: usize = 256;
+/// Bytes of lines that may wait for a slow consumer ([`lines::Budget`]): a line longer than
+/// this waits until the lines before it were taken.
+const OUTPUT_BUDGET: usize = 1 << 20;
 /// How often group membership is polled while waiting for a group to go away.
 const POLL: Duration = Duration::from_millis(20);
 /// After SIGKILL, how long to keep checking (and re-killing) before giving up on a group
@@ -146,6 +149,8 @@ pub struct Process {
     pid: u32,
     child: Child,
     output: mpsc::Receiver<Output>,
+    /// The bytes of `output`'s waiting lines; given back as lines are taken.
+    budget: Budget,
     /// `None` once stdin is closed (or was never open).
     stdin: Option<mpsc::Sender<StdinRequest>>,
     tasks: Vec<JoinHandle<()>>,
@@ -219,6 +224,7 @@ impl Process {
             source,
         };
         let (tx, rx) = mpsc::channel(OUTPUT_CHANNEL);
+        let budget = Budget::new(OUTPUT_BUDGET);
         let max = spec.max_line_bytes;
         let mut tasks = Vec::new();
         let (initial, keep_open) = match spec.stdin {
@@ -247,10 +253,18 @@ impl Process {
                         max,
                         None,
                         tx.clone(),
+                        budget.clone(),
                     )));
                 }
                 if let Some(err) = child.stderr.take() {
-                    tasks.push(tokio::spawn(pump(err, Stream::Stderr, max, None, tx)));
+                    tasks.push(tokio::spawn(pump(
+                        err,
+                        Stream::Stderr,
+                        max,
+                        None,
+                        tx,
+                        budget.clone(),
+                    )));
                 }
                 let writer = child
                     .stdin
@@ -289,6 +303,7 @@ impl Process {
                     max,
                     Some(PARTIAL_LINE_AFTER),
                     tx,
+                    budget.clone(),
                 )));
                 let writer = initial
                     .is_some()
@@ -331,6 +346,7 @@ impl Process {
             pid,
             child,
             output: rx,
+            budget,
             stdin,
             tasks,
             exit: None,
@@ -355,7 +371,16 @@ impl Process {
     /// Next piece of output; `None` once stdout AND stderr have reached EOF (which waits for
     /// every process holding them, e.g. a background grandchild). Cancel-safe.
     pub async fn next(&mut self) -> Option<Output> {
-        self.output.recv().await
+        let out = self.output.recv().await;
+        self.taken(out)
+    }
+
+    /// Frees the budget of a line the consumer took.
+    fn taken(&self, out: Option<Output>) -> Option<Output> {
+        if let Some(o) = &out {
+            self.budget.give_back(o);
+        }
+        out
     }
 
     /// Like [`Process::next`], but also reports the leader's exit (once, as `Err`) when it
@@ -363,11 +388,12 @@ impl Process {
     /// its still holds the pipes. Cancel-safe.
     pub async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
         if self.exit.is_some() {
-            return Ok(self.output.recv().await);
+            let out = self.output.recv().await;
+            return Ok(self.taken(out));
         }
         tokio::select! {
             biased;
-            out = self.output.recv() => Ok(out),
+            out = self.output.recv() => Ok(self.taken(out)),
             status = self.child.wait() => {
                 sandbox::reaper::leader_reaped(self.pid);
                 let exit = exit_info(status, self.wrapped, self.pid);

@@ -64,11 +64,27 @@ fn json_response(status: StatusCode, body: String) -> Response {
     r
 }
 
-fn result_response(id: &Value, result: Value) -> Response {
-    json_response(
-        StatusCode::OK,
-        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
-    )
+/// A JSON-RPC success response. The result is serialized straight into the body (no
+/// intermediate `Value`): a task may carry megabytes of output.
+fn result_response<T: serde::Serialize + ?Sized>(id: &Value, result: &T) -> Response {
+    #[derive(serde::Serialize)]
+    struct Envelope<'a, T: ?Sized> {
+        id: &'a Value,
+        jsonrpc: &'static str,
+        result: &'a T,
+    }
+    match serde_json::to_string(&Envelope {
+        id,
+        jsonrpc: "2.0",
+        result,
+    }) {
+        Ok(body) => json_response(StatusCode::OK, body),
+        Err(e) => {
+            tracing::error!(error = %e, "could not encode a response");
+            let err = A2AError::Internal(e.to_string());
+            json_response(StatusCode::OK, error_body(id, &err, None).to_string())
+        }
+    }
 }
 
 fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
@@ -207,14 +223,13 @@ async fn dispatch(
         Method::SendMessage => {
             let req: SendMessageRequest = decode(params)?;
             let resp = send_blocking(state, owner, req, opts, push::V1).await?;
-            let v = serde_json::to_value(resp).map_err(|e| A2AError::Internal(e.to_string()))?;
-            Ok(result_response(id, v))
+            Ok(result_response(id, &resp))
         }
         Method::MessageSend => {
             let p: v03::MessageSendParams03 = decode(params)?;
             let req = SendMessageRequest::try_from(p)?;
             let resp = send_blocking(state, owner, req, opts, push::V03).await?;
-            Ok(result_response(id, v03::send_response_to_v03(&resp)))
+            Ok(result_response(id, &v03::send_response_to_v03(&resp)))
         }
         Method::SendStreamingMessage => {
             let req: SendMessageRequest = decode(params)?;
@@ -244,29 +259,29 @@ async fn dispatch(
         Method::GetTask => {
             let req: GetTaskRequest = decode(params)?;
             let t = engine.get(&req.id, req.history_length, owner).await?;
-            Ok(result_response(id, to_value(&t)?))
+            Ok(result_response(id, &t))
         }
         Method::TasksGet => {
             let p: v03::TaskQueryParams03 = decode(params)?;
             let req = GetTaskRequest::try_from(p)?;
             let t = engine.get(&req.id, req.history_length, owner).await?;
-            Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
+            Ok(result_response(id, &v03::task_to_v03(&t)))
         }
         Method::ListTasks => {
             let req: ListTasksRequest = decode(params)?;
             let r = engine.list(req, owner).await?;
-            Ok(result_response(id, to_value(&r)?))
+            Ok(result_response(id, &r))
         }
         Method::CancelTask => {
             let req: CancelTaskRequest = decode(params)?;
             let t = engine.cancel_from(&req.id, owner, opts).await?;
-            Ok(result_response(id, to_value(&t)?))
+            Ok(result_response(id, &t))
         }
         Method::TasksCancel => {
             let p: v03::TaskIdParams03 = decode(params)?;
             let req = CancelTaskRequest::from(p);
             let t = engine.cancel_from(&req.id, owner, opts).await?;
-            Ok(result_response(id, to_value(&v03::task_to_v03(&t))?))
+            Ok(result_response(id, &v03::task_to_v03(&t)))
         }
         Method::SubscribeToTask => {
             let req: SubscribeToTaskRequest = decode(params)?;
@@ -292,10 +307,10 @@ async fn dispatch(
             .await
         }
         Method::GetExtendedAgentCard => {
-            super::extended::card_json(state, headers, false).map(|v| result_response(id, v))
+            super::extended::card_json(state, headers, false).map(|v| result_response(id, &v))
         }
         Method::GetAuthenticatedExtendedCard => {
-            super::extended::card_json(state, headers, true).map(|v| result_response(id, v))
+            super::extended::card_json(state, headers, true).map(|v| result_response(id, &v))
         }
         Method::CreateTaskPushNotificationConfig
         | Method::GetTaskPushNotificationConfig
@@ -306,10 +321,6 @@ async fn dispatch(
         | Method::PushConfigList
         | Method::PushConfigDelete => push_rpc::dispatch(state, owner, method, params)
             .await
-            .map(|v| result_response(id, v)),
+            .map(|v| result_response(id, &v)),
     }
-}
-
-fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, A2AError> {
-    serde_json::to_value(v).map_err(|e| A2AError::Internal(e.to_string()))
 }

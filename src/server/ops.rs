@@ -58,7 +58,7 @@ pub async fn send_blocking(
         return Ok(SendMessageResponse::Message(msg));
     }
     Ok(SendMessageResponse::Task(task::view(
-        &snap.task,
+        snap.task,
         cfg.history_length,
         true,
     )))

@@ -26,89 +26,119 @@ pub enum Flavor {
     V03Rest,
 }
 
-/// The JSON of a stream event in v1.0 shape, computed once per event.
-pub fn v1_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
-    e.v1_json.get_or_init(|| {
-        serde_json::to_string(sr)
-            .unwrap_or_else(|_| "{}".to_string())
-            .into()
-    })
-}
+/// Longest event JSON kept in an event's cache ([`LoggedEvent::v1_json`] and the others). A
+/// larger event (a long line of output) is serialized straight into each frame, so it is held
+/// once per frame being sent, never a second time in a cache that lives as long as the event.
+pub const CACHE_MAX: usize = 64 * 1024;
 
-/// The JSON of a stream event in v0.3 shape, computed once per event.
-pub fn v03_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
-    e.v03_json
-        .get_or_init(|| v03::stream_event_to_v03(sr).to_string().into())
-}
-
-/// The JSON of a stream event in v0.3 REST shape, computed once per event.
-pub fn v03_rest_json<'a>(e: &'a LoggedEvent, sr: &StreamResponse) -> &'a str {
-    e.v03_rest_json
-        .get_or_init(|| v03::rest::stream_event_to_rest03(sr).to_string().into())
-}
+const RPC_HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+const RPC_RESULT: &str = r#","result":"#;
 
 impl Flavor {
-    /// The payload of a logged event, or None when it is not streamed (user messages).
-    fn payload<'a>(&self, e: &'a LoggedEvent) -> Option<&'a str> {
-        let TaskEvent::Stream(sr) = &e.event else {
-            return None;
+    /// The cache of this flavor's JSON on an event.
+    fn cache<'a>(&self, e: &'a LoggedEvent) -> &'a std::sync::OnceLock<Box<str>> {
+        match self {
+            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => &e.v1_json,
+            Flavor::V03JsonRpc { .. } => &e.v03_json,
+            Flavor::V03Rest => &e.v03_rest_json,
+        }
+    }
+
+    /// Writes the event's JSON in this flavor's shape.
+    fn write_json(&self, sr: &StreamResponse, out: &mut Vec<u8>) {
+        let written = match self {
+            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => serde_json::to_writer(&mut *out, sr),
+            Flavor::V03JsonRpc { .. } => {
+                serde_json::to_writer(&mut *out, &v03::stream_event_to_v03(sr))
+            }
+            Flavor::V03Rest => {
+                serde_json::to_writer(&mut *out, &v03::rest::stream_event_to_rest03(sr))
+            }
         };
-        Some(match self {
-            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => v1_json(e, sr),
-            Flavor::V03JsonRpc { .. } => v03_json(e, sr),
-            Flavor::V03Rest => v03_rest_json(e, sr),
-        })
+        if written.is_err() {
+            // Serializing our own types into memory does not fail; an empty object at worst.
+            out.extend_from_slice(b"{}");
+        }
+    }
+
+    /// The JSON-RPC id of the envelope, if this flavor has one.
+    fn rpc_id(&self) -> Option<&str> {
+        match self {
+            Flavor::V1JsonRpc { id } | Flavor::V03JsonRpc { id } => Some(id.as_str()),
+            Flavor::V1Rest | Flavor::V03Rest => None,
+        }
     }
 
     /// The SSE frame of a logged event (its sequence number as the `id`), or None when the
-    /// event is not streamed. The event's JSON is serialized once and cached on the event, so
-    /// each further subscriber only pays for the envelope: one allocation, the frame's own.
+    /// event is not streamed (user messages). The event's JSON is serialized once and cached
+    /// on the event when it is small, so each further subscriber only pays for the envelope:
+    /// one allocation, the frame's own.
     pub fn encode(&self, e: &LoggedEvent) -> Option<Bytes> {
-        let json = self.payload(e)?;
-        Some(self.frame(e.seq, json))
+        let TaskEvent::Stream(sr) = &e.event else {
+            return None;
+        };
+        let cache = self.cache(e);
+        if let Some(json) = cache.get() {
+            return Some(self.frame(e.seq, json));
+        }
+        let (frame, json) = self.frame_of(e.seq, sr);
+        if json.len() <= CACHE_MAX {
+            if let Ok(text) = std::str::from_utf8(&frame[json]) {
+                let _ = cache.set(text.into());
+            }
+        }
+        Some(frame)
     }
 
     /// A frame for a stream response that is not in the log (a snapshot).
     pub fn frame_for(&self, seq: u64, sr: &StreamResponse) -> Bytes {
-        let json = match self {
-            Flavor::V1JsonRpc { .. } | Flavor::V1Rest => {
-                serde_json::to_string(sr).unwrap_or_default()
-            }
-            Flavor::V03JsonRpc { .. } => v03::stream_event_to_v03(sr).to_string(),
-            Flavor::V03Rest => v03::rest::stream_event_to_rest03(sr).to_string(),
-        };
-        self.frame(seq, &json)
+        self.frame_of(seq, sr).0
+    }
+
+    /// The frame of `sr`, serialized into the frame's buffer, and where its JSON is in it.
+    fn frame_of(&self, seq: u64, sr: &StreamResponse) -> (Bytes, std::ops::Range<usize>) {
+        let mut b = Vec::with_capacity(256);
+        self.head(&mut b, seq);
+        let start = b.len();
+        self.write_json(sr, &mut b);
+        let end = b.len();
+        self.tail(&mut b);
+        (Bytes::from(b), start..end)
     }
 
     /// `id: <seq>\ndata: <data>\n\n`, the data being `event_json` in this flavor's envelope
     /// (a JSON-RPC response, or the bare event for HTTP+JSON), written into one buffer of the
     /// exact size.
     fn frame(&self, seq: u64, event_json: &str) -> Bytes {
-        const RPC_HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
-        const RPC_RESULT: &str = r#","result":"#;
+        let envelope = self
+            .rpc_id()
+            .map_or(0, |id| RPC_HEAD.len() + id.len() + RPC_RESULT.len() + 1);
+        let mut b = Vec::with_capacity(4 + 20 + 7 + envelope + event_json.len() + 2);
+        self.head(&mut b, seq);
+        b.extend_from_slice(event_json.as_bytes());
+        self.tail(&mut b);
+        Bytes::from(b)
+    }
+
+    /// Everything before the event's JSON: the id line, `data: ` and the envelope's start.
+    fn head(&self, b: &mut Vec<u8>, seq: u64) {
         let mut num = itoa::Buffer::new();
-        let seq = num.format(seq);
-        let rpc_id = match self {
-            Flavor::V1JsonRpc { id } | Flavor::V03JsonRpc { id } => Some(id.as_str()),
-            Flavor::V1Rest | Flavor::V03Rest => None,
-        };
-        let envelope = rpc_id.map_or(0, |id| RPC_HEAD.len() + id.len() + RPC_RESULT.len() + 1);
-        let mut b = Vec::with_capacity(4 + seq.len() + 7 + envelope + event_json.len() + 2);
         b.extend_from_slice(b"id: ");
-        b.extend_from_slice(seq.as_bytes());
+        b.extend_from_slice(num.format(seq).as_bytes());
         b.extend_from_slice(b"\ndata: ");
-        match rpc_id {
-            Some(id) => {
-                b.extend_from_slice(RPC_HEAD.as_bytes());
-                b.extend_from_slice(id.as_bytes());
-                b.extend_from_slice(RPC_RESULT.as_bytes());
-                b.extend_from_slice(event_json.as_bytes());
-                b.push(b'}');
-            }
-            None => b.extend_from_slice(event_json.as_bytes()),
+        if let Some(id) = self.rpc_id() {
+            b.extend_from_slice(RPC_HEAD.as_bytes());
+            b.extend_from_slice(id.as_bytes());
+            b.extend_from_slice(RPC_RESULT.as_bytes());
+        }
+    }
+
+    /// Everything after the event's JSON: the envelope's end and the blank line.
+    fn tail(&self, b: &mut Vec<u8>) {
+        if self.rpc_id().is_some() {
+            b.push(b'}');
         }
         b.extend_from_slice(b"\n\n");
-        Bytes::from(b)
     }
 }
 
@@ -220,6 +250,27 @@ mod tests {
         let v = data(&v03);
         assert_eq!(v["id"], 7);
         assert_eq!(v["result"]["kind"], "message");
+    }
+
+    #[test]
+    fn a_large_event_is_framed_but_not_cached() {
+        let big = "x".repeat(CACHE_MAX + 1);
+        let msg = Message {
+            message_id: "m2".into(),
+            role: Role::Agent,
+            parts: vec![Part::text(big.clone())],
+            ..Default::default()
+        };
+        let e = LoggedEvent::new(42, TaskEvent::Stream(StreamResponse::Message(msg)));
+        let f = Flavor::V1JsonRpc { id: "1".into() };
+        let frame = f.encode(&e).expect("streamed");
+        assert!(e.v1_json.get().is_none(), "not kept beside the event");
+        assert_eq!(data(&frame)["result"]["message"]["parts"][0]["text"], big);
+        // A small one is cached, and the cached frame is the same as a fresh one.
+        let small = event();
+        let first = f.encode(&small).expect("streamed");
+        assert!(small.v1_json.get().is_some());
+        assert_eq!(f.encode(&small).expect("streamed"), first);
     }
 
     #[test]

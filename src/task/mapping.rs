@@ -30,7 +30,7 @@ use super::now_timestamp;
 
 mod parts;
 pub use parts::approval_data;
-use parts::{approval_text, last_lines, truncate_chars, usage_json};
+use parts::{approval_text, last_lines, prefix, truncate_chars, usage_json};
 
 /// Artifact holding the streamed answer.
 pub const ANSWER_ARTIFACT: &str = "assistant-response";
@@ -224,13 +224,15 @@ impl TurnMapper {
                     let msg = self.agent_text(&note);
                     return vec![self.status(TaskState::Working, Some(msg))];
                 }
-                let chunk = if !delta && self.answer_started {
-                    format!("\n\n{text}")
-                } else {
-                    text
-                };
-                if self.answer.len() < ANSWER_KEEP_MAX {
-                    self.answer.push_str(&chunk);
+                let mut chunk = text;
+                if !delta && self.answer_started {
+                    // In place: a chunk may be megabytes, and is not copied.
+                    chunk.insert_str(0, "\n\n");
+                }
+                // Only the first MiB is kept here (the artifact has it all).
+                let room = ANSWER_KEEP_MAX.saturating_sub(self.answer.len());
+                if room > 0 {
+                    self.answer.push_str(prefix(&chunk, room));
                 }
                 let append = self.answer_started;
                 self.answer_started = true;

@@ -101,6 +101,37 @@ pub fn apply(task: &mut Task, event: &TaskEvent) {
     }
 }
 
+/// [`apply`] of an event the caller gives away: what it carries (a new artifact, a status
+/// message) is moved into the task, not copied.
+pub fn apply_owned(task: &mut Task, event: TaskEvent) {
+    match event {
+        TaskEvent::Stream(StreamResponse::Task(t)) => *task = t,
+        TaskEvent::Stream(StreamResponse::ArtifactUpdate(u)) if !u.append => {
+            let artifact = u.artifact;
+            match task
+                .artifacts
+                .iter_mut()
+                .find(|a| a.artifact_id == artifact.artifact_id)
+            {
+                Some(a) => *a = artifact,
+                None => task.artifacts.push(artifact),
+            }
+        }
+        TaskEvent::Stream(StreamResponse::ArtifactUpdate(u))
+            if !task
+                .artifacts
+                .iter()
+                .any(|a| a.artifact_id == u.artifact.artifact_id) =>
+        {
+            task.artifacts.push(u.artifact)
+        }
+        other => apply(task, &other),
+    }
+}
+
+/// Appended text at least this long grows an artifact's text exactly (see [`append_parts`]).
+const EXACT_GROWTH: usize = 1 << 20;
+
 /// Appends parts to an artifact, merging consecutive plain text so that a streamed answer is
 /// one growing text part rather than thousands of small ones.
 fn append_parts(artifact: &mut Artifact, parts: &[Part]) {
@@ -109,6 +140,10 @@ fn append_parts(artifact: &mut Artifact, parts: &[Part]) {
         if let (Some(text), true) = (&p.text, plain_text) {
             if let Some(last) = artifact.parts.last_mut() {
                 if let (Some(acc), None, None) = (&mut last.text, &last.metadata, &last.filename) {
+                    if text.len() >= EXACT_GROWTH {
+                        // A long chunk grows the text by its size, not to twice the text's.
+                        acc.reserve_exact(text.len());
+                    }
                     acc.push_str(text);
                     continue;
                 }
@@ -125,30 +160,22 @@ fn merge_metadata(target: &mut Option<Map<String, Value>>, add: &Map<String, Val
     }
 }
 
-/// A copy of the task as a client asked for it: the last `history_length` messages (0 = none,
-/// unset = all) and, when `include_artifacts` is false, no artifacts.
-pub fn view(task: &Task, history_length: Option<i32>, include_artifacts: bool) -> Task {
-    let history = match history_length {
-        Some(n) if n <= 0 => Vec::new(),
+/// The task as a client asked for it: the last `history_length` messages (0 = none, unset =
+/// all) and, when `include_artifacts` is false, no artifacts. Takes the task, so that its
+/// artifacts (possibly megabytes of output) are never copied.
+pub fn view(mut task: Task, history_length: Option<i32>, include_artifacts: bool) -> Task {
+    match history_length {
+        Some(n) if n <= 0 => task.history.clear(),
         Some(n) => {
-            let n = n as usize;
-            let skip = task.history.len().saturating_sub(n);
-            task.history[skip..].to_vec()
+            let skip = task.history.len().saturating_sub(n as usize);
+            task.history.drain(..skip);
         }
-        None => task.history.clone(),
-    };
-    Task {
-        id: task.id.clone(),
-        context_id: task.context_id.clone(),
-        status: task.status.clone(),
-        artifacts: if include_artifacts {
-            task.artifacts.clone()
-        } else {
-            Vec::new()
-        },
-        history,
-        metadata: task.metadata.clone(),
+        None => {}
     }
+    if !include_artifacts {
+        task.artifacts.clear();
+    }
+    task
 }
 
 /// The current time as A2A writes it: ISO 8601 UTC with milliseconds and `Z`.
@@ -243,6 +270,26 @@ mod tests {
     }
 
     #[test]
+    fn apply_owned_matches_apply() {
+        let events = [
+            artifact_update("Hello", true),
+            artifact_update(", world", true),
+            artifact_update("new", false),
+            artifact_update(" and more", true),
+        ];
+        let (mut by_ref, mut owned) = (Task::default(), Task::default());
+        for e in events {
+            apply(&mut by_ref, &e);
+            apply_owned(&mut owned, e);
+            assert_eq!(by_ref, owned);
+        }
+        assert_eq!(
+            owned.artifacts[0].parts[0].text.as_deref(),
+            Some("new and more")
+        );
+    }
+
+    #[test]
     fn terminal_status_message_goes_to_history_and_metadata_merges() {
         let mut t = Task::default();
         let mut md = Map::new();
@@ -275,9 +322,9 @@ mod tests {
                 ..Message::default()
             });
         }
-        assert_eq!(view(&t, Some(0), true).history.len(), 0);
-        assert_eq!(view(&t, None, true).history.len(), 3);
-        let last2 = view(&t, Some(2), true).history;
+        assert_eq!(view(t.clone(), Some(0), true).history.len(), 0);
+        assert_eq!(view(t.clone(), None, true).history.len(), 3);
+        let last2 = view(t, Some(2), true).history;
         assert_eq!(last2[0].message_id, "1");
         assert_eq!(last2[1].message_id, "2");
     }

@@ -462,7 +462,6 @@ pub struct HostProcess {
 
 impl HostProcess {
     pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
-        use tokio::io::AsyncBufReadExt;
         let dir = tempfile::tempdir().expect("tempdir");
         // A memory store unless the arguments name one.
         let store: &[&str] = if args.contains(&"--store") {
@@ -470,14 +469,23 @@ impl HostProcess {
         } else {
             &["--store", "memory"]
         };
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["serve", "--port", "0"])
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
+        cmd.args(["serve", "--port", "0"])
             .args(store)
             .args(args)
             .env("AGENT_REPO_PATH", dir.path())
             .env("AGENT_BINARY", fake_agent())
             .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        HostProcess::start(cmd, dir).await
+    }
+
+    /// Starts `cmd`, a command that ends up running `agent-host serve ... --port 0` in its
+    /// own process (directly, or through `nsenter`, which execs it), with `dir` as the
+    /// scratch directory kept as long as the host.
+    pub async fn start(mut cmd: tokio::process::Command, dir: tempfile::TempDir) -> HostProcess {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = cmd
             .kill_on_drop(true)
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -529,6 +537,11 @@ impl HostProcess {
             start_log: seen,
             _dir: dir,
         }
+    }
+
+    /// Kills the host (SIGKILL, as a crash) and waits until it is gone.
+    pub async fn kill(mut self) {
+        let _ = self._child.kill().await;
     }
 
     /// SIGKILLs the host (its agents are left orphaned, as after a crash) and reaps it.

@@ -146,3 +146,61 @@ async fn a_prompt_too_long_for_an_argument_goes_to_stdin_or_is_refused() {
     })
     .await;
 }
+
+/// The text of a task's streamed answer artifact.
+fn answer_text(t: &Value) -> String {
+    t["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["artifactId"] == "assistant-response"))
+        .and_then(|a| a["parts"][0]["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Item 7: three lines of 15 MB (each under the 16 MiB line limit, together under the 64 MiB
+/// kept per task) end the task `completed` with the whole output kept, on the default store:
+/// the blocking answer, a later GetTask and a stream all have the three lines whole and in
+/// order. (What it costs in memory is measured by `bench/memory.sh`, not here.)
+#[tokio::test]
+async fn three_lines_of_15_mb_complete_and_are_kept_whole() {
+    limit_to(Duration::from_secs(240), async {
+        let s = TestServer::with(Options {
+            sqlite: true,
+            ..Options::default()
+        })
+        .await;
+        const LINE: usize = 15_000_000;
+        let prompt = format!("long-line={LINE} long-lines=3");
+        let check = |t: &Value| {
+            assert_eq!(state(t), "TASK_STATE_COMPLETED", "{}", t["status"]);
+            let text = answer_text(t);
+            let tail = &text[text.len() - 3 * LINE..];
+            for (i, letter) in ['x', 'y', 'z'].into_iter().enumerate() {
+                let line = &tail[i * LINE..(i + 1) * LINE];
+                assert!(line.chars().all(|c| c == letter), "line {i} is not whole");
+            }
+        };
+        let r = s.rpc("SendMessage", send_params(&prompt)).await;
+        let t = &r["result"]["task"];
+        check(t);
+        let id = t["id"].as_str().unwrap();
+        let got = s.rpc("GetTask", json!({"id": id})).await;
+        check(&got["result"]);
+
+        let frames = s.stream("SendStreamingMessage", send_params(&prompt)).await;
+        let long: Vec<usize> = frames
+            .iter()
+            .filter_map(|f| {
+                f.data["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str()
+            })
+            .map(str::len)
+            .filter(|&n| n == LINE)
+            .collect();
+        assert_eq!(long.len(), 3, "each long line streamed once, whole");
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED")
+        );
+    })
+    .await;
+}

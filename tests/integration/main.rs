@@ -35,5 +35,6 @@ mod sandbox;
 mod sandbox_more;
 mod security;
 mod several_hosts;
+mod store_full;
 mod streaming;
 mod tasks;

@@ -34,17 +34,25 @@ fn str_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
+/// A string field taken out of the parsed line (not copied: it may be megabytes of text).
+fn take_str(v: &mut Value, key: &str) -> Option<String> {
+    match v.get_mut(key).map(Value::take) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
 fn u64_of(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
 }
 
 impl WireParser for NativeParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
-        let Some(v) = super::json_line(line, out, 200) else {
+        let Some(mut v) = super::json_line(line, out, 200) else {
             return;
         };
-        let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
-        let ev = match ty {
+        let ty = take_str(&mut v, "type").unwrap_or_default();
+        let ev = match ty.as_str() {
             "init" => AgentEvent::Init {
                 session_id: str_of(&v, "session_id"),
                 model: str_of(&v, "model"),
@@ -60,21 +68,21 @@ impl WireParser for NativeParser {
                     .unwrap_or_default(),
             },
             "text" => AgentEvent::Text {
-                text: str_of(&v, "text").unwrap_or_default(),
+                text: take_str(&mut v, "text").unwrap_or_default(),
                 delta: v.get("delta").and_then(Value::as_bool).unwrap_or(true),
             },
             "thinking" => AgentEvent::Thinking {
-                text: str_of(&v, "text").unwrap_or_default(),
+                text: take_str(&mut v, "text").unwrap_or_default(),
             },
             "tool_use" => AgentEvent::ToolUse {
                 id: str_of(&v, "id").unwrap_or_default(),
                 name: str_of(&v, "name").unwrap_or_else(|| "tool".into()),
-                input: v.get("input").cloned().unwrap_or(Value::Null),
+                input: v.get_mut("input").map(Value::take).unwrap_or(Value::Null),
             },
             "tool_result" => AgentEvent::ToolResult {
                 id: str_of(&v, "id").unwrap_or_default(),
-                output: match v.get("output") {
-                    Some(Value::String(s)) => s.clone(),
+                output: match v.get_mut("output").map(Value::take) {
+                    Some(Value::String(s)) => s,
                     Some(other) => other.to_string(),
                     None => String::new(),
                 },
@@ -107,7 +115,7 @@ impl WireParser for NativeParser {
                 duration_ms: u64_of(&v, "duration_ms"),
             }),
             "done" => AgentEvent::Done {
-                result: str_of(&v, "result"),
+                result: take_str(&mut v, "result"),
                 is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
             },
             "error" if v.get("rejected").and_then(Value::as_bool) == Some(true) => {
@@ -119,14 +127,14 @@ impl WireParser for NativeParser {
                 message: str_of(&v, "message").unwrap_or_else(|| "agent reported an error".into()),
                 kind: str_of(&v, "kind"),
             },
-            "artifact" => match artifact(&v) {
+            "artifact" => match artifact(&mut v) {
                 Ok(ev) => ev,
                 Err(why) => AgentEvent::Warning {
                     message: format!("artifact line ignored: {why}"),
                 },
             },
             "message" => AgentEvent::Message {
-                text: str_of(&v, "text").unwrap_or_default(),
+                text: take_str(&mut v, "text").unwrap_or_default(),
             },
             // Unknown types are ignored: a newer agent may say more than we understand.
             _ => return,
@@ -180,12 +188,13 @@ enum BadArtifact {
 
 /// An `artifact` line: `artifact_id` (required), `name`, `parts` (A2A v1.0 parts, each with
 /// exactly one of text, raw, url, data), `append`, `last_chunk`.
-fn artifact(v: &Value) -> Result<AgentEvent, BadArtifact> {
+fn artifact(v: &mut Value) -> Result<AgentEvent, BadArtifact> {
     let artifact_id = str_of(v, "artifact_id")
         .filter(|id| !id.is_empty())
         .ok_or(BadArtifact::NoId)?;
-    let parts: Vec<Part> = serde_json::from_value(v.get("parts").cloned().unwrap_or_default())
-        .map_err(BadArtifact::Parts)?;
+    let parts: Vec<Part> =
+        serde_json::from_value(v.get_mut("parts").map(Value::take).unwrap_or_default())
+            .map_err(BadArtifact::Parts)?;
     if parts.is_empty() {
         return Err(BadArtifact::NoParts);
     }

@@ -10,7 +10,7 @@ use super::row::{col, unsigned};
 use crate::protocol::v1::Task;
 use crate::store::memory::encode_token;
 use crate::store::{ListPage, ListQuery, Snapshot, StoreError};
-use crate::task::{apply, LoggedEvent, TaskEvent};
+use crate::task::{apply_owned, LoggedEvent, TaskEvent};
 
 /// A task's checkpoint, last sequence, owner and the events after its checkpoint.
 pub(super) const LOAD: &str = "SELECT t.id, s.json, t.last_seq, t.owner,
@@ -23,7 +23,7 @@ pub(super) const LOAD: &str = "SELECT t.id, s.json, t.last_seq, t.owner,
 pub(super) fn snapshot(row: &Row) -> Result<Snapshot, StoreError> {
     let mut task: Task = serde_json::from_str(col::<&str>(row, TASKS, 1)?)?;
     for json in col::<Vec<&str>>(row, TASKS, 4)? {
-        apply(&mut task, &serde_json::from_str::<TaskEvent>(json)?);
+        apply_owned(&mut task, serde_json::from_str::<TaskEvent>(json)?);
     }
     Ok(Snapshot {
         task,

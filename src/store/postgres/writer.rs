@@ -12,7 +12,7 @@ use tokio_postgres::error::SqlState;
 
 use super::read;
 use crate::protocol::v1::Task;
-use crate::store::sqlite::CHECKPOINT_MIN_BYTES;
+use crate::store::sqlite::Progress;
 use crate::store::StoreError;
 
 /// Writes taken into one transaction at most.
@@ -53,13 +53,6 @@ impl Write {
             Write::Create { reply, .. } | Write::Append { reply, .. } => reply,
         }
     }
-}
-
-/// Bytes of a task's last checkpoint and of its events since.
-#[derive(Clone, Copy)]
-struct Progress {
-    snapshot: usize,
-    since: usize,
 }
 
 /// Runs the writer until every sender is gone.
@@ -111,13 +104,7 @@ async fn write_all(
                 ..
             } => {
                 create(&tx, task, first, owner.as_deref(), host.as_deref()).await?;
-                progress.insert(
-                    task.id.clone(),
-                    Progress {
-                        snapshot: first.len(),
-                        since: 0,
-                    },
-                );
+                progress.insert(task.id.clone(), Progress::fresh(first.len()));
             }
             Write::Append {
                 task_id,
@@ -138,17 +125,22 @@ async fn write_all(
                     host.as_deref(),
                 )
                 .await?;
-                let p = match progress.get(task_id) {
-                    Some(p) => *p,
-                    None => measure(&tx, task_id).await?,
+                if !progress.contains_key(task_id) {
+                    let measured = measure(&tx, task_id).await?;
+                    progress.insert(task_id.clone(), measured);
+                }
+                let Some(p) = progress.get_mut(task_id) else {
+                    continue;
                 };
-                let p = progress.entry(task_id.clone()).or_insert(p);
-                p.since += bytes;
-                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+                // The rule of the SQLite store: at state changes and doubling sizes, never for
+                // a few large events (long lines of output).
+                if p.appended(rows.len(), bytes, *checkpoint, *ended) {
                     match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
                     }
+                } else if *ended {
+                    progress.remove(task_id);
                 }
             }
         }
@@ -159,13 +151,7 @@ async fn write_all(
         if ended {
             progress.remove(id);
         } else {
-            progress.insert(
-                id.to_string(),
-                Progress {
-                    snapshot: size,
-                    since: 0,
-                },
-            );
+            progress.insert(id.to_string(), Progress::fresh(size));
         }
     }
     tx.commit().await?;
@@ -308,15 +294,18 @@ async fn measure(tx: &Transaction<'_>, task_id: &str) -> Result<Progress, StoreE
         .query_one(
             "SELECT COALESCE(s.seq, 0), COALESCE(octet_length(s.json), 0),
                     COALESCE((SELECT SUM(octet_length(e.json)) FROM events e
-                              WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT
+                              WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT,
+                    (SELECT COUNT(*) FROM events e
+                     WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0))
              FROM (SELECT 1) one LEFT JOIN snapshots s ON s.task_id = $1",
             &[&task_id],
         )
         .await?;
-    Ok(Progress {
-        snapshot: row.try_get::<_, i32>(1)? as usize,
-        since: row.try_get::<_, i64>(2)? as usize,
-    })
+    Ok(Progress::measured(
+        row.try_get::<_, i32>(1)? as usize,
+        row.try_get::<_, i64>(2)? as usize,
+        row.try_get::<_, i64>(3)? as usize,
+    ))
 }
 
 /// Writes a new checkpoint of a task: its last checkpoint with the events since applied.

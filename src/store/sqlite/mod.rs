@@ -5,8 +5,8 @@
 //! small index row (state, status time, owner, last sequence), `events` one row per event,
 //! `snapshots` each task's latest checkpoint. Every write goes through one writer thread
 //! ([`writer`]) that commits whatever is queued in one transaction. Memory holds only a
-//! bounded window of recent events of the tasks being written, from which live subscribers
-//! read; older events and every other read come from the database, on blocking threads.
+//! bounded window of recent events of the tasks being written (at most [`WINDOW`] events and
+//! [`WINDOW_BYTES`] bytes each), from which live subscribers read; older or larger events and every other read come from the database, on blocking threads.
 //!
 //! **What waits for the disk.** An append of streamed progress (artifact chunks, `working`
 //! updates) returns once its events are queued for the writer and in the window, so
@@ -49,10 +49,15 @@ use crate::task::{LoggedEvent, TaskEvent};
 
 pub use queue::LINGER;
 pub use schema::{migrate, SCHEMA_VERSION};
-pub use writer::CHECKPOINT_MIN_BYTES;
+pub(crate) use writer::Progress;
+pub use writer::{CHECKPOINT_MIN_BYTES, FEW_EVENTS, LARGE_EVENTS_BYTES};
 
-/// Events kept in memory per task being written.
+/// Events kept in memory per task being written, at most.
 const WINDOW: usize = 1024;
+/// Bytes (of their stored JSON) of the events kept in memory per task being written, at most:
+/// an event larger than this (a long line of output) is never kept, and followers read it from
+/// the database.
+pub const WINDOW_BYTES: usize = 1 << 20;
 /// Reader connections kept open.
 const READERS: usize = 4;
 
@@ -69,7 +74,10 @@ struct Live {
     visible_seq: u64,
     /// The task's state as last written (a change of state is a checkpoint).
     state: String,
-    window: VecDeque<Arc<LoggedEvent>>,
+    /// Recent events, contiguous up to `last_seq`, each with its stored size.
+    window: VecDeque<(usize, Arc<LoggedEvent>)>,
+    /// The sizes of the events in `window`.
+    window_bytes: usize,
     /// The queue ticket of the task's last write: its events are all in the database once
     /// the writer is done with that ticket.
     ticket: u64,
@@ -85,8 +93,28 @@ impl Live {
             visible_seq: last_seq,
             state,
             window: VecDeque::new(),
+            window_bytes: 0,
             ticket: 0,
             epoch: 0,
+        }
+    }
+
+    /// Keeps the event just appended (sequence `last_seq`) in the window, dropping the oldest
+    /// ones past either bound; an event over the byte bound empties the window instead (its
+    /// followers read it from the database, after the writes it depends on).
+    fn keep(&mut self, size: usize, event: Arc<LoggedEvent>) {
+        if size > WINDOW_BYTES {
+            self.window.clear();
+            self.window_bytes = 0;
+            return;
+        }
+        self.window.push_back((size, event));
+        self.window_bytes += size;
+        while self.window.len() > WINDOW || self.window_bytes > WINDOW_BYTES {
+            match self.window.pop_front() {
+                Some((n, _)) => self.window_bytes -= n,
+                None => break,
+            }
         }
     }
 }
@@ -297,6 +325,7 @@ impl TaskStore for SqliteStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let (first, first_event) =
             encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let first_len = first.len();
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         self.write(|reply| Write::Create {
@@ -308,7 +337,7 @@ impl TaskStore for SqliteStore {
         .await?;
         let mut live = self.live.lock().map_err(poisoned)?;
         let mut l = Live::new(&id, 1, state);
-        l.window.push_back(Arc::new(first_event));
+        l.keep(first_len, Arc::new(first_event));
         live.insert(id, l);
         Ok(1)
     }
@@ -365,11 +394,9 @@ impl TaskStore for SqliteStore {
                 }
                 let (json, logged) = encode(l.last_seq, ev)?;
                 let logged = Arc::new(logged);
+                let size = json.len();
                 rows.push((logged.clone(), json));
-                if l.window.len() == WINDOW {
-                    l.window.pop_front();
-                }
-                l.window.push_back(logged);
+                l.keep(size, logged);
             }
             let (reply, rx) = if wait {
                 let (reply, rx) = oneshot::channel();
@@ -417,7 +444,8 @@ impl TaskStore for SqliteStore {
                             if l.epoch == epoch {
                                 l.epoch += 1;
                             }
-                            l.window.retain(|e| e.seq < first || e.seq > last);
+                            l.window.retain(|(_, e)| e.seq < first || e.seq > last);
+                            l.window_bytes = l.window.iter().map(|(n, _)| n).sum();
                         }
                         return Err(e);
                     }
@@ -445,11 +473,12 @@ impl TaskStore for SqliteStore {
         {
             let live = self.live.lock().map_err(poisoned)?;
             if let Some(l) = live.get(task_id) {
-                let first = l.window.front().map(|e| e.seq).unwrap_or(l.last_seq + 1);
+                let first = l.window.front().map(|e| e.1.seq).unwrap_or(l.last_seq + 1);
                 if after + 1 >= first {
                     return Ok(l
                         .window
                         .iter()
+                        .map(|(_, e)| e)
                         .filter(|e| e.seq > after && e.seq <= l.visible_seq)
                         .take(limit)
                         .cloned()

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::protocol::v1::Task;
 use crate::store::memory::encode_token;
 use crate::store::{ListPage, ListQuery, Snapshot, StoreError, TerminalTask};
-use crate::task::{apply, LoggedEvent, TaskEvent};
+use crate::task::{apply_owned, LoggedEvent, TaskEvent};
 
 /// A task as stored: its checkpoint with the later events applied, and its last sequence.
 pub(super) fn load_task(conn: &Connection, id: &str) -> Result<Option<(Task, u64)>, StoreError> {
@@ -34,12 +34,16 @@ pub(super) fn load_owned(conn: &Connection, id: &str) -> Result<Option<Snapshot>
     let Some((snapshot, snapshot_seq, last_seq, owner)) = row else {
         return Ok(None);
     };
+    // Each stored text is dropped as soon as it is parsed: a task with megabytes of output is
+    // held once as the task, plus one event at a time.
     let mut task: Task = serde_json::from_str(&snapshot)?;
+    drop(snapshot);
     let mut stmt = conn
         .prepare_cached("SELECT json FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq")?;
     let rows = stmt.query_map(params![id, snapshot_seq], |r| r.get::<_, String>(0))?;
     for json in rows {
-        apply(&mut task, &serde_json::from_str::<TaskEvent>(&json?)?);
+        let event = serde_json::from_str::<TaskEvent>(&json?)?;
+        apply_owned(&mut task, event);
     }
     Ok(Some(Snapshot {
         task,

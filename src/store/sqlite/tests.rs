@@ -254,7 +254,7 @@ async fn readers_never_see_an_end_before_it_is_committed() {
         l.last_seq += 1;
         let ev = status("t1", TaskState::Completed, "2026-01-01T00:00:02.000Z");
         l.window
-            .push_back(Arc::new(LoggedEvent::new(l.last_seq, ev)));
+            .push_back((1, Arc::new(LoggedEvent::new(l.last_seq, ev))));
     }
     // A subscriber does not get it, so it cannot act on a state that GetTask does not show.
     let seen = store.events_after("t1", 0, 10).await.unwrap();
@@ -562,4 +562,52 @@ async fn a_second_store_on_the_same_database_is_refused() {
     assert!(!path.exists(), "refused before it touches the database");
     drop(other);
     SqliteStore::open(&path).expect("free again once the other host is gone");
+}
+
+#[tokio::test]
+async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("big", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let line = "z".repeat(WINDOW_BYTES + 1);
+    for i in 0..3 {
+        s.append("big", vec![chunk("big", &line, i > 0)])
+            .await
+            .unwrap();
+        let live = s.live.lock().unwrap();
+        let l = live.get("big").unwrap();
+        assert!(
+            l.window.is_empty(),
+            "an event over the window's bytes is not kept"
+        );
+        assert_eq!(l.window_bytes, 0);
+    }
+    // Followers read it from the database.
+    let evs = s.events_after("big", 1, 10).await.unwrap();
+    assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
+    // A small event after it is kept again.
+    s.append("big", vec![chunk("big", "tail", true)])
+        .await
+        .unwrap();
+    assert_eq!(s.live.lock().unwrap().get("big").unwrap().window.len(), 1);
+    s.append(
+        "big",
+        vec![status(
+            "big",
+            TaskState::Completed,
+            "2026-01-01T00:00:09.000Z",
+        )],
+    )
+    .await
+    .unwrap();
+    // Fewer than FEW_EVENTS events, together large: no checkpoint, not even at the end
+    // (writing one would hold the whole task several times over).
+    assert_eq!(checkpoint_seq(&path, "big"), 1);
+    let snap = s.get("big").await.unwrap().unwrap();
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    assert_eq!(answer(&snap.task).len(), 3 * line.len() + 4);
+    assert_eq!(snap.last_seq, 6);
 }

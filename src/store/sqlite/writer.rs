@@ -148,12 +148,76 @@ fn of_locked(map: &FailureMap, task: &str, epoch: u32) -> Option<StoreError> {
     }
 }
 
-/// Bytes of a task's last checkpoint and of its events since, and the task as of its last
-/// written event when the writer holds it (so a checkpoint need not read the task back).
-struct Progress {
-    snapshot: usize,
-    since: usize,
+/// Fewer events than this since a task's checkpoint, together at least
+/// [`LARGE_EVENTS_BYTES`], are never checkpointed (see [`Progress::few_and_large`]).
+pub const FEW_EVENTS: usize = 16;
+/// See [`FEW_EVENTS`]: the size of the store's memory window per task.
+pub const LARGE_EVENTS_BYTES: usize = super::WINDOW_BYTES;
+
+/// Bytes of a task's last checkpoint and of its events since, how many events those are
+/// (the PostgreSQL store's writer follows the same rule), and the task as of its last written
+/// event when the writer holds it (so a checkpoint need not read the task back; SQLite only).
+pub(crate) struct Progress {
+    pub(crate) snapshot: usize,
+    pub(crate) since: usize,
+    pub(crate) rows: usize,
     task: Option<(Task, u64)>,
+}
+
+impl Progress {
+    pub(crate) fn fresh(snapshot: usize) -> Progress {
+        Progress {
+            snapshot,
+            since: 0,
+            rows: 0,
+            task: None,
+        }
+    }
+
+    /// Read back from the database: nothing held.
+    pub(crate) fn measured(snapshot: usize, since: usize, rows: usize) -> Progress {
+        Progress {
+            snapshot,
+            since,
+            rows,
+            task: None,
+        }
+    }
+
+    /// Just checkpointed at `snapshot` bytes, holding `task` when given.
+    fn holding(snapshot: usize, task: Option<(Task, u64)>) -> Progress {
+        Progress {
+            task,
+            ..Progress::fresh(snapshot)
+        }
+    }
+
+    /// The events since the checkpoint are a few large ones (long lines of output): no
+    /// checkpoint then, not even at a change of state. Replaying a few events costs a read no
+    /// more than reading a checkpoint that holds them (each row is parsed and applied, then
+    /// dropped), while writing that checkpoint would hold the whole task in memory several
+    /// times at once (the task, its JSON, SQLite's copy of the row): for a task with lines of
+    /// 15 MB, hundreds of MB.
+    fn few_and_large(&self) -> bool {
+        self.rows < FEW_EVENTS && self.since >= LARGE_EVENTS_BYTES
+    }
+
+    /// Counts `rows` events of `bytes` appended; true when a checkpoint is due: the task's
+    /// state changed (`state_changed`, `ended`) or the events since reached the size of the
+    /// checkpoint (at least [`CHECKPOINT_MIN_BYTES`]), unless they are few and large.
+    pub(crate) fn appended(
+        &mut self,
+        rows: usize,
+        bytes: usize,
+        state_changed: bool,
+        ended: bool,
+    ) -> bool {
+        self.since += bytes;
+        self.rows += rows;
+        let wanted =
+            state_changed || ended || self.since >= self.snapshot.max(CHECKPOINT_MIN_BYTES);
+        wanted && !self.few_and_large()
+    }
 }
 
 impl Progress {
@@ -249,11 +313,7 @@ fn write_all(
                 create(&tx, task, first, owner.as_deref())?;
                 progress.insert(
                     task.id.clone(),
-                    Progress {
-                        snapshot: first.len(),
-                        since: 0,
-                        task: Some(((**task).clone(), 1)),
-                    },
+                    Progress::holding(first.len(), Some(((**task).clone(), 1))),
                 );
             }
             Write::Append {
@@ -277,13 +337,16 @@ fn write_all(
                         progress.entry(task_id.to_string()).or_insert(p)
                     }
                 };
-                p.since += bytes;
+                let due_now = p.appended(rows.len(), bytes, *checkpoint, *ended);
                 p.apply(rows);
-                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+                if due_now {
                     match due.iter_mut().find(|(id, _)| *id == &**task_id) {
                         Some(d) => d.1 |= *ended,
                         None => due.push((task_id, *ended)),
                     }
+                } else if *ended {
+                    // Nothing more comes for it.
+                    progress.remove(&**task_id);
                 }
             }
             Write::Exec { sql, args, .. } => {
@@ -310,11 +373,7 @@ fn write_all(
         } else {
             progress.insert(
                 id.to_string(),
-                Progress {
-                    snapshot: size,
-                    since: 0,
-                    task: task.filter(|_| size <= KEEP_TASK_BYTES),
-                },
+                Progress::holding(size, task.filter(|_| size <= KEEP_TASK_BYTES)),
             );
         }
     }
@@ -441,14 +500,15 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
         )
         .optional()?
         .unwrap_or((0, 0));
-    let since: i64 = tx.query_row(
-        "SELECT COALESCE(SUM(length(json)), 0) FROM events WHERE task_id = ?1 AND seq > ?2",
+    let (since, rows): (i64, i64) = tx.query_row(
+        "SELECT COALESCE(SUM(length(json)), 0), COUNT(*) FROM events WHERE task_id = ?1 AND seq > ?2",
         params![task_id, seq],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok(Progress {
         snapshot: snapshot as usize,
         since: since as usize,
+        rows: rows as usize,
         task: None,
     })
 }

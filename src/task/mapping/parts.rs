@@ -100,3 +100,15 @@ pub(super) fn truncate_chars(s: &str, max: usize) -> String {
     }
     format!("{}… ({} bytes in all)", &s[..end], s.len())
 }
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub(super) fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

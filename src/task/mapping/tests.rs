@@ -322,3 +322,32 @@ fn asking_then_exiting_zero_fails_honestly() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn long_chunks_go_to_the_artifact_whole_and_the_kept_answer_is_capped() {
+    let mut m = TurnMapper::new("t", "c");
+    m.started();
+    let chunk = "é".repeat(ANSWER_KEEP_MAX / 2 + 1);
+    for _ in 0..2 {
+        let out = m.on_event(AgentEvent::Text {
+            text: chunk.clone(),
+            delta: true,
+        });
+        let StreamResponse::ArtifactUpdate(u) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(u.artifact.parts[0].text.as_deref(), Some(chunk.as_str()));
+    }
+    // Ended without a result: the result is the first MiB of the answer (cut on a character).
+    let out = m.on_exit(ExitReason::Exited {
+        code: Some(0),
+        signal: None,
+        stderr_tail: String::new(),
+    });
+    let StreamResponse::ArtifactUpdate(result) = &out[0] else {
+        panic!("{out:?}")
+    };
+    let text = result.artifact.parts[0].text.as_deref().unwrap();
+    assert!(text.len() <= ANSWER_KEEP_MAX && text.len() > ANSWER_KEEP_MAX - 4);
+    assert!(text.chars().all(|c| c == 'é'));
+}
