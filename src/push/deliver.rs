@@ -91,9 +91,7 @@ fn from_store(inner: &Inner, w: Option<Result<PushWake, broadcast::error::RecvEr
             lock(&inner.watched).insert(t.clone());
             Next::Task(t)
         }
-        Some(Ok(PushWake::Missed)) | Some(Err(broadcast::error::RecvError::Lagged(_))) => {
-            Next::Relearn
-        }
+        Some(Ok(PushWake::Missed) | Err(broadcast::error::RecvError::Lagged(_))) => Next::Relearn,
         Some(Err(broadcast::error::RecvError::Closed)) | None => Next::Nothing,
     }
 }
