@@ -306,26 +306,6 @@ async fn start_agent(
             input_modes: settings.input_modes.clone(),
         },
     );
-    let push = match &settings.push {
-        Some(p) => {
-            let sealer = match &p.key {
-                PushKey::Hex(h) => Sealer::from_hex(h),
-                PushKey::File(f) => Sealer::from_file(f),
-            }
-            .map_err(StartError::PushKey)?;
-            let svc = PushService::start(p.delivery.clone(), push_store, store.clone(), sealer)
-                .await
-                .map_err(StartError::Push)?;
-            let hook = svc.clone();
-            engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
-            tracing::info!(
-                allow_private = p.delivery.allow_private,
-                "push notifications on"
-            );
-            Some(svc)
-        }
-        None => None,
-    };
     // With a store several hosts share: this host's id, address and lease.
     let role = crate::engine::ClusterRole {
         me: crate::store::HostRecord {
@@ -343,6 +323,35 @@ async fn start_agent(
     {
         engine.set_forwarder(f);
     }
+    // After joining: the push claims are held under the host id. Before recovery: the
+    // updates it writes wake the deliveries.
+    let push = match &settings.push {
+        Some(p) => {
+            let sealer = match &p.key {
+                PushKey::Hex(h) => Sealer::from_hex(h),
+                PushKey::File(f) => Sealer::from_file(f),
+            }
+            .map_err(StartError::PushKey)?;
+            // Claims are held under this host's id (when it is one of several).
+            let svc = PushService::start(
+                p.delivery.clone(),
+                push_store,
+                store.clone(),
+                sealer,
+                engine.host_id(),
+            )
+            .await
+            .map_err(StartError::Push)?;
+            let hook = svc.clone();
+            engine.set_update_hook(Arc::new(move |task_id: &str| hook.on_update(task_id)));
+            tracing::info!(
+                allow_private = p.delivery.allow_private,
+                "push notifications on"
+            );
+            Some(svc)
+        }
+        None => None,
+    };
     let r = engine.recover().await.map_err(StartError::Store)?;
     if r != Recovery::default() {
         tracing::info!(

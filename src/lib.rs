@@ -49,8 +49,8 @@
 //! - [`push`]: push notifications: webhook configs, in-order at-least-once delivery from each
 //!   config's cursor into the task's event log, retries and dead letters, SSRF guard, secrets
 //!   sealed at rest; with a store several hosts share, each config's deliveries claimed by one
-//!   host at a time (a lease in the database) and the shared queue scanned for work left by
-//!   a dead host.
+//!   host at a time (a lease in the database, held under the host id), woken by the store's
+//!   wake-ups of any host's writes, and the shared queue scanned for work left by a dead host.
 //! - [`server`]: the axum router: JSON-RPC and HTTP+JSON for both versions, SSE with replay,
 //!   the agent card, an index at `GET /`, health, metrics, the request guard (auth, hosts, origins), push-config
 //!   methods, the extended card and A2A extensions; several adapters on one port

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use super::{lock, Inner, V03};
 use crate::protocol::v03;
-use crate::store::{DeadLetter, PushRecord};
+use crate::store::{DeadLetter, PushRecord, PushWake};
 use crate::task::{LoggedEvent, TaskEvent};
 
 fn now_ms() -> u64 {
@@ -19,9 +19,25 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the worker does next.
+enum Next {
+    /// Wake the jobs of a task's configs.
+    Task(String),
+    /// Claim the shared queue's due work.
+    Scan,
+    /// Wake-ups were lost: learn the configs again, then scan.
+    Relearn,
+    Nothing,
+}
+
 /// Waits for tasks with new events and starts (or flags) their delivery jobs; with a shared
-/// store, also scans the queue for due work no live claim covers.
-pub(super) async fn worker(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<String>) {
+/// store, also scans the queue for due work no live claim covers, and follows the store's
+/// wake-ups (`wakes`): events any host stored, configs created through any host.
+pub(super) async fn worker(
+    inner: Arc<Inner>,
+    mut rx: mpsc::UnboundedReceiver<String>,
+    mut wakes: Option<broadcast::Receiver<PushWake>>,
+) {
     let mut stop = inner.stop.subscribe();
     let shared = inner.store.shared();
     // The first tick is at once: a starting host takes over what is pending.
@@ -29,18 +45,62 @@ pub(super) async fn worker(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<St
     scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // The select only chooses (its stop guard is not held across the work).
-        let task_id = tokio::select! {
+        let next = tokio::select! {
             t = rx.recv() => match t {
-                Some(t) => Some(t),
+                Some(t) => Next::Task(t),
                 None => return,
             },
-            _ = scan.tick(), if shared => None,
+            w = store_wake(&mut wakes) => from_store(&inner, w),
+            _ = scan.tick(), if shared => Next::Scan,
             _ = stop.wait_for(|s| *s) => return,
         };
-        match task_id {
-            Some(t) => wake(&inner, &t).await,
-            None => scan_due(&inner).await,
+        match next {
+            Next::Task(t) => wake(&inner, &t).await,
+            Next::Scan => scan_due(&inner).await,
+            Next::Relearn => {
+                relearn(&inner).await;
+                scan_due(&inner).await;
+            }
+            Next::Nothing => {}
         }
+    }
+}
+
+/// The next wake-up of the store (never, when it has none or they ended).
+async fn store_wake(
+    wakes: &mut Option<broadcast::Receiver<PushWake>>,
+) -> Option<Result<PushWake, broadcast::error::RecvError>> {
+    match wakes {
+        Some(rx) => {
+            let w = rx.recv().await;
+            if matches!(w, Err(broadcast::error::RecvError::Closed)) {
+                *wakes = None;
+            }
+            Some(w)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// What a store wake-up asks for. Events of a task without configs here cost nothing.
+fn from_store(inner: &Inner, w: Option<Result<PushWake, broadcast::error::RecvError>>) -> Next {
+    match w {
+        Some(Ok(PushWake::Events(t))) if lock(&inner.watched).contains(&t) => Next::Task(t),
+        Some(Ok(PushWake::Events(_))) => Next::Nothing,
+        Some(Ok(PushWake::Config(t))) => {
+            lock(&inner.watched).insert(t.clone());
+            Next::Task(t)
+        }
+        Some(Ok(PushWake::Missed) | Err(broadcast::error::RecvError::Lagged(_))) => Next::Relearn,
+        Some(Err(broadcast::error::RecvError::Closed)) | None => Next::Nothing,
+    }
+}
+
+/// Reads which tasks have configs again (wake-ups of configs created meanwhile were lost).
+async fn relearn(inner: &Inner) {
+    match inner.store.all_push().await {
+        Ok(configs) => lock(&inner.watched).extend(configs.into_iter().map(|c| c.task_id)),
+        Err(e) => tracing::warn!(error = %e, "cannot read the push configs again"),
     }
 }
 

@@ -13,7 +13,11 @@
 //! [`crate::store::push`]), and each host scans the queue for due work no live claim covers:
 //! updates of tasks another host runs whose configs it does not watch, and work a dead host
 //! left claimed, taken over once its claim expires. Each update is then delivered by one host,
-//! at least once, in order per config.
+//! at least once, in order per config. Claims are held under the host's id, so a host
+//! restarted under its id frees (and takes up) its previous run's claims at once. The store's wake-ups
+//! ([`PushStore::push_wakes`]) tell every host of events any host stored and of configs
+//! created through any host, so the host that can claim a config's work starts at once
+//! rather than at its next scan.
 
 mod deliver;
 pub mod guard;
@@ -117,11 +121,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl PushService {
     /// Starts the service and its delivery worker, and resumes deliveries left pending.
+    /// `host_id`: this host's id among several sharing the store, under which it holds its
+    /// delivery claims (None: a name of its own per start).
     pub async fn start(
         settings: PushSettings,
         store: Arc<dyn PushStore>,
         tasks: Arc<dyn TaskStore>,
         sealer: Sealer,
+        host_id: Option<&str>,
     ) -> Result<PushService, PushStartError> {
         // No proxy, whatever HTTP(S)_PROXY / ALL_PROXY say: a proxy would resolve the name
         // itself and so bypass the address check of the resolver below (and receive the
@@ -135,19 +142,33 @@ impl PushService {
             .build()
             .map_err(PushStartError::Client)?;
         let (wake, rx) = mpsc::unbounded_channel();
+        // Subscribed before the configs are read: a config stored meanwhile is not missed.
+        let wakes = store.push_wakes();
         let configs = store.all_push().await?;
         let shared = store.shared();
-        // Unique per start: a restarted host does not take for its own the claims its
-        // previous run held (they expire, then any host takes the work over).
-        let holder = format!(
-            "pid{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
+        // The host id when there is one: a host restarted under it takes back the claims
+        // its previous run held. Otherwise unique per start (a store one host owns has
+        // nothing to claim; hosts without ids never take each other's claims for their own).
+        let holder = match host_id {
+            Some(id) => id.to_string(),
+            None => format!(
+                "pid{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            ),
+        };
         let claim = Claim {
             holder,
             lease: settings.claim_lease,
         };
+        if host_id.is_some() && shared {
+            // The claims of this host's previous run (it died, or it would not have been
+            // let in under its id): free now, for the first scan below, not when they expire.
+            let freed = store.release_all_push(&claim).await?;
+            if freed > 0 {
+                tracing::info!(holder = %claim.holder, configs = freed, "took back the push claims this host held before its restart");
+            }
+        }
         let svc = PushService {
             inner: Arc::new(Inner {
                 settings,
@@ -163,7 +184,7 @@ impl PushService {
                 creating: tokio::sync::Mutex::new(()),
             }),
         };
-        tokio::spawn(deliver::worker(svc.inner.clone(), rx));
+        tokio::spawn(deliver::worker(svc.inner.clone(), rx, wakes));
         // A shared store's pending work is found by the worker's scan, which starts at once
         // (and claims it in bulk rather than task by task).
         if !shared {

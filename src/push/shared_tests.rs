@@ -106,12 +106,18 @@ fn settings(lease: Duration, timeout: Duration) -> PushSettings {
 
 /// One host: its own store (pool, writer) on the test schema and its push service.
 async fn host(db: &TestDb, s: PushSettings) -> (Arc<PgStore>, PushService) {
+    host_named(db, s, None).await
+}
+
+/// One host holding its claims under `id` (as `agent-host serve` does under its host id).
+async fn host_named(db: &TestDb, s: PushSettings, id: Option<&str>) -> (Arc<PgStore>, PushService) {
     let store = Arc::new(db.store().await);
     let svc = PushService::start(
         s,
         store.clone(),
         store.clone(),
         Sealer::from_hex(&"5a".repeat(32)).unwrap(),
+        id,
     )
     .await
     .unwrap();
@@ -227,6 +233,23 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
     let Some(db) = TestDb::new("push_host_dies").await else {
         return;
     };
+    // A's claim expires soon; B, another holder, takes the work over then.
+    dies_mid_delivery(&db, Duration::from_millis(1500), None, "b").await;
+}
+
+#[tokio::test]
+async fn a_host_restarted_under_its_id_takes_its_claims_back_at_once() {
+    let Some(db) = TestDb::new("push_host_restarts").await else {
+        return;
+    };
+    // A's claim would last ten minutes (longer than the test may run): only the same
+    // holder, A restarted under its host id, can take the work up before that.
+    dies_mid_delivery(&db, Duration::from_secs(600), Some("host-a"), "host-a").await;
+}
+
+/// Host A delivers a task's updates and dies while sending update 5 (its claim left in
+/// place); then host `then` starts and must deliver the rest: at least once, in order.
+async fn dies_mid_delivery(db: &TestDb, lease: Duration, a_id: Option<&'static str>, then: &str) {
     tokio::time::timeout(Duration::from_secs(120), async {
         let (rx, server) = Receiver::start().await;
         // Host A lives in a runtime of its own, so it can die at once (every task of it
@@ -236,7 +259,6 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
             .enable_all()
             .build()
             .unwrap();
-        let lease = Duration::from_millis(1500);
         // A's request timeout is long: when it dies, its request is still waiting.
         let s_a = settings(lease, Duration::from_secs(300));
         let events = 8u64;
@@ -273,6 +295,7 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
                     store.clone(),
                     store.clone(),
                     Sealer::from_hex(&"5a".repeat(32)).unwrap(),
+                    a_id,
                 )
                 .await
                 .unwrap();
@@ -287,9 +310,9 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
             .expect("A never reached update 5");
         rt_a.shutdown_background();
         drop(a_push);
-        let b = host(&db, settings(lease, Duration::from_secs(1))).await;
         {
-            let c = b.0.pool().get().await.unwrap();
+            let look = db.store().await;
+            let c = look.pool().get().await.unwrap();
             let row = c
                 .query_one(
                     "SELECT claimed_by, delivered_seq FROM push_configs WHERE task_id = 't'",
@@ -301,7 +324,9 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
             assert!(holder.is_some(), "A's claim was left in place");
             assert_eq!(delivered, 4);
         }
-        // B takes the work over once A's claim has expired, from A's recorded cursor.
+        let b = host_named(db, settings(lease, Duration::from_secs(1)), Some(then)).await;
+        // B takes the work over (once A's claim has expired, or at once when B is A
+        // restarted), from A's recorded cursor.
         until("B delivers the rest", || {
             rx.by_key()
                 .get("t-x")
@@ -318,6 +343,61 @@ async fn a_host_that_dies_mid_delivery_leaves_the_rest_to_the_other() {
         let mut want: Vec<u64> = (1..=5).collect();
         want.extend(5..=last);
         assert_eq!(seqs, want);
+        b.1.shutdown();
+        server.abort();
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn a_config_created_through_one_host_follows_events_another_host_stores() {
+    let Some(db) = TestDb::new("push_cross_wake").await else {
+        return;
+    };
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (rx, server) = Receiver::start().await;
+        // A long lease: the queue is scanned every 10 s; the wake-ups are what is timed.
+        let s = settings(Duration::from_secs(60), Duration::from_secs(5));
+        let a = host_named(&db, s.clone(), Some("a")).await;
+        let b = host_named(&db, s, Some("b")).await;
+        let id = format!("x{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        a.0.create(task(&id, "c", "2026-01-01T00:00:00.000Z"))
+            .await
+            .unwrap();
+        // The config is created through B (for updates from now on); A runs the task.
+        b.1.create(None, config(&rx, &id, "y"), V1, false)
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let events = 6u64;
+        for i in 0..events {
+            a.0.append(&id, vec![chunk(&id, &format!("{i},"), i > 0)])
+                .await
+                .unwrap();
+            a.1.on_update(&id);
+        }
+        let key = format!("{id}-y");
+        until("every update is delivered", || {
+            rx.by_key().get(&key).is_some_and(|s| s.len() as u64 >= events)
+        })
+        .await;
+        // A figure (one machine, a loaded one perhaps), not an assertion.
+        eprintln!(
+            "config created through B, events stored by A: all {events} delivered {} ms after the first",
+            started.elapsed().as_millis()
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !idle(&a.0).await {
+            assert!(tokio::time::Instant::now() < deadline, "hosts never idle");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            rx.by_key().remove(&key).unwrap(),
+            (2..=1 + events).collect::<Vec<_>>(),
+            "each update once, in order"
+        );
+        a.1.shutdown();
         b.1.shutdown();
         server.abort();
     })

@@ -50,7 +50,7 @@ use crate::task::{LoggedEvent, TaskEvent};
 pub use cluster::{ClusterStore, HostInfo, HostRecord, Takeover};
 pub use memory::MemoryStore;
 pub use postgres::PgStore;
-pub use push::{Claim, DeadLetter, PushRecord, PushStore};
+pub use push::{Claim, DeadLetter, PushRecord, PushStore, PushWake};
 pub use sqlite::SqliteStore;
 
 /// A storage failure.

@@ -20,6 +20,14 @@
 //! delivery was under way when its host died (or stalled past the lease) is sent again by the
 //! next holder: at least once, as on one host across a restart.
 //!
+//! A host's claims are held under its host id, so a host restarted under the same id frees
+//! its previous run's claims at start ([`PushStore::release_all_push`]) and takes the work up
+//! at once, and a host taking over a dead host's tasks frees the dead
+//! host's claims in the same transaction. Hosts hear of work through the store's wake-ups
+//! ([`PushStore::push_wakes`]): events stored by any host, and configs created through any
+//! host, so the host that can claim a config's deliveries starts at once rather than at its
+//! next scan.
+//!
 //! A store one host owns (memory, SQLite) has nothing to arbitrate: the default methods claim
 //! by reading the config and release nothing.
 
@@ -65,10 +73,23 @@ pub struct DeadLetter {
 /// A host's claim on the deliveries of configs, in a store several hosts share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
-    /// Who holds it: unique per running host (a restarted host is a new holder).
+    /// Who holds it: the host's id (docs/several-hosts.md), unique among the live hosts; a
+    /// host restarted under the same id is the same holder and takes its claims back.
     pub holder: String,
     /// How long it lasts without renewal; another host may take it over after that.
     pub lease: Duration,
+}
+
+/// A wake-up from a store several hosts share (any host may have written it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushWake {
+    /// Events of this task were stored.
+    Events(String),
+    /// A push config of this task was created or replaced, or its claim was freed.
+    Config(String),
+    /// Wake-ups may have been lost (the connection dropped, or the receiver lagged): look at
+    /// the whole queue again.
+    Missed,
 }
 
 /// Where push configs and their delivery state live.
@@ -142,6 +163,18 @@ pub trait PushStore: Send + Sync {
         )
         .await?;
         Ok(true)
+    }
+
+    /// Wake-ups of a store several hosts share: what any host stored (None: the store has
+    /// none; local updates are the only ones). Starts listening if needed (needs a runtime).
+    fn push_wakes(&self) -> Option<tokio::sync::broadcast::Receiver<PushWake>> {
+        None
+    }
+
+    /// Gives up every claim `claim`'s holder has (a host starting under its id: what its
+    /// previous run held is free at once, for its own scan or any host's). Returns how many.
+    async fn release_all_push(&self, _claim: &Claim) -> Result<u64, StoreError> {
+        Ok(0)
     }
 
     /// Gives up the claim on a config, if `claim` holds it.

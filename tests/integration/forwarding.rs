@@ -399,3 +399,48 @@ async fn the_push_config_of_a_passed_on_message_is_delivered_once_by_the_owner()
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_grpc_cancel_sent_to_another_host_stops_the_program_where_it_runs() {
+    use crate::grpc::{grpc_server, task_state};
+    use agent_host::server::grpc::pb;
+    limit(async {
+        let Some(db) = Schema::new("fwd_grpc_cancel").await else {
+            return;
+        };
+        let a = TestServer::with(host(&db, "host-a")).await;
+        let (b, mut on_b) = grpc_server(host(&db, "host-b")).await;
+        let id = start(&a, "grandchild", &[]).await;
+        let t = a.wait_task(&id, |t| grandchild_pid(t).is_some()).await;
+        let pid = grandchild_pid(&t).expect("pid");
+        assert!(process_alive(pid));
+        // CancelTask over gRPC to B, which does not run the task: B passes it to A (over
+        // A's JSON-RPC endpoint) and answers with A's result as a gRPC Task.
+        let canceled = on_b
+            .cancel_task(pb::CancelTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("cancel through B")
+            .into_inner();
+        assert_eq!(canceled.id, id);
+        assert_eq!(task_state(&canceled), pb::TaskState::Canceled);
+        assert!(gone(pid).await, "the program on A outlived the cancel");
+        let on_a = a.rpc("GetTask", json!({"id": id})).await;
+        assert_eq!(state(&on_a["result"]), "TASK_STATE_CANCELED");
+        // Once more: the ended task is not cancelable, as A would say, as a gRPC status.
+        let again = on_b
+            .cancel_task(pb::CancelTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("an ended task is not cancelable");
+        assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+        a.shutdown().await;
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}

@@ -24,6 +24,7 @@ mod one_host;
 mod postgres;
 mod postgres_listing;
 mod push;
+mod push_hosts;
 mod races;
 mod real_cli;
 mod real_cli_aider;

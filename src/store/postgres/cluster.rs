@@ -208,6 +208,17 @@ impl ClusterStore for PgStore {
             &[&me, &dead.id],
         )
         .await?;
+        // The dead host's push claims (held under its id) are freed now rather than when they
+        // expire, with a wake-up per task at the commit: the hosts watching those configs
+        // take the deliveries up at once.
+        tx.execute(
+            "WITH freed AS (
+                UPDATE push_configs SET claimed_by = NULL, claimed_until = NULL
+                WHERE claimed_by = $1 RETURNING task_id)
+             SELECT pg_notify($2, task_id) FROM (SELECT DISTINCT task_id FROM freed) f",
+            &[&dead.id, &super::listen::PUSH_CHANNEL],
+        )
+        .await?;
         let tasks = self.load_many(&*tx, &ids).await?;
         tx.commit().await?;
         Ok(Some(Takeover { host: dead, tasks }))

@@ -189,3 +189,66 @@ async fn another_store_wakes_a_follower_of_its_task() {
     .expect("a wake-up");
     assert!(woke >= 2);
 }
+
+#[tokio::test]
+async fn a_takeover_frees_the_dead_hosts_push_claims_and_says_so() {
+    use crate::store::{Claim, PushRecord, PushStore, PushWake};
+    let Some(db) = TestDb::new("takeover_push").await else {
+        return;
+    };
+    let (dead, b) = (db.store().await, db.store().await);
+    let t = format!("p{}", uuid::Uuid::new_v4().simple());
+    let t = t.as_str();
+    dead.register(&host("dead", 1), Duration::from_millis(1), false)
+        .await
+        .unwrap();
+    dead.create(task(t, "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    dead.put_push(&PushRecord {
+        task_id: t.into(),
+        id: "cfg".into(),
+        url: "http://127.0.0.1:9/hook".into(),
+        version: "1.0".into(),
+        ..PushRecord::default()
+    })
+    .await
+    .unwrap();
+    // The dead host's claim, held under its host id, would last ten minutes.
+    let claim = |holder: &str| Claim {
+        holder: holder.into(),
+        lease: Duration::from_secs(600),
+    };
+    let held = dead.claim_push(t, "cfg", &claim("dead")).await.unwrap();
+    assert!(held.is_some());
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    let mut rx = b.push_wakes().expect("wake-ups");
+    assert_eq!(config_wake(&mut rx, t).await, PushWake::Missed, "listening");
+    assert!(b.claim_push(t, "cfg", &claim("b")).await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let took = b.claim_expired("b").await.unwrap().expect("the dead host");
+    assert_eq!(took.host.id, "dead");
+    // The claim is free at once, and the hosts watching the config are told.
+    assert_eq!(config_wake(&mut rx, t).await, PushWake::Config(t.into()));
+    assert!(b.claim_push(t, "cfg", &claim("b")).await.unwrap().is_some());
+}
+
+/// The next wake-up about a config of `t`, or that some were missed, within 20 s (other
+/// tests' wake-ups, on the same database, are passed over).
+async fn config_wake(
+    rx: &mut tokio::sync::broadcast::Receiver<crate::store::PushWake>,
+    t: &str,
+) -> crate::store::PushWake {
+    use crate::store::PushWake;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match rx.recv().await.unwrap() {
+                PushWake::Config(x) if x == t => return PushWake::Config(x),
+                PushWake::Missed => return PushWake::Missed,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("a wake-up within 20 s")
+}

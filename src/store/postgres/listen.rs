@@ -1,6 +1,8 @@
 //! Wake-ups for followers of tasks another host writes: one dedicated connection per store
 //! that `LISTEN`s on the events channel (see [`super::writer`]'s `wake`), fanned out in the
-//! process to a watch channel per followed task.
+//! process to a watch channel per followed task; and, for push delivery, every events
+//! wake-up and every push config wake-up ([`PUSH_CHANNEL`]) to the subscribers of the whole
+//! store ([`Listener::subscribe_all`]).
 //!
 //! A wake-up only says "read again": the rows are the truth, so a lost or doubled one costs a
 //! read at most. After the connection drops (and at each reconnect) every follower is woken,
@@ -11,10 +13,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio_postgres::AsyncMessage;
 
 use super::writer::EVENTS_CHANNEL;
+use crate::store::push::PushWake;
+
+/// The channel of push config wake-ups: `<task id>` when a config of the task was created or
+/// replaced, or its claim freed by a takeover (sent in that statement's transaction).
+pub(super) const PUSH_CHANNEL: &str = "agent_host_push";
+
+/// Wake-ups a subscriber of the whole store may fall behind by before it is told it missed
+/// some ([`PushWake::Missed`]).
+const ALL_CAPACITY: usize = 4096;
 
 /// Followed tasks and their channels.
 type Watchers = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
@@ -23,6 +34,8 @@ type Watchers = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
 pub(super) struct Listener {
     config: Option<tokio_postgres::Config>,
     watchers: Watchers,
+    /// Every wake-up, for subscribers of the whole store.
+    all: broadcast::Sender<PushWake>,
     started: OnceLock<()>,
 }
 
@@ -37,6 +50,7 @@ impl Listener {
         Listener {
             config,
             watchers: Watchers::default(),
+            all: broadcast::channel(ALL_CAPACITY).0,
             started: OnceLock::new(),
         }
     }
@@ -49,7 +63,14 @@ impl Listener {
         if self.started.set(()).is_err() {
             return;
         }
-        tokio::spawn(run(config, self.watchers.clone()));
+        tokio::spawn(run(config, self.watchers.clone(), self.all.clone()));
+    }
+
+    /// Every wake-up of the store from now on (None when it has no `LISTEN` connection).
+    /// A receiver that falls behind gets `Lagged`: it then missed some.
+    pub(super) fn subscribe_all(&self) -> Option<broadcast::Receiver<PushWake>> {
+        self.config.as_ref()?;
+        Some(self.all.subscribe())
     }
 
     /// A channel that changes when events of `task_id` were stored.
@@ -64,25 +85,27 @@ impl Listener {
 }
 
 /// Wakes every follower (the connection dropped: notifications may have been lost).
-fn wake_all(w: &Watchers) {
+fn wake_all(w: &Watchers, all: &broadcast::Sender<PushWake>) {
     for tx in locked(w).values() {
         tx.send_modify(|v| *v += 1);
     }
+    // No subscriber is not an error.
+    let _ = all.send(PushWake::Missed);
 }
 
 /// Listens until the store is dropped (the watcher map with it), reconnecting after a
 /// failure.
-async fn run(config: tokio_postgres::Config, watchers: Watchers) {
+async fn run(config: tokio_postgres::Config, watchers: Watchers, all: broadcast::Sender<PushWake>) {
     let mut backoff = Duration::from_millis(200);
     loop {
         if Arc::strong_count(&watchers) == 1 {
             return;
         }
-        match listen_once(&config, &watchers).await {
+        match listen_once(&config, &watchers, &all).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "the LISTEN connection failed; reconnecting");
-                wake_all(&watchers);
+                wake_all(&watchers, &all);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -91,7 +114,11 @@ async fn run(config: tokio_postgres::Config, watchers: Watchers) {
 }
 
 /// One connection's life: `LISTEN`, then fan out notifications. Ok when the store is gone.
-async fn listen_once(config: &tokio_postgres::Config, watchers: &Watchers) -> Result<(), String> {
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    watchers: &Watchers,
+    all: &broadcast::Sender<PushWake>,
+) -> Result<(), String> {
     let (client, mut conn) = config
         .connect(tokio_postgres::NoTls)
         .await
@@ -108,24 +135,32 @@ async fn listen_once(config: &tokio_postgres::Config, watchers: &Watchers) -> Re
         }
     });
     let listened = client
-        .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))
+        .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}; LISTEN {PUSH_CHANNEL}"))
         .await;
     if let Err(e) = listened {
         pump.abort();
         return Err(e.to_string());
     }
     // Whatever was stored before LISTEN took effect: followers read again.
-    wake_all(watchers);
+    wake_all(watchers, all);
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     let outcome = loop {
         tokio::select! {
             m = rx.recv() => match m {
+                Some(Ok(AsyncMessage::Notification(n))) if n.channel() == PUSH_CHANNEL => {
+                    if all.receiver_count() > 0 {
+                        let _ = all.send(PushWake::Config(n.payload().to_string()));
+                    }
+                }
                 Some(Ok(AsyncMessage::Notification(n))) => {
                     let mut parts = n.payload().split(' ');
                     let (Some(id), seq) = (parts.next(), parts.next()) else { continue };
                     let seq = seq.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
                     if let Some(tx) = locked(watchers).get(id) {
                         tx.send_replace(seq);
+                    }
+                    if all.receiver_count() > 0 {
+                        let _ = all.send(PushWake::Events(id.to_string()));
                     }
                 }
                 Some(Ok(_)) => {}

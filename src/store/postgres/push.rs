@@ -3,13 +3,16 @@
 //! (`claimed_by`, `claimed_until`), taken and checked by single `UPDATE`s, so a claim needs no
 //! transaction held open across a webhook request; the scan for due work locks the rows it
 //! takes with `FOR UPDATE SKIP LOCKED`, so hosts scanning at once take different configs.
+//! Storing a config sends a wake-up on [`PUSH_CHANNEL`] with its commit, so every host learns
+//! of it (and the one that can claim it starts delivering) at once.
 
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
+use super::listen::PUSH_CHANNEL;
 use super::row::{col, unsigned};
 use super::PgStore;
-use crate::store::push::{Claim, DeadLetter, PushRecord, PushStore};
+use crate::store::push::{Claim, DeadLetter, PushRecord, PushStore, PushWake};
 use crate::store::StoreError;
 
 const COLUMNS: &str = "task_id, id, url, token, auth_scheme, auth_credentials, version, \
@@ -71,14 +74,18 @@ impl PgStore {
 #[async_trait]
 impl PushStore for PgStore {
     async fn put_push(&self, rec: &PushRecord) -> Result<(), StoreError> {
+        // The wake-up goes with the row's commit (one statement: its own transaction).
         self.exec(
             &format!(
-                "INSERT INTO push_configs ({COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                 ON CONFLICT (task_id, id) DO UPDATE SET url = $3, token = $4,
-                    auth_scheme = $5, auth_credentials = $6, version = $7, delivered_seq = $8,
-                    attempts = $9, next_at_ms = $10, last_error = $11,
-                    claimed_by = NULL, claimed_until = NULL"
+                "WITH stored AS (
+                    INSERT INTO push_configs ({COLUMNS})
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    ON CONFLICT (task_id, id) DO UPDATE SET url = $3, token = $4,
+                       auth_scheme = $5, auth_credentials = $6, version = $7, delivered_seq = $8,
+                       attempts = $9, next_at_ms = $10, last_error = $11,
+                       claimed_by = NULL, claimed_until = NULL
+                    RETURNING task_id)
+                 SELECT pg_notify($12, task_id) FROM stored"
             ),
             &[
                 &rec.task_id,
@@ -92,6 +99,7 @@ impl PushStore for PgStore {
                 &i64::from(rec.attempts),
                 &big(rec.next_at_ms),
                 &rec.last_error,
+                &PUSH_CHANNEL,
             ],
         )
         .await?;
@@ -191,6 +199,12 @@ impl PushStore for PgStore {
         true
     }
 
+    fn push_wakes(&self) -> Option<tokio::sync::broadcast::Receiver<PushWake>> {
+        let rx = self.listener.subscribe_all()?;
+        self.listener.start();
+        Some(rx)
+    }
+
     async fn claim_push(
         &self,
         task_id: &str,
@@ -275,6 +289,15 @@ impl PushStore for PgStore {
             )
             .await?;
         Ok(n == 1)
+    }
+
+    async fn release_all_push(&self, claim: &Claim) -> Result<u64, StoreError> {
+        self.exec(
+            "UPDATE push_configs SET claimed_by = NULL, claimed_until = NULL
+             WHERE claimed_by = $1",
+            &[&claim.holder],
+        )
+        .await
     }
 
     async fn release_push(&self, task_id: &str, id: &str, claim: &Claim) -> Result<(), StoreError> {

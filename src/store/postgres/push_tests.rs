@@ -215,3 +215,73 @@ async fn a_bad_row_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+/// The next wake-up that names one of `ids` (or says some were missed), within 20 s. Tests
+/// running at once share the database and so its notification channels: their wake-ups are
+/// passed over.
+async fn wake_of(rx: &mut tokio::sync::broadcast::Receiver<PushWake>, ids: &[&str]) -> PushWake {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match rx.recv().await.unwrap() {
+                PushWake::Events(t) | PushWake::Config(t) if !ids.contains(&t.as_str()) => {}
+                w => return w,
+            }
+        }
+    })
+    .await
+    .expect("a wake-up within 20 s")
+}
+
+#[tokio::test]
+async fn wakes_tell_of_configs_and_events_another_host_stored() {
+    let Some(db) = TestDb::new("push_wakes").await else {
+        return;
+    };
+    let (a, b) = tokio::join!(db.store(), db.store());
+    let t = format!("w{}", uuid::Uuid::new_v4().simple());
+    let t = t.as_str();
+    let mut rx = b.push_wakes().expect("a store with a LISTEN connection");
+    // The first wake-up says the connection listens: whatever came before, look again.
+    assert_eq!(wake_of(&mut rx, &[t]).await, PushWake::Missed);
+    a.create(task(t, "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    assert_eq!(wake_of(&mut rx, &[t]).await, PushWake::Events(t.into()));
+    a.put_push(&config(t, "cfg")).await.unwrap();
+    assert_eq!(wake_of(&mut rx, &[t]).await, PushWake::Config(t.into()));
+    a.append(t, vec![chunk(t, "x", false)]).await.unwrap();
+    assert_eq!(wake_of(&mut rx, &[t]).await, PushWake::Events(t.into()));
+    // A store without the connection settings has none.
+    let pooled = PgStore::with_pool(a.pool().clone()).await.unwrap();
+    assert!(pooled.push_wakes().is_none());
+}
+
+#[tokio::test]
+async fn a_holder_frees_all_its_claims_at_once_and_no_other() {
+    let Some(db) = TestDb::new("push_own_claims").await else {
+        return;
+    };
+    let (before, after) = tokio::join!(db.store(), db.store());
+    pending(&before, "t", 3).await;
+    pending(&before, "u", 3).await;
+    // A host's run claims a config and dies with the claim live for a long while.
+    let ch = claim("host-a", 600_000);
+    assert!(before.claim_push("t", "cfg", &ch).await.unwrap().is_some());
+    let other = claim("b", 600_000);
+    assert!(before
+        .claim_push("u", "cfg", &other)
+        .await
+        .unwrap()
+        .is_some());
+    drop(before);
+    let scan = after.claim_due_push(&ch, u64::MAX, 10).await.unwrap();
+    assert!(scan.is_empty(), "{scan:?}");
+    // The same host restarted frees what its previous run held, and only that.
+    assert_eq!(after.release_all_push(&ch).await.unwrap(), 1);
+    let again = after.claim_due_push(&ch, u64::MAX, 10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].task_id.as_str(), again[0].id.as_str()),
+        ("t", "cfg")
+    );
+}
