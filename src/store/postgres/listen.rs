@@ -14,7 +14,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_postgres::AsyncMessage;
 
-use super::writer::EVENTS_CHANNEL;
+use super::writer::{parse_wake, EVENTS_CHANNEL};
 
 /// Followed tasks and their channels.
 type Watchers = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
@@ -121,11 +121,11 @@ async fn listen_once(config: &tokio_postgres::Config, watchers: &Watchers) -> Re
         tokio::select! {
             m = rx.recv() => match m {
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    let mut parts = n.payload().split(' ');
-                    let (Some(id), seq) = (parts.next(), parts.next()) else { continue };
-                    let seq = seq.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    if let Some(tx) = locked(watchers).get(id) {
-                        tx.send_replace(seq);
+                    let w = locked(watchers);
+                    for (id, seq) in parse_wake(n.payload()) {
+                        if let Some(tx) = w.get(id) {
+                            tx.send_replace(seq);
+                        }
                     }
                 }
                 Some(Ok(_)) => {}

@@ -1,16 +1,31 @@
 //! The PostgreSQL store's writer: one async task through which every append and creation
 //! goes. It commits whatever is queued in one transaction (group commit): when writes come
-//! faster than one round trip, the ones that queued meanwhile share the next commit, and
-//! the events of one task are inserted in the order they were queued. It checkpoints tasks
-//! the way the SQLite writer does (see the [store's module docs](crate::store)).
+//! faster than one round trip, the ones that queued meanwhile share the next commit. It
+//! checkpoints tasks the way the SQLite writer does (see the [store's module docs](crate::store)).
+//!
+//! A batch costs a fixed number of round trips, whatever its size: every write of one kind
+//! goes into one statement over arrays (`UNNEST`), and the statements of a step are sent
+//! together without waiting for each answer (tokio-postgres pipelines the queries that are
+//! polled at once on one connection; the server runs them in the order sent):
+//!
+//! 1. `BEGIN`; the checkpoint progress of tasks this writer has not seen; the new tasks
+//!    (index rows, first checkpoints, first events); the appends (one statement: the index
+//!    rows updated where this host still owns the task, and the event rows of exactly those
+//!    tasks); one `pg_notify` per 8,000 bytes of wake-ups.
+//! 2. When the owner check refused a task: the batch is abandoned (and each of its writes
+//!    tried again alone, so that only the refused one fails).
+//! 3. When checkpoints are due: their tasks read back (one statement).
+//! 4. The checkpoints (one statement) and `COMMIT`.
 
 use std::collections::HashMap;
 
-use deadpool_postgres::{Pool, Transaction};
+use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::read;
+use super::row::{col, unsigned};
 use crate::protocol::v1::Task;
 use crate::store::sqlite::CHECKPOINT_MIN_BYTES;
 use crate::store::StoreError;
@@ -93,246 +108,460 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
     }
 }
 
+/// Writes `batch` in one transaction. On failure the transaction is rolled back before the
+/// connection goes back to the pool (a connection that cannot roll back is dropped).
 async fn write_all(
     pool: &Pool,
     batch: &[Write],
     progress: &mut HashMap<String, Progress>,
 ) -> Result<(), StoreError> {
-    let mut client = pool.get().await?;
-    let tx = client.transaction().await?;
-    let mut due: Vec<(&str, bool)> = Vec::new();
-    for w in batch {
-        match w {
-            Write::Create {
-                task,
-                first,
-                owner,
-                host,
-                ..
-            } => {
-                create(&tx, task, first, owner.as_deref(), host.as_deref()).await?;
-                progress.insert(
-                    task.id.clone(),
-                    Progress {
-                        snapshot: first.len(),
-                        since: 0,
-                    },
-                );
-            }
-            Write::Append {
-                task_id,
-                first_seq,
-                rows,
-                status,
-                checkpoint,
-                ended,
-                host,
-                ..
-            } => {
-                let bytes = append(
-                    &tx,
+    let client = pool.get().await?;
+    let outcome = write_in(&client, batch, progress).await;
+    if outcome.is_err() && client.batch_execute("ROLLBACK").await.is_err() {
+        drop(Object::take(client));
+    }
+    outcome
+}
+
+/// A task's index row after the appends of a batch.
+struct Update<'a> {
+    id: &'a str,
+    last_seq: i64,
+    state: Option<&'a str>,
+    ts: Option<&'a str>,
+    host: Option<&'a str>,
+    bytes: usize,
+    checkpoint: bool,
+    ended: bool,
+}
+
+/// What a batch writes, gathered into one array per column.
+#[derive(Default)]
+struct Plan<'a> {
+    // New tasks.
+    c_id: Vec<&'a str>,
+    c_context: Vec<&'a str>,
+    c_state: Vec<&'a str>,
+    c_ts: Vec<String>,
+    c_owner: Vec<Option<&'a str>>,
+    c_host: Vec<Option<&'a str>>,
+    c_snapshot: Vec<String>,
+    c_first: Vec<&'a str>,
+    /// Index rows of appended tasks, one per task, in the order first appended.
+    updates: Vec<Update<'a>>,
+    // Appended event rows.
+    e_task: Vec<&'a str>,
+    e_seq: Vec<i64>,
+    e_json: Vec<&'a str>,
+    /// Last sequence number per task (created or appended), for the wake-ups.
+    last: Vec<(&'a str, i64)>,
+}
+
+impl<'a> Plan<'a> {
+    fn of(batch: &'a [Write]) -> Result<Plan<'a>, StoreError> {
+        let mut p = Plan::default();
+        let mut index: HashMap<&'a str, usize> = HashMap::new();
+        for w in batch {
+            match w {
+                Write::Create {
+                    task,
+                    first,
+                    owner,
+                    host,
+                    ..
+                } => {
+                    p.c_id.push(&task.id);
+                    p.c_context.push(&task.context_id);
+                    p.c_state.push(task.status.state.as_proto_name());
+                    p.c_ts
+                        .push(task.status.timestamp.clone().unwrap_or_default());
+                    p.c_owner.push(owner.as_deref());
+                    p.c_host.push(host.as_deref());
+                    // The task as created is both its first event and its first checkpoint.
+                    p.c_snapshot.push(serde_json::to_string(task)?);
+                    p.c_first.push(first);
+                    p.last.push((&task.id, 1));
+                }
+                Write::Append {
                     task_id,
-                    *first_seq,
+                    first_seq,
                     rows,
-                    status.as_ref(),
-                    host.as_deref(),
-                )
-                .await?;
-                let p = match progress.get(task_id) {
-                    Some(p) => *p,
-                    None => measure(&tx, task_id).await?,
-                };
-                let p = progress.entry(task_id.clone()).or_insert(p);
-                p.since += bytes;
-                if *checkpoint || *ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
-                    match due.iter_mut().find(|(id, _)| *id == task_id.as_str()) {
-                        Some(d) => d.1 |= *ended,
-                        None => due.push((task_id, *ended)),
+                    status,
+                    checkpoint,
+                    ended,
+                    host,
+                    ..
+                } => {
+                    let first = i64::try_from(*first_seq).unwrap_or(i64::MAX);
+                    for (i, json) in rows.iter().enumerate() {
+                        p.e_task.push(task_id);
+                        p.e_seq.push(first.saturating_add(i as i64));
+                        p.e_json.push(json);
+                    }
+                    let last = first.saturating_add(rows.len() as i64 - 1);
+                    let bytes: usize = rows.iter().map(String::len).sum();
+                    let (state, ts) = match status {
+                        Some((s, t)) => (Some(s.as_str()), Some(t.as_str())),
+                        None => (None, None),
+                    };
+                    // A task appended twice in one batch gets one index row: its latest.
+                    match index.get(task_id.as_str()) {
+                        Some(&i) => {
+                            let u = &mut p.updates[i];
+                            u.last_seq = u.last_seq.max(last);
+                            if state.is_some() {
+                                (u.state, u.ts) = (state, ts);
+                            }
+                            u.host = u.host.or(host.as_deref());
+                            u.bytes += bytes;
+                            u.checkpoint |= *checkpoint;
+                            u.ended |= *ended;
+                        }
+                        None => {
+                            index.insert(task_id, p.updates.len());
+                            p.updates.push(Update {
+                                id: task_id,
+                                last_seq: last,
+                                state,
+                                ts,
+                                host: host.as_deref(),
+                                bytes,
+                                checkpoint: *checkpoint,
+                                ended: *ended,
+                            });
+                        }
+                    }
+                    match p.last.iter_mut().find(|(t, _)| *t == task_id.as_str()) {
+                        Some(l) => l.1 = l.1.max(last),
+                        None => p.last.push((task_id, last)),
                     }
                 }
             }
         }
+        Ok(p)
     }
-    wake(&tx, batch).await?;
-    for (id, ended) in due {
-        let size = checkpoint(&tx, id).await?;
-        if ended {
-            progress.remove(id);
+}
+
+const MEASURE: &str = "SELECT u.id, COALESCE(octet_length(s.json), 0)::BIGINT,
+        COALESCE((SELECT SUM(octet_length(e.json)) FROM events e
+                  WHERE e.task_id = u.id AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT
+     FROM UNNEST($1::TEXT[]) AS u(id) LEFT JOIN snapshots s ON s.task_id = u.id";
+
+const CREATE: &str = "WITH t AS (
+        INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner, host)
+        SELECT id, ctx, st, ts, ts, 1, ow, ho
+        FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[])
+            AS c(id, ctx, st, ts, ow, ho)
+     ), s AS (
+        INSERT INTO snapshots (task_id, seq, json)
+        SELECT id, 1, j FROM UNNEST($1::TEXT[], $7::TEXT[]) AS c(id, j)
+     )
+     INSERT INTO events (task_id, seq, json)
+     SELECT id, 1, j FROM UNNEST($1::TEXT[], $8::TEXT[]) AS c(id, j)";
+
+/// The index rows first: their condition on the owning host fences the event rows, which
+/// are inserted only for the tasks whose row was updated. Returns those tasks.
+const APPEND: &str = "WITH t AS (
+        UPDATE tasks SET last_seq = u.last_seq, state = COALESCE(u.state, tasks.state),
+            status_ts = COALESCE(u.ts, tasks.status_ts)
+        FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[])
+            AS u(id, last_seq, state, ts, host)
+        WHERE tasks.id = u.id AND (u.host IS NULL OR tasks.host IS NULL OR tasks.host = u.host)
+        RETURNING tasks.id
+     ), e AS (
+        INSERT INTO events (task_id, seq, json)
+        SELECT r.task_id, r.seq, r.json
+        FROM UNNEST($6::TEXT[], $7::BIGINT[], $8::TEXT[]) AS r(task_id, seq, json)
+        WHERE r.task_id IN (SELECT id FROM t)
+     )
+     SELECT id FROM t";
+
+const NOTIFY: &str = "SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p";
+
+const CHECKPOINT: &str = "INSERT INTO snapshots (task_id, seq, json)
+     SELECT * FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[])
+     ON CONFLICT (task_id) DO UPDATE SET seq = EXCLUDED.seq, json = EXCLUDED.json";
+
+async fn write_in(
+    client: &Object,
+    batch: &[Write],
+    progress: &mut HashMap<String, Progress>,
+) -> Result<(), StoreError> {
+    let plan = Plan::of(batch)?;
+    let unseen: Vec<&str> = plan
+        .updates
+        .iter()
+        .map(|u| u.id)
+        .filter(|id| !progress.contains_key(*id))
+        .collect();
+    // Prepared once per connection (concurrently on a fresh one).
+    let (measure, create, append, notify) = futures::try_join!(
+        client.prepare_cached(MEASURE),
+        client.prepare_cached(CREATE),
+        client.prepare_cached(APPEND),
+        client.prepare_cached(NOTIFY),
+    )?;
+    let hosts: Vec<Option<&str>> = plan.updates.iter().map(|u| u.host).collect();
+    let ids: Vec<&str> = plan.updates.iter().map(|u| u.id).collect();
+    let lasts: Vec<i64> = plan.updates.iter().map(|u| u.last_seq).collect();
+    let states: Vec<Option<&str>> = plan.updates.iter().map(|u| u.state).collect();
+    let stamps: Vec<Option<&str>> = plan.updates.iter().map(|u| u.ts).collect();
+    let payloads = wake_payloads(&plan.last);
+
+    // Step 1, pipelined. Each statement's future is built (and polled) only when it has
+    // rows to write; the server runs them in the order polled.
+    let begin = client.batch_execute("BEGIN");
+    let measured = async {
+        if unseen.is_empty() {
+            return Ok(Vec::new());
+        }
+        client.query(&measure, &[&unseen]).await
+    };
+    let created = async {
+        if plan.c_id.is_empty() {
+            return Ok(0);
+        }
+        client
+            .execute(
+                &create,
+                &[
+                    &plan.c_id,
+                    &plan.c_context,
+                    &plan.c_state,
+                    &plan.c_ts,
+                    &plan.c_owner,
+                    &plan.c_host,
+                    &plan.c_snapshot,
+                    &plan.c_first,
+                ],
+            )
+            .await
+    };
+    let appended = async {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        client
+            .query(
+                &append,
+                &[
+                    &ids,
+                    &lasts,
+                    &states,
+                    &stamps,
+                    &hosts,
+                    &plan.e_task,
+                    &plan.e_seq,
+                    &plan.e_json,
+                ],
+            )
+            .await
+    };
+    let notify_args: [&(dyn ToSql + Sync); 2] = [&EVENTS_CHANNEL, &payloads];
+    let woken = client.execute(&notify, &notify_args);
+    let (begun, measured, created, appended, woken) =
+        futures::join!(begin, measured, created, appended, woken);
+    // The first error in the order sent is the cause; the later ones follow from it.
+    begun?;
+    let measured = measured?;
+    if let Err(e) = created {
+        // Any of the three inserts may meet the existing task first.
+        return Err(if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+            StoreError::Exists(first_duplicate(client, &plan.c_id).await)
         } else {
+            e.into()
+        });
+    }
+    let appended = appended?;
+    woken?;
+    fenced(client, &ids, &appended).await?;
+
+    // Step 2: checkpoint progress, and which tasks are due.
+    for row in &measured {
+        progress.insert(
+            col::<String>(row, "snapshots", 0)?,
+            Progress {
+                snapshot: unsigned::<i64>(row, "snapshots", 1)? as usize,
+                since: unsigned::<i64>(row, "events", 2)? as usize,
+            },
+        );
+    }
+    for (id, snap) in plan.c_id.iter().zip(&plan.c_snapshot) {
+        progress.insert(
+            id.to_string(),
+            Progress {
+                snapshot: snap.len(),
+                since: 0,
+            },
+        );
+    }
+    let mut due: Vec<&str> = Vec::new();
+    let mut ended: Vec<&str> = Vec::new();
+    for u in &plan.updates {
+        let p = progress.entry(u.id.to_string()).or_insert(Progress {
+            snapshot: 0,
+            since: 0,
+        });
+        p.since += u.bytes;
+        if u.checkpoint || u.ended || p.since >= p.snapshot.max(CHECKPOINT_MIN_BYTES) {
+            due.push(u.id);
+        }
+        if u.ended {
+            ended.push(u.id);
+        }
+    }
+
+    // Steps 3 and 4.
+    if due.is_empty() {
+        client.batch_execute("COMMIT").await?;
+    } else {
+        let load_sql = format!("{} WHERE t.id = ANY($1)", read::LOAD);
+        let (load, upsert) = futures::try_join!(
+            client.prepare_cached(&load_sql),
+            client.prepare_cached(CHECKPOINT),
+        )?;
+        let rows = client.query(&load, &[&due]).await?;
+        let (mut c_id, mut c_seq, mut c_json) = (Vec::new(), Vec::new(), Vec::new());
+        for row in &rows {
+            let snap = read::snapshot(row)?;
+            c_json.push(serde_json::to_string(&snap.task)?);
+            c_seq.push(i64::try_from(snap.last_seq).unwrap_or(i64::MAX));
+            c_id.push(snap.task.id);
+        }
+        // Sent together: when the checkpoints fail, the server ends the aborted
+        // transaction's COMMIT as a ROLLBACK, and the failure is returned below.
+        let upsert_args: [&(dyn ToSql + Sync); 3] = [&c_id, &c_seq, &c_json];
+        let (written, committed) = futures::join!(
+            client.execute(&upsert, &upsert_args),
+            client.batch_execute("COMMIT"),
+        );
+        written?;
+        committed?;
+        for (id, json) in c_id.iter().zip(&c_json) {
             progress.insert(
-                id.to_string(),
+                id.clone(),
                 Progress {
-                    snapshot: size,
+                    snapshot: json.len(),
                     since: 0,
                 },
             );
         }
     }
-    tx.commit().await?;
+    for id in ended {
+        progress.remove(id);
+    }
     Ok(())
+}
+
+/// The error for the first task of `ids` the append statement did not update (`updated`):
+/// another host owns it, or it does not exist. Ok when it updated them all.
+async fn fenced(
+    client: &Object,
+    ids: &[&str],
+    updated: &[tokio_postgres::Row],
+) -> Result<(), StoreError> {
+    if updated.len() == ids.len() {
+        return Ok(());
+    }
+    let done: Vec<String> = updated
+        .iter()
+        .map(|r| col::<String>(r, "tasks", 0))
+        .collect::<Result<_, _>>()?;
+    let Some(missing) = ids.iter().find(|id| !done.iter().any(|d| d == *id)) else {
+        return Ok(());
+    };
+    // The transaction is aborted by nothing so far: the owner is read in it.
+    let owner = client
+        .query_opt("SELECT host FROM tasks WHERE id = $1", &[missing])
+        .await?;
+    Err(match owner {
+        Some(row) => StoreError::NotOwner {
+            task: missing.to_string(),
+            host: col::<Option<String>>(&row, "tasks", 0)?.unwrap_or_default(),
+        },
+        None => StoreError::NotFound(missing.to_string()),
+    })
+}
+
+/// The first of `ids` that already exists (after a unique violation on creating them).
+async fn first_duplicate(client: &Object, ids: &[&str]) -> String {
+    // The transaction is aborted: this read runs after rolling it back.
+    let _ = client.batch_execute("ROLLBACK").await;
+    let found = client
+        .query_opt("SELECT id FROM tasks WHERE id = ANY($1) LIMIT 1", &[&ids])
+        .await;
+    match found {
+        Ok(Some(row)) => row.try_get(0).unwrap_or_default(),
+        // Two creations of one id in one batch: the first id stands for them.
+        _ => ids.first().map(|s| s.to_string()).unwrap_or_default(),
+    }
 }
 
 /// The channel other hosts `LISTEN` on for stored events (docs/several-hosts.md).
 pub(super) const EVENTS_CHANNEL: &str = "agent_host_events";
 
-/// Sends, in the batch's transaction (so delivered at its commit and only then), one
-/// `NOTIFY` per task of the batch: `<task id> <last seq>`.
-async fn wake(tx: &Transaction<'_>, batch: &[Write]) -> Result<(), StoreError> {
-    let mut last: Vec<(&str, u64)> = Vec::new();
-    for w in batch {
-        let (id, seq) = match w {
-            Write::Create { task, .. } => (task.id.as_str(), 1),
-            Write::Append {
-                task_id,
-                first_seq,
-                rows,
-                ..
-            } => (
-                task_id.as_str(),
-                first_seq + (rows.len() as u64).saturating_sub(1),
-            ),
-        };
-        match last.iter_mut().find(|(t, _)| *t == id) {
-            Some(l) => l.1 = l.1.max(seq),
-            None => last.push((id, seq)),
+/// The largest payload sent in one notification (PostgreSQL refuses 8,000 bytes and more).
+const PAYLOAD_MAX: usize = 7900;
+
+/// The wake-ups of a batch, sent in its transaction (so delivered at its commit and only
+/// then): one line `<task id> <last seq>` per task, as few notifications as fit.
+fn wake_payloads(last: &[(&str, i64)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for (id, seq) in last {
+        let line = format!("{id} {seq}");
+        if !cur.is_empty() && cur.len() + 1 + line.len() > PAYLOAD_MAX {
+            out.push(std::mem::take(&mut cur));
         }
-    }
-    let payloads: Vec<String> = last.iter().map(|(id, seq)| format!("{id} {seq}")).collect();
-    let stmt = tx
-        .prepare_cached("SELECT pg_notify($1, p) FROM UNNEST($2::TEXT[]) AS p")
-        .await?;
-    tx.execute(&stmt, &[&EVENTS_CHANNEL, &payloads]).await?;
-    Ok(())
-}
-
-async fn create(
-    tx: &Transaction<'_>,
-    task: &Task,
-    first: &str,
-    owner: Option<&str>,
-    host: Option<&str>,
-) -> Result<(), StoreError> {
-    let ts = task.status.timestamp.clone().unwrap_or_default();
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner, host)
-             VALUES ($1, $2, $3, $4, $4, 1, $5, $6)",
-        )
-        .await?;
-    let inserted = tx
-        .execute(
-            &stmt,
-            &[
-                &task.id,
-                &task.context_id,
-                &task.status.state.as_proto_name(),
-                &ts,
-                &owner,
-                &host,
-            ],
-        )
-        .await;
-    match inserted {
-        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-            return Err(StoreError::Exists(task.id.clone()));
+        if !cur.is_empty() {
+            cur.push('\n');
         }
-        other => other?,
-    };
-    // The task as created is both its first event and its first checkpoint.
-    let snap = serde_json::to_string(task)?;
-    let stmt = tx
-        .prepare_cached("INSERT INTO snapshots (task_id, seq, json) VALUES ($1, 1, $2)")
-        .await?;
-    tx.execute(&stmt, &[&task.id, &snap]).await?;
-    let stmt = tx
-        .prepare_cached("INSERT INTO events (task_id, seq, json) VALUES ($1, 1, $2)")
-        .await?;
-    tx.execute(&stmt, &[&task.id, &first]).await?;
-    Ok(())
-}
-
-/// Inserts the rows (one statement whatever their number) and updates the task's index row;
-/// returns the rows' bytes.
-async fn append(
-    tx: &Transaction<'_>,
-    task_id: &str,
-    first_seq: u64,
-    rows: &[String],
-    status: Option<&(String, String)>,
-    host: Option<&str>,
-) -> Result<usize, StoreError> {
-    let seqs: Vec<i64> = (0..rows.len() as i64)
-        .map(|i| first_seq as i64 + i)
-        .collect();
-    let last = seqs.last().copied().unwrap_or(0);
-    // The index row first: its condition on the owning host fences the rows below.
-    let (state, ts) = match status {
-        Some((state, ts)) => (Some(state.as_str()), Some(ts.as_str())),
-        None => (None, None),
-    };
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE tasks SET last_seq = $2, state = COALESCE($3, state),
-                status_ts = COALESCE($4, status_ts)
-             WHERE id = $1 AND ($5::TEXT IS NULL OR host IS NULL OR host = $5)",
-        )
-        .await?;
-    let updated = tx
-        .execute(&stmt, &[&task_id, &last, &state, &ts, &host])
-        .await?;
-    if updated == 0 {
-        let owner = tx
-            .query_opt("SELECT host FROM tasks WHERE id = $1", &[&task_id])
-            .await?;
-        return Err(match owner {
-            Some(row) => StoreError::NotOwner {
-                task: task_id.to_string(),
-                host: row.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
-            },
-            None => StoreError::NotFound(task_id.to_string()),
-        });
+        cur.push_str(&line);
     }
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO events (task_id, seq, json)
-             SELECT $1, s, j FROM UNNEST($2::BIGINT[], $3::TEXT[]) AS r(s, j)",
-        )
-        .await?;
-    tx.execute(&stmt, &[&task_id, &seqs, &rows]).await?;
-    Ok(rows.iter().map(String::len).sum())
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
-/// The checkpoint progress of a task this writer has not seen yet (after a restart).
-async fn measure(tx: &Transaction<'_>, task_id: &str) -> Result<Progress, StoreError> {
-    let row = tx
-        .query_one(
-            "SELECT COALESCE(s.seq, 0), COALESCE(octet_length(s.json), 0),
-                    COALESCE((SELECT SUM(octet_length(e.json)) FROM events e
-                              WHERE e.task_id = $1 AND e.seq > COALESCE(s.seq, 0)), 0)::BIGINT
-             FROM (SELECT 1) one LEFT JOIN snapshots s ON s.task_id = $1",
-            &[&task_id],
-        )
-        .await?;
-    Ok(Progress {
-        snapshot: row.try_get::<_, i32>(1)? as usize,
-        since: row.try_get::<_, i64>(2)? as usize,
+/// The tasks and last sequence numbers a notification names.
+pub(super) fn parse_wake(payload: &str) -> impl Iterator<Item = (&str, u64)> {
+    payload.lines().filter_map(|line| {
+        let (id, seq) = line.rsplit_once(' ')?;
+        Some((id, seq.parse().unwrap_or(0)))
     })
 }
 
-/// Writes a new checkpoint of a task: its last checkpoint with the events since applied.
-/// Returns its size.
-async fn checkpoint(tx: &Transaction<'_>, id: &str) -> Result<usize, StoreError> {
-    let Some(snap) = read::load(&**tx, id).await? else {
-        return Ok(0);
-    };
-    let json = serde_json::to_string(&snap.task)?;
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO snapshots (task_id, seq, json) VALUES ($1, $2, $3)
-             ON CONFLICT (task_id) DO UPDATE SET seq = $2, json = $3",
-        )
-        .await?;
-    tx.execute(&stmt, &[&id, &(snap.last_seq as i64), &json])
-        .await?;
-    Ok(json.len())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_ups_fit_in_notifications_and_read_back() {
+        let ids: Vec<String> = (0..1000)
+            .map(|i| format!("task-{i:04}-{}", "x".repeat(30)))
+            .collect();
+        let last: Vec<(&str, i64)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i as i64))
+            .collect();
+        let payloads = wake_payloads(&last);
+        assert!(payloads.len() > 1);
+        assert!(payloads.iter().all(|p| p.len() < 8000));
+        let back: Vec<(String, u64)> = payloads
+            .iter()
+            .flat_map(|p| {
+                parse_wake(p)
+                    .map(|(id, s)| (id.to_string(), s))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<(String, u64)> = last
+            .iter()
+            .map(|(id, s)| (id.to_string(), *s as u64))
+            .collect();
+        assert_eq!(back, want);
+        assert!(wake_payloads(&[]).is_empty());
+    }
 }
