@@ -50,6 +50,8 @@ pub struct Outcome {
     pub incomplete: usize,
     pub card_after: Duration,
     pub idle_rss_kib: u64,
+    /// CPU the PostgreSQL server spent meanwhile (PostgreSQL store on this machine only).
+    pub db_cpu: Option<Duration>,
 }
 
 async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
@@ -125,7 +127,11 @@ fn run_load(
         let schema = format!("bench_{}_{}", std::process::id(), tag.replace('-', "_"));
         let url = rt.block_on(pg::create(base, &schema))?;
         let store = Kind::AgentHost { store: url };
-        let o = run_load(rt, &store, progs, load, tag, detached);
+        let db0 = pg::server_cpu();
+        let mut o = run_load(rt, &store, progs, load, tag, detached);
+        if let (Ok(o), Some(d0), Some(d1)) = (&mut o, db0, pg::server_cpu()) {
+            o.db_cpu = Some(d1.saturating_sub(d0));
+        }
         rt.block_on(pg::drop(base, &schema));
         return o;
     }

@@ -68,6 +68,17 @@ fn cpu_per_event(o: &Outcome) -> f64 {
     o.cpu.as_secs_f64() * 1e6 / o.frames.max(1) as f64
 }
 
+/// The database server's CPU per event, when measured: `; database server N µs`.
+fn db_cpu(o: &Outcome) -> String {
+    match o.db_cpu {
+        Some(d) => format!(
+            "; database server {:.1} µs",
+            d.as_secs_f64() * 1e6 / o.frames.max(1) as f64
+        ),
+        None => String::new(),
+    }
+}
+
 fn ms(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.2} s", ns / 1e9)
@@ -104,12 +115,13 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {}, peak rss {} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
         o.cpu.as_secs_f64(),
         cpu_per_event(o),
+        db_cpu(o),
         o.wall.as_secs_f64(),
         ms(pct(&l, 0.5)),
         ms(pct(&l, 0.99)),
@@ -168,7 +180,7 @@ pub fn table(rows: &[Row]) -> String {
                     ),
                     (
                         &r.postgres,
-                        "same, agent-host with the PostgreSQL store, one host (its own CPU, not the database server's; events/s; ÷ memory)",
+                        "same, agent-host with the PostgreSQL store, one host (CPU / event; events/s; ÷ memory; the database server's CPU / event when it runs on this machine)",
                     ),
                 ];
                 for (o, what) in stores {
@@ -177,7 +189,13 @@ pub fn table(rows: &[Row]) -> String {
                     line(
                         &mut out,
                         what,
-                        &format!("{z:.1} µs; {:.0}/s; {:.1}×{}", eps(s), z / x, problems(s)),
+                        &format!(
+                            "{z:.1} µs; {:.0}/s; {:.1}×{}{}",
+                            eps(s),
+                            z / x,
+                            db_cpu(s),
+                            problems(s)
+                        ),
                         &format!("{y:.1} µs; {:.0}/s (in memory)", eps(b)),
                         &ratio(y, z),
                     );
@@ -225,11 +243,12 @@ pub fn table(rows: &[Row]) -> String {
                         &mut out,
                         what,
                         &format!(
-                            "{} / {}; {:.1} µs (memory: {:.1} µs){}",
+                            "{} / {}; {:.1} µs (memory: {:.1} µs){}{}",
                             ms(pct(&ls, 0.5)),
                             ms(pct(&ls, 0.99)),
                             cpu_per_event(s),
                             cpu_per_event(a),
+                            db_cpu(s),
                             problems(s)
                         ),
                         &format!(
