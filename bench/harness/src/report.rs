@@ -21,6 +21,8 @@ pub struct Row {
     sqlite: Option<Outcome>,
     /// agent-host on the PostgreSQL store (one host).
     postgres: Option<Outcome>,
+    /// Two agent-hosts on the PostgreSQL store: tasks run on one, streamed from the other.
+    postgres_two: Option<Outcome>,
     /// agent-host running the same tasks with no stream open (the live load only).
     detached: Option<Outcome>,
 }
@@ -34,6 +36,7 @@ impl Row {
             base: None,
             sqlite: None,
             postgres: None,
+            postgres_two: None,
             detached: None,
         }
     }
@@ -44,6 +47,7 @@ impl Row {
             "baseline" => self.base = Some(o),
             "agent-host-detached" => self.detached = Some(o),
             "agent-host-postgres" => self.postgres = Some(o),
+            "agent-host-postgres-2" => self.postgres_two = Some(o),
             _ => self.sqlite = Some(o),
         }
     }
@@ -182,6 +186,10 @@ pub fn table(rows: &[Row]) -> String {
                         &r.postgres,
                         "same, agent-host with the PostgreSQL store, one host (CPU / event; events/s; ÷ memory; the database server's CPU / event when it runs on this machine)",
                     ),
+                    (
+                        &r.postgres_two,
+                        "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (both hosts' CPU / event; events/s; ÷ memory; database server)",
+                    ),
                 ];
                 for (o, what) in stores {
                     let Some(s) = o else { continue };
@@ -235,6 +243,7 @@ pub fn table(rows: &[Row]) -> String {
                 let stores = [
                     (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99; host CPU / event)"),
                     (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99; host CPU / event)"),
+                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99; both hosts' CPU / event)"),
                 ];
                 for (o, what) in stores {
                     let Some(s) = o else { continue };
