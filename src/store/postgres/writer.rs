@@ -3,11 +3,16 @@
 //! faster than a commit, the ones that queued meanwhile share the next one. It checkpoints
 //! tasks the way the SQLite writer does (see the [store's module docs](crate::store)).
 //!
-//! Up to [`IN_FLIGHT`] transactions are under way at once, each on its own connection: a
-//! commit waits for the server's WAL flush, and the next batch need not wait for it (the
-//! server flushes concurrent commits together). A task is in one of them at most: a write
-//! for a task whose earlier write is still being committed waits for that commit, so the
-//! events of one task are committed in the order they were queued.
+//! A commit that takes long (a slow WAL flush, a database far away) need not hold the next
+//! batch back: once the latest transaction has been under way for [`OVERLAP_AFTER`], another
+//! one starts on another connection, up to [`IN_FLIGHT`] at once (the server flushes
+//! concurrent commits together). Sooner than that the queued writes wait and join one
+//! bigger batch, which costs less per write than two small ones: with the database on the
+//! same busy machine, three transactions in flight at once from the start cost half as
+//! much CPU again per event as one (bench/run.sh, `cpu-10x1000`). A task is in one
+//! transaction at most: a write for a task whose earlier write is still being committed
+//! waits for that commit, so the events of one task are committed in the order they were
+//! queued.
 //!
 //! A batch costs a fixed number of round trips, whatever its size: every write of one kind
 //! goes into one statement over arrays (`UNNEST`), and the statements of a step are sent
@@ -26,10 +31,12 @@
 mod batch;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
@@ -37,7 +44,9 @@ use crate::store::StoreError;
 /// Writes taken into one transaction at most.
 const BATCH: usize = 512;
 /// Transactions under way at once (each holds a connection of the pool while it lasts).
-pub(super) const IN_FLIGHT: usize = 3;
+const IN_FLIGHT: usize = 3;
+/// How long the latest transaction is under way before another may start beside it.
+const OVERLAP_AFTER: Duration = Duration::from_millis(5);
 
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
@@ -98,8 +107,11 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
     let mut waiting: VecDeque<Write> = VecDeque::new();
     let mut flights = FuturesUnordered::new();
     let mut open = true;
+    let mut started = Instant::now();
     loop {
-        while flights.len() < IN_FLIGHT {
+        while flights.len() < IN_FLIGHT
+            && (flights.is_empty() || started.elapsed() >= OVERLAP_AFTER)
+        {
             let batch = next_batch(&mut rx, &mut waiting, &busy);
             if batch.is_empty() {
                 break;
@@ -118,10 +130,13 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
                 let mine = settle(&pool, batch, mine).await;
                 (ids, mine)
             });
+            started = Instant::now();
         }
         if !open && flights.is_empty() && waiting.is_empty() {
             return;
         }
+        // Writes that could start beside the flights (not those waiting for their task's).
+        let ready = waiting.iter().any(|w| !busy.contains(w.task_id()));
         tokio::select! {
             Some((ids, mine)) = flights.next(), if !flights.is_empty() => {
                 for id in &ids {
@@ -130,9 +145,17 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
                 progress.extend(mine);
             }
             w = rx.recv(), if open && flights.len() < IN_FLIGHT => match w {
-                Some(w) => waiting.push_back(w),
+                Some(w) => {
+                    waiting.push_back(w);
+                    while let Ok(w) = rx.try_recv() {
+                        waiting.push_back(w);
+                    }
+                }
                 None => open = false,
             },
+            // Time for another transaction beside the slow one.
+            _ = tokio::time::sleep_until(started + OVERLAP_AFTER),
+                if ready && !flights.is_empty() && flights.len() < IN_FLIGHT => {}
         }
     }
 }
