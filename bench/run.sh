@@ -13,8 +13,10 @@
 #
 # The CPU and latency loads also run agent-host on its SQLite store and, when a PostgreSQL
 # database answers at AGENT_HOST_BENCH_PG (else AGENT_HOST_TEST_PG, else
-# postgres://root@127.0.0.1:5432/test), on the PostgreSQL store (one host, a fresh schema per
-# run, dropped after it); without a database those rows are skipped with a note.
+# postgres://root@127.0.0.1:5432/test), on the PostgreSQL store (a fresh schema per run, dropped
+# after it): one host, and two hosts where each task is sent to one and streamed from the other;
+# without a database those rows are skipped with a note. With the database on this machine those
+# rows also give its server's CPU per event.
 #
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
 # generator `loadgen`) in release mode, installs the baseline's pinned npm packages into

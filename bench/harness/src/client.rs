@@ -67,9 +67,28 @@ pub fn detached_body(prompt: &str, message_id: &str) -> String {
     )
 }
 
+/// The JSON-RPC body of a v1.0 `SubscribeToTask`: the task's events as an SSE stream.
+pub fn subscribe_body(task_id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{{"id":"{task_id}"}}}}"#
+    )
+}
+
+/// The id of the task a `SendMessage` answer holds.
+pub fn task_id_of(reply: &str) -> Option<String> {
+    let at = reply.find(r#""task":{"#)?;
+    let rest = &reply[at..];
+    let id = &rest[rest.find(r#""id":""#)? + 6..];
+    Some(id[..id.find('"')?].to_string())
+}
+
 /// Sends `body` (a non-streaming request) and reads the answer to its end; an error unless
-/// it is a 200 without a JSON-RPC error.
-pub async fn send_detached(addr: SocketAddr, body: &str, deadline: Instant) -> Result<(), String> {
+/// it is a 200 without a JSON-RPC error. Returns the answer.
+pub async fn send_detached(
+    addr: SocketAddr,
+    body: &str,
+    deadline: Instant,
+) -> Result<String, String> {
     let work = async {
         let mut s = TcpStream::connect(addr)
             .await
@@ -89,7 +108,7 @@ pub async fn send_detached(addr: SocketAddr, body: &str, deadline: Instant) -> R
             let msg = String::from_utf8_lossy(&out[..out.len().min(300)]).into_owned();
             return Err(format!("send failed: {msg}"));
         }
-        Ok(())
+        Ok(String::from_utf8_lossy(&out).into_owned())
     };
     tokio::time::timeout_at(deadline, work)
         .await

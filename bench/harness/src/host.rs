@@ -20,6 +20,11 @@ pub enum Kind {
     AgentHostPostgres {
         base: String,
     },
+    /// Two agent-hosts sharing the PostgreSQL store at `base`, in a fresh schema per run: each
+    /// task is sent to the first and streamed from the second.
+    AgentHostPostgresTwo {
+        base: String,
+    },
     Baseline,
 }
 
@@ -89,7 +94,7 @@ impl Host {
                 }
                 c
             }
-            Kind::AgentHostPostgres { .. } => {
+            Kind::AgentHostPostgres { .. } | Kind::AgentHostPostgresTwo { .. } => {
                 return Err("start it as Kind::AgentHost with its schema's URL".into())
             }
             Kind::Baseline => {

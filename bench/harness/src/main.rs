@@ -50,6 +50,8 @@ pub struct Outcome {
     pub incomplete: usize,
     pub card_after: Duration,
     pub idle_rss_kib: u64,
+    /// CPU the PostgreSQL server spent meanwhile (PostgreSQL store on this machine only).
+    pub db_cpu: Option<Duration>,
 }
 
 async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
@@ -95,7 +97,7 @@ async fn drive_detached(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::
     let mut out = Vec::with_capacity(load.streams);
     while let Some(r) = set.join_next().await {
         let error = match r {
-            Ok(Ok(())) => None,
+            Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e),
             Err(e) => Some(format!("join: {e}")),
         };
@@ -112,6 +114,109 @@ async fn drive_detached(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::
     out
 }
 
+/// The tasks of [`drive`], each sent to `a` (`returnImmediately`) and streamed from `b`
+/// (`SubscribeToTask`): `b` follows a task another host runs, from the shared store.
+async fn drive_two(
+    a: SocketAddr,
+    b: SocketAddr,
+    load: Load,
+    tag: &str,
+) -> Vec<client::StreamResult> {
+    let deadline = tokio::time::Instant::now() + load.limit;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..load.streams {
+        let body = client::detached_body(
+            &format!("n={} pause_us={}", load.events, load.pause_us),
+            &format!("{tag}-{i}"),
+        );
+        let delay = load.stagger * i as u32;
+        set.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let reply = match client::send_detached(a, &body, deadline).await {
+                Ok(r) => r,
+                Err(e) => {
+                    return client::StreamResult {
+                        error: Some(e),
+                        ..Default::default()
+                    }
+                }
+            };
+            let Some(id) = client::task_id_of(&reply) else {
+                return client::StreamResult {
+                    error: Some(format!("no task id in {}", &reply[..reply.len().min(300)])),
+                    ..Default::default()
+                };
+            };
+            client::stream(b, &client::subscribe_body(&id), load.events, deadline).await
+        });
+    }
+    let mut out = Vec::with_capacity(load.streams);
+    while let Some(r) = set.join_next().await {
+        out.push(r.unwrap_or_else(|e| client::StreamResult {
+            error: Some(format!("join: {e}")),
+            ..Default::default()
+        }));
+    }
+    out
+}
+
+/// Two hosts on a fresh schema of the database at `base`: the load's tasks run on the
+/// first and are streamed from the second; CPU is both hosts'.
+fn run_two(
+    rt: &tokio::runtime::Runtime,
+    base: &str,
+    progs: &Programs,
+    load: Load,
+    tag: &str,
+) -> Result<Outcome, String> {
+    let schema = format!("bench_{}_{}", std::process::id(), tag.replace('-', "_"));
+    let url = rt.block_on(pg::create(base, &schema))?;
+    let kind = Kind::AgentHost { store: url };
+    let run = || -> Result<Outcome, String> {
+        let a = Host::start(&kind, progs, &format!("{tag}-a.log"))?;
+        let b = Host::start(&kind, progs, &format!("{tag}-b.log"))?;
+        let (cpu0, db0) = (a.cpu() + b.cpu(), pg::server_cpu());
+        let t0 = std::time::Instant::now();
+        let results = rt.block_on(async {
+            let mut all = Vec::new();
+            for _ in 0..load.reps {
+                all.extend(drive_two(a.addr, b.addr, load, tag).await);
+            }
+            all
+        });
+        let mut o = Outcome {
+            cpu: (a.cpu() + b.cpu()).saturating_sub(cpu0),
+            wall: t0.elapsed(),
+            expected: (load.reps * load.streams * load.events) as u64,
+            peak_rss_kib: a.status_kib("VmHWM:").max(b.status_kib("VmHWM:")),
+            card_after: a.card_after,
+            idle_rss_kib: a.idle_rss_kib,
+            ..Default::default()
+        };
+        if let (Some(d0), Some(d1)) = (db0, pg::server_cpu()) {
+            o.db_cpu = Some(d1.saturating_sub(d0));
+        }
+        for r in results {
+            o.frames += r.frames;
+            o.events += r.events;
+            o.latencies_ns.extend(r.latencies_ns);
+            if let Some(s) = r.start {
+                o.starts_ns.push(s.as_nanos() as u64);
+            }
+            if !r.completed {
+                o.incomplete += 1;
+            }
+            if let Some(e) = r.error {
+                o.errors.push(e);
+            }
+        }
+        Ok(o)
+    };
+    let o = run();
+    rt.block_on(pg::drop(base, &schema));
+    o
+}
+
 /// Starts a fresh host, runs the load, samples the host's RSS, stops it.
 fn run_load(
     rt: &tokio::runtime::Runtime,
@@ -121,11 +226,18 @@ fn run_load(
     tag: &str,
     detached: bool,
 ) -> Result<Outcome, String> {
+    if let Kind::AgentHostPostgresTwo { base } = kind {
+        return run_two(rt, base, progs, load, tag);
+    }
     if let Kind::AgentHostPostgres { base } = kind {
         let schema = format!("bench_{}_{}", std::process::id(), tag.replace('-', "_"));
         let url = rt.block_on(pg::create(base, &schema))?;
         let store = Kind::AgentHost { store: url };
-        let o = run_load(rt, &store, progs, load, tag, detached);
+        let db0 = pg::server_cpu();
+        let mut o = run_load(rt, &store, progs, load, tag, detached);
+        if let (Ok(o), Some(d0), Some(d1)) = (&mut o, db0, pg::server_cpu()) {
+            o.db_cpu = Some(d1.saturating_sub(d0));
+        }
         rt.block_on(pg::drop(base, &schema));
         return o;
     }
@@ -266,6 +378,10 @@ fn main() {
                 None
             }
         });
+    let postgres_two = postgres.as_ref().map(|k| match k {
+        Kind::AgentHostPostgres { base } => Kind::AgentHostPostgresTwo { base: base.clone() },
+        other => other.clone(),
+    });
     // Which stores beside memory a scenario also runs on.
     use Stores::{All, Memory, Sqlite};
     let scenarios: Vec<(&str, Measure, Load, Stores)> = vec![
@@ -386,6 +502,9 @@ fn main() {
         }
         if let (All, Some(pg)) = (stores, &postgres) {
             kinds.push(("agent-host-postgres", pg));
+        }
+        if let (All, Some(pg)) = (stores, &postgres_two) {
+            kinds.push(("agent-host-postgres-2", pg));
         }
         // The live tasks once more with no stream open: what the streams cost apart.
         if matches!(measure, Measure::Live) {

@@ -45,3 +45,34 @@ pub async fn drop(base: &str, name: &str) {
         }
     }
 }
+
+/// CPU time of the PostgreSQL server so far, when it runs on this machine (None otherwise):
+/// user + system time of every process named `postgres`, plus the time of the children they
+/// reaped (the postmaster reaps the backends of closed connections, whose time would
+/// otherwise vanish with them). Other clients of the same server count too, so the figure
+/// is an upper bound for one load on a machine others share.
+pub fn server_cpu() -> Option<Duration> {
+    let mut ticks = 0u64;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if !head.ends_with("(postgres") {
+            continue;
+        }
+        found = true;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // utime, stime, cutime, cstime: fields 14-17 of stat, 11-14 after the command name.
+        ticks += [11, 12, 13, 14]
+            .iter()
+            .filter_map(|&i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
+            .sum::<u64>();
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    found.then(|| Duration::from_nanos(ticks * 1_000_000_000 / hz))
+}

@@ -21,6 +21,8 @@ pub struct Row {
     sqlite: Option<Outcome>,
     /// agent-host on the PostgreSQL store (one host).
     postgres: Option<Outcome>,
+    /// Two agent-hosts on the PostgreSQL store: tasks run on one, streamed from the other.
+    postgres_two: Option<Outcome>,
     /// agent-host running the same tasks with no stream open (the live load only).
     detached: Option<Outcome>,
 }
@@ -34,6 +36,7 @@ impl Row {
             base: None,
             sqlite: None,
             postgres: None,
+            postgres_two: None,
             detached: None,
         }
     }
@@ -44,6 +47,7 @@ impl Row {
             "baseline" => self.base = Some(o),
             "agent-host-detached" => self.detached = Some(o),
             "agent-host-postgres" => self.postgres = Some(o),
+            "agent-host-postgres-2" => self.postgres_two = Some(o),
             _ => self.sqlite = Some(o),
         }
     }
@@ -66,6 +70,17 @@ fn sorted(v: &[u64]) -> Vec<u64> {
 /// Host CPU per streamed frame, µs.
 fn cpu_per_event(o: &Outcome) -> f64 {
     o.cpu.as_secs_f64() * 1e6 / o.frames.max(1) as f64
+}
+
+/// The database server's CPU per event, when measured: `; database server N µs`.
+fn db_cpu(o: &Outcome) -> String {
+    match o.db_cpu {
+        Some(d) => format!(
+            "; database server {:.1} µs",
+            d.as_secs_f64() * 1e6 / o.frames.max(1) as f64
+        ),
+        None => String::new(),
+    }
 }
 
 fn ms(ns: f64) -> String {
@@ -104,12 +119,13 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame), wall {:.2} s, p50 {} p99 {}, peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {}, peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
         o.cpu.as_secs_f64(),
         cpu_per_event(o),
+        db_cpu(o),
         o.wall.as_secs_f64(),
         ms(pct(&l, 0.5)),
         ms(pct(&l, 0.99)),
@@ -169,7 +185,11 @@ pub fn table(rows: &[Row]) -> String {
                     ),
                     (
                         &r.postgres,
-                        "same, agent-host with the PostgreSQL store, one host (its own CPU, not the database server's; events/s; ÷ memory)",
+                        "same, agent-host with the PostgreSQL store, one host (CPU / event; events/s; ÷ memory; the database server's CPU / event when it runs on this machine)",
+                    ),
+                    (
+                        &r.postgres_two,
+                        "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (both hosts' CPU / event; events/s; ÷ memory; database server)",
                     ),
                 ];
                 for (o, what) in stores {
@@ -179,9 +199,10 @@ pub fn table(rows: &[Row]) -> String {
                         &mut out,
                         what,
                         &format!(
-                            "{z:.1} µs, {:.2}× memory; {:.0}/s{}",
+                            "{z:.1} µs, {:.2}× memory; {:.0}/s{}{}",
                             z / x,
                             eps(s),
+                            db_cpu(s),
                             problems(s)
                         ),
                         &format!("{y:.1} µs; {:.0}/s (in memory)", eps(b)),
@@ -223,6 +244,7 @@ pub fn table(rows: &[Row]) -> String {
                 let stores = [
                     (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99; host CPU / event)"),
                     (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99; host CPU / event)"),
+                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99; both hosts' CPU / event)"),
                 ];
                 for (o, what) in stores {
                     let Some(s) = o else { continue };
@@ -231,11 +253,12 @@ pub fn table(rows: &[Row]) -> String {
                         &mut out,
                         what,
                         &format!(
-                            "{} / {}; {:.1} µs (memory: {:.1} µs){}",
+                            "{} / {}; {:.1} µs (memory: {:.1} µs){}{}",
                             ms(pct(&ls, 0.5)),
                             ms(pct(&ls, 0.99)),
                             cpu_per_event(s),
                             cpu_per_event(a),
+                            db_cpu(s),
                             problems(s)
                         ),
                         &format!(

@@ -104,6 +104,12 @@ impl ClusterStore for PgStore {
                 &[&host_id, &millis(lease)],
             )
             .await?;
+        if n != 1 {
+            // Another host may have taken this host's tasks over and written to them: what
+            // this host remembers of them (positions, recent events) is read again from the
+            // database from now on.
+            self.forget_live()?;
+        }
         Ok(n == 1)
     }
 

@@ -252,3 +252,31 @@ async fn config_wake(
     .await
     .expect("a wake-up within 20 s")
 }
+
+#[tokio::test]
+async fn a_host_that_lost_its_lease_reads_its_former_tasks_from_the_database() {
+    let Some(db) = TestDb::new("lost_window").await else {
+        return;
+    };
+    let (dead, b) = (db.store().await, db.store().await);
+    dead.register(&host("dead", 1), Duration::from_millis(1), false)
+        .await
+        .unwrap();
+    dead.create(task("run", "c1", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let working = status("run", TaskState::Working, "2026-01-01T00:00:01.000Z");
+    assert_eq!(dead.append("run", vec![working]).await.unwrap(), 2);
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(b.claim_expired("b").await.unwrap().unwrap().tasks.len(), 1);
+    // The taker ends the task.
+    let failed = status("run", TaskState::Failed, "2026-01-01T00:00:02.000Z");
+    assert_eq!(b.append("run", vec![failed]).await.unwrap(), 3);
+    // Once the lost lease is noticed, the former owner's reads show the taker's end (not
+    // only the events it wrote itself and still remembers).
+    assert!(!dead.heartbeat("dead", LONG).await.unwrap());
+    let evs = dead.events_after("run", 0, 10).await.unwrap();
+    assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(evs[2].event.ends_stream());
+}

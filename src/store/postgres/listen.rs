@@ -16,7 +16,7 @@ use futures::StreamExt;
 use tokio::sync::{broadcast, watch};
 use tokio_postgres::AsyncMessage;
 
-use super::writer::EVENTS_CHANNEL;
+use super::writer::{parse_wake, EVENTS_CHANNEL};
 use crate::store::push::PushWake;
 
 /// The channel of push config wake-ups: `<task id>` when a config of the task was created or
@@ -153,14 +153,15 @@ async fn listen_once(
                     }
                 }
                 Some(Ok(AsyncMessage::Notification(n))) => {
-                    let mut parts = n.payload().split(' ');
-                    let (Some(id), seq) = (parts.next(), parts.next()) else { continue };
-                    let seq = seq.and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                    if let Some(tx) = locked(watchers).get(id) {
-                        tx.send_replace(seq);
-                    }
-                    if all.receiver_count() > 0 {
-                        let _ = all.send(PushWake::Events(id.to_string()));
+                    let w = locked(watchers);
+                    let push = all.receiver_count() > 0;
+                    for (id, seq) in parse_wake(n.payload()) {
+                        if let Some(tx) = w.get(id) {
+                            tx.send_replace(seq);
+                        }
+                        if push {
+                            let _ = all.send(PushWake::Events(id.to_string()));
+                        }
                     }
                 }
                 Some(Ok(_)) => {}

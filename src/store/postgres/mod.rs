@@ -9,6 +9,12 @@
 //! that commits what is queued in one transaction; reads take a pooled connection and are
 //! one statement each ([`read`]). The schema is migrated at open ([`schema`]).
 //!
+//! As in the SQLite store, memory holds a bounded window of the recent committed events of
+//! the tasks this host writes, from which their live subscribers read: a local stream costs
+//! no query per event. The window is dropped when the task ends, when an append fails, and
+//! when this host finds its lease gone (another host may have taken its tasks over and
+//! written to them since); reads then go to the database.
+//!
 //! A store can be confined to one PostgreSQL schema (`search_path`): each adapter of a host
 //! beside the default one gets its own, and each test its own.
 
@@ -23,7 +29,7 @@ mod writer;
 #[cfg(test)]
 pub(crate) mod testing;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
@@ -40,15 +46,32 @@ pub use schema::{migrate, migrate_to, SCHEMA_VERSION};
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 8;
+/// Events kept in memory per task being written.
+const WINDOW: usize = 1024;
 
 fn poisoned<T>(_: T) -> StoreError {
     StoreError::Poisoned
 }
 
-/// Position of a task this host writes: its last sequence number and state.
+/// Position of a task this host writes: its last sequence number, state and recent events.
 struct Live {
     last_seq: u64,
+    /// Events up to here are committed; the window may hold later ones being written, which
+    /// readers must not see yet.
+    committed_seq: u64,
     state: String,
+    window: VecDeque<Arc<LoggedEvent>>,
+}
+
+impl Live {
+    fn at(last_seq: u64, state: String) -> Live {
+        Live {
+            last_seq,
+            committed_seq: last_seq,
+            state,
+            window: VecDeque::new(),
+        }
+    }
 }
 
 /// The PostgreSQL-backed [`TaskStore`] and [`super::PushStore`].
@@ -144,6 +167,12 @@ impl PgStore {
         &self.pool
     }
 
+    /// Forgets the positions and recent events of every task this host writes.
+    fn forget_live(&self) -> Result<(), StoreError> {
+        self.live.lock().map_err(poisoned)?.clear();
+        Ok(())
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         Ok(self.pool.get().await?)
     }
@@ -166,7 +195,8 @@ const TERMINAL: &str =
 #[async_trait]
 impl TaskStore for PgStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
-        let first = serde_json::to_string(&TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
+        let first = serde_json::to_string(&first_event)?;
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         let (reply, rx) = oneshot::channel();
@@ -180,10 +210,10 @@ impl TaskStore for PgStore {
             })
             .map_err(|_| StoreError::WriterStopped)?;
         rx.await.map_err(|_| StoreError::WriterStopped)??;
-        self.live
-            .lock()
-            .map_err(poisoned)?
-            .insert(id, Live { last_seq: 1, state });
+        let mut live = Live::at(1, state);
+        live.window
+            .push_back(Arc::new(LoggedEvent::new(1, first_event)));
+        self.live.lock().map_err(poisoned)?.insert(id, live);
         Ok(1)
     }
 
@@ -195,7 +225,7 @@ impl TaskStore for PgStore {
             .get(task_id)
             .map(|l| l.last_seq);
         if known.is_none() {
-            let (last, state) = read::position(&**self.client().await?, task_id)
+            let (last, state) = read::position(&*self.client().await?, task_id)
                 .await?
                 .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
             if events.is_empty() {
@@ -205,10 +235,7 @@ impl TaskStore for PgStore {
                 .lock()
                 .map_err(poisoned)?
                 .entry(task_id.to_string())
-                .or_insert(Live {
-                    last_seq: last,
-                    state,
-                });
+                .or_insert_with(|| Live::at(last, state));
         }
         if events.is_empty() {
             return Ok(known.unwrap_or_default());
@@ -236,6 +263,12 @@ impl TaskStore for PgStore {
                     ended |= u.status.state.is_terminal();
                 }
             }
+            for (seq, ev) in (first_seq..).zip(events) {
+                if l.window.len() == WINDOW {
+                    l.window.pop_front();
+                }
+                l.window.push_back(Arc::new(LoggedEvent::new(seq, ev)));
+            }
             l.last_seq += rows.len() as u64;
             let (reply, rx) = oneshot::channel();
             // Sent under the lock, so one task's appends reach the writer in order.
@@ -254,16 +287,20 @@ impl TaskStore for PgStore {
             (rx, l.last_seq, ended)
         };
         let outcome = rx.await.map_err(|_| StoreError::WriterStopped)?;
+        let mut live = self.live.lock().map_err(poisoned)?;
         if ended || outcome.is_err() {
             // An ended task is not written again; after a failure the position is read
             // again from the database.
-            self.live.lock().map_err(poisoned)?.remove(task_id);
+            live.remove(task_id);
+        } else if let Some(l) = live.get_mut(task_id) {
+            // The writer commits in order, so everything up to `last` is committed.
+            l.committed_seq = l.committed_seq.max(last);
         }
         outcome.map(|()| last)
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        read::load(&**self.client().await?, task_id).await
+        read::load(&*self.client().await?, task_id).await
     }
 
     async fn events_after(
@@ -272,9 +309,24 @@ impl TaskStore for PgStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        {
+            let live = self.live.lock().map_err(poisoned)?;
+            if let Some(l) = live.get(task_id) {
+                let first = l.window.front().map(|e| e.seq).unwrap_or(l.last_seq + 1);
+                if after + 1 >= first {
+                    return Ok(l
+                        .window
+                        .iter()
+                        .filter(|e| e.seq > after && e.seq <= l.committed_seq)
+                        .take(limit)
+                        .cloned()
+                        .collect());
+                }
+            }
+        }
         let c = self.client().await?;
-        let evs = read::events(&**c, task_id, after, limit).await?;
-        if evs.is_empty() && read::position(&**c, task_id).await?.is_none() {
+        let evs = read::events(&c, task_id, after, limit).await?;
+        if evs.is_empty() && read::position(&c, task_id).await?.is_none() {
             return Err(StoreError::NotFound(task_id.to_string()));
         }
         Ok(evs)

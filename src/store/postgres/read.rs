@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{GenericClient, Row};
 
@@ -37,27 +38,29 @@ const TASKS: &str = "tasks";
 const EVENTS: &str = "events";
 
 /// A task as stored, with its owner.
-pub(super) async fn load<C: GenericClient>(
-    c: &C,
-    id: &str,
-) -> Result<Option<Snapshot>, StoreError> {
-    let sql = format!("{LOAD} WHERE t.id = $1");
-    match c.query_opt(sql.as_str(), &[&id]).await? {
+pub(super) async fn load(c: &ClientWrapper, id: &str) -> Result<Option<Snapshot>, StoreError> {
+    let stmt = c.prepare_cached(&format!("{LOAD} WHERE t.id = $1")).await?;
+    match c.query_opt(&stmt, &[&id]).await? {
         Some(row) => Ok(Some(snapshot(&row)?)),
         None => Ok(None),
     }
 }
 
 /// Up to `limit` events of a task after sequence `after`.
-pub(super) async fn events<C: GenericClient>(
-    c: &C,
+pub(super) async fn events(
+    c: &ClientWrapper,
     id: &str,
     after: u64,
     limit: usize,
 ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+    let stmt = c
+        .prepare_cached(
+            "SELECT seq, json FROM events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .await?;
     let rows = c
         .query(
-            "SELECT seq, json FROM events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &stmt,
             &[
                 &id,
                 &i64::try_from(after).unwrap_or(i64::MAX),
@@ -76,14 +79,14 @@ pub(super) async fn events<C: GenericClient>(
 }
 
 /// The last sequence number and state of a task.
-pub(super) async fn position<C: GenericClient>(
-    c: &C,
+pub(super) async fn position(
+    c: &ClientWrapper,
     id: &str,
 ) -> Result<Option<(u64, String)>, StoreError> {
-    match c
-        .query_opt("SELECT last_seq, state FROM tasks WHERE id = $1", &[&id])
-        .await?
-    {
+    let stmt = c
+        .prepare_cached("SELECT last_seq, state FROM tasks WHERE id = $1")
+        .await?;
+    match c.query_opt(&stmt, &[&id]).await? {
         Some(r) => Ok(Some((unsigned(&r, TASKS, 0)?, col(&r, TASKS, 1)?))),
         None => Ok(None),
     }
