@@ -31,7 +31,8 @@
 //!   one row per event plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL
 //!   store (shared by several hosts, versioned migrations) and the in-memory one; the suite
-//!   of tests every store passes; the data folder's lock (one host per database) and private file modes;
+//!   of tests every store passes; [`store::window`], the recent events the SQLite and PostgreSQL
+//!   stores keep in memory per task, bounded in count and bytes; the data folder's lock (one host per database) and private file modes;
 //!   [`store::cluster`]: a shared store's leases, task and context owners, takeover of dead
 //!   hosts and wake-ups (`LISTEN/NOTIFY`), see `docs/several-hosts.md`.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues

@@ -38,6 +38,7 @@ pub mod push;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
+pub mod window;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -29,7 +29,7 @@ mod writer;
 #[cfg(test)]
 pub(crate) mod testing;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
@@ -40,14 +40,13 @@ use self::writer::Write;
 use super::memory::decode_token;
 use super::{ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
 use crate::protocol::v1::{StreamResponse, Task};
+use crate::store::window::EventWindow;
 use crate::task::{LoggedEvent, TaskEvent};
 
 pub use schema::{migrate, migrate_to, SCHEMA_VERSION};
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 8;
-/// Events kept in memory per task being written.
-const WINDOW: usize = 1024;
 
 fn poisoned<T>(_: T) -> StoreError {
     StoreError::Poisoned
@@ -60,7 +59,7 @@ struct Live {
     /// readers must not see yet.
     committed_seq: u64,
     state: String,
-    window: VecDeque<Arc<LoggedEvent>>,
+    window: EventWindow,
 }
 
 impl Live {
@@ -69,7 +68,7 @@ impl Live {
             last_seq,
             committed_seq: last_seq,
             state,
-            window: VecDeque::new(),
+            window: EventWindow::default(),
         }
     }
 }
@@ -197,6 +196,7 @@ impl TaskStore for PgStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
         let first_event = TaskEvent::Stream(StreamResponse::Task(task.clone()));
         let first = serde_json::to_string(&first_event)?;
+        let first_len = first.len();
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         let (reply, rx) = oneshot::channel();
@@ -212,7 +212,7 @@ impl TaskStore for PgStore {
         rx.await.map_err(|_| StoreError::WriterStopped)??;
         let mut live = Live::at(1, state);
         live.window
-            .push_back(Arc::new(LoggedEvent::new(1, first_event)));
+            .keep(first_len, Arc::new(LoggedEvent::new(1, first_event)));
         self.live.lock().map_err(poisoned)?.insert(id, live);
         Ok(1)
     }
@@ -263,11 +263,9 @@ impl TaskStore for PgStore {
                     ended |= u.status.state.is_terminal();
                 }
             }
-            for (seq, ev) in (first_seq..).zip(events) {
-                if l.window.len() == WINDOW {
-                    l.window.pop_front();
-                }
-                l.window.push_back(Arc::new(LoggedEvent::new(seq, ev)));
+            for ((seq, ev), json) in (first_seq..).zip(events).zip(&rows) {
+                l.window
+                    .keep(json.len(), Arc::new(LoggedEvent::new(seq, ev)));
             }
             l.last_seq += rows.len() as u64;
             let (reply, rx) = oneshot::channel();
@@ -312,15 +310,9 @@ impl TaskStore for PgStore {
         {
             let live = self.live.lock().map_err(poisoned)?;
             if let Some(l) = live.get(task_id) {
-                let first = l.window.front().map(|e| e.seq).unwrap_or(l.last_seq + 1);
+                let first = l.window.first_seq().unwrap_or(l.last_seq + 1);
                 if after + 1 >= first {
-                    return Ok(l
-                        .window
-                        .iter()
-                        .filter(|e| e.seq > after && e.seq <= l.committed_seq)
-                        .take(limit)
-                        .cloned()
-                        .collect());
+                    return Ok(l.window.after(after, l.committed_seq, limit));
                 }
             }
         }

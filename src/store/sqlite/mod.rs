@@ -28,7 +28,7 @@ mod read;
 mod schema;
 mod writer;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -52,12 +52,8 @@ pub use schema::{migrate, SCHEMA_VERSION};
 pub(crate) use writer::Progress;
 pub use writer::{CHECKPOINT_MIN_BYTES, FEW_EVENTS, LARGE_EVENTS_BYTES};
 
-/// Events kept in memory per task being written, at most.
-const WINDOW: usize = 1024;
-/// Bytes (of their stored JSON) of the events kept in memory per task being written, at most:
-/// an event larger than this (a long line of output) is never kept, and followers read it from
-/// the database.
-pub const WINDOW_BYTES: usize = 1 << 20;
+use crate::store::window::EventWindow;
+pub use crate::store::window::{WINDOW, WINDOW_BYTES};
 /// Reader connections kept open.
 const READERS: usize = 4;
 
@@ -74,10 +70,8 @@ struct Live {
     visible_seq: u64,
     /// The task's state as last written (a change of state is a checkpoint).
     state: String,
-    /// Recent events, contiguous up to `last_seq`, each with its stored size.
-    window: VecDeque<(usize, Arc<LoggedEvent>)>,
-    /// The sizes of the events in `window`.
-    window_bytes: usize,
+    /// Recent events, contiguous up to `last_seq`.
+    window: EventWindow,
     /// The queue ticket of the task's last write: its events are all in the database once
     /// the writer is done with that ticket.
     ticket: u64,
@@ -92,29 +86,9 @@ impl Live {
             last_seq,
             visible_seq: last_seq,
             state,
-            window: VecDeque::new(),
-            window_bytes: 0,
+            window: EventWindow::default(),
             ticket: 0,
             epoch: 0,
-        }
-    }
-
-    /// Keeps the event just appended (sequence `last_seq`) in the window, dropping the oldest
-    /// ones past either bound; an event over the byte bound empties the window instead (its
-    /// followers read it from the database, after the writes it depends on).
-    fn keep(&mut self, size: usize, event: Arc<LoggedEvent>) {
-        if size > WINDOW_BYTES {
-            self.window.clear();
-            self.window_bytes = 0;
-            return;
-        }
-        self.window.push_back((size, event));
-        self.window_bytes += size;
-        while self.window.len() > WINDOW || self.window_bytes > WINDOW_BYTES {
-            match self.window.pop_front() {
-                Some((n, _)) => self.window_bytes -= n,
-                None => break,
-            }
         }
     }
 }
@@ -337,7 +311,7 @@ impl TaskStore for SqliteStore {
         .await?;
         let mut live = self.live.lock().map_err(poisoned)?;
         let mut l = Live::new(&id, 1, state);
-        l.keep(first_len, Arc::new(first_event));
+        l.window.keep(first_len, Arc::new(first_event));
         live.insert(id, l);
         Ok(1)
     }
@@ -396,7 +370,7 @@ impl TaskStore for SqliteStore {
                 let logged = Arc::new(logged);
                 let size = json.len();
                 rows.push((logged.clone(), json));
-                l.keep(size, logged);
+                l.window.keep(size, logged);
             }
             let (reply, rx) = if wait {
                 let (reply, rx) = oneshot::channel();
@@ -444,8 +418,7 @@ impl TaskStore for SqliteStore {
                             if l.epoch == epoch {
                                 l.epoch += 1;
                             }
-                            l.window.retain(|(_, e)| e.seq < first || e.seq > last);
-                            l.window_bytes = l.window.iter().map(|(n, _)| n).sum();
+                            l.window.forget(first, last);
                         }
                         return Err(e);
                     }
@@ -473,16 +446,9 @@ impl TaskStore for SqliteStore {
         {
             let live = self.live.lock().map_err(poisoned)?;
             if let Some(l) = live.get(task_id) {
-                let first = l.window.front().map(|e| e.1.seq).unwrap_or(l.last_seq + 1);
+                let first = l.window.first_seq().unwrap_or(l.last_seq + 1);
                 if after + 1 >= first {
-                    return Ok(l
-                        .window
-                        .iter()
-                        .map(|(_, e)| e)
-                        .filter(|e| e.seq > after && e.seq <= l.visible_seq)
-                        .take(limit)
-                        .cloned()
-                        .collect());
+                    return Ok(l.window.after(after, l.visible_seq, limit));
                 }
             }
         }

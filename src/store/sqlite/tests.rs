@@ -253,8 +253,7 @@ async fn readers_never_see_an_end_before_it_is_committed() {
         let l = live.get_mut("t1").unwrap();
         l.last_seq += 1;
         let ev = status("t1", TaskState::Completed, "2026-01-01T00:00:02.000Z");
-        l.window
-            .push_back((1, Arc::new(LoggedEvent::new(l.last_seq, ev))));
+        l.window.keep(1, Arc::new(LoggedEvent::new(l.last_seq, ev)));
     }
     // A subscriber does not get it, so it cannot act on a state that GetTask does not show.
     let seen = store.events_after("t1", 0, 10).await.unwrap();
@@ -583,7 +582,7 @@ async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
             l.window.is_empty(),
             "an event over the window's bytes is not kept"
         );
-        assert_eq!(l.window_bytes, 0);
+        assert_eq!(l.window.bytes(), 0);
     }
     // Followers read it from the database.
     let evs = s.events_after("big", 1, 10).await.unwrap();

@@ -1,0 +1,114 @@
+//! The recent events a store keeps in memory for each task it writes, so that live streams
+//! read them without a query: bounded in count and in bytes (a long line of output is not
+//! kept, and its followers read it from the database). Shared by the SQLite and PostgreSQL
+//! stores.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::task::LoggedEvent;
+
+/// Events kept in memory per task being written, at most.
+pub const WINDOW: usize = 1024;
+/// Bytes (of their stored JSON) of the events kept in memory per task being written, at most.
+pub const WINDOW_BYTES: usize = 1 << 20;
+
+/// A task's recent events, contiguous up to the last one kept, each with its stored size.
+#[derive(Default)]
+pub(crate) struct EventWindow {
+    events: VecDeque<(usize, Arc<LoggedEvent>)>,
+    bytes: usize,
+}
+
+impl EventWindow {
+    /// Keeps the event just appended, dropping the oldest ones past either bound; an event
+    /// over the byte bound empties the window instead.
+    pub(crate) fn keep(&mut self, size: usize, event: Arc<LoggedEvent>) {
+        if size > WINDOW_BYTES {
+            self.events.clear();
+            self.bytes = 0;
+            return;
+        }
+        self.events.push_back((size, event));
+        self.bytes += size;
+        while self.events.len() > WINDOW || self.bytes > WINDOW_BYTES {
+            match self.events.pop_front() {
+                Some((n, _)) => self.bytes -= n,
+                None => break,
+            }
+        }
+    }
+
+    /// The sequence number of the oldest event kept.
+    pub(crate) fn first_seq(&self) -> Option<u64> {
+        self.events.front().map(|(_, e)| e.seq)
+    }
+
+    /// Up to `limit` events after `after`, up to `upto` (what readers may see).
+    pub(crate) fn after(&self, after: u64, upto: u64, limit: usize) -> Vec<Arc<LoggedEvent>> {
+        self.events
+            .iter()
+            .map(|(_, e)| e)
+            .filter(|e| e.seq > after && e.seq <= upto)
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// Nothing kept.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// How many events are kept.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// The stored size of what is kept.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Forgets the events from `first` to `last` (their write failed).
+    pub(crate) fn forget(&mut self, first: u64, last: u64) {
+        self.events.retain(|(_, e)| e.seq < first || e.seq > last);
+        self.bytes = self.events.iter().map(|(n, _)| n).sum();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::TaskEvent;
+
+    fn ev(seq: u64) -> Arc<LoggedEvent> {
+        Arc::new(LoggedEvent::new(
+            seq,
+            TaskEvent::Stream(crate::protocol::v1::StreamResponse::Message(
+                Default::default(),
+            )),
+        ))
+    }
+
+    #[test]
+    fn bounded_in_count_and_bytes_and_a_huge_event_empties_it() {
+        let mut w = EventWindow::default();
+        for s in 1..=(WINDOW as u64 + 5) {
+            w.keep(10, ev(s));
+        }
+        assert_eq!(w.first_seq(), Some(6));
+        w.keep(WINDOW_BYTES / 2, ev(WINDOW as u64 + 6));
+        w.keep(WINDOW_BYTES / 2, ev(WINDOW as u64 + 7));
+        assert!(w.bytes <= WINDOW_BYTES);
+        w.keep(WINDOW_BYTES + 1, ev(WINDOW as u64 + 8));
+        assert_eq!(w.first_seq(), None);
+        w.keep(1, ev(WINDOW as u64 + 9));
+        w.keep(1, ev(WINDOW as u64 + 10));
+        w.forget(WINDOW as u64 + 10, WINDOW as u64 + 10);
+        assert_eq!(w.after(0, u64::MAX, 10).len(), 1);
+    }
+}
