@@ -37,9 +37,10 @@
 //!   hosts and wake-ups (`LISTEN/NOTIFY`), see `docs/several-hosts.md`.
 //! - [`engine`]: accepts messages, runs turns (one tokio task owns each CLI process), queues
 //!   follow-ups per context, relays answers to approvals, cancels, shuts down; builds each
-//!   turn's process from the adapter and settings ([`engine::launch`]); checks messages
-//!   against the input modes and saves their binary parts as files for the agent
-//!   ([`engine::input`]); as one of several hosts on a shared store it claims its own
+//!   turn's process from the adapter and settings ([`engine::launch`]), a prompt too long
+//!   for one argument going on stdin or in a file, or refused ([`engine::PromptRoute`]);
+//!   checks messages against the input modes and saves their binary parts as files for the
+//!   agent ([`engine::input`]); as one of several hosts on a shared store it claims its own
 //!   tasks, renews its lease, takes over dead hosts and follows other hosts' tasks
 //!   ([`engine::ClusterRole`]), and passes commands for another live host's task or context
 //!   to it through the [`engine::Forwarder`] the application gives it. Which turn runs when (contexts, queues, admission against the

@@ -41,10 +41,16 @@ pub const MAX_ARG_PROMPT: usize = 128 * 1024 - 1;
 pub enum LongPrompt {
     /// On stdin, which is then closed.
     Stdin,
+    /// In a file the host writes for the turn (in the task's own folder, which the sandbox
+    /// shows the program) and removes after it, named by [`AdapterSpec::prompt_file_args`].
+    File,
     /// Not at all: the message is refused with -32602.
     #[default]
     Refuse,
 }
+
+/// The placeholder of `prompt_file_args` replaced by the path of the prompt's file.
+pub const PROMPT_FILE_PLACEHOLDER: &str = "{prompt_file}";
 
 /// What happens to stdin after the prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -154,9 +160,15 @@ pub struct AdapterSpec {
     pub end_of_options: String,
     /// With `prompt = "arg"`: what happens to a prompt too long for one argument (over
     /// [`MAX_ARG_PROMPT`] bytes): `"stdin"` writes it to stdin instead (then closed, so that
-    /// turn takes no answers), `"refuse"` (the default) refuses the message up front.
+    /// turn takes no answers), `"file"` writes it to a file named by `prompt_file_args`,
+    /// `"refuse"` (the default) refuses the message up front.
     #[serde(default)]
     pub long_prompt: LongPrompt,
+    /// With `long_prompt = "file"`: the arguments that name the prompt's file, in place of
+    /// the prompt's own, placed last; `{prompt_file}` is replaced by its path (aider:
+    /// `["--message-file={prompt_file}"]`). The other placeholders of `args` apply too.
+    #[serde(default)]
+    pub prompt_file_args: Vec<String>,
     /// When the prompt goes to stdin (`prompt = "stdin"`, or a long prompt with
     /// `long_prompt = "stdin"`): the arguments that tell the program to read it there, put
     /// last after `end_of_options` (`["-"]`: `codex exec … -- -`). Empty: none (a program that
@@ -269,6 +281,18 @@ impl AdapterSpec {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
                 message: "id must not be empty".into(),
+            });
+        }
+        let names_file = spec
+            .prompt_file_args
+            .iter()
+            .any(|a| a.contains(PROMPT_FILE_PLACEHOLDER));
+        if spec.long_prompt == LongPrompt::File && !names_file {
+            return Err(AdapterError::Invalid {
+                source_name: source_name.to_string(),
+                message: format!(
+                    "long_prompt = \"file\" needs prompt_file_args naming the file with {PROMPT_FILE_PLACEHOLDER} (e.g. [\"--message-file={PROMPT_FILE_PLACEHOLDER}\"])"
+                ),
             });
         }
         Ok(spec)

@@ -42,6 +42,20 @@ pub fn write(
     files: &[Attachment],
     owner: Option<&RunAs>,
 ) -> Result<(), AttachError> {
+    prepare(work_dir, dir)?;
+    for f in files {
+        create_new(&dir.join(&f.name), &f.bytes)?;
+    }
+    if let Some(u) = owner {
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        give(work_dir, dir, &names, u)?;
+    }
+    Ok(())
+}
+
+/// Makes the task's folder `dir` under `work_dir` (canonical), refusing one that symbolic
+/// links lead elsewhere, and `.agent-host/.gitignore` when missing.
+fn prepare(work_dir: &Path, dir: &Path) -> Result<(), AttachError> {
     make_dirs_inside(work_dir, dir)?;
     let real = dir.canonicalize().map_err(io(dir))?;
     if real != dir {
@@ -53,23 +67,43 @@ pub fn write(
     if std::fs::symlink_metadata(&ignore).is_err() {
         create_new(&ignore, b"*\n")?;
     }
-    for f in files {
-        create_new(&dir.join(&f.name), &f.bytes)?;
-    }
-    if let Some(u) = owner {
-        give(work_dir, dir, files, u)?;
-    }
     Ok(())
 }
 
-/// Gives the task's folder and files to `user`; makes the host's folders between `work_dir`
-/// and it passable for others (never the working directory itself: the operator's).
-fn give(
+/// Writes the prompt of a turn of task `task_id` working in `work_dir` into its file
+/// ([`input::prompt_file`]), for an adapter that takes a long prompt in a file: in the
+/// task's own folder (made as for attachments, never through a symbolic link), replacing
+/// one an interrupted turn left. With `owner`, the folder and file are that user's. Returns
+/// the file's canonical path, for [`remove_prompt`].
+pub fn write_prompt(
     work_dir: &Path,
-    dir: &Path,
-    files: &[Attachment],
-    user: &RunAs,
-) -> Result<(), AttachError> {
+    task_id: &str,
+    prompt: &str,
+    owner: Option<&RunAs>,
+) -> Result<PathBuf, AttachError> {
+    let work = work_dir.canonicalize().map_err(io(work_dir))?;
+    let dir = input::attachments_dir(&work, task_id);
+    prepare(&work, &dir)?;
+    let path = dir.join(input::PROMPT_FILE_NAME);
+    remove_prompt(&path)?;
+    create_new(&path, prompt.as_bytes())?;
+    if let Some(u) = owner {
+        give(&work, &dir, &[input::PROMPT_FILE_NAME], u)?;
+    }
+    Ok(path)
+}
+
+/// Removes a prompt's file (a link is removed, never followed); a missing one is fine.
+pub fn remove_prompt(path: &Path) -> Result<(), AttachError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Gives the task's folder and its files `names` to `user`; makes the host's folders between
+/// `work_dir` and it passable for others (never the working directory itself: the operator's).
+fn give(work_dir: &Path, dir: &Path, names: &[&str], user: &RunAs) -> Result<(), AttachError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let me = nix::unistd::geteuid().as_raw();
     for between in dir.ancestors().skip(1).take_while(|a| *a != work_dir) {
@@ -81,8 +115,8 @@ fn give(
         }
     }
     user.give(dir).map_err(io(dir))?;
-    for f in files {
-        let path = dir.join(&f.name);
+    for name in names {
+        let path = dir.join(name);
         user.give(&path).map_err(io(&path))?;
     }
     Ok(())
@@ -199,6 +233,10 @@ mod tests {
         }
         assert_eq!(meta(&work).uid(), 0);
         assert_eq!(meta(&work).permissions().mode(), before);
+        // A long prompt's file is the user's too.
+        let prompt = write_prompt(&work, "t2", "long", Some(&user)).unwrap();
+        assert_eq!(meta(&prompt).uid(), 65534);
+        assert_eq!(meta(prompt.parent().unwrap()).uid(), 65534);
     }
 
     #[tokio::test]
@@ -267,6 +305,45 @@ mod tests {
         assert!(!elsewhere.path().join("attachments/t/shot.png").exists());
         // Nothing was created through the link either (not even the directories).
         assert!(!elsewhere.path().join("attachments").exists());
+    }
+
+    #[test]
+    fn a_prompt_file_replaces_a_leftover_and_is_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        let path = write_prompt(&work, "t", "first", None).unwrap();
+        assert_eq!(path, input::prompt_file(&work, "t"));
+        // A turn the host did not see end left its file: the next one replaces it.
+        let again = write_prompt(&work, "t", "second", None).unwrap();
+        assert_eq!(std::fs::read_to_string(&again).unwrap(), "second");
+        let mode = std::fs::metadata(&again).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(work.join(".agent-host/.gitignore").is_file());
+        remove_prompt(&again).unwrap();
+        assert!(!again.exists());
+        remove_prompt(&again).unwrap();
+    }
+
+    #[test]
+    fn a_prompt_file_is_never_written_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let work = tmp.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), work.join(".agent-host")).unwrap();
+        let e = write_prompt(&work, "t", "secret", None).unwrap_err();
+        assert!(matches!(e, AttachError::Outside { .. }), "{e}");
+        assert!(!elsewhere.path().join("attachments").exists());
+        // A link in the file's place is replaced, never followed.
+        std::fs::remove_file(work.join(".agent-host")).unwrap();
+        let target = elsewhere.path().join("target.txt");
+        std::fs::write(&target, "keep").unwrap();
+        let dir = input::attachments_dir(&work, "t");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(input::PROMPT_FILE_NAME)).unwrap();
+        let path = write_prompt(&work, "t", "mine", None).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
     }
 
     #[test]

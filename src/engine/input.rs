@@ -267,6 +267,16 @@ pub fn attachments_dir(work_dir: &Path, task_id: &str) -> PathBuf {
     work_dir.join(HOST_DIR).join("attachments").join(task_id)
 }
 
+/// The name of a long prompt's file in the task's attachments folder: it starts with a dot,
+/// which no attachment's name does ([`attachments`]).
+pub const PROMPT_FILE_NAME: &str = ".prompt.txt";
+
+/// Where a turn of task `task_id` finds its prompt when it goes in a file (an adapter with
+/// `long_prompt = "file"`): in the task's own folder, which the sandbox shows it.
+pub fn prompt_file(work_dir: &Path, task_id: &str) -> PathBuf {
+    attachments_dir(work_dir, task_id).join(PROMPT_FILE_NAME)
+}
+
 /// The prompt for the CLI: text parts as they are, data parts as JSON, files inlined (text),
 /// named (URLs) or pointed to (binary, saved in `attachments_dir`; None: not saved),
 /// separated by blank lines.

@@ -90,19 +90,23 @@ pub enum SessionArgs {
 }
 
 impl Launch {
-    /// The process to spawn for one turn, in the adapter's working directory.
+    /// The process to spawn for one turn, in the adapter's working directory (a long
+    /// prompt's file, if any, is that of a task `task`).
     pub fn spawn_spec(&self, prompt: &str, session: &SessionArgs) -> SpawnSpec {
-        self.spawn_spec_in(prompt, "", session, &self.cwd)
+        self.spawn_spec_in(prompt, "", session, &self.cwd, "task")
     }
 
-    /// The process to spawn for one turn, working in `cwd`; `message_id` is the `messageId`
-    /// of the message that started it.
+    /// The process to spawn for one turn of task `task_id`, working in `cwd`; `message_id`
+    /// is the `messageId` of the message that started it. When the prompt goes in a file
+    /// ([`PromptRoute::File`]), the caller writes it first, at
+    /// [`input::prompt_file`](crate::engine::input::prompt_file)`(cwd, task_id)`.
     pub fn spawn_spec_in(
         &self,
         prompt: &str,
         message_id: &str,
         session: &SessionArgs,
         cwd: &Path,
+        task_id: &str,
     ) -> SpawnSpec {
         let a = &self.adapter;
         let session_id = match session {
@@ -110,15 +114,15 @@ impl Launch {
             SessionArgs::None => "",
         };
         let cwd_text = cwd.to_string_lossy();
+        // `{prompt}` is only meaningful in `prompt_args`, `{prompt_file}` in
+        // `prompt_file_args`.
         let values = [
             ("model", self.model.as_deref().unwrap_or("")),
             ("session_id", session_id),
             ("cwd", cwd_text.as_ref()),
             ("message_id", message_id),
-            ("prompt", prompt),
         ];
-        // `{prompt}` is only meaningful in `prompt_args`.
-        let subst = |arg: &String| fill(arg, &values[..4]);
+        let subst = |arg: &String| fill(arg, &values);
         let mut args: Vec<String> = self.extra_args.clone();
         args.extend(a.args.iter().map(subst));
         if self.model.is_some() {
@@ -132,52 +136,28 @@ impl Launch {
         if self.force {
             args.extend(a.force_args.iter().map(subst));
         }
-        let keep_open = a.stdin == StdinPolicy::Keep;
-        let via = match self.prompt_via {
-            PromptVia::Arg
-                if prompt.len() > crate::adapter::MAX_ARG_PROMPT
-                    && a.long_prompt == crate::adapter::LongPrompt::Stdin =>
-            {
-                PromptVia::Stdin
-            }
-            via => via,
-        };
-        let stdin = match via {
-            PromptVia::Arg => {
-                if a.prompt_args.is_empty() {
-                    // `--` (or the CLI's own marker): a prompt starting with `-` is not an option.
-                    if !a.end_of_options.is_empty() {
-                        args.push(a.end_of_options.clone());
-                    }
-                    args.push(prompt.to_string());
-                } else {
-                    args.extend(a.prompt_args.iter().map(|p| fill(p, &values)));
-                }
-                if keep_open {
+        let route = self.prompt_route(prompt);
+        let prompt_file = crate::engine::input::prompt_file(cwd, task_id);
+        self.prompt_arguments(route, prompt, &prompt_file, &values, &mut args);
+        let stdin = match route {
+            // A program that reads its prompt from stdin reads to EOF, so stdin is closed
+            // after the prompt; answers to approvals need the prompt as an argument.
+            PromptRoute::Stdin => StdinMode::Write {
+                initial: prompt.as_bytes().to_vec(),
+                keep_open: false,
+            },
+            PromptRoute::Protocol => StdinMode::Write {
+                initial: Vec::new(),
+                keep_open: true,
+            },
+            PromptRoute::Arg | PromptRoute::File | PromptRoute::Refused => {
+                if a.stdin == StdinPolicy::Keep {
                     StdinMode::Write {
                         initial: Vec::new(),
                         keep_open: true,
                     }
                 } else {
                     StdinMode::Null
-                }
-            }
-            PromptVia::Protocol => StdinMode::Write {
-                initial: Vec::new(),
-                keep_open: true,
-            },
-            // A program that reads its prompt from stdin reads to EOF, so stdin is closed
-            // after the prompt; answers to approvals need the prompt as an argument.
-            PromptVia::Stdin => {
-                if !a.stdin_prompt_args.is_empty() {
-                    if !a.end_of_options.is_empty() {
-                        args.push(a.end_of_options.clone());
-                    }
-                    args.extend(a.stdin_prompt_args.iter().cloned());
-                }
-                StdinMode::Write {
-                    initial: prompt.as_bytes().to_vec(),
-                    keep_open: false,
                 }
             }
         };
@@ -203,23 +183,6 @@ impl Launch {
 
     /// True when follow-up turns can resume the CLI's session (by arguments or through its
     /// protocol).
-    /// Refuses up front a prompt that cannot reach the program: too long for an argument,
-    /// with an adapter that takes no other way.
-    pub fn check_prompt(&self, prompt: &str) -> Result<(), crate::protocol::A2AError> {
-        if self.prompt_via == PromptVia::Arg
-            && prompt.len() > crate::adapter::MAX_ARG_PROMPT
-            && self.adapter.long_prompt == crate::adapter::LongPrompt::Refuse
-        {
-            return Err(crate::protocol::A2AError::InvalidParams(format!(
-                "the prompt is {} bytes; the '{}' adapter passes it as a command-line argument, which takes at most {} bytes (128 KiB). Send a shorter message, or attach the text as a file",
-                prompt.len(),
-                self.adapter.id,
-                crate::adapter::MAX_ARG_PROMPT
-            )));
-        }
-        Ok(())
-    }
-
     pub fn can_resume(&self) -> bool {
         !self.adapter.resume_args.is_empty() || self.adapter.protocol_resume
     }
@@ -515,6 +478,9 @@ fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+mod route;
+pub use route::PromptRoute;
 
 #[cfg(test)]
 mod long_prompts;

@@ -41,7 +41,7 @@ use crate::task;
 
 pub use cluster::ClusterRole;
 pub use forward::{Forwarder, Relay};
-pub use launch::{Launch, SessionArgs};
+pub use launch::{Launch, PromptRoute, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
 
@@ -324,9 +324,11 @@ impl Engine {
                 (None, Some(c)) => self.recheck_cwd(c)?,
                 (None, None) => self.default_cwd(),
             };
+            // The prompt as the turn will have it (attachments named by where they are saved).
+            let saved_at = input::attachments_dir(&work_dir, &task_id);
             self.inner
                 .launch
-                .check_prompt(&input::prompt_of(&msg, None))?;
+                .check_prompt(&input::prompt_of(&msg, Some(&saved_at)))?;
             let run_as = self
                 .inner
                 .launch

@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::child::{Child, SpawnError};
-use super::{input, Control, Inner, SessionArgs};
+use super::{attach, input, Control, Inner, SessionArgs};
+use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
@@ -107,7 +108,23 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         return;
     };
 
-    let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd);
+    // A long prompt that goes in a file: written now, removed when the turn ends.
+    let _prompt_file = if launch.prompt_route(&prompt) == PromptRoute::File {
+        match PromptFile::write(launch, &cwd, &task_id, &prompt).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::error!(error = %e, "could not write the prompt's file for the agent");
+                let ev = mapper.on_exit(ExitReason::SpawnFailed(
+                    "the prompt could not be written for the agent (see the host log)".into(),
+                ));
+                inner.publish(&task_id, &notify, ev).await;
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
     crate::engine::launch::reveal_attachments(&mut spec, &task_id);
     if let Some(tp) = &traceparent {
         spec.env.retain(|(k, _)| k != "TRACEPARENT");
@@ -350,6 +367,40 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     }
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
+    }
+}
+
+/// The file a turn's prompt was written to; removed when the turn is over (dropped after the
+/// program is reaped, whichever way the turn ended).
+struct PromptFile(std::path::PathBuf);
+
+impl PromptFile {
+    async fn write(
+        launch: &Launch,
+        cwd: &std::path::Path,
+        task_id: &str,
+        prompt: &str,
+    ) -> Result<PromptFile, attach::AttachError> {
+        let owner = launch.sandbox.as_ref().and_then(|p| p.run_as.clone());
+        let (dir, task_id, prompt) = (cwd.to_path_buf(), task_id.to_string(), prompt.to_string());
+        let path = dir.clone();
+        tokio::task::spawn_blocking(move || {
+            attach::write_prompt(&dir, &task_id, &prompt, owner.as_ref())
+        })
+        .await
+        .map_err(|e| attach::AttachError::Io {
+            path,
+            source: std::io::Error::other(e),
+        })?
+        .map(PromptFile)
+    }
+}
+
+impl Drop for PromptFile {
+    fn drop(&mut self) {
+        if let Err(e) = attach::remove_prompt(&self.0) {
+            tracing::warn!(error = %e, "could not remove the prompt's file");
+        }
     }
 }
 

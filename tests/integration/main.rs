@@ -18,6 +18,7 @@ mod forwarding;
 mod grpc;
 mod grpc_streams;
 mod lifecycle;
+mod long_prompts;
 mod model_server;
 mod observe;
 mod one_host;

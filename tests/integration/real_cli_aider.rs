@@ -5,7 +5,8 @@
 //! what's new in this version?"). Each must reach the client once, as its own input-required
 //! state, and each answer must reach only the question it was given for: a redraw of an
 //! answered question read as a new one would ask twice, and a later answer would then be typed
-//! into a question the client never saw. `#[ignore]`d like the other real-CLI tests;
+//! into a question the client never saw. A prompt over 128 KiB reaches aider in a file
+//! (`--message-file`) and the model whole. `#[ignore]`d like the other real-CLI tests;
 //! `.ci/run` runs them.
 
 use std::time::{Duration, Instant};
@@ -104,4 +105,67 @@ fn chat_requests(rig: &Rig) -> usize {
         .iter()
         .filter(|r| r.path.ends_with("/chat/completions"))
         .count()
+}
+
+/// A prompt over 128 KiB (too long for one argument) reaches the model whole: the adapter
+/// gives it to aider in a file (`--message-file`, `long_prompt = "file"`) in the task's own
+/// folder, inside the sandbox, and removes the file after the turn. `AGENT_FORCE` answers
+/// aider's first-run questions.
+#[tokio::test]
+#[ignore = "needs the real CLI (pip install -r tests/clis/requirements.txt); run with --include-ignored"]
+async fn aider_long_prompt_from_a_file() {
+    let program = find_cli("aider", "AIDER_PATH");
+    limit_to(SUITE_LIMIT, async {
+        let rig = Rig::start_limited("aider", program, TURN_LIMIT, |base, _home| Options {
+            adapter: "aider",
+            env: vec![
+                ("OPENAI_API_KEY".into(), "sk-test".into()),
+                ("OPENAI_API_BASE".into(), format!("{base}/v1")),
+            ],
+            model: Some("openai/fake-model".into()),
+            force: true,
+            ..Options::default()
+        })
+        .await;
+        rig.model.set_scenario(Scenario::Text);
+        let mut prompt = String::from("Answer in one line. --message \"quoted\" ünïcode\n");
+        while prompt.len() <= 150 * 1024 {
+            prompt.push_str("0123456789 abcdefghij klmnopqrst uvwxyz\n");
+        }
+        let (_, t) = rig.turn(&uuid(), None, &prompt).await;
+        let result = artifact_text(&t, "result");
+        eprintln!(
+            "[aider] {} byte prompt: {} | {result:?}",
+            prompt.len(),
+            state(&t)
+        );
+        assert_eq!(
+            state(&t),
+            "TASK_STATE_COMPLETED",
+            "aider: {}",
+            t["status"]["message"]
+        );
+        assert!(result.contains(SIDE_TEXT), "aider: {result:?}");
+        let whole = rig
+            .model
+            .requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+            .filter_map(|m| m["content"].as_str().map(str::to_string))
+            .any(|c| c.contains(&prompt));
+        assert!(whole, "aider: the model got the whole prompt");
+        let id = t["id"].as_str().unwrap();
+        let file = rig
+            .server
+            .dir()
+            .join(".agent-host/attachments")
+            .join(id)
+            .join(".prompt.txt");
+        assert!(
+            !file.exists(),
+            "aider: the prompt's file is removed after the turn"
+        );
+    })
+    .await;
 }
