@@ -1,7 +1,8 @@
 //! Prompts too long for one command-line argument (over 128 KiB, issue 15 item 8), one test per
 //! way an argv adapter takes them: on stdin (`opencode-json`), in a file (`aider`), or not at
 //! all (`cursor`: -32602 naming the limit). The CLIs are fakes that replay a recorded run
-//! (tests/fixtures/transcripts) and keep what they were given, so the test can compare it with
+//! (tests/fixtures/transcripts; cursor's, which never runs a turn, prints nothing) and keep
+//! what they were given, so the test can compare it with
 //! the prompt byte for byte.
 
 use std::path::{Path, PathBuf};
@@ -21,19 +22,24 @@ fn long_prompt() -> String {
 }
 
 /// A fake CLI: a script (outside /tmp, which the sandbox replaces) that runs `body` and then
-/// prints the recorded `transcript`.
-fn fake_cli(dir: &Path, name: &str, body: &str, transcript: &str) -> PathBuf {
+/// prints the recorded `transcript` (None: nothing, for a CLI that must never run a turn).
+/// Asked for its version (agent-host asks in the background, maybe after the turn), it only
+/// answers, so that it never overwrites what the turn kept.
+fn fake_cli(dir: &Path, name: &str, body: &str, transcript: Option<&str>) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
-    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/transcripts")
-        .join(transcript);
-    assert!(recorded.is_file(), "{}", recorded.display());
+    let replay = transcript.map_or(String::new(), |t| {
+        let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/transcripts")
+            .join(t);
+        assert!(recorded.is_file(), "{}", recorded.display());
+        format!("cat '{}'\n", recorded.display())
+    });
     let path = dir.join(name);
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$@\" > args.got\n{body}\ncat '{}'\n",
-            recorded.display()
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.0.0; exit 0; }}\n\
+             printf '%s\\n' \"$@\" > args.got\n{body}\n{replay}"
         ),
     )
     .unwrap();
@@ -77,7 +83,7 @@ async fn opencode_json_takes_a_long_prompt_on_stdin() {
             bin.path(),
             "opencode",
             "cat > prompt.got",
-            "opencode/1.18.33/opencode-tool-use.jsonl",
+            Some("opencode/1.18.33/opencode-tool-use.jsonl"),
         );
         let s = TestServer::with(Options {
             adapter: "opencode-json",
@@ -124,7 +130,7 @@ async fn aider_takes_a_long_prompt_in_a_file_removed_after_the_turn() {
             "aider",
             "for a in \"$@\"; do case \"$a\" in --message-file=*) f=\"${a#--message-file=}\";; esac; done\n\
              cat \"$f\" > prompt.got\nstat -c %a \"$f\" > mode.got\nls .agent-host/attachments > seen.got",
-            "aider/0.86.2/aider-text.txt",
+            Some("aider/0.86.2/aider-text.txt"),
         );
         let s = TestServer::with(Options {
             adapter: "aider",
@@ -191,12 +197,7 @@ async fn aider_takes_a_long_prompt_in_a_file_removed_after_the_turn() {
 async fn cursor_refuses_a_long_prompt_naming_the_limit() {
     limit(async {
         let bin = scratch();
-        let program = fake_cli(
-            bin.path(),
-            "cursor-agent",
-            "cat > prompt.got",
-            "fake-agent/0.1.0/noise.jsonl",
-        );
+        let program = fake_cli(bin.path(), "cursor-agent", "cat > prompt.got", None);
         let s = TestServer::with(Options {
             adapter: "cursor",
             program: Some(program),

@@ -9,12 +9,13 @@
 //! (`--message-file`) and the model whole. `#[ignore]`d like the other real-CLI tests;
 //! `.ci/run` runs them.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::*;
-use crate::model_server::{Scenario, SIDE_TEXT};
+use crate::model_server::{Logged, Scenario, SIDE_TEXT};
 use crate::real_cli::*;
 
 /// One turn: aider starts slowly (Python imports) and asks before it works.
@@ -37,16 +38,7 @@ async fn aider_first_run() {
     let program = find_cli("aider", "AIDER_PATH");
     limit_to(SUITE_LIMIT, async {
         let started = Instant::now();
-        let rig = Rig::start_limited("aider", program, TURN_LIMIT, |base, _home| Options {
-            adapter: "aider",
-            env: vec![
-                ("OPENAI_API_KEY".into(), "sk-test".into()),
-                ("OPENAI_API_BASE".into(), format!("{base}/v1")),
-            ],
-            model: Some("openai/fake-model".into()),
-            ..Options::default()
-        })
-        .await;
+        let rig = aider_rig(program, false).await;
         rig.model.set_scenario(Scenario::Text);
         let ctx = uuid();
         let (_, t) = rig.turn(&ctx, None, "Say hi").await;
@@ -97,14 +89,34 @@ async fn aider_first_run() {
     .await;
 }
 
-/// Chat Completions requests so far (aider offers no tools, so they are not
+/// aider against the scripted model server's Chat Completions API; `force`: its first-run
+/// questions answered by `AGENT_FORCE`.
+async fn aider_rig(program: PathBuf, force: bool) -> Rig {
+    Rig::start_limited("aider", program, TURN_LIMIT, |base, _home| Options {
+        adapter: "aider",
+        env: vec![
+            ("OPENAI_API_KEY".into(), "sk-test".into()),
+            ("OPENAI_API_BASE".into(), format!("{base}/v1")),
+        ],
+        model: Some("openai/fake-model".into()),
+        force,
+        ..Options::default()
+    })
+    .await
+}
+
+/// The Chat Completions requests so far (aider offers no tools, so they are not
 /// `model_requests`).
-fn chat_requests(rig: &Rig) -> usize {
+fn chat_completions(rig: &Rig) -> Vec<Logged> {
     rig.model
         .requests()
-        .iter()
+        .into_iter()
         .filter(|r| r.path.ends_with("/chat/completions"))
-        .count()
+        .collect()
+}
+
+fn chat_requests(rig: &Rig) -> usize {
+    chat_completions(rig).len()
 }
 
 /// A prompt over 128 KiB (too long for one argument) reaches the model whole: the adapter
@@ -116,17 +128,7 @@ fn chat_requests(rig: &Rig) -> usize {
 async fn aider_long_prompt_from_a_file() {
     let program = find_cli("aider", "AIDER_PATH");
     limit_to(SUITE_LIMIT, async {
-        let rig = Rig::start_limited("aider", program, TURN_LIMIT, |base, _home| Options {
-            adapter: "aider",
-            env: vec![
-                ("OPENAI_API_KEY".into(), "sk-test".into()),
-                ("OPENAI_API_BASE".into(), format!("{base}/v1")),
-            ],
-            model: Some("openai/fake-model".into()),
-            force: true,
-            ..Options::default()
-        })
-        .await;
+        let rig = aider_rig(program, true).await;
         rig.model.set_scenario(Scenario::Text);
         let mut prompt = String::from("Answer in one line. --message \"quoted\" ünïcode\n");
         while prompt.len() <= 150 * 1024 {
@@ -146,11 +148,8 @@ async fn aider_long_prompt_from_a_file() {
             t["status"]["message"]
         );
         assert!(result.contains(SIDE_TEXT), "aider: {result:?}");
-        let whole = rig
-            .model
-            .requests()
+        let whole = chat_completions(&rig)
             .iter()
-            .filter(|r| r.path.ends_with("/chat/completions"))
             .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
             .filter_map(|m| m["content"].as_str().map(str::to_string))
             .any(|c| c.contains(&prompt));
