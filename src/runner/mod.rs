@@ -355,6 +355,17 @@ impl Process {
         }
     }
 
+    /// `signal` to the leader by its pid, while it is not reaped (tokio then no longer gives
+    /// the pid, which may be reused). Right after the start the leader is still in its setup
+    /// step ([`sandbox::setup`]): on a pty it does not lead its session (its group) yet, and
+    /// it may not have joined the task's cgroup; it starts nothing before both are done.
+    fn signal_leader(&self, signal: Signal) {
+        if let Some(pid) = self.child.id() {
+            // pids fit in i32 (see `pgid`).
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+
     /// SIGTERM (or another catchable signal) to the task. Under bubblewrap the leader is its
     /// outer process, which would die at once and SIGKILL the sandbox before the agent saw
     /// the signal: then every other member gets it.
@@ -370,6 +381,7 @@ impl Process {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, ?signal, error = %e, "killpg failed"),
         }
+        self.signal_leader(signal);
         if let Some(cg) = &self.cgroup {
             cg.signal(signal, None);
         }
@@ -378,12 +390,13 @@ impl Process {
         }
     }
 
-    /// SIGKILL to the group and everything in the task's cgroup.
+    /// SIGKILL to the group, the leader and everything in the task's cgroup.
     fn kill_everything(&self) {
         match killpg(self.pgid(), Signal::SIGKILL) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, error = %e, "killpg failed"),
         }
+        self.signal_leader(Signal::SIGKILL);
         if let Some(cg) = &self.cgroup {
             cg.kill_all();
         }

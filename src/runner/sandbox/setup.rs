@@ -33,10 +33,11 @@
 //! - bubblewrap's own options: it has none for cgroups or limits, and the user and Landlock
 //!   steps are for the cases it does not cover.
 //!
-//! The host's spawn returns once the setup mode is exec'd, before it has joined the cgroups:
-//! until then the cgroup does not list it, but it starts nothing before it has joined and it
-//! leads its process group from the start, so a kill of the group reaches it; the runner only
-//! asks the cgroup whether a task's processes are gone after their leader was reaped.
+//! The host's spawn returns once the setup mode is exec'd, before the steps are applied: until
+//! then the cgroup does not list the process (nor, on a pty, does it lead a session of its
+//! own), but it starts nothing before they are applied, the runner signals the leader by its
+//! pid as well as its group and cgroup, and it asks the cgroup whether a task's processes are
+//! gone only after their leader was reaped.
 //!
 //! Where no executable offers the mode (a program embedding this library, the library's own
 //! tests), [`command`] falls back to the same steps in a pre-exec hook, which forks.
