@@ -26,7 +26,10 @@
 //!   namespace, read-only system, host data hidden, optional no network) or Landlock; where
 //!   neither cgroups nor bubblewrap serve, the host as child subreaper sweeping each task's
 //!   processes ([`runner::sandbox::reaper`]); another user for the task on a root host
-//!   ([`runner::sandbox::user`]); and the pieces this machine offers.
+//!   ([`runner::sandbox::user`]); and the pieces this machine offers. Programs start
+//!   without forking the host: what a child does to itself before its program runs (join its
+//!   cgroups, limits, user, Landlock, session) happens in an exec of the host's own binary in
+//!   a hidden mode ([`runner::sandbox::setup`]).
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
 //!   one row per event plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL

@@ -10,6 +10,10 @@
 //! [`Process::wait`] then end everything in the task's cgroup, not only its process group;
 //! where the machine has no cgroups nor bubblewrap, everything the host's sweep attributes
 //! to the task ([`sandbox::reaper`]).
+//!
+//! Programs start through `posix_spawn`, never a fork of the host (whose page tables grow
+//! with the tasks it serves): what a contained or pty child must do to itself before its
+//! program runs happens in a fresh exec of the host's binary ([`sandbox::setup`]).
 
 mod lines;
 
@@ -22,33 +26,31 @@ mod group;
 mod pty;
 pub mod sandbox;
 mod spawner;
+mod start;
 mod stdin;
 
 pub use group::group_alive;
 #[cfg(test)]
 use group::parse_stat;
 use group::signal_group_members;
-use spawner::spawn_cmd;
-use stdin::{write_stdin_task, StdinRequest};
+use stdin::StdinRequest;
 
 pub use sandbox::{SandboxPolicy, TaskLimits};
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::AsyncWrite;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use lines::{pump, Budget, Stream};
+use lines::Budget;
 
 /// Cleans one line as the runner does: lossy UTF-8, CR and ANSI escape sequences removed.
 pub fn clean_line(line: &[u8]) -> String {
@@ -180,184 +182,6 @@ impl std::fmt::Debug for Process {
 }
 
 impl Process {
-    /// Start the child. Must be called inside a tokio runtime.
-    pub fn spawn(spec: SpawnSpec) -> Result<Process, RunnerError> {
-        let mut prepared = match &spec.sandbox {
-            Some(policy) if policy.mode != sandbox::Mode::Off => {
-                sandbox::log_once(policy);
-                Some(sandbox::Prepared::new(
-                    policy,
-                    &spec.program,
-                    &spec.args,
-                    &spec.cwd,
-                )?)
-            }
-            _ => None,
-        };
-        let (program, args) = match &prepared {
-            Some(p) => (p.program.clone(), p.args.clone()),
-            None => (spec.program.clone(), spec.args.clone()),
-        };
-        let wrapped = prepared.as_ref().is_some_and(|p| p.wrapped);
-        let mark = prepared
-            .as_ref()
-            .and_then(|p| p.track.as_ref())
-            .map(|t| t.mark());
-        let mut cmd = Command::new(&program);
-        if let Some(p) = prepared.as_mut() {
-            // SAFETY: the hook only makes system calls on values prepared before fork (see
-            // `sandbox::Prepared::pre_exec`).
-            unsafe {
-                cmd.pre_exec(p.pre_exec());
-            }
-        }
-        cmd.args(&args)
-            .current_dir(&spec.cwd)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .kill_on_drop(false);
-        if let Some(mark) = &mark {
-            cmd.env(sandbox::reaper::MARK_VAR, mark);
-        }
-        let spawn_err = |source| RunnerError::Spawn {
-            program: spec.program.display().to_string(),
-            source,
-        };
-        let (tx, rx) = mpsc::channel(OUTPUT_CHANNEL);
-        let budget = Budget::new(OUTPUT_BUDGET);
-        let max = spec.max_line_bytes;
-        let mut tasks = Vec::new();
-        let (initial, keep_open) = match spec.stdin {
-            StdinMode::Null => (None, false),
-            StdinMode::Write { initial, keep_open } => (Some(initial), keep_open),
-        };
-        // From the fork until the program is recorded, the host's reaping of adopted orphans
-        // waits (it must never take the exit status tokio waits for).
-        let spawning = sandbox::reaper::spawning();
-
-        let (child, writer): (Child, Option<Box<dyn AsyncWrite + Send + Unpin>>) = match spec.io {
-            IoMode::Pipes => {
-                cmd.process_group(0)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .stdin(if initial.is_some() {
-                        Stdio::piped()
-                    } else {
-                        Stdio::null()
-                    });
-                let mut child = spawn_cmd(cmd, wrapped).map_err(spawn_err)?;
-                if let Some(out) = child.stdout.take() {
-                    tasks.push(tokio::spawn(pump(
-                        out,
-                        Stream::Stdout,
-                        max,
-                        None,
-                        tx.clone(),
-                        budget.clone(),
-                    )));
-                }
-                if let Some(err) = child.stderr.take() {
-                    tasks.push(tokio::spawn(pump(
-                        err,
-                        Stream::Stderr,
-                        max,
-                        None,
-                        tx,
-                        budget.clone(),
-                    )));
-                }
-                let writer = child
-                    .stdin
-                    .take()
-                    .map(|w| Box::new(w) as Box<dyn AsyncWrite + Send + Unpin>);
-                (child, writer)
-            }
-            IoMode::Pty => {
-                let pty = pty::open_pty().map_err(RunnerError::Pty)?;
-                let slave = |p: &pty::Pty| {
-                    p.slave
-                        .try_clone()
-                        .map(Stdio::from)
-                        .map_err(RunnerError::Pty)
-                };
-                cmd.stdout(slave(&pty)?).stderr(slave(&pty)?);
-                cmd.stdin(if initial.is_some() {
-                    slave(&pty)?
-                } else {
-                    Stdio::null()
-                });
-                // SAFETY: the hook runs in the forked child before exec and only makes
-                // async-signal-safe calls (setsid, ioctl); it allocates nothing.
-                unsafe {
-                    cmd.pre_exec(pty::become_session_leader);
-                }
-                // Closes every parent copy of the slave (the Stdio values live in `cmd`, dropped
-                // after the spawn), so that reading the master reports EOF once the child side is gone.
-                let spawned = spawn_cmd(cmd, wrapped);
-                drop(pty.slave);
-                let child = spawned.map_err(spawn_err)?;
-                let master = pty::Master::new(pty.master).map_err(RunnerError::Pty)?;
-                tasks.push(tokio::spawn(pump(
-                    master.clone(),
-                    Stream::Stdout,
-                    max,
-                    Some(PARTIAL_LINE_AFTER),
-                    tx,
-                    budget.clone(),
-                )));
-                let writer = initial
-                    .is_some()
-                    .then(|| Box::new(master) as Box<dyn AsyncWrite + Send + Unpin>);
-                (child, writer)
-            }
-        };
-
-        // The leader's pid is known until it is reaped, which only we do.
-        let pid = child.id().ok_or_else(|| {
-            spawn_err(io::Error::other(
-                "child exited and was reaped before its pid was read",
-            ))
-        })?;
-        sandbox::reaper::leader_started(pid);
-        drop(spawning);
-
-        let mut stdin = None;
-        if let Some(writer) = writer {
-            let (req_tx, req_rx) = mpsc::channel(16);
-            tasks.push(tokio::spawn(write_stdin_task(
-                writer,
-                initial.unwrap_or_default(),
-                req_rx,
-            )));
-            if keep_open {
-                stdin = Some(req_tx);
-            }
-        }
-
-        let (cgroup, wrapped, tracker) = match prepared {
-            Some(mut p) => (
-                p.cgroup.take(),
-                p.wrapped,
-                p.track.take().map(|t| t.started(pid)),
-            ),
-            None => (None, false, None),
-        };
-        Ok(Process {
-            pid,
-            child,
-            output: rx,
-            budget,
-            stdin,
-            tasks,
-            exit: None,
-            group_gone: false,
-            cgroup,
-            tracker,
-            wrapped,
-            limit_hit: None,
-        })
-    }
-
     /// The child's pid, which is also its process group id.
     pub fn pid(&self) -> u32 {
         self.pid
@@ -531,6 +355,17 @@ impl Process {
         }
     }
 
+    /// `signal` to the leader by its pid, while it is not reaped (tokio then no longer gives
+    /// the pid, which may be reused). Right after the start the leader is still in its setup
+    /// step ([`sandbox::setup`]): on a pty it does not lead its session (its group) yet, and
+    /// it may not have joined the task's cgroup; it starts nothing before both are done.
+    fn signal_leader(&self, signal: Signal) {
+        if let Some(pid) = self.child.id() {
+            // pids fit in i32 (see `pgid`).
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+
     /// SIGTERM (or another catchable signal) to the task. Under bubblewrap the leader is its
     /// outer process, which would die at once and SIGKILL the sandbox before the agent saw
     /// the signal: then every other member gets it.
@@ -546,6 +381,7 @@ impl Process {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, ?signal, error = %e, "killpg failed"),
         }
+        self.signal_leader(signal);
         if let Some(cg) = &self.cgroup {
             cg.signal(signal, None);
         }
@@ -554,12 +390,13 @@ impl Process {
         }
     }
 
-    /// SIGKILL to the group and everything in the task's cgroup.
+    /// SIGKILL to the group, the leader and everything in the task's cgroup.
     fn kill_everything(&self) {
         match killpg(self.pgid(), Signal::SIGKILL) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, error = %e, "killpg failed"),
         }
+        self.signal_leader(Signal::SIGKILL);
         if let Some(cg) = &self.cgroup {
             cg.kill_all();
         }

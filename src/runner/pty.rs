@@ -63,8 +63,8 @@ pub(crate) fn open_pty() -> io::Result<Pty> {
     Ok(Pty { master, slave })
 }
 
-/// Make the calling (forked, not yet exec'd) child the leader of a new session whose
-/// controlling terminal is the pty on fd 1. Only async-signal-safe calls.
+/// Make the calling process (the child before it execs its program) the leader of a new
+/// session whose controlling terminal is the pty on fd 1. Only async-signal-safe calls.
 pub(crate) fn become_session_leader() -> io::Result<()> {
     nix::unistd::setsid()?;
     // SAFETY: plain ioctl on fd 1 (the pty slave, set up by the spawner) with an integer argument.

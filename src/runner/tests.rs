@@ -500,3 +500,48 @@ async fn fake_agent_end_to_end() {
     })
     .await;
 }
+
+/// Without an executable offering the setup mode (as in these tests), a contained child gets
+/// its steps in a pre-exec hook: its file size limit and its cgroup before its program runs.
+#[tokio::test]
+async fn contained_child_has_its_limit_and_cgroup_from_its_start() {
+    within(async {
+        assert!(sandbox::setup::helper().is_none());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = pipes("grep 'Max file size' /proc/self/limits; cat /proc/self/cgroup");
+        spec.cwd = dir.path().to_path_buf();
+        spec.sandbox = Some(SandboxPolicy {
+            mode: sandbox::Mode::Auto,
+            limits: TaskLimits {
+                file_size: Some(1 << 20),
+                ..TaskLimits::default()
+            },
+            ..SandboxPolicy::default()
+        });
+        let mut p = Process::spawn(spec).expect("spawn");
+        let out = collect(&mut p).await;
+        assert_eq!(
+            p.wait(Duration::from_secs(1)).await.code,
+            Some(0),
+            "{out:?}"
+        );
+        let lines: Vec<&str> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Line(l) => Some(l.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("Max file size") && l.contains("1048576")),
+            "{out:?}"
+        );
+        if !sandbox::Capabilities::get().cgroups.list.is_empty() {
+            let task = format!("agent-host-{}/task-", std::process::id());
+            assert!(lines.iter().any(|l| l.contains(&task)), "{out:?}");
+        }
+    })
+    .await;
+}

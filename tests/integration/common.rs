@@ -202,6 +202,8 @@ impl TestServer {
     }
 
     pub async fn with(o: Options) -> TestServer {
+        // Contained turns start through the binary's setup mode, as `agent-host serve` does.
+        agent_host::runner::sandbox::setup::use_helper(env!("CARGO_BIN_EXE_agent-host").into());
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("README.md"), "test project\n").expect("write");
         let settings = o.settings(dir.path());

@@ -35,6 +35,7 @@ mod rest;
 mod restart;
 mod sandbox;
 mod sandbox_more;
+mod sandbox_setup;
 mod security;
 mod several_hosts;
 mod store_full;

@@ -2,9 +2,10 @@
 //!
 //! Why not a crate: the maintained one (`cgroups-rs`) manages whole hierarchies, devices and
 //! systemd slices; a task needs five files (`cgroup.procs`, `cgroup.kill` or `freezer.state`,
-//! `pids.max`, `memory.*`, `cpu.*`) and the join must happen in the forked child before exec,
-//! where only raw system calls on prepared paths are allowed. Writing those files directly is
-//! shorter than adapting the crate's model and keeps the pre-exec hook allocation-free.
+//! `pids.max`, `memory.*`, `cpu.*`) and the join must happen in the task's first process
+//! before its program runs ([`super::setup`]), where a fallback pre-exec hook allows only raw
+//! system calls on prepared paths. Writing those files directly is shorter than adapting the
+//! crate's model and keeps that hook allocation-free.
 //!
 //! Where: under the host's own cgroup in every hierarchy it can write (the unified cgroup2
 //! hierarchy and the v1 `pids`, `memory`, `freezer` and `cpu` ones), in a folder
@@ -186,7 +187,7 @@ impl Hierarchies {
 #[derive(Debug)]
 pub struct TaskCgroup {
     dirs: Vec<(Kind, PathBuf)>,
-    /// `cgroup.procs` of each folder, ready for the pre-exec hook.
+    /// `cgroup.procs` of each folder, ready for [`TaskCgroup::join_self`].
     join: Vec<CString>,
     memory_limit: Option<u64>,
     pids_limit: Option<u64>,
@@ -196,8 +197,9 @@ pub struct TaskCgroup {
 const FREEZE_WAIT: Duration = Duration::from_millis(500);
 
 impl TaskCgroup {
-    /// Runs in the forked child before exec: moves it into every folder of the task. Only
-    /// raw system calls on the prepared paths (async-signal-safe, no allocation).
+    /// Runs in the task's first process before its program: moves it into every folder of the
+    /// task. Only raw system calls on the prepared paths (async-signal-safe, no allocation:
+    /// it may run between fork and exec).
     pub fn join_self(paths: &[CString]) -> io::Result<()> {
         for p in paths {
             // SAFETY: `p` is a valid NUL-terminated path and open is async-signal-safe.

@@ -30,7 +30,7 @@ pub fn abi() -> Option<i32> {
     (v > 0).then_some(v as i32)
 }
 
-/// A ruleset built before fork, applied in the child by [`Prepared::restrict_self`].
+/// A ruleset built before the program runs, applied by [`Prepared::restrict_self`].
 #[derive(Debug)]
 pub struct Prepared(Option<RulesetCreated>);
 
@@ -48,8 +48,9 @@ impl Prepared {
         Ok(Prepared(Some(created)))
     }
 
-    /// In the forked child: no new privileges, then the ruleset. Makes system calls only
-    /// (the crate allocates solely to report an error).
+    /// In the task's first process: no new privileges, then the ruleset. Makes system calls
+    /// only (the crate allocates solely to report an error), so it may run between fork and
+    /// exec.
     pub fn restrict_self(&mut self) -> std::io::Result<()> {
         match self.0.take() {
             Some(r) => r

@@ -20,9 +20,9 @@ pub mod bwrap;
 pub mod cgroup;
 mod landlock;
 pub mod reaper;
+pub mod setup;
 pub mod user;
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -358,7 +358,7 @@ impl Capabilities {
     }
 }
 
-/// Everything decided before fork for one spawn.
+/// Everything decided before one spawn.
 #[derive(Debug)]
 pub struct Prepared {
     /// The program to exec and its arguments (bubblewrap's, with the task's after `--`).
@@ -369,17 +369,8 @@ pub struct Prepared {
     pub wrapped: bool,
     /// Tracked by the host as subreaper (the last tier): the marker to set, then the sweep.
     pub track: Option<reaper::Pending>,
-    hook: Hook,
-}
-
-/// What the pre-exec hook does, prepared so that it only makes system calls.
-#[derive(Debug, Default)]
-struct Hook {
-    join: Vec<CString>,
-    file_size: Option<u64>,
-    /// uid, gid, groups
-    user: Option<(u32, u32, Vec<nix::unistd::Gid>)>,
-    landlock: Option<landlock::Prepared>,
+    /// What the task's first process does to itself before the program runs ([`setup`]).
+    steps: setup::Steps,
 }
 
 /// Why a task cannot be contained as asked.
@@ -426,7 +417,7 @@ impl Prepared {
                     .map_err(SandboxError::Cgroup)?,
             )
         };
-        let mut hook = Hook {
+        let mut steps = setup::Steps {
             join: cgroup
                 .as_ref()
                 .map(TaskCgroup::join_paths)
@@ -436,7 +427,7 @@ impl Prepared {
                 let groups = u.groups.iter().map(|g| nix::unistd::Gid::from_raw(*g));
                 (u.uid, u.gid, groups.collect())
             }),
-            landlock: None,
+            ..setup::Steps::default()
         };
         let track = match caps.tier() {
             Tier::Subreaper => reaper::Pending::new(),
@@ -454,8 +445,7 @@ impl Prepared {
                 if caps.landlock_abi.is_some() {
                     let mut write = vec![cwd.to_path_buf()];
                     write.extend(policy.write.iter().cloned());
-                    hook.landlock =
-                        Some(landlock::Prepared::new(&write).map_err(SandboxError::Landlock)?);
+                    steps.landlock = Some(write);
                 }
                 (program.to_path_buf(), args.to_vec(), false)
             }
@@ -466,36 +456,13 @@ impl Prepared {
             cgroup,
             wrapped,
             track,
-            hook,
+            steps,
         })
     }
 
-    /// The pre-exec hook: join the cgroups (as root, before anything else), set the file size
-    /// limit, become the sandbox user ([`user`]), restrict writes (Landlock). Runs in the
-    /// forked child: system calls only.
-    pub fn pre_exec(&mut self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
-        let mut hook = std::mem::take(&mut self.hook);
-        move || {
-            TaskCgroup::join_self(&hook.join)?;
-            if let Some(max) = hook.file_size {
-                nix::sys::resource::setrlimit(
-                    nix::sys::resource::Resource::RLIMIT_FSIZE,
-                    max,
-                    max,
-                )?;
-            }
-            if let Some((uid, gid, groups)) = &hook.user {
-                // Groups first and uid last: after setuid nothing else may be changed. As
-                // root, setgid/setuid set the real, effective and saved ids alike.
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(*gid))?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(*uid))?;
-            }
-            if let Some(ll) = hook.landlock.as_mut() {
-                ll.restrict_self()?;
-            }
-            Ok(())
-        }
+    /// What the task's first process does to itself before the program runs (taken once).
+    pub fn take_steps(&mut self) -> setup::Steps {
+        std::mem::take(&mut self.steps)
     }
 }
 

@@ -1,8 +1,8 @@
 //! `sandbox_user`: a host running as root runs each task as another user.
 //!
-//! How: the pre-exec hook of the task's first process (after it joined its cgroups, which
-//! only root may do) calls `setgroups` (the user's groups, looked up before the fork),
-//! `setgid`, then `setuid`: the real, effective and saved ids all become the user's, so
+//! How: the task's first process, before its program ([`super::setup`]; after it joined its
+//! cgroups, which only root may do), calls `setgroups` (the user's groups, looked up by the
+//! host), `setgid`, then `setuid`: the real, effective and saved ids all become the user's, so
 //! nothing in the task can get root back. Under bubblewrap that happens before bubblewrap
 //! runs, so bubblewrap starts as the user, unprivileged, and builds its namespaces inside a
 //! user namespace owned by that user: every file access is checked against the user's real

@@ -1,0 +1,370 @@
+//! Starting a task's program without forking the host.
+//!
+//! What must happen in the task's first process before its program runs ([`Steps`]): join
+//! the task's cgroups (so that everything it starts is tracked from its first instruction),
+//! the file size limit (`RLIMIT_FSIZE`), the sandbox user (`setgroups`, `setgid`, `setuid`),
+//! Landlock (with `no_new_privs`), and on a pty a new session with the terminal as its
+//! controlling tty.
+//!
+//! # Where the steps run
+//!
+//! Between fork and exec (`CommandExt::pre_exec`) is the obvious place, but any such hook
+//! makes the standard library fork the host for real instead of using `posix_spawn` (a
+//! `vfork`-like clone that shares the host's memory until the exec): a fork copies the page
+//! tables of the whole host, which grow with the tasks it serves. With a thousand live tasks
+//! that copy was about a quarter of the host's CPU, and each event cost almost twice what it
+//! cost without the sandbox.
+//!
+//! So the host starts its own executable instead, through `posix_spawn`, in a hidden mode:
+//! `agent-host __exec-setup STEPS -- PROGRAM ARGS` ([`main_if_asked`]) applies the steps to
+//! itself and execs the program: same pid, same process group (set by `posix_spawn`), and
+//! nothing is started before the steps are in force. The price is one more exec, of a file
+//! already in the page cache that the kernel maps lazily; the setup mode runs before the
+//! host's own start (no runtime, no logging, no configuration).
+//!
+//! Options not taken:
+//! - placing the child from outside after it started (writing its pid into `cgroup.procs`,
+//!   `prlimit(2)`): the program could fork before that and its child would escape the
+//!   task's cgroup;
+//! - `clone3(CLONE_INTO_CGROUP)`: cgroup v2 only (v1 machines still need another way), it
+//!   covers neither the user, the limits, Landlock nor the session, and the standard library
+//!   does not offer it (a hand-made `vfork` running Rust code in the host's memory is the
+//!   kind of code this module exists to avoid);
+//! - bubblewrap's own options: it has none for cgroups or limits, and the user and Landlock
+//!   steps are for the cases it does not cover.
+//!
+//! The host's spawn returns once the setup mode is exec'd, before the steps are applied: until
+//! then the cgroup does not list the process (nor, on a pty, does it lead a session of its
+//! own), but it starts nothing before they are applied, the runner signals the leader by its
+//! pid as well as its group and cgroup, and it asks the cgroup whether a task's processes are
+//! gone only after their leader was reaped.
+//!
+//! Where no executable offers the mode (a program embedding this library, the library's own
+//! tests), [`command`] falls back to the same steps in a pre-exec hook, which forks.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use nix::unistd::{Gid, Uid};
+
+use super::cgroup::TaskCgroup;
+use super::landlock;
+use super::SandboxError;
+
+/// The first argument that selects the setup mode (hidden from `--help`).
+pub const MODE: &str = "__exec-setup";
+
+/// Exit status of the setup mode when a step fails (as `env` and `timeout` use it).
+const STEP_FAILED: i32 = 125;
+/// Exit status when the program cannot be run (as shells use them).
+const NOT_EXECUTABLE: i32 = 126;
+const NOT_FOUND: i32 = 127;
+
+/// What the task's first process does to itself before its program runs, in this order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Steps {
+    /// The `cgroup.procs` files of the task's cgroups.
+    pub join: Vec<CString>,
+    /// `RLIMIT_FSIZE`, bytes.
+    pub file_size: Option<u64>,
+    /// uid, gid, groups of the sandbox user.
+    pub user: Option<(u32, u32, Vec<Gid>)>,
+    /// Landlock: what the task may write (the rest is read-only), when it is in force.
+    pub landlock: Option<Vec<PathBuf>>,
+    /// Lead a new session whose controlling terminal is the pty on stdout.
+    pub session: bool,
+}
+
+impl Steps {
+    pub fn is_empty(&self) -> bool {
+        self == &Steps::default()
+    }
+
+    /// The steps as arguments of the setup mode (before its `--`).
+    fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        for j in &self.join {
+            a.push("--join".into());
+            a.push(OsStr::from_bytes(j.as_bytes()).to_os_string());
+        }
+        if let Some(n) = self.file_size {
+            a.push("--fsize".into());
+            a.push(n.to_string().into());
+        }
+        if let Some((uid, gid, groups)) = &self.user {
+            let groups: Vec<String> = groups.iter().map(|g| g.as_raw().to_string()).collect();
+            a.push("--user".into());
+            a.push(format!("{uid}:{gid}:{}", groups.join(",")).into());
+        }
+        if let Some(write) = &self.landlock {
+            a.push("--landlock".into());
+            for w in write {
+                a.push("--write".into());
+                a.push(w.as_os_str().to_os_string());
+            }
+        }
+        if self.session {
+            a.push("--session".into());
+        }
+        a
+    }
+
+    /// The steps and the command after `--`, from the setup mode's arguments.
+    fn parse(args: Vec<OsString>) -> Result<(Steps, Vec<OsString>), String> {
+        let mut steps = Steps::default();
+        let mut it = args.into_iter();
+        let text = |v: Option<OsString>, flag: &str| {
+            v.and_then(|v| v.into_string().ok())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        while let Some(a) = it.next() {
+            match a.to_str() {
+                Some("--") => {
+                    let command: Vec<OsString> = it.collect();
+                    if command.is_empty() {
+                        return Err("no program after --".into());
+                    }
+                    return Ok((steps, command));
+                }
+                Some("--join") => {
+                    let p = it.next().ok_or("--join needs a path")?;
+                    steps
+                        .join
+                        .push(CString::new(p.into_vec()).map_err(|e| e.to_string())?);
+                }
+                Some("--fsize") => {
+                    let n = text(it.next(), "--fsize")?;
+                    steps.file_size = Some(n.parse().map_err(|_| format!("--fsize {n}"))?);
+                }
+                Some("--user") => {
+                    let u = text(it.next(), "--user")?;
+                    steps.user = Some(parse_user(&u).ok_or_else(|| format!("--user {u}"))?);
+                }
+                Some("--landlock") => {
+                    steps.landlock.get_or_insert_with(Vec::new);
+                }
+                Some("--write") => {
+                    let p = it.next().ok_or("--write needs a path")?;
+                    steps
+                        .landlock
+                        .get_or_insert_with(Vec::new)
+                        .push(PathBuf::from(p));
+                }
+                Some("--session") => steps.session = true,
+                _ => return Err(format!("unknown argument {}", a.to_string_lossy())),
+            }
+        }
+        Err("no -- before the program".into())
+    }
+
+    /// Applies the steps to the calling process: join the cgroups (as root, before anything
+    /// else), the file size limit, the user (groups first, uid last: after setuid nothing
+    /// else may be changed; as root, setgid and setuid set the real, effective and saved ids
+    /// alike), the Landlock ruleset `ruleset` (built from [`Steps::landlock`]), the session.
+    /// On failure, which step failed. System calls only, no allocation: it also runs between
+    /// fork and exec.
+    fn apply(
+        &self,
+        ruleset: Option<&mut landlock::Prepared>,
+    ) -> Result<(), (&'static str, io::Error)> {
+        let step = |name: &'static str| move |e: io::Error| (name, e);
+        TaskCgroup::join_self(&self.join).map_err(step("joining the task's cgroup"))?;
+        if let Some(max) = self.file_size {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE, max, max)
+                .map_err(|e| ("the file size limit", e.into()))?;
+        }
+        if let Some((uid, gid, groups)) = &self.user {
+            nix::unistd::setgroups(groups)
+                .and_then(|()| nix::unistd::setgid(Gid::from_raw(*gid)))
+                .and_then(|()| nix::unistd::setuid(Uid::from_raw(*uid)))
+                .map_err(|e| ("becoming the sandbox user", e.into()))?;
+        }
+        if let Some(r) = ruleset {
+            r.restrict_self().map_err(step("Landlock"))?;
+        }
+        if self.session {
+            crate::runner::pty::become_session_leader()
+                .map_err(step("a new session on the terminal"))?;
+        }
+        Ok(())
+    }
+
+    /// The Landlock ruleset of [`Steps::landlock`], built.
+    fn ruleset(&self) -> Result<Option<landlock::Prepared>, String> {
+        self.landlock
+            .as_deref()
+            .map(landlock::Prepared::new)
+            .transpose()
+    }
+}
+
+/// `uid:gid:g1,g2,...`
+fn parse_user(s: &str) -> Option<(u32, u32, Vec<Gid>)> {
+    let mut parts = s.splitn(3, ':');
+    let uid = parts.next()?.parse().ok()?;
+    let gid = parts.next()?.parse().ok()?;
+    let groups = parts
+        .next()?
+        .split(',')
+        .filter(|g| !g.is_empty())
+        .map(|g| g.parse().ok().map(Gid::from_raw))
+        .collect::<Option<Vec<Gid>>>()?;
+    Some((uid, gid, groups))
+}
+
+static HELPER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Starts programs through `executable`'s setup mode from now on. Its `main` must call
+/// [`main_if_asked`] first. The first call wins.
+pub fn use_helper(executable: PathBuf) {
+    let _ = HELPER.set(executable);
+}
+
+/// Starts programs through this executable's setup mode (the `agent-host` binary calls it).
+/// On Linux `/proc/self/exe`: the file this process runs, even after an upgrade replaced
+/// the one at its path.
+pub fn use_own_executable() {
+    let own = PathBuf::from("/proc/self/exe");
+    if own.exists() {
+        use_helper(own);
+    } else if let Ok(exe) = std::env::current_exe() {
+        use_helper(exe);
+    }
+}
+
+/// The executable that offers the setup mode, if one was given.
+pub fn helper() -> Option<&'static Path> {
+    HELPER.get().map(PathBuf::as_path)
+}
+
+/// The setup mode: when this process was started as `EXE __exec-setup STEPS -- PROGRAM
+/// ARGS`, applies the steps and execs the program; returns only when it was not. Call it
+/// first thing in `main`. On failure it says why on stderr and exits with 125 (a step
+/// failed), 126 (the program cannot be run) or 127 (not found).
+pub fn main_if_asked() {
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() != Some(OsStr::new(MODE)) {
+        return;
+    }
+    std::process::exit(run(args.collect()));
+}
+
+fn run(args: Vec<OsString>) -> i32 {
+    let fail = |what: String| {
+        eprintln!("agent-host: cannot contain the task: {what}");
+        STEP_FAILED
+    };
+    let (steps, command) = match Steps::parse(args) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let mut ruleset = match steps.ruleset() {
+        Ok(r) => r,
+        Err(e) => return fail(format!("Landlock: {e}")),
+    };
+    if let Err((step, e)) = steps.apply(ruleset.as_mut()) {
+        return fail(format!("{step}: {e}"));
+    }
+    let (program, args) = match command.split_first() {
+        Some(c) => c,
+        None => return fail("no program".into()),
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    eprintln!(
+        "agent-host: cannot run {}: {err}",
+        Path::new(program).display()
+    );
+    if err.kind() == io::ErrorKind::NotFound {
+        NOT_FOUND
+    } else {
+        NOT_EXECUTABLE
+    }
+}
+
+/// The command that runs `program args` with `steps` applied first: through the setup mode
+/// when an executable offers it, else in a pre-exec hook; without steps, the program alone.
+pub fn command(
+    steps: Steps,
+    program: &Path,
+    args: &[String],
+) -> Result<tokio::process::Command, SandboxError> {
+    if steps.is_empty() {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args);
+        return Ok(cmd);
+    }
+    if let Some(helper) = helper() {
+        let mut cmd = tokio::process::Command::new(helper);
+        cmd.arg(MODE)
+            .args(steps.to_args())
+            .arg("--")
+            .arg(program)
+            .args(args);
+        return Ok(cmd);
+    }
+    let mut ruleset = steps.ruleset().map_err(SandboxError::Landlock)?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    // SAFETY: the hook runs in the forked child before exec and only makes system calls on
+    // values prepared before the fork ([`Steps::apply`]).
+    unsafe {
+        cmd.pre_exec(move || steps.apply(ruleset.as_mut()).map_err(|(_, e)| e));
+    }
+    Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_survive_the_command_line() {
+        let steps = Steps {
+            join: vec![
+                CString::new("/sys/fs/cgroup/pids/a b/task-1/cgroup.procs").unwrap(),
+                CString::new("/sys/fs/cgroup/freezer/x/cgroup.procs").unwrap(),
+            ],
+            file_size: Some(1 << 20),
+            user: Some((65534, 65534, vec![Gid::from_raw(65534), Gid::from_raw(7)])),
+            landlock: Some(vec!["/work".into(), "/home/u/.cache".into()]),
+            session: true,
+        };
+        let mut args = steps.to_args();
+        args.extend(["--", "/bin/prog", "--", "-x"].map(OsString::from));
+        let (back, command) = Steps::parse(args).unwrap();
+        assert_eq!(back, steps);
+        assert_eq!(command, ["/bin/prog", "--", "-x"].map(OsString::from));
+
+        let none = Steps::default();
+        assert!(none.is_empty() && none.to_args().is_empty());
+        let (back, _) = Steps::parse(vec!["--".into(), "p".into()]).unwrap();
+        assert!(back.is_empty());
+        let no_groups = Steps {
+            user: Some((1, 2, Vec::new())),
+            landlock: Some(Vec::new()),
+            ..Steps::default()
+        };
+        let mut args = no_groups.to_args();
+        args.extend(["--", "p"].map(OsString::from));
+        assert_eq!(Steps::parse(args).unwrap().0, no_groups);
+    }
+
+    #[test]
+    fn bad_setup_arguments_are_refused() {
+        for bad in [
+            vec!["--fsize", "x", "--", "p"],
+            vec!["--user", "1:2", "--", "p"],
+            vec!["--join"],
+            vec!["--what", "--", "p"],
+            vec!["--session"],
+            vec!["--session", "--"],
+        ] {
+            let args = bad.iter().map(OsString::from).collect();
+            assert!(Steps::parse(args).is_err(), "{bad:?}");
+        }
+    }
+}
