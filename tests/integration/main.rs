@@ -37,6 +37,7 @@ mod sandbox;
 mod sandbox_more;
 mod security;
 mod several_hosts;
+mod slow_reader;
 mod store_full;
 mod streaming;
 mod tasks;
