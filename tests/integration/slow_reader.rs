@@ -61,7 +61,9 @@ async fn slow_reader_gets_everything(sqlite: bool) {
         Some("TASK_STATE_COMPLETED")
     );
     let text: String = frames.iter().filter_map(|f| text_of(&f.data)).collect();
-    let want: String = (0..LINES).map(|i| format!("line {i:05} ")).collect();
+    // Every line, then the end's result.
+    let mut want: String = (0..LINES).map(|i| format!("line {i:05} ")).collect();
+    want.push_str("ok");
     assert_eq!(text.len(), want.len(), "store sqlite={sqlite}");
     assert!(text == want, "the lines arrive in order (sqlite={sqlite})");
 }
