@@ -46,13 +46,17 @@ const STDERR_TAIL_LINES: usize = 10;
 /// Bytes of each stderr line kept.
 const STDERR_LINE_MAX: usize = 300;
 
-/// How long the output of a program that exited may stay quiet before the turn ends: what it
-/// printed last is drained, but a background process it left holding the pipes (a dev server)
-/// does not keep the turn open. That process is stopped with the task. The wait starts again
-/// after each piece of output is handled, so a backlog the turn is still working through
-/// (lines the program wrote before it exited, waiting in the pipe while each is stored) is
-/// read to its end however long storing it takes: no line the program printed is dropped.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// The output of a program that exited is read until it has been quiet for `DRAIN_TICKS`
+/// ticks of `DRAIN_TICK` (half a second): what it printed last is drained, but a background
+/// process it left holding the pipes (a dev server) does not keep the turn open. That process
+/// is stopped with the task. The count starts again after each piece of output is handled,
+/// so a backlog the turn is still working through (lines the program wrote before it exited,
+/// waiting in the pipe while each is stored) is read to its end however long storing it
+/// takes; and a tick that comes late does not count, since the host was not running then (a
+/// loaded machine) and its reader may not have had the chance to read what is waiting. No
+/// line the program printed is dropped, on a slow store or a starved host alike.
+const DRAIN_TICK: Duration = Duration::from_millis(50);
+const DRAIN_TICKS: u32 = 10;
 /// The longest the output is read after the program exited, when something it left behind
 /// keeps printing (far more than a backlog of the pipe and the output channel takes).
 const DRAIN_MAX: Duration = Duration::from_secs(30);
@@ -210,6 +214,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     tokio::pin!(drain_sleep);
     let mut leader_exited = false;
     let mut drain_until = Instant::now();
+    let mut drain_quiet = 0u32;
 
     let end = loop {
         let waiting = mapper.state().is_interrupted();
@@ -248,7 +253,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
                         leader_exited = true;
                         drain_until = Instant::now() + DRAIN_MAX;
-                        drain_sleep.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
+                        drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
                     }
                     Ok(Some(Output::Line(line))) => {
                         idle_sleep.as_mut().reset(Instant::now() + idle);
@@ -314,14 +319,23 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     Ok(None) => break End::Eof,
                 }
                 if output && leader_exited {
-                    // Handled: the quiet wait starts now (storing the line may have taken
-                    // longer than the wait itself while more lines were waiting).
-                    drain_sleep.as_mut().reset((Instant::now() + DRAIN_AFTER_EXIT).min(drain_until));
+                    // Handled: the quiet count starts now (storing the line may have taken
+                    // longer than the whole wait while more lines were waiting).
+                    drain_quiet = 0;
+                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
                 }
             },
             _ = &mut drain_sleep, if leader_exited => {
-                tracing::debug!("the agent exited but something it started still holds its output");
-                break End::Eof;
+                let now = Instant::now();
+                // A late tick: the host was not running, so this was no quiet of the output.
+                if now.saturating_duration_since(drain_sleep.deadline()) < DRAIN_TICK {
+                    drain_quiet += 1;
+                }
+                if drain_quiet >= DRAIN_TICKS || now >= drain_until {
+                    tracing::debug!("the agent exited but something it started still holds its output");
+                    break End::Eof;
+                }
+                drain_sleep.as_mut().reset(now + DRAIN_TICK);
             }
             _ = &mut idle_sleep, if !waiting && !lingering => {
                 break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);

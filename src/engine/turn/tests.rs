@@ -90,6 +90,7 @@ impl Child for Scripted {
 
     async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
         if self.exit_first.swap(false, Ordering::SeqCst) {
+            self.note("exit reported");
             return Err(*self.exit.lock().unwrap());
         }
         Ok(self.next().await)

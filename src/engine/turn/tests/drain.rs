@@ -60,3 +60,48 @@ async fn lines_waiting_in_the_pipe_at_exit_are_all_stored_however_slow_the_store
     assert_eq!(got[want.len()], "ok");
     assert!(!script.log().contains(&"terminate".to_string()));
 }
+
+/// The host hardly runs for twenty seconds (a loaded machine, a process stopped again and
+/// again) right after the program exited, before its last lines could be read: they are
+/// still read, since the time the host did not run is no quiet of the output.
+#[tokio::test(start_paused = true)]
+async fn lines_read_after_the_host_was_not_running_are_still_delivered() {
+    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    let store = Arc::new(Disk {
+        inner: MemoryStore::new(),
+        full: AtomicBool::new(false),
+        delay: Duration::ZERO,
+    });
+    let (e, mut scripts) = engine_on(
+        store.clone(),
+        launch_of(adapter, HARD, IDLE),
+        EngineConfig::default(),
+    );
+    let (task, mut script) = start(&e, &mut scripts).await;
+    let out = script.out.clone().unwrap();
+    script.exit_before_its_output_is_read(0);
+    while !script.log().contains(&"exit reported".to_string()) {
+        tokio::task::yield_now().await;
+    }
+    // The clock moves on a second at a time while the host does not run (as for a stopped
+    // process), more times than the quiet wait has ticks; it runs only a moment in between.
+    for _ in 0..20 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let want: Vec<String> = (0..50).map(|i| format!("late {i:02} ")).collect();
+    for t in &want {
+        let line = json!({"type": "text", "text": t, "delta": true}).to_string();
+        out.send(Output::Line(line)).unwrap();
+    }
+    let done = json!({"type": "done", "result": "ok", "is_error": false}).to_string();
+    out.send(Output::Line(done)).unwrap();
+    drop(out);
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    let got = texts(&store, &task).await;
+    assert_eq!(got.len(), want.len() + 1, "{got:?}");
+    assert_eq!(got[..want.len()], want[..]);
+}
