@@ -89,7 +89,9 @@ fn db_cpu(o: &Outcome) -> String {
 }
 
 fn ms(ns: f64) -> String {
-    if ns >= 1e9 {
+    if ns.is_nan() {
+        "–".into()
+    } else if ns >= 1e9 {
         format!("{:.2} s", ns / 1e9)
     } else if ns >= 1e7 {
         format!("{:.0} ms", ns / 1e6)
