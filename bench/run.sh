@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark: agent-host vs a Node A2A host built on @a2a-js/sdk 1.3.0.
+# The side-by-side benchmark: agent-host vs a Node A2A host built on @a2a-js/sdk 1.3.0 (the
+# baseline) and vs the floor, `floor-relay` (bench/harness/src/bin/floor-relay.rs): the least a
+# host can do for the same job, a thread per connection that starts the CLI and relays each of
+# its lines as an SSE frame, with no store, no limits and no sandbox. The table gives
+# baseline ÷ agent-host (above 1: agent-host costs less) and agent-host ÷ floor (how far
+# agent-host is from the floor; 1 is the floor itself).
 #
 # Usage: bench/run.sh [--scale F] [--only SCENARIO] [--hosts LIST]
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
 #   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
 #               latency-100, latency-500, start, live-1000)
-#   --hosts L   run only these hosts (comma-separated: agent-host, baseline, agent-host-sqlite,
-#               agent-host-detached); the table needs agent-host and baseline, the others'
-#               summaries go to stderr
+#   --hosts L   run only these hosts (comma-separated: agent-host, baseline, floor,
+#               agent-host-sqlite, agent-host-postgres, agent-host-postgres-2,
+#               agent-host-detached); a table row needs agent-host (a host left out shows
+#               as –); every run's summary goes to stderr
 #   --sandbox M agent-host's --sandbox mode (default: its own, auto: bubblewrap and a cgroup
 #               per task where the machine has them; the baseline runs its CLIs bare)
 #
@@ -18,10 +24,10 @@
 # without a database those rows are skipped with a note. With the database on this machine those
 # rows also give its server's CPU per event.
 #
-# Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli` and the load
-# generator `loadgen`) in release mode, installs the baseline's pinned npm packages into
-# bench/baseline/node_modules when missing, then runs every scenario on a fresh agent-host
-# and a fresh baseline in turn, and prints the table (markdown) on stdout; progress and each
+# Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli`, the floor
+# `floor-relay` and the load generator `loadgen`) in release mode, installs the baseline's
+# pinned npm packages into bench/baseline/node_modules when missing, then runs every scenario
+# on a fresh agent-host, a fresh baseline and a fresh floor in turn, and prints the table (markdown) on stdout; progress and each
 # run's summary go to stderr. Everything listens on 127.0.0.1; every load is bounded in count
 # and time, the whole run by a 30-minute timeout; hosts and their CLIs are stopped on exit.
 set -euo pipefail
@@ -66,6 +72,7 @@ setsid timeout 1800 "$target/release/loadgen" \
     --agent-host "$target/release/agent-host" \
     --baseline "$here/baseline/server.mjs" \
     --cli "$target/release/bench-cli" \
+    --floor "$target/release/floor-relay" \
     --work "$work" \
     --postgres "${AGENT_HOST_BENCH_PG:-${AGENT_HOST_TEST_PG:-postgres://root@127.0.0.1:5432/test}}" "$@" &
 lg_pid=$!

@@ -46,10 +46,20 @@ const STDERR_TAIL_LINES: usize = 10;
 /// Bytes of each stderr line kept.
 const STDERR_LINE_MAX: usize = 300;
 
-/// How long the output of a program that exited is still read: what it printed last is
-/// drained, but a background process it left holding the pipes (a dev server) does not keep
-/// the turn open. That process is stopped with the task.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// The output of a program that exited is read until it has been quiet for `DRAIN_TICKS`
+/// ticks of `DRAIN_TICK` (half a second): what it printed last is drained, but a background
+/// process it left holding the pipes (a dev server) does not keep the turn open. That process
+/// is stopped with the task. The count starts again after each piece of output is handled,
+/// so a backlog the turn is still working through (lines the program wrote before it exited,
+/// waiting in the pipe while each is stored) is read to its end however long storing it
+/// takes; and a tick that comes late does not count, since the host was not running then (a
+/// loaded machine) and its reader may not have had the chance to read what is waiting. No
+/// line the program printed is dropped, on a slow store or a starved host alike.
+const DRAIN_TICK: Duration = Duration::from_millis(50);
+const DRAIN_TICKS: u32 = 10;
+/// The longest the output is read after the program exited, when something it left behind
+/// keeps printing (far more than a backlog of the pipe and the output channel takes).
+const DRAIN_MAX: Duration = Duration::from_secs(30);
 
 /// How the main loop ended.
 enum End {
@@ -203,6 +213,8 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     let drain_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
     tokio::pin!(drain_sleep);
     let mut leader_exited = false;
+    let mut drain_until = Instant::now();
+    let mut drain_quiet = 0u32;
 
     let end = loop {
         let waiting = mapper.state().is_interrupted();
@@ -234,78 +246,96 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 Some(Control::Cancel(ack)) => break End::Stopped(ExitReason::Canceled, Some(ack)),
                 Some(Control::Shutdown) | None => break End::Stopped(ExitReason::Shutdown, None),
             },
-            out = proc.next_or_exit() => match out {
-                Err(exit) => {
-                    tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
-                    leader_exited = true;
-                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_AFTER_EXIT);
-                }
-                Ok(Some(Output::Line(line))) => {
-                    idle_sleep.as_mut().reset(Instant::now() + idle);
-                    events.clear();
-                    reply.clear();
-                    parser.parse_line(&line, &mut events, &mut reply);
-                    // The events own what they need of it: a long line is not held twice
-                    // while they are stored.
-                    drop(line);
-                    let mut updates = Vec::new();
-                    for ev in events.drain(..) {
-                        match &ev {
-                            AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
-                                inner.set_session(&context_id, s).await;
-                                session_recorded = true;
+            out = proc.next_or_exit() => {
+                let output = matches!(out, Ok(Some(_)));
+                match out {
+                    Err(exit) => {
+                        tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
+                        leader_exited = true;
+                        drain_until = Instant::now() + DRAIN_MAX;
+                        drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
+                    }
+                    Ok(Some(Output::Line(line))) => {
+                        idle_sleep.as_mut().reset(Instant::now() + idle);
+                        events.clear();
+                        reply.clear();
+                        parser.parse_line(&line, &mut events, &mut reply);
+                        // The events own what they need of it: a long line is not held twice
+                        // while they are stored.
+                        drop(line);
+                        let mut updates = Vec::new();
+                        for ev in events.drain(..) {
+                            match &ev {
+                                AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
+                                    inner.set_session(&context_id, s).await;
+                                    session_recorded = true;
+                                }
+                                AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
+                                AgentEvent::Usage(u) => count_usage(&launch.adapter.id, u),
+                                AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
+                                _ => {}
                             }
-                            AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
-                            AgentEvent::Usage(u) => count_usage(&launch.adapter.id, u),
-                            AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
-                            _ => {}
+                            updates.extend(mapper.on_event(ev));
                         }
-                        updates.extend(mapper.on_event(ev));
-                    }
-                    if !inner.publish(&task_id, &notify, updates).await && !mapper.state().is_terminal() {
-                        // What the agent does can no longer be kept: stop it, and end the task.
-                        break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
-                    }
-                    if !reply.is_empty() {
-                        if let Err(e) = proc.write_stdin(&reply).await {
-                            tracing::debug!(error = %e, "could not answer the agent");
+                        if !inner.publish(&task_id, &notify, updates).await && !mapper.state().is_terminal() {
+                            // What the agent does can no longer be kept: stop it, and end the task.
+                            break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
                         }
-                    }
-                    if mapper.state().is_terminal() && !lingering {
-                        lingering = true;
-                        proc.close_stdin();
-                        linger_sleep.as_mut().reset(Instant::now() + grace);
-                    }
-                }
-                // Stderr does not count as progress: CLIs print their retries there while
-                // they are stuck (Gemini retries a failing API for minutes).
-                Ok(Some(Output::Stderr(line))) => {
-                    tracing::debug!(stderr = %line);
-                    if stderr_tail.len() == STDERR_TAIL_LINES {
-                        stderr_tail.pop_front();
-                    }
-                    stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
-                    // A CLI that keeps retrying a failing model request: the adapter's
-                    // retry limit ends the turn with the CLI's own error.
-                    if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
-                        if !mapper.state().is_terminal() {
-                            let updates = mapper.on_event(ev);
-                            inner.publish(&task_id, &notify, updates).await;
-                            if mapper.state().is_terminal() {
-                                break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
+                        if !reply.is_empty() {
+                            if let Err(e) = proc.write_stdin(&reply).await {
+                                tracing::debug!(error = %e, "could not answer the agent");
                             }
                         }
+                        if mapper.state().is_terminal() && !lingering {
+                            lingering = true;
+                            proc.close_stdin();
+                            linger_sleep.as_mut().reset(Instant::now() + grace);
+                        }
                     }
+                    // Stderr does not count as progress: CLIs print their retries there while
+                    // they are stuck (Gemini retries a failing API for minutes).
+                    Ok(Some(Output::Stderr(line))) => {
+                        tracing::debug!(stderr = %line);
+                        if stderr_tail.len() == STDERR_TAIL_LINES {
+                            stderr_tail.pop_front();
+                        }
+                        stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
+                        // A CLI that keeps retrying a failing model request: the adapter's
+                        // retry limit ends the turn with the CLI's own error.
+                        if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
+                            if !mapper.state().is_terminal() {
+                                let updates = mapper.on_event(ev);
+                                inner.publish(&task_id, &notify, updates).await;
+                                if mapper.state().is_terminal() {
+                                    break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
+                                }
+                            }
+                        }
+                    }
+                    Ok(Some(Output::TooLong { bytes })) => {
+                        idle_sleep.as_mut().reset(Instant::now() + idle);
+                        tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
+                    }
+                    Ok(None) => break End::Eof,
                 }
-                Ok(Some(Output::TooLong { bytes })) => {
-                    idle_sleep.as_mut().reset(Instant::now() + idle);
-                    tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
+                if output && leader_exited {
+                    // Handled: the quiet count starts now (storing the line may have taken
+                    // longer than the whole wait while more lines were waiting).
+                    drain_quiet = 0;
+                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
                 }
-                Ok(None) => break End::Eof,
             },
             _ = &mut drain_sleep, if leader_exited => {
-                tracing::debug!("the agent exited but something it started still holds its output");
-                break End::Eof;
+                let now = Instant::now();
+                // A late tick: the host was not running, so this was no quiet of the output.
+                if now.saturating_duration_since(drain_sleep.deadline()) < DRAIN_TICK {
+                    drain_quiet += 1;
+                }
+                if drain_quiet >= DRAIN_TICKS || now >= drain_until {
+                    tracing::debug!("the agent exited but something it started still holds its output");
+                    break End::Eof;
+                }
+                drain_sleep.as_mut().reset(now + DRAIN_TICK);
             }
             _ = &mut idle_sleep, if !waiting && !lingering => {
                 break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);

@@ -38,6 +38,7 @@ mod sandbox_more;
 mod sandbox_setup;
 mod security;
 mod several_hosts;
+mod slow_reader;
 mod store_full;
 mod streaming;
 mod tasks;

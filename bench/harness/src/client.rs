@@ -21,11 +21,17 @@ pub struct StreamResult {
     pub events: u64,
     /// CLI write → frame read, per CLI line, in ns.
     pub latencies_ns: Vec<u64>,
+    /// The same, for the lines after the stream's first [`WARM_UP`] (its steady state).
+    pub steady_ns: Vec<u64>,
     /// Send → first `working` frame.
     pub start: Option<Duration>,
     pub completed: bool,
     pub error: Option<String>,
 }
+
+/// Lines of each stream left out of [`StreamResult::steady_ns`]: a stream's start (the CLI
+/// and the connection warming up) is measured by the task start and the overall percentiles.
+pub const WARM_UP: u64 = 10;
 
 pub fn realtime_ns() -> u64 {
     SystemTime::now()
@@ -253,8 +259,12 @@ async fn run(
                 r.start = Some(now - sent);
             }
             if let Some(t) = digits_after(data, b"@t=") {
-                r.latencies_ns.push(now_rt.saturating_sub(t));
+                let lat = now_rt.saturating_sub(t);
+                r.latencies_ns.push(lat);
                 if let Some(i) = digits_after(data, b"ev=") {
+                    if i >= WARM_UP {
+                        r.steady_ns.push(lat);
+                    }
                     if let Some(slot) = seen.get_mut(i as usize) {
                         if !*slot {
                             *slot = true;
@@ -275,6 +285,21 @@ async fn run(
         if matches!(rd.state, Body::Done) {
             break;
         }
+    }
+    // A short stream says how it was short (the loss accounting tells apart a stream the
+    // host closed early from one that completed without some of its lines).
+    if !r.completed {
+        return Err(format!(
+            "the stream ended after {} frames and {}/{expected} lines without the final status",
+            r.frames, r.events
+        ));
+    }
+    if (r.events as usize) < expected {
+        let first = seen.iter().position(|s| !s).unwrap_or(0);
+        return Err(format!(
+            "completed with {}/{expected} lines, the first missing ev={first:06}",
+            r.events
+        ));
     }
     Ok(())
 }

@@ -26,6 +26,8 @@ pub enum Kind {
         base: String,
     },
     Baseline,
+    /// The floor: `floor-relay`, a minimal relay of the CLI's lines (std threads, no store).
+    Floor,
 }
 
 /// Paths of the programs (absolute).
@@ -34,6 +36,8 @@ pub struct Programs {
     pub agent_host: PathBuf,
     pub baseline: PathBuf,
     pub cli: PathBuf,
+    /// The floor host's binary (`floor-relay`).
+    pub floor: PathBuf,
     pub work: PathBuf,
     /// agent-host's `--sandbox` mode; None: its default (`auto`).
     pub sandbox: Option<String>,
@@ -103,6 +107,11 @@ impl Host {
                     .env("PORT", port.to_string())
                     .env("BENCH_CLI", &p.cli)
                     .env("BENCH_CWD", &p.work);
+                c
+            }
+            Kind::Floor => {
+                let mut c = Command::new(&p.floor);
+                c.arg(port.to_string()).arg(&p.cli).arg(&p.work);
                 c
             }
         };

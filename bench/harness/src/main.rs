@@ -1,8 +1,10 @@
-//! loadgen: the side-by-side benchmark of agent-host and a Node @a2a-js/sdk host (see
-//! bench/README.md; `bench/run.sh` builds everything and runs this).
+//! loadgen: the side-by-side benchmark of agent-host, a Node @a2a-js/sdk host (the baseline)
+//! and the floor (`floor-relay`, the least a host can do for the same job); `bench/run.sh`
+//! builds everything and runs this.
 //!
 //! For every scenario it starts a fresh agent-host, runs the load, stops it, then does the
-//! same with the baseline (hosts alternate within one run), and prints one table. Every
+//! same with the baseline and the floor (hosts alternate within one run), and prints one
+//! table. Every
 //! scenario is bounded in count and time; hosts listen on 127.0.0.1 only.
 //!
 //! A harness binary: a failure to set up (no free port, a host that does not start) ends
@@ -44,6 +46,8 @@ pub struct Outcome {
     pub events: u64,
     pub expected: u64,
     pub latencies_ns: Vec<u64>,
+    /// Latencies of each stream's lines after its first [`client::WARM_UP`].
+    pub steady_ns: Vec<u64>,
     pub starts_ns: Vec<u64>,
     pub peak_rss_kib: u64,
     pub errors: Vec<String>,
@@ -200,6 +204,7 @@ fn run_two(
             o.frames += r.frames;
             o.events += r.events;
             o.latencies_ns.extend(r.latencies_ns);
+            o.steady_ns.extend(r.steady_ns);
             if let Some(s) = r.start {
                 o.starts_ns.push(s.as_nanos() as u64);
             }
@@ -286,6 +291,7 @@ fn run_load(
         o.frames += r.frames;
         o.events += r.events;
         o.latencies_ns.extend(r.latencies_ns);
+        o.steady_ns.extend(r.steady_ns);
         if let Some(s) = r.start {
             o.starts_ns.push(s.as_nanos() as u64);
         }
@@ -325,7 +331,7 @@ fn main() {
             }),
             None => {
                 eprintln!(
-                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --work DIR [--scale F] [--only NAME] [--hosts LIST] [--sandbox auto|off] [--postgres URL]"
+                    "usage: loadgen --agent-host BIN --baseline SERVER.mjs --cli BIN --floor BIN --work DIR [--scale F] [--only NAME] [--hosts LIST] [--sandbox auto|off] [--postgres URL]"
                 );
                 std::process::exit(2)
             }
@@ -335,6 +341,7 @@ fn main() {
         agent_host: need("--agent-host"),
         baseline: need("--baseline"),
         cli: need("--cli"),
+        floor: need("--floor"),
         work: need("--work"),
         sandbox: arg(&args, "--sandbox"),
     };
@@ -342,9 +349,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let only = arg(&args, "--only");
-    // Which hosts to run (comma-separated: agent-host, baseline, agent-host-sqlite,
-    // agent-host-detached); all by default. A row needs agent-host and the baseline to be
-    // printed in the table; the other runs still print their summaries on stderr.
+    // Which hosts to run (comma-separated: agent-host, baseline, floor, agent-host-sqlite,
+    // agent-host-postgres, agent-host-postgres-2, agent-host-detached); all by default. A row
+    // needs agent-host to be printed in the table (a host left out shows as –); the other
+    // runs still print their summaries on stderr.
     let hosts = arg(&args, "--hosts");
     let wanted = |who: &str| {
         hosts
@@ -496,7 +504,11 @@ fn main() {
             continue;
         }
         let mut row = Row::new(measure, load);
-        let mut kinds = vec![("agent-host", &memory), ("baseline", &Kind::Baseline)];
+        let mut kinds = vec![
+            ("agent-host", &memory),
+            ("baseline", &Kind::Baseline),
+            ("floor", &Kind::Floor),
+        ];
         if matches!(stores, Sqlite | All) {
             kinds.push(("agent-host-sqlite", &sqlite));
         }
@@ -520,6 +532,13 @@ fn main() {
             match run_load(&rt, kind, &progs, load, &tag, detached) {
                 Ok(o) => {
                     eprintln!("loadgen:   {}", report::summary(&o));
+                    if !o.errors.is_empty() {
+                        eprintln!(
+                            "loadgen:   {} short stream(s): {}",
+                            o.errors.len(),
+                            report::errors(&o)
+                        );
+                    }
                     row.set(who, o);
                 }
                 Err(e) => {

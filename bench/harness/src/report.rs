@@ -1,5 +1,6 @@
-//! The table: one row per measure, agent-host vs the baseline and the ratio
-//! (baseline ÷ agent-host: above 1 means agent-host costs less).
+//! The table: one row per measure, agent-host vs the baseline (baseline ÷ agent-host: above 1
+//! means agent-host costs less) and vs the floor (agent-host ÷ floor: how many times the
+//! least a host can do for the same job agent-host costs; 1 is the floor itself).
 
 use std::fmt::Write;
 
@@ -18,6 +19,8 @@ pub struct Row {
     load: Load,
     ours: Option<Outcome>,
     base: Option<Outcome>,
+    /// The floor host (`floor-relay`).
+    floor: Option<Outcome>,
     sqlite: Option<Outcome>,
     /// agent-host on the PostgreSQL store (one host).
     postgres: Option<Outcome>,
@@ -34,6 +37,7 @@ impl Row {
             load,
             ours: None,
             base: None,
+            floor: None,
             sqlite: None,
             postgres: None,
             postgres_two: None,
@@ -45,6 +49,7 @@ impl Row {
         match who {
             "agent-host" => self.ours = Some(o),
             "baseline" => self.base = Some(o),
+            "floor" => self.floor = Some(o),
             "agent-host-detached" => self.detached = Some(o),
             "agent-host-postgres" => self.postgres = Some(o),
             "agent-host-postgres-2" => self.postgres_two = Some(o),
@@ -84,7 +89,9 @@ fn db_cpu(o: &Outcome) -> String {
 }
 
 fn ms(ns: f64) -> String {
-    if ns >= 1e9 {
+    if ns.is_nan() {
+        "–".into()
+    } else if ns >= 1e9 {
         format!("{:.2} s", ns / 1e9)
     } else if ns >= 1e7 {
         format!("{:.0} ms", ns / 1e6)
@@ -93,12 +100,58 @@ fn ms(ns: f64) -> String {
     }
 }
 
-fn ratio(base: f64, ours: f64) -> String {
-    if ours > 0.0 && base.is_finite() && ours.is_finite() {
-        format!("{:.1}×", base / ours)
+/// `num ÷ den`, or – when either is missing.
+fn ratio(num: f64, den: f64) -> String {
+    if den > 0.0 && num.is_finite() && den.is_finite() {
+        format!("{:.1}×", num / den)
     } else {
         "–".into()
     }
+}
+
+/// A figure of a host that may not have run (NaN then: its ratios print –).
+fn val(o: Option<&Outcome>, f: impl Fn(&Outcome) -> f64) -> f64 {
+    o.map_or(f64::NAN, f)
+}
+
+/// A cell of a host that may not have run.
+fn cell(o: Option<&Outcome>, f: impl Fn(&Outcome) -> String) -> String {
+    o.map_or_else(|| "–".into(), f)
+}
+
+/// Latency percentile `p` of all lines, in ns.
+fn lat(o: &Outcome, p: f64) -> f64 {
+    pct(&sorted(&o.latencies_ns), p)
+}
+
+/// p99 latency of the lines after each stream's first ones, in ns.
+fn steady99(o: &Outcome) -> f64 {
+    pct(&sorted(&o.steady_ns), 0.99)
+}
+
+/// Task start (send → first `working` frame) percentile `p`, in ns.
+fn start(o: &Outcome, p: f64) -> f64 {
+    pct(&sorted(&o.starts_ns), p)
+}
+
+/// `p50 / p99 / p99 after each stream's first lines` of the event latency.
+fn lat3(o: &Outcome) -> String {
+    format!(
+        "{} / {} / {}",
+        ms(lat(o, 0.5)),
+        ms(lat(o, 0.99)),
+        ms(steady99(o))
+    )
+}
+
+/// The ratios of the three latency figures, `num ÷ den` each.
+fn lat3_ratio(num: Option<&Outcome>, den: Option<&Outcome>) -> String {
+    let figures: [fn(&Outcome) -> f64; 3] = [|o| lat(o, 0.5), |o| lat(o, 0.99), steady99];
+    figures
+        .iter()
+        .map(|f| ratio(val(num, f), val(den, f)))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 /// Losses and failures, when there were any.
@@ -119,7 +172,7 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {}, peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {} (after each stream's first {}: p99 {}), peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
@@ -129,6 +182,8 @@ pub fn summary(o: &Outcome) -> String {
         o.wall.as_secs_f64(),
         ms(pct(&l, 0.5)),
         ms(pct(&l, 0.99)),
+        crate::client::WARM_UP,
+        ms(steady99(o)),
         o.peak_rss_kib as f64 / 1024.0,
         o.idle_rss_kib as f64 / 1024.0,
         o.card_after.as_secs_f64() * 1e3,
@@ -136,46 +191,75 @@ pub fn summary(o: &Outcome) -> String {
     )
 }
 
-fn line(out: &mut String, measure: &str, ours: &str, base: &str, ratio: &str) {
-    let _ = writeln!(out, "| {measure} | {ours} | {base} | {ratio} |");
+/// The errors of the short streams, distinct ones first, at most three.
+pub fn errors(o: &Outcome) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for e in &o.errors {
+        if kinds.len() == 3 {
+            break;
+        }
+        if !kinds.contains(&e.as_str()) {
+            kinds.push(e);
+        }
+    }
+    kinds.join("; ")
+}
+
+/// One table line: the measure, agent-host, the baseline and baseline ÷ agent-host, the floor
+/// and agent-host ÷ floor.
+fn line(out: &mut String, cells: [&str; 6]) {
+    let _ = writeln!(out, "| {} |", cells.join(" | "));
 }
 
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     line(
         &mut out,
-        "measure",
-        "agent-host",
-        "baseline (Node SDK)",
-        "ratio",
+        [
+            "measure",
+            "agent-host",
+            "baseline (Node SDK)",
+            "baseline ÷ agent-host",
+            "floor (minimal relay)",
+            "agent-host ÷ floor",
+        ],
     );
-    line(&mut out, "---", "---", "---", "---");
+    line(&mut out, ["---"; 6]);
     let mut starts: Vec<&Outcome> = Vec::new();
     let mut base_starts: Vec<&Outcome> = Vec::new();
+    let mut floor_starts: Vec<&Outcome> = Vec::new();
     let mut sqlite_starts: Vec<&Outcome> = Vec::new();
     let mut pg_starts: Vec<&Outcome> = Vec::new();
     for r in rows {
-        let (Some(a), Some(b)) = (&r.ours, &r.base) else {
+        let Some(a) = &r.ours else {
             continue;
         };
+        let (b, f) = (r.base.as_ref(), r.floor.as_ref());
         starts.push(a);
-        base_starts.push(b);
+        base_starts.extend(b);
+        floor_starts.extend(f);
         sqlite_starts.extend(&r.sqlite);
         pg_starts.extend(&r.postgres);
         let ld = r.load;
+        let us = |o: &Outcome| format!("{:.1} µs{}", cpu_per_event(o), problems(o));
         match r.measure {
             Measure::CpuPerEvent => {
                 let what = format!(
-                    "host CPU / event, {} × {}-event tasks, lines back to back (agent-host: {} runs)",
+                    "host CPU / event, {} × {}-event tasks, lines back to back (agent-host and floor: {} runs)",
                     ld.streams, ld.events, ld.reps
                 );
-                let (x, y) = (cpu_per_event(a), cpu_per_event(b));
+                let x = cpu_per_event(a);
+                let (y, z) = (val(b, cpu_per_event), val(f, cpu_per_event));
                 line(
                     &mut out,
-                    &what,
-                    &format!("{x:.1} µs{}", problems(a)),
-                    &format!("{y:.1} µs{}", problems(b)),
-                    &ratio(y, x),
+                    [
+                        &what,
+                        &us(a),
+                        &cell(b, us),
+                        &ratio(y, x),
+                        &cell(f, us),
+                        &ratio(x, z),
+                    ],
                 );
                 let eps = |o: &Outcome| o.frames as f64 / o.wall.as_secs_f64();
                 let stores = [
@@ -197,203 +281,151 @@ pub fn table(rows: &[Row]) -> String {
                     let z = cpu_per_event(s);
                     line(
                         &mut out,
-                        what,
-                        &format!(
-                            "{z:.1} µs, {:.2}× memory; {:.0}/s{}{}",
-                            z / x,
-                            eps(s),
-                            db_cpu(s),
-                            problems(s)
-                        ),
-                        &format!("{y:.1} µs; {:.0}/s (in memory)", eps(b)),
-                        &ratio(y, z),
+                        [
+                            what,
+                            &format!(
+                                "{z:.1} µs, {:.2}× memory; {:.0}/s{}{}",
+                                z / x,
+                                eps(s),
+                                db_cpu(s),
+                                problems(s)
+                            ),
+                            &cell(b, |b| format!("{y:.1} µs; {:.0}/s (in memory)", eps(b))),
+                            &ratio(y, z),
+                            "–",
+                            "–",
+                        ],
                     );
                 }
             }
             Measure::Latency => {
                 let offered = ld.streams as f64 * 1e6 / ld.pause_us.max(1) as f64;
                 let what = format!(
-                    "event latency CLI write → SSE read, {} stream(s) × {} events, {} ms apart ({:.0} events/s offered), p50 / p99",
+                    "event latency CLI write → SSE read, {} stream(s) × {} events, {} ms apart ({:.0} events/s offered), p50 / p99 / p99 after each stream's first {}",
                     ld.streams,
                     ld.events,
                     ld.pause_us / 1000,
-                    offered
+                    offered,
+                    crate::client::WARM_UP
                 );
-                let (la, lb) = (sorted(&a.latencies_ns), sorted(&b.latencies_ns));
+                let l3 = |o: &Outcome| format!("{}{}", lat3(o), problems(o));
                 line(
                     &mut out,
-                    &what,
-                    &format!(
-                        "{} / {}{}",
-                        ms(pct(&la, 0.5)),
-                        ms(pct(&la, 0.99)),
-                        problems(a)
-                    ),
-                    &format!(
-                        "{} / {}{}",
-                        ms(pct(&lb, 0.5)),
-                        ms(pct(&lb, 0.99)),
-                        problems(b)
-                    ),
-                    &format!(
-                        "{} / {}",
-                        ratio(pct(&lb, 0.5), pct(&la, 0.5)),
-                        ratio(pct(&lb, 0.99), pct(&la, 0.99))
-                    ),
+                    [
+                        &what,
+                        &l3(a),
+                        &cell(b, l3),
+                        &lat3_ratio(b, Some(a)),
+                        &cell(f, l3),
+                        &lat3_ratio(Some(a), f),
+                    ],
+                );
+                let (x, y, z) = (
+                    cpu_per_event(a),
+                    val(b, cpu_per_event),
+                    val(f, cpu_per_event),
+                );
+                line(
+                    &mut out,
+                    [
+                        &format!(
+                            "same: host CPU / event, events spaced {} ms apart, {} stream(s) at once",
+                            ld.pause_us / 1000,
+                            ld.streams
+                        ),
+                        &format!("{x:.1} µs"),
+                        &cell(b, |_| format!("{y:.1} µs")),
+                        &ratio(y, x),
+                        &cell(f, |_| format!("{z:.1} µs")),
+                        &ratio(x, z),
+                    ],
                 );
                 let stores = [
-                    (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99; host CPU / event)"),
-                    (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99; host CPU / event)"),
-                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99; both hosts' CPU / event)"),
+                    (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99 / p99 after the first lines; host CPU / event)"),
+                    (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99 / p99 after the first lines; host CPU / event)"),
+                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99 / p99 after the first lines; both hosts' CPU / event)"),
                 ];
                 for (o, what) in stores {
                     let Some(s) = o else { continue };
-                    let ls = sorted(&s.latencies_ns);
                     line(
                         &mut out,
-                        what,
-                        &format!(
-                            "{} / {}; {:.1} µs (memory: {:.1} µs){}{}",
-                            ms(pct(&ls, 0.5)),
-                            ms(pct(&ls, 0.99)),
-                            cpu_per_event(s),
-                            cpu_per_event(a),
-                            db_cpu(s),
-                            problems(s)
-                        ),
-                        &format!(
-                            "{} / {}; {:.1} µs (in memory)",
-                            ms(pct(&lb, 0.5)),
-                            ms(pct(&lb, 0.99)),
-                            cpu_per_event(b)
-                        ),
-                        &format!(
-                            "{} / {}",
-                            ratio(pct(&lb, 0.5), pct(&ls, 0.5)),
-                            ratio(pct(&lb, 0.99), pct(&ls, 0.99))
-                        ),
+                        [
+                            what,
+                            &format!(
+                                "{}; {:.1} µs (memory: {x:.1} µs){}{}",
+                                lat3(s),
+                                cpu_per_event(s),
+                                db_cpu(s),
+                                problems(s)
+                            ),
+                            &cell(b, |b| format!("{}; {y:.1} µs (in memory)", lat3(b))),
+                            &lat3_ratio(b, Some(s)),
+                            "–",
+                            "–",
+                        ],
                     );
                 }
             }
             Measure::Start => {
-                let (sa, sb) = (sorted(&a.starts_ns), sorted(&b.starts_ns));
-                line(
-                    &mut out,
-                    &format!(
-                        "task start, send → first `working` frame, p50 / p99 of {} tasks",
-                        ld.streams
-                    ),
-                    &format!("{} / {}", ms(pct(&sa, 0.5)), ms(pct(&sa, 0.99))),
-                    &format!("{} / {}", ms(pct(&sb, 0.5)), ms(pct(&sb, 0.99))),
-                    &format!(
-                        "{} / {}",
-                        ratio(pct(&sb, 0.5), pct(&sa, 0.5)),
-                        ratio(pct(&sb, 0.99), pct(&sa, 0.99))
-                    ),
-                );
-            }
-            Measure::Live => {
-                let what = format!(
-                    "{} live tasks ({} events each, {} ms apart): events lost / peak host RSS",
-                    ld.streams,
-                    ld.events,
-                    ld.pause_us / 1000
-                );
-                let cell = |o: &Outcome| {
+                let st = |o: &Outcome| format!("{} / {}", ms(start(o, 0.5)), ms(start(o, 0.99)));
+                let rs = |num: Option<&Outcome>, den: Option<&Outcome>| {
                     format!(
-                        "{} / {:.0} MiB{}",
-                        o.expected - o.events.min(o.expected),
-                        o.peak_rss_kib as f64 / 1024.0,
-                        if o.incomplete > 0 {
-                            format!(" ({} not completed)", o.incomplete)
-                        } else {
-                            String::new()
-                        }
+                        "{} / {}",
+                        ratio(val(num, |o| start(o, 0.5)), val(den, |o| start(o, 0.5))),
+                        ratio(val(num, |o| start(o, 0.99)), val(den, |o| start(o, 0.99)))
                     )
                 };
                 line(
                     &mut out,
-                    &what,
-                    &cell(a),
-                    &cell(b),
-                    &ratio(b.peak_rss_kib as f64, a.peak_rss_kib as f64),
-                );
-                if let Some(s) = &r.sqlite {
-                    line(
-                        &mut out,
-                        "same, agent-host with its default SQLite store",
-                        &cell(s),
-                        &cell(b),
-                        &ratio(b.peak_rss_kib as f64, s.peak_rss_kib as f64),
-                    );
-                }
-                let (la, lb) = (sorted(&a.latencies_ns), sorted(&b.latencies_ns));
-                let (sa, sb) = (sorted(&a.starts_ns), sorted(&b.starts_ns));
-                line(
-                    &mut out,
-                    "same: event latency p50 / p99; send → first `working` frame p50 / p99",
-                    &format!(
-                        "{} / {}; {} / {}",
-                        ms(pct(&la, 0.5)),
-                        ms(pct(&la, 0.99)),
-                        ms(pct(&sa, 0.5)),
-                        ms(pct(&sa, 0.99))
-                    ),
-                    &format!(
-                        "{} / {}; {} / {}",
-                        ms(pct(&lb, 0.5)),
-                        ms(pct(&lb, 0.99)),
-                        ms(pct(&sb, 0.5)),
-                        ms(pct(&sb, 0.99))
-                    ),
-                    &format!(
-                        "{} ; {}",
-                        ratio(pct(&lb, 0.99), pct(&la, 0.99)),
-                        ratio(pct(&sb, 0.5), pct(&sa, 0.5))
-                    ),
-                );
-                // (peak − idle) ÷ tasks: what one live task and its open stream cost.
-                let per_task = |o: &Outcome| {
-                    o.peak_rss_kib.saturating_sub(o.idle_rss_kib) as f64 / ld.streams.max(1) as f64
-                };
-                let mut ours = match &r.detached {
-                    Some(d) => format!(
-                        "{:.1} KiB ({:.1} KiB the task, {:.1} KiB its stream)",
-                        per_task(a),
-                        per_task(d),
-                        per_task(a) - per_task(d)
-                    ),
-                    None => format!("{:.1} KiB", per_task(a)),
-                };
-                if let Some(s) = &r.sqlite {
-                    let _ = write!(ours, "; SQLite store: {:.1} KiB", per_task(s));
-                }
-                line(
-                    &mut out,
-                    "same: RSS per live task with its open stream, (peak − idle) ÷ tasks",
-                    &ours,
-                    &format!("{:.1} KiB", per_task(b)),
-                    &ratio(per_task(b), per_task(a)),
+                    [
+                        &format!(
+                            "task start, send → first `working` frame, p50 / p99 of {} tasks",
+                            ld.streams
+                        ),
+                        &st(a),
+                        &cell(b, st),
+                        &rs(b, Some(a)),
+                        &cell(f, st),
+                        &rs(Some(a), f),
+                    ],
                 );
             }
+            Measure::Live => live(&mut out, r, a),
         }
     }
     let med = |v: Vec<u64>| pct(&sorted(&v), 0.5);
     let idle = |v: &[&Outcome]| med(v.iter().map(|o| o.idle_rss_kib).collect());
     let card = |v: &[&Outcome]| med(v.iter().map(|o| o.card_after.as_nanos() as u64).collect());
+    let ic = |v: &[&Outcome]| {
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            format!("{:.1} MiB; {}", idle(v) / 1024.0, ms(card(v)))
+        }
+    };
+    let ratios = |num: &[&Outcome], den: &[&Outcome]| {
+        format!(
+            "{} ; {}",
+            ratio(idle(num), idle(den)),
+            ratio(card(num), card(den))
+        )
+    };
     if !starts.is_empty() {
-        let (ia, ib) = (idle(&starts), idle(&base_starts));
-        let (ca, cb) = (card(&starts), card(&base_starts));
         line(
             &mut out,
-            &format!(
-                "idle RSS; start → card served (medians of {} / {} starts)",
-                starts.len(),
-                base_starts.len()
-            ),
-            &format!("{:.1} MiB; {}", ia / 1024.0, ms(ca)),
-            &format!("{:.1} MiB; {}", ib / 1024.0, ms(cb)),
-            &format!("{} ; {}", ratio(ib, ia), ratio(cb, ca)),
+            [
+                &format!(
+                    "idle RSS; start → card served (medians of {} / {} / {} starts)",
+                    starts.len(),
+                    base_starts.len(),
+                    floor_starts.len()
+                ),
+                &ic(&starts),
+                &ic(&base_starts),
+                &ratios(&base_starts, &starts),
+                &ic(&floor_starts),
+                &ratios(&starts, &floor_starts),
+            ],
         );
     }
     for (v, store) in [
@@ -403,18 +435,124 @@ pub fn table(rows: &[Row]) -> String {
         if v.is_empty() {
             continue;
         }
-        let (iz, ib) = (idle(v), idle(&base_starts));
-        let (cz, cb) = (card(v), card(&base_starts));
         line(
             &mut out,
-            &format!(
-                "same, agent-host with {store} (medians of {} starts)",
-                v.len()
-            ),
-            &format!("{:.1} MiB; {}", iz / 1024.0, ms(cz)),
-            &format!("{:.1} MiB; {}", ib / 1024.0, ms(cb)),
-            &format!("{} ; {}", ratio(ib, iz), ratio(cb, cz)),
+            [
+                &format!(
+                    "same, agent-host with {store} (medians of {} starts)",
+                    v.len()
+                ),
+                &ic(v),
+                &ic(&base_starts),
+                &ratios(&base_starts, v),
+                "–",
+                "–",
+            ],
         );
     }
     out
+}
+
+/// The rows of the live tasks: losses and peak RSS, latency and start, RSS per task.
+fn live(out: &mut String, r: &Row, a: &Outcome) {
+    let ld = r.load;
+    let (b, f) = (r.base.as_ref(), r.floor.as_ref());
+    let what = format!(
+        "{} live tasks ({} events each, {} ms apart): events lost / peak host RSS",
+        ld.streams,
+        ld.events,
+        ld.pause_us / 1000
+    );
+    let lost = |o: &Outcome| {
+        format!(
+            "{} / {:.0} MiB{}",
+            o.expected - o.events.min(o.expected),
+            o.peak_rss_kib as f64 / 1024.0,
+            if o.incomplete > 0 {
+                format!(" ({} not completed)", o.incomplete)
+            } else {
+                String::new()
+            }
+        )
+    };
+    let peak = |o: &Outcome| o.peak_rss_kib as f64;
+    line(
+        out,
+        [
+            &what,
+            &lost(a),
+            &cell(b, lost),
+            &ratio(val(b, peak), peak(a)),
+            &cell(f, lost),
+            &ratio(peak(a), val(f, peak)),
+        ],
+    );
+    if let Some(s) = &r.sqlite {
+        line(
+            out,
+            [
+                "same, agent-host with its default SQLite store",
+                &lost(s),
+                &cell(b, lost),
+                &ratio(val(b, peak), peak(s)),
+                "–",
+                "–",
+            ],
+        );
+    }
+    let ls = |o: &Outcome| {
+        format!(
+            "{} / {}; {} / {}",
+            ms(lat(o, 0.5)),
+            ms(lat(o, 0.99)),
+            ms(start(o, 0.5)),
+            ms(start(o, 0.99))
+        )
+    };
+    let rs = |num: Option<&Outcome>, den: Option<&Outcome>| {
+        format!(
+            "{} ; {}",
+            ratio(val(num, |o| lat(o, 0.99)), val(den, |o| lat(o, 0.99))),
+            ratio(val(num, |o| start(o, 0.5)), val(den, |o| start(o, 0.5)))
+        )
+    };
+    line(
+        out,
+        [
+            "same: event latency p50 / p99; send → first `working` frame p50 / p99 (ratios: latency p99 ; first frame p50)",
+            &ls(a),
+            &cell(b, ls),
+            &rs(b, Some(a)),
+            &cell(f, ls),
+            &rs(Some(a), f),
+        ],
+    );
+    // (peak − idle) ÷ tasks: what one live task and its open stream cost.
+    let per_task = |o: &Outcome| {
+        o.peak_rss_kib.saturating_sub(o.idle_rss_kib) as f64 / ld.streams.max(1) as f64
+    };
+    let mut ours = match &r.detached {
+        Some(d) => format!(
+            "{:.1} KiB ({:.1} KiB the task, {:.1} KiB its stream)",
+            per_task(a),
+            per_task(d),
+            per_task(a) - per_task(d)
+        ),
+        None => format!("{:.1} KiB", per_task(a)),
+    };
+    if let Some(s) = &r.sqlite {
+        let _ = write!(ours, "; SQLite store: {:.1} KiB", per_task(s));
+    }
+    let kib = |o: &Outcome| format!("{:.1} KiB", per_task(o));
+    line(
+        out,
+        [
+            "same: RSS per live task with its open stream, (peak − idle) ÷ tasks",
+            &ours,
+            &cell(b, kib),
+            &ratio(val(b, per_task), per_task(a)),
+            &cell(f, kib),
+            &ratio(per_task(a), val(f, per_task)),
+        ],
+    );
 }

@@ -1,6 +1,7 @@
 //! Turns driven by a scripted child under paused time: timeouts, cancel, exit handling,
 //! lingering after done and answers, with no process and no real sleep.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ struct Script {
     out: Option<mpsc::UnboundedSender<Output>>,
     stdin: mpsc::UnboundedReceiver<Vec<u8>>,
     exit: Arc<Mutex<ExitInfo>>,
+    /// Set: the turn is told of the exit before the output still waiting for it.
+    exit_first: Arc<AtomicBool>,
     log: Log,
 }
 
@@ -43,6 +46,13 @@ impl Script {
         self.out = None;
     }
 
+    /// The program exits with `code` while what it printed still waits in the pipe: the
+    /// turn learns of the exit first, then reads that output to its end.
+    fn exit_before_its_output_is_read(&mut self, code: i32) {
+        self.exit_first.store(true, Ordering::SeqCst);
+        self.exit(code);
+    }
+
     fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
@@ -53,6 +63,7 @@ struct Scripted {
     out: mpsc::UnboundedReceiver<Output>,
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     exit: Arc<Mutex<ExitInfo>>,
+    exit_first: Arc<AtomicBool>,
     log: Log,
     stopped: bool,
 }
@@ -75,6 +86,14 @@ impl Child for Scripted {
             return None;
         }
         self.out.recv().await
+    }
+
+    async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
+        if self.exit_first.swap(false, Ordering::SeqCst) {
+            self.note("exit reported");
+            return Err(*self.exit.lock().unwrap());
+        }
+        Ok(self.next().await)
     }
 
     async fn write_stdin(&mut self, bytes: &[u8]) -> Result<(), RunnerError> {
@@ -121,10 +140,12 @@ impl Spawner for ScriptedSpawner {
             signal: None,
         }));
         let log: Log = Arc::default();
+        let exit_first = Arc::new(AtomicBool::new(false));
         let script = Script {
             out: Some(out_tx),
             stdin: in_rx,
             exit: exit.clone(),
+            exit_first: exit_first.clone(),
             log: log.clone(),
         };
         self.0
@@ -134,12 +155,14 @@ impl Spawner for ScriptedSpawner {
             out: out_rx,
             stdin: Some(in_tx),
             exit,
+            exit_first,
             log,
             stopped: false,
         }))
     }
 }
 
+mod drain;
 mod failing;
 
 const IDLE: Duration = Duration::from_secs(30);

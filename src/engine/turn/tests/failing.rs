@@ -8,10 +8,12 @@ use crate::task::{LoggedEvent, TaskEvent};
 
 use super::*;
 
-/// A memory store whose appends fail while `full` is set, like a database on a full disk.
-struct FullDisk {
-    inner: MemoryStore,
-    full: AtomicBool,
+/// A memory store standing for a disk: its appends fail while `full` is set, like a database
+/// on a full disk, and each takes `delay` first, like one on a slow disk.
+pub(super) struct Disk {
+    pub(super) inner: MemoryStore,
+    pub(super) full: AtomicBool,
+    pub(super) delay: Duration,
 }
 
 fn disk_full() -> StoreError {
@@ -22,7 +24,7 @@ fn disk_full() -> StoreError {
 }
 
 #[async_trait]
-impl TaskStore for FullDisk {
+impl TaskStore for Disk {
     async fn create_owned(
         &self,
         task: crate::protocol::v1::Task,
@@ -31,6 +33,9 @@ impl TaskStore for FullDisk {
         self.inner.create_owned(task, owner).await
     }
     async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         if self.full.load(Ordering::SeqCst) {
             return Err(disk_full());
         }
@@ -78,9 +83,10 @@ impl TaskStore for FullDisk {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
-    let store = Arc::new(FullDisk {
+    let store = Arc::new(Disk {
         inner: MemoryStore::new(),
         full: AtomicBool::new(false),
+        delay: Duration::ZERO,
     });
     let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
     let (e, mut scripts) = engine_on(
