@@ -482,7 +482,8 @@ fn main() {
                 limit: ms(60_000),
                 reps: 1,
             },
-            Memory,
+            // Idle RSS with the default store too (it opens the database at start).
+            Sqlite,
         ),
         (
             "live-1000",
