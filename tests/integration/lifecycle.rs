@@ -455,3 +455,40 @@ async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
     })
     .await;
 }
+
+/// Issue 15 item 10: a program that asks for approval and then exits 0 without waiting for the
+/// answer ends `failed` saying so, not `completed` with "The agent finished without output".
+#[tokio::test]
+async fn a_program_that_asks_and_exits_zero_ends_failed_saying_so() {
+    limit(async {
+        let bin = tempfile::tempdir().unwrap();
+        let script = bin.path().join("agent.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho '{\"type\":\"approval_required\",\"id\":\"a1\",\"kind\":\"command\",\"target\":\"rm -rf build\"}'\nexit 0\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = TestServer::with(Options {
+            program: Some(script),
+            ..Options::default()
+        })
+        .await;
+        let id = start_task(&s, "clean the build").await;
+        let t = s
+            .wait_task(&id, |t| {
+                matches!(
+                    t["status"]["state"].as_str(),
+                    Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
+                )
+            })
+            .await;
+        assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
+        let text = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("without waiting for the answer"), "{t}");
+    })
+    .await;
+}
