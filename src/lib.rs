@@ -28,7 +28,7 @@
 //!   processes ([`runner::sandbox::reaper`]); another user for the task on a root host
 //!   ([`runner::sandbox::user`]); and the pieces this machine offers.
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
-//!   one row per event plus checkpoints; context sessions, process groups) and
+//!   rows of events plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL
 //!   store (shared by several hosts, versioned migrations) and the in-memory one; the suite
 //!   of tests every store passes; [`store::window`], the recent events the SQLite and PostgreSQL
