@@ -152,11 +152,7 @@ pub(super) fn migrate_to(conn: &mut Connection, target: usize) -> Result<usize, 
         tracing::debug!(version = i + 1, "database schema step applied");
     }
     if version < target {
-        tracing::info!(
-            from = version,
-            to = target,
-            "database schema migrated"
-        );
+        tracing::info!(from = version, to = target, "database schema migrated");
     }
     Ok(version)
 }

@@ -193,7 +193,7 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     s.create(task("long", "c", "2026-01-01T00:00:00.000Z"))
         .await
         .unwrap();
-    let n = 1200;
+    let n = 2000;
     for i in 0..n {
         s.append("long", vec![chunk("long", "x", i > 0)])
             .await
@@ -457,7 +457,7 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
             assert_eq!(now, 0, "not one checkpoint per event");
         }
     }
-    // 64 KiB, then each as large as the task: about log2(2 MB / 64 KiB) + 1 of them.
+    // 256 KiB, then each as large as the task: about log2(2 MB / 256 KiB) + 1 of them.
     assert!((3..=8).contains(&checkpoints), "{checkpoints} checkpoints");
     // A read rebuilds the task from the checkpoint and the events after it.
     let snap = s.get("k").await.unwrap().unwrap();
@@ -666,11 +666,17 @@ async fn a_version_6_database_is_migrated_to_rows_of_batches() {
     assert_eq!((snap.last_seq, snap.owner.as_deref()), (5, Some("alice")));
     assert_eq!(answer(&snap.task), "abc");
     let seqs = |evs: Vec<Arc<LoggedEvent>>| evs.iter().map(|e| e.seq).collect::<Vec<_>>();
-    assert_eq!(seqs(s.events_after("old", 3, 10).await.unwrap()), vec![4, 5]);
+    assert_eq!(
+        seqs(s.events_after("old", 3, 10).await.unwrap()),
+        vec![4, 5]
+    );
     // New events go on in rows of batches after the migrated ones.
-    s.append("old", vec![chunk("old", "d", true), chunk("old", "e", true)])
-        .await
-        .unwrap();
+    s.append(
+        "old",
+        vec![chunk("old", "d", true), chunk("old", "e", true)],
+    )
+    .await
+    .unwrap();
     s.flush().await.unwrap();
     let last: (i64, i64) = conn
         .query_row(
@@ -704,9 +710,12 @@ async fn a_recently_ended_task_is_read_from_memory_as_the_database_has_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.db");
     let s = SqliteStore::open(&path).unwrap();
-    s.create_owned(task("r", "c", "2026-01-01T00:00:00.000Z"), Some("bob".into()))
-        .await
-        .unwrap();
+    s.create_owned(
+        task("r", "c", "2026-01-01T00:00:00.000Z"),
+        Some("bob".into()),
+    )
+    .await
+    .unwrap();
     s.append(
         "r",
         vec![status("r", TaskState::Working, "2026-01-01T00:00:01.000Z")],
@@ -720,7 +729,11 @@ async fn a_recently_ended_task_is_read_from_memory_as_the_database_has_it() {
     }
     s.append(
         "r",
-        vec![status("r", TaskState::Completed, "2026-01-01T00:00:02.000Z")],
+        vec![status(
+            "r",
+            TaskState::Completed,
+            "2026-01-01T00:00:02.000Z",
+        )],
     )
     .await
     .unwrap();
@@ -734,7 +747,10 @@ async fn a_recently_ended_task_is_read_from_memory_as_the_database_has_it() {
     let got = s.get("r").await.unwrap().unwrap();
     assert_eq!(got.task, from_disk.task);
     let evs = s.events_after("r", 20, 10).await.unwrap();
-    assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![21, 22, 23]);
+    assert_eq!(
+        evs.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![21, 22, 23]
+    );
     // A deleted task is forgotten.
     s.delete_terminal(&["r".into()]).await.unwrap();
     assert!(s.get("r").await.unwrap().is_none());

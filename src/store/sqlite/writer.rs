@@ -30,7 +30,7 @@ const KEEP_TASK_BYTES: usize = 1024 * 1024;
 /// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
 /// are written at doubling sizes, and their total cost stays proportional to the task).
-pub const CHECKPOINT_MIN_BYTES: usize = 64 * 1024;
+pub const CHECKPOINT_MIN_BYTES: usize = 256 * 1024;
 
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
@@ -468,7 +468,12 @@ fn insert_rows(tx: &Transaction, packed: &mut HashMap<&str, Vec<Row>>) -> Result
     )?;
     for (task_id, rows) in packed.drain() {
         for row in rows {
-            ins.execute(params![task_id, row.first as i64, row.last as i64, row.json])?;
+            ins.execute(params![
+                task_id,
+                row.first as i64,
+                row.last as i64,
+                row.json
+            ])?;
         }
     }
     Ok(())
