@@ -43,7 +43,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use self::queue::{Queue, HIGH_WATER};
-use self::recent::{Ended, Recent};
+use self::recent::{Ended, KnownOwner, Recent};
 use self::rows::encode;
 use self::writer::{Failures, Write};
 use super::lock::DataLock;
@@ -78,7 +78,7 @@ struct Live {
     /// The task's state as last written (input-required and auth-required are checkpoints).
     state: String,
     /// Its owner, when known (the task was created by this store).
-    owner: Option<Option<String>>,
+    owner: KnownOwner,
     /// Recent events, contiguous up to `last_seq`.
     window: EventWindow,
     /// The queue ticket of the task's last write: its events are all in the database once
@@ -98,7 +98,7 @@ impl Live {
             last_seq,
             visible_seq: last_seq,
             state,
-            owner: None,
+            owner: KnownOwner::Unknown,
             window: EventWindow::default(),
             ticket: 0,
             epoch: 0,
@@ -305,7 +305,7 @@ impl TaskStore for SqliteStore {
         .await?;
         let mut live = self.live.lock().map_err(poisoned)?;
         let mut l = Live::new(&id, 1, state);
-        l.owner = Some(owner);
+        l.owner = KnownOwner::Is(owner);
         l.window.keep(first_len, Arc::new(first_event));
         live.insert(id, l);
         Ok(1)

@@ -21,10 +21,19 @@ pub(super) const RECENT_EVENTS: usize = 256;
 /// Bytes (of their stored JSON) kept of each, at most.
 pub(super) const RECENT_BYTES: usize = 256 * 1024;
 
+/// A task's owner as the store knows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) enum KnownOwner {
+    /// Not known here (the task was created before the store was opened).
+    #[default]
+    Unknown,
+    /// The credential that created it, or None: created without one.
+    Is(Option<String>),
+}
+
 /// One ended task's last events.
 pub(super) struct Ended {
-    /// Its owner, when known (a task created by this store).
-    pub(super) owner: Option<Option<String>>,
+    pub(super) owner: KnownOwner,
     pub(super) last_seq: u64,
     pub(super) window: EventWindow,
 }
@@ -78,7 +87,9 @@ impl Recent {
     /// owner is known.
     pub(super) fn snapshot(&self, id: &str) -> Option<Snapshot> {
         let e = self.tasks.get(id)?;
-        let owner = e.owner.clone()?;
+        let KnownOwner::Is(owner) = e.owner.clone() else {
+            return None;
+        };
         if e.window.first_seq() != Some(1) {
             return None;
         }
@@ -118,7 +129,7 @@ mod tests {
         }
         push(status(id, TaskState::Completed, "2026-01-01T00:00:01.000Z"));
         Ended {
-            owner: Some(Some("alice".into())),
+            owner: KnownOwner::Is(Some("alice".into())),
             last_seq: events as u64 + 2,
             window,
         }

@@ -59,7 +59,7 @@ pub(super) fn pack(rows: &mut Vec<Row>, seq: u64, json: &str) {
             return;
         }
     }
-    let mut buf = String::with_capacity(json.len().max(4096).min(ROW_BYTES));
+    let mut buf = String::with_capacity(json.len().clamp(4096, ROW_BYTES));
     buf.push_str(json);
     rows.push(Row {
         first: seq,
