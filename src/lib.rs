@@ -31,7 +31,7 @@
 //!   cgroups, limits, user, Landlock, session) happens in an exec of the host's own binary in
 //!   a hidden mode ([`runner::sandbox::setup`]).
 //! - [`store`]: the [`store::TaskStore`] trait (tasks and their sequence-numbered event logs:
-//!   one row per event plus checkpoints; context sessions, process groups) and
+//!   rows of events plus checkpoints; context sessions, process groups) and
 //!   [`store::PushStore`]; the SQLite store (the default, with migrations), the PostgreSQL
 //!   store (shared by several hosts, versioned migrations) and the in-memory one; the suite
 //!   of tests every store passes; [`store::window`], the recent events the SQLite and PostgreSQL

@@ -5,13 +5,15 @@
 //! Every store, whatever holds it (memory, SQLite, PostgreSQL), keeps the same three
 //! things, and an append costs the same whatever the task's length:
 //!
-//! - **the event log**: one *row* per event, keyed by (task id, sequence number), sequence 1
-//!   being the task as created. Rows are only ever inserted, never rewritten; [`TaskStore::append`]
+//! - **the event log**: the events, each with its sequence number in its task, sequence 1
+//!   being the task as created; in *rows* keyed by the task id and a sequence number (one row
+//!   per event, or, in SQLite, one row per batch of a task's events written together, keyed
+//!   by its last one). Rows are only ever inserted, never rewritten; [`TaskStore::append`]
 //!   inserts the new events' rows (a store with a writer batches the rows of many appends into
 //!   one transaction) and updates the task's small index row (last sequence, state, status
 //!   time: what listing filters on), never the task itself.
 //! - **checkpoints**: a snapshot of the whole task as of some sequence number, written when the
-//!   task's state changes (it ended, it waits for input) and when the events since the last
+//!   task ends or waits for input (the PostgreSQL store: at any change of state) and when the events since the last
 //!   checkpoint have grown as large as the snapshot itself; so the cost of writing snapshots,
 //!   spread over the events, does not grow with the task, and a read never has to replay more
 //!   than one snapshot's worth of events.
@@ -20,7 +22,8 @@
 //!
 //! The memory store is the degenerate case: its checkpoint is the task kept current in place,
 //! so it has no events after it. The SQLite store keeps the index row in `tasks`, the rows in
-//! `events` and the checkpoint in `snapshots` (see [`sqlite`]); the PostgreSQL store
+//! `events` and the checkpoint in `snapshots` (see [`sqlite`]; a task that has none yet is
+//! rebuilt from its first event); the PostgreSQL store
 //! ([`postgres`]) has the same three tables, with appends as `INSERT`s in one transaction per
 //! batch.
 //!
@@ -207,9 +210,9 @@ pub trait TaskStore: Send + Sync {
         self.create_owned(task, None).await
     }
 
-    /// Appends events to a task's log, one row each (never a rewrite of the task), and
-    /// checkpoints the task when its state changes or its events since the last checkpoint
-    /// have grown large. Returns the last sequence number.
+    /// Appends events to a task's log in new rows (never a rewrite of the task), and
+    /// checkpoints the task when it ends or waits for input, or its events since the last
+    /// checkpoint have grown large. Returns the last sequence number.
     async fn append(&self, task_id: &str, events: Vec<TaskEvent>) -> Result<u64, StoreError>;
 
     /// The task as it is now: its latest checkpoint with the events after it applied.

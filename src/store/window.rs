@@ -44,15 +44,37 @@ impl EventWindow {
         self.events.front().map(|(_, e)| e.seq)
     }
 
-    /// Up to `limit` events after `after`, up to `upto` (what readers may see).
+    /// Up to `limit` events after `after`, up to `upto` (what readers may see). The first is
+    /// found by its position (sequence numbers only grow), not by a scan of the window.
     pub(crate) fn after(&self, after: u64, upto: u64, limit: usize) -> Vec<Arc<LoggedEvent>> {
+        let start = self.events.partition_point(|(_, e)| e.seq <= after);
         self.events
-            .iter()
+            .range(start..)
             .map(|(_, e)| e)
-            .filter(|e| e.seq > after && e.seq <= upto)
+            .take_while(|e| e.seq <= upto)
             .take(limit)
             .cloned()
             .collect()
+    }
+
+    /// The sequence number of the newest event kept.
+    pub(crate) fn last_seq(&self) -> Option<u64> {
+        self.events.back().map(|(_, e)| e.seq)
+    }
+
+    /// Drops the oldest events until at most `n` of at most `max_bytes` are left.
+    pub(crate) fn keep_last(&mut self, n: usize, max_bytes: usize) {
+        while self.events.len() > n || self.bytes > max_bytes {
+            match self.events.pop_front() {
+                Some((size, _)) => self.bytes -= size,
+                None => break,
+            }
+        }
+    }
+
+    /// Every event kept, oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<LoggedEvent>> {
+        self.events.iter().map(|(_, e)| e)
     }
 
     /// Nothing kept.
@@ -110,5 +132,28 @@ mod tests {
         w.keep(1, ev(WINDOW as u64 + 10));
         w.forget(WINDOW as u64 + 10, WINDOW as u64 + 10);
         assert_eq!(w.after(0, u64::MAX, 10).len(), 1);
+    }
+
+    #[test]
+    fn events_after_a_position_are_found_in_order_and_bounded() {
+        let mut w = EventWindow::default();
+        for s in 10..=20 {
+            w.keep(1, ev(s));
+        }
+        fn seqs(w: &EventWindow, after: u64, upto: u64, limit: usize) -> Vec<u64> {
+            w.after(after, upto, limit).iter().map(|e| e.seq).collect()
+        }
+        assert_eq!(seqs(&w, 0, u64::MAX, 3), vec![10, 11, 12]);
+        assert_eq!(seqs(&w, 14, u64::MAX, 100), vec![15, 16, 17, 18, 19, 20]);
+        assert_eq!(seqs(&w, 14, 16, 100), vec![15, 16]);
+        assert!(seqs(&w, 20, u64::MAX, 100).is_empty());
+        // A hole left by forgotten events is stepped over.
+        w.forget(12, 13);
+        assert_eq!(seqs(&w, 11, u64::MAX, 2), vec![14, 15]);
+        assert_eq!(seqs(&w, 12, u64::MAX, 1), vec![14]);
+        w.keep_last(4, 3);
+        assert_eq!(w.first_seq(), Some(18));
+        assert_eq!(w.last_seq(), Some(20));
+        assert_eq!(w.bytes, 3);
     }
 }

@@ -80,13 +80,15 @@ impl SmallDisk {
 
 /// The agent: on the prompt `fill`, it fills the store's disk after its first line, then
 /// prints 40 lines of 200 KB (which no longer fit) and would end properly; on any other
-/// prompt it answers at once.
+/// prompt it answers at once. It first waits 0.3 s, so that what the host writes as it starts
+/// the task is on the disk before the disk fills (without the pause, 1 run in 8 failed).
 fn agent_script(dir: &Path, fill: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let path = dir.join("agent.sh");
     let script = format!(
         r#"#!/bin/sh
 for a; do last=$a; done
+sleep 0.3
 printf '{{"type":"init","session_id":"s-1","model":"m","tools":[]}}\n'
 if [ "$last" = fill ]; then
     head -c 100000000 /dev/zero > '{fill}' 2>/dev/null

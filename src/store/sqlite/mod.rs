@@ -2,11 +2,14 @@
 //! (WAL mode), so nothing is lost when the host stops or crashes.
 //!
 //! The tables follow the shape of every store ([`crate::store`]): `tasks` holds each task's
-//! small index row (state, status time, owner, last sequence), `events` one row per event,
-//! `snapshots` each task's latest checkpoint. Every write goes through one writer thread
-//! ([`writer`]) that commits whatever is queued in one transaction. Memory holds only a
-//! bounded window of recent events of the tasks being written (at most [`WINDOW`] events and
-//! [`WINDOW_BYTES`] bytes each), from which live subscribers read; older or larger events and every other read come from the database, on blocking threads.
+//! small index row (state, status time, owner, last sequence), `events` the event log, one
+//! row per batch of a task's events written together ([`rows`]), `snapshots` each task's
+//! latest checkpoint. Every write goes through one writer thread ([`writer`]) that commits
+//! whatever is queued in one transaction. Memory holds only a bounded window of recent events
+//! of the tasks being written (at most [`WINDOW`] events and [`WINDOW_BYTES`] bytes each),
+//! from which live subscribers read, and the last events of the tasks that ended most
+//! recently ([`recent`]); older or larger events and every other read come from the
+//! database, on blocking threads.
 //!
 //! **What waits for the disk.** An append of streamed progress (artifact chunks, `working`
 //! updates) returns once its events are queued for the writer and in the window, so
@@ -25,6 +28,8 @@
 mod push;
 mod queue;
 mod read;
+mod recent;
+mod rows;
 mod schema;
 mod writer;
 
@@ -38,6 +43,8 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use self::queue::{Queue, HIGH_WATER};
+use self::recent::{Ended, KnownOwner, Recent};
+use self::rows::encode;
 use self::writer::{Failures, Write};
 use super::lock::DataLock;
 use super::memory::decode_token;
@@ -68,8 +75,10 @@ struct Live {
     /// Readers see events up to here. The window may hold later ones: an end or a question
     /// being committed, which no reader may act on before it is in the database.
     visible_seq: u64,
-    /// The task's state as last written (a change of state is a checkpoint).
+    /// The task's state as last written (input-required and auth-required are checkpoints).
     state: String,
+    /// Its owner, when known (the task was created by this store).
+    owner: KnownOwner,
     /// Recent events, contiguous up to `last_seq`.
     window: EventWindow,
     /// The queue ticket of the task's last write: its events are all in the database once
@@ -77,6 +86,9 @@ struct Live {
     ticket: u64,
     /// Its epoch in [`Failures`]: moves on each time a failed write is reported.
     epoch: u32,
+    /// A write of it failed: the window may hold events the database does not, so it is
+    /// not kept once the task ended.
+    failed: bool,
 }
 
 impl Live {
@@ -86,9 +98,11 @@ impl Live {
             last_seq,
             visible_seq: last_seq,
             state,
+            owner: KnownOwner::Unknown,
             window: EventWindow::default(),
             ticket: 0,
             epoch: 0,
+            failed: false,
         }
     }
 }
@@ -102,6 +116,9 @@ pub struct SqliteStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     live: Mutex<HashMap<String, Live>>,
+    /// The last events of the tasks that ended most recently. Locked after `live` when both
+    /// are.
+    recent: Mutex<Recent>,
     lock: DataLock,
 }
 
@@ -133,6 +150,7 @@ impl SqliteStore {
             writer: Mutex::new(Some(writer)),
             readers: Arc::new(Mutex::new(Vec::new())),
             live: Mutex::new(HashMap::new()),
+            recent: Mutex::new(Recent::default()),
             lock,
         })
     }
@@ -258,30 +276,6 @@ fn must_wait(ev: &TaskEvent) -> bool {
     matches!(ev, TaskEvent::UserMessage(_)) || ev.ends_stream()
 }
 
-/// An event's stored JSON, and the event as logged. For a stream event the stored form is
-/// `{"stream":` + its v1.0 wire JSON + `}` (serde's form of [`TaskEvent::Stream`]), so one
-/// serialization serves the store and, cached on the logged event, every v1.0 subscriber.
-fn encode(seq: u64, ev: TaskEvent) -> Result<(String, LoggedEvent), StoreError> {
-    const HEAD: &str = "{\"stream\":";
-    let logged = LoggedEvent::new(seq, ev);
-    let json = match &logged.event {
-        TaskEvent::Stream(sr) => {
-            let mut buf = Vec::with_capacity(256);
-            buf.extend_from_slice(HEAD.as_bytes());
-            serde_json::to_writer(&mut buf, sr)?;
-            buf.push(b'}');
-            // serde_json writes UTF-8 only.
-            let json = String::from_utf8(buf)
-                .map_err(|e| StoreError::Json(serde::ser::Error::custom(e.utf8_error())))?;
-            let wire = &json[HEAD.len()..json.len() - 1];
-            let _ = logged.v1_json.set(wire.into());
-            json
-        }
-        other => serde_json::to_string(other)?,
-    };
-    Ok((json, logged))
-}
-
 fn text(s: &str) -> rusqlite::types::Value {
     rusqlite::types::Value::Text(s.to_string())
 }
@@ -305,12 +299,13 @@ impl TaskStore for SqliteStore {
         self.write(|reply| Write::Create {
             task: Box::new(task),
             first,
-            owner,
+            owner: owner.clone(),
             reply,
         })
         .await?;
         let mut live = self.live.lock().map_err(poisoned)?;
         let mut l = Live::new(&id, 1, state);
+        l.owner = KnownOwner::Is(owner);
         l.window.keep(first_len, Arc::new(first_event));
         live.insert(id, l);
         Ok(1)
@@ -330,6 +325,8 @@ impl TaskStore for SqliteStore {
             };
         }
         if known.is_none() {
+            // Not expected of an ended task, but then it is no longer one.
+            self.recent.lock().map_err(poisoned)?.forget(task_id);
             let (last, state) = self.position(task_id).await?;
             let mut live = self.live.lock().map_err(poisoned)?;
             live.entry(task_id.to_string())
@@ -345,6 +342,7 @@ impl TaskStore for SqliteStore {
                 // A background write of this task failed: said once, and the next append
                 // is tried again.
                 l.epoch += 1;
+                l.failed = true;
                 return Err(e);
             }
             let first = l.last_seq + 1;
@@ -357,7 +355,9 @@ impl TaskStore for SqliteStore {
                 if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = &ev {
                     let state = u.status.state.as_proto_name();
                     if state != l.state {
-                        checkpoint = true;
+                        // Waiting for the client is a checkpoint (so is an end); the other
+                        // changes (submitted, working) are rebuilt from the events.
+                        checkpoint |= u.status.state.is_interrupted();
                         l.state = state.to_string();
                     }
                     status = Some((
@@ -401,9 +401,16 @@ impl TaskStore for SqliteStore {
                 let mut live = self.live.lock().map_err(poisoned)?;
                 match outcome {
                     Ok(()) if ended => {
-                        // A task that ended is read from the database from now on; memory
-                        // keeps only the tasks being written.
-                        live.remove(task_id);
+                        // A task that ended is read from the database from now on, but for
+                        // the last events of the most recent ones.
+                        if let Some(l) = live.remove(task_id).filter(|l| !l.failed) {
+                            let ended = Ended {
+                                owner: l.owner,
+                                last_seq: l.last_seq,
+                                window: l.window,
+                            };
+                            self.recent.lock().map_err(poisoned)?.keep(l.id, ended);
+                        }
                         self.failures.forget(task_id);
                     }
                     Ok(()) => {
@@ -418,6 +425,7 @@ impl TaskStore for SqliteStore {
                             if l.epoch == epoch {
                                 l.epoch += 1;
                             }
+                            l.failed = true;
                             l.window.forget(first, last);
                         }
                         return Err(e);
@@ -432,6 +440,9 @@ impl TaskStore for SqliteStore {
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        if let Some(snap) = self.recent.lock().map_err(poisoned)?.snapshot(task_id) {
+            return Ok(Some(snap));
+        }
         self.settle(Some(task_id)).await?;
         let id = task_id.to_string();
         self.read_tx(move |c| read::load_owned(c, &id)).await
@@ -451,6 +462,14 @@ impl TaskStore for SqliteStore {
                     return Ok(l.window.after(after, l.visible_seq, limit));
                 }
             }
+        }
+        let recent = self
+            .recent
+            .lock()
+            .map_err(poisoned)?
+            .events_after(task_id, after, limit);
+        if let Some(evs) = recent {
+            return Ok(evs);
         }
         self.settle(Some(task_id)).await?;
         let id = task_id.to_string();
@@ -546,8 +565,10 @@ impl TaskStore for SqliteStore {
         let ids = deleted.clone();
         self.write(|reply| Write::Delete { ids, reply }).await?;
         let mut live = self.live.lock().map_err(poisoned)?;
+        let mut recent = self.recent.lock().map_err(poisoned)?;
         for id in &deleted {
             live.remove(id);
+            recent.forget(id);
             self.failures.forget(id);
         }
         Ok(deleted)

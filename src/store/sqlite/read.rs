@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::rows::unpack;
 use crate::protocol::v1::Task;
 use crate::store::memory::encode_token;
 use crate::store::{ListPage, ListQuery, Snapshot, StoreError, TerminalTask};
@@ -17,15 +18,16 @@ pub(super) fn load_task(conn: &Connection, id: &str) -> Result<Option<(Task, u64
 
 /// A task as stored, with its owner.
 pub(super) fn load_owned(conn: &Connection, id: &str) -> Result<Option<Snapshot>, StoreError> {
+    // A task without a checkpoint is rebuilt from its first event (the task as created).
     let row = conn
         .prepare_cached(
-            "SELECT s.json, s.seq, t.last_seq, t.owner FROM tasks t JOIN snapshots s ON s.task_id = t.id
-             WHERE t.id = ?1",
+            "SELECT s.json, s.seq, t.last_seq, t.owner FROM tasks t
+             LEFT JOIN snapshots s ON s.task_id = t.id WHERE t.id = ?1",
         )?
         .query_row([id], |r| {
             Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<i64>>(1)?,
                 r.get::<_, i64>(2)?,
                 r.get::<_, Option<String>>(3)?,
             ))
@@ -35,16 +37,16 @@ pub(super) fn load_owned(conn: &Connection, id: &str) -> Result<Option<Snapshot>
         return Ok(None);
     };
     // Each stored text is dropped as soon as it is parsed: a task with megabytes of output is
-    // held once as the task, plus one event at a time.
-    let mut task: Task = serde_json::from_str(&snapshot)?;
-    drop(snapshot);
-    let mut stmt = conn
-        .prepare_cached("SELECT json FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq")?;
-    let rows = stmt.query_map(params![id, snapshot_seq], |r| r.get::<_, String>(0))?;
-    for json in rows {
-        let event = serde_json::from_str::<TaskEvent>(&json?)?;
-        apply_owned(&mut task, event);
-    }
+    // held once as the task, plus one row of events at a time.
+    let mut task: Task = match snapshot {
+        Some(json) => serde_json::from_str(&json)?,
+        None => Task::default(),
+    };
+    let after = snapshot_seq.unwrap_or(0) as u64;
+    for_each_event(conn, id, after, |_, json| {
+        apply_owned(&mut task, serde_json::from_str::<TaskEvent>(json)?);
+        Ok(true)
+    })?;
     Ok(Some(Snapshot {
         task,
         last_seq: last_seq as u64,
@@ -59,21 +61,47 @@ pub(super) fn read_events(
     after: u64,
     limit: usize,
 ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, json FROM events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
-    let rows = stmt.query_map(params![id, after as i64, limit as i64], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-    })?;
     let mut out = Vec::new();
-    for row in rows {
-        let (seq, json) = row?;
-        out.push(Arc::new(LoggedEvent::new(
-            seq as u64,
-            serde_json::from_str(&json)?,
-        )));
+    if limit == 0 {
+        return Ok(out);
     }
+    for_each_event(conn, id, after, |seq, json| {
+        out.push(Arc::new(LoggedEvent::new(seq, serde_json::from_str(json)?)));
+        Ok(out.len() < limit)
+    })?;
     Ok(out)
+}
+
+/// Calls `f` with each stored event of a task after sequence `after`, in order, until it
+/// returns false. Reads one row (a batch of events) at a time; the events of the first row
+/// up to `after` are skipped unparsed.
+fn for_each_event(
+    conn: &Connection,
+    id: &str,
+    after: u64,
+    mut f: impl FnMut(u64, &str) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT first_seq, last_seq, json FROM events WHERE task_id = ?1 AND last_seq > ?2
+         ORDER BY last_seq",
+    )?;
+    let mut rows = stmt.query(params![id, after as i64])?;
+    while let Some(row) = rows.next()? {
+        let first = row.get::<_, i64>(0)? as u64;
+        let last = row.get::<_, i64>(1)? as u64;
+        let json = row.get_ref(2)?.as_str().map_err(|e| StoreError::BadRow {
+            what: "events",
+            column: 3,
+            detail: e.to_string(),
+        })?;
+        for ev in unpack(first, last, json, after)? {
+            let (seq, json) = ev?;
+            if !f(seq, json)? {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn task_exists(conn: &Connection, id: &str) -> Result<bool, StoreError> {

@@ -4,6 +4,7 @@ use super::*;
 use crate::protocol::v1::TaskState;
 use crate::store::suite::{answer, chunk, status, task};
 use crate::store::ContextRecord;
+use rusqlite::params;
 
 #[tokio::test]
 async fn round_trip_and_reopen() {
@@ -192,7 +193,7 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     s.create(task("long", "c", "2026-01-01T00:00:00.000Z"))
         .await
         .unwrap();
-    let n = 1200;
+    let n = 2000;
     for i in 0..n {
         s.append("long", vec![chunk("long", "x", i > 0)])
             .await
@@ -348,7 +349,7 @@ async fn a_background_write_that_fails_is_reported_at_the_next_append() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(
-            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.seq = 3
+            "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.first_seq <= 3 AND NEW.last_seq >= 3
              BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;",
         )
         .unwrap();
@@ -407,14 +408,17 @@ fn an_event_is_stored_as_serde_encodes_it() {
     }
 }
 
-/// The sequence of a task's checkpoint.
+/// The sequence of a task's checkpoint (0: none).
 fn checkpoint_seq(path: &Path, id: &str) -> i64 {
+    use rusqlite::OptionalExtension;
     Connection::open(path)
         .unwrap()
         .query_row("SELECT seq FROM snapshots WHERE task_id = ?1", [id], |r| {
             r.get(0)
         })
+        .optional()
         .unwrap()
+        .unwrap_or(0)
 }
 
 #[tokio::test]
@@ -434,13 +438,13 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
     s.flush().await.unwrap();
     assert_eq!(
         checkpoint_seq(&path, "k"),
-        2,
-        "a change of state is a checkpoint"
+        0,
+        "neither the new task nor its start is a checkpoint (its first event is the task)"
     );
     // 1 KB chunks: count the checkpoints written while the task grows to 2 MB.
     let text = "y".repeat(1024);
     let mut checkpoints = 0;
-    let mut last = 2;
+    let mut last = 0;
     for i in 0..2048 {
         s.append("k", vec![chunk("k", &text, i > 0)]).await.unwrap();
         s.flush().await.unwrap();
@@ -450,16 +454,16 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
             last = now;
         }
         if i == 10 {
-            assert_eq!(now, 2, "not one checkpoint per event");
+            assert_eq!(now, 0, "not one checkpoint per event");
         }
     }
-    // 64 KiB, then each as large as the task: about log2(2 MB / 64 KiB) + 1 of them.
+    // 256 KiB, then each as large as the task: about log2(2 MB / 256 KiB) + 1 of them.
     assert!((3..=8).contains(&checkpoints), "{checkpoints} checkpoints");
     // A read rebuilds the task from the checkpoint and the events after it.
     let snap = s.get("k").await.unwrap().unwrap();
     assert_eq!(answer(&snap.task).len(), 2048 * 1024);
     assert_eq!(snap.last_seq, 2 + 2048);
-    // The same state again is no checkpoint; another state is.
+    // The same state again is no checkpoint; waiting for the client is one.
     let before = checkpoint_seq(&path, "k");
     s.append(
         "k",
@@ -604,9 +608,150 @@ async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
     .unwrap();
     // Fewer than FEW_EVENTS events, together large: no checkpoint, not even at the end
     // (writing one would hold the whole task several times over).
-    assert_eq!(checkpoint_seq(&path, "big"), 1);
+    assert_eq!(checkpoint_seq(&path, "big"), 0);
     let snap = s.get("big").await.unwrap().unwrap();
     assert_eq!(snap.task.status.state, TaskState::Completed);
     assert_eq!(answer(&snap.task).len(), 3 * line.len() + 4);
     assert_eq!(snap.last_seq, 6);
+}
+
+#[tokio::test]
+async fn a_version_6_database_is_migrated_to_rows_of_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v6.db");
+    {
+        // As agent-host left it at schema 6: one row per event, a checkpoint at 2.
+        let mut conn = Connection::open(&path).unwrap();
+        schema::migrate_to(&mut conn, 6).unwrap();
+        let t = task("old", "c", "2026-01-01T00:00:00.000Z");
+        conn.execute(
+            "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner)
+             VALUES ('old', 'c', 'TASK_STATE_WORKING', 'x', 'x', 5, 'alice')",
+            [],
+        )
+        .unwrap();
+        let mut working = t.clone();
+        working.status.state = TaskState::Working;
+        conn.execute(
+            "INSERT INTO snapshots (task_id, seq, json) VALUES ('old', 2, ?1)",
+            [serde_json::to_string(&working).unwrap()],
+        )
+        .unwrap();
+        let events = [
+            TaskEvent::Stream(StreamResponse::Task(t)),
+            status("old", TaskState::Working, "2026-01-01T00:00:01.000Z"),
+            chunk("old", "a", false),
+            chunk("old", "b", true),
+            chunk("old", "c", true),
+        ];
+        for (i, ev) in events.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO events (task_id, seq, json) VALUES ('old', ?1, ?2)",
+                params![i as i64 + 1, serde_json::to_string(ev).unwrap()],
+            )
+            .unwrap();
+        }
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let rows: Vec<(i64, i64)> = conn
+        .prepare("SELECT first_seq, last_seq FROM events WHERE task_id = 'old' ORDER BY last_seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows, (1..=5).map(|i| (i, i)).collect::<Vec<_>>());
+    let snap = s.get("old").await.unwrap().unwrap();
+    assert_eq!((snap.last_seq, snap.owner.as_deref()), (5, Some("alice")));
+    assert_eq!(answer(&snap.task), "abc");
+    let seqs = |evs: Vec<Arc<LoggedEvent>>| evs.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(s.events_after("old", 3, 10).await.unwrap()),
+        vec![4, 5]
+    );
+    // New events go on in rows of batches after the migrated ones.
+    s.append(
+        "old",
+        vec![chunk("old", "d", true), chunk("old", "e", true)],
+    )
+    .await
+    .unwrap();
+    s.flush().await.unwrap();
+    let last: (i64, i64) = conn
+        .query_row(
+            "SELECT first_seq, last_seq FROM events WHERE task_id = 'old' ORDER BY last_seq DESC",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(last, (6, 7), "one row for the two events of the append");
+    drop(s);
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(answer(&s.get("old").await.unwrap().unwrap().task), "abcde");
+    assert_eq!(seqs(s.events_after("old", 4, 2).await.unwrap()), vec![5, 6]);
+    assert_eq!(seqs(s.events_after("old", 6, 10).await.unwrap()), vec![7]);
+}
+
+#[tokio::test]
+async fn a_new_database_has_8_kib_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let _s = SqliteStore::open(&path).unwrap();
+    let size: i64 = Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(size, schema::PAGE_SIZE);
+}
+
+#[tokio::test]
+async fn a_recently_ended_task_is_read_from_memory_as_the_database_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create_owned(
+        task("r", "c", "2026-01-01T00:00:00.000Z"),
+        Some("bob".into()),
+    )
+    .await
+    .unwrap();
+    s.append(
+        "r",
+        vec![status("r", TaskState::Working, "2026-01-01T00:00:01.000Z")],
+    )
+    .await
+    .unwrap();
+    for i in 0..20 {
+        s.append("r", vec![chunk("r", &format!("{i} "), i > 0)])
+            .await
+            .unwrap();
+    }
+    s.append(
+        "r",
+        vec![status(
+            "r",
+            TaskState::Completed,
+            "2026-01-01T00:00:02.000Z",
+        )],
+    )
+    .await
+    .unwrap();
+    assert!(s.live.lock().unwrap().is_empty());
+    let from_memory = s.recent.lock().unwrap().snapshot("r").expect("kept");
+    let conn = Connection::open(&path).unwrap();
+    let from_disk = read::load_owned(&conn, "r").unwrap().unwrap();
+    assert_eq!(from_memory.task, from_disk.task);
+    assert_eq!(from_memory.last_seq, 23);
+    assert_eq!(from_memory.owner, from_disk.owner);
+    let got = s.get("r").await.unwrap().unwrap();
+    assert_eq!(got.task, from_disk.task);
+    let evs = s.events_after("r", 20, 10).await.unwrap();
+    assert_eq!(
+        evs.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![21, 22, 23]
+    );
+    // A deleted task is forgotten.
+    s.delete_terminal(&["r".into()]).await.unwrap();
+    assert!(s.get("r").await.unwrap().is_none());
 }

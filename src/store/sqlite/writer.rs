@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use super::queue::{Queue, StopGuard};
 use super::read::load_task;
+use super::rows::{pack, Row};
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
 use crate::task::{apply, LoggedEvent};
@@ -24,12 +25,12 @@ use crate::task::{apply, LoggedEvent};
 /// read back from its last checkpoint and the events since (the doubling sizes keep that
 /// cost proportional to the task). Bounded so that many long live tasks do not each hold a
 /// copy here.
-const KEEP_TASK_BYTES: usize = 256 * 1024;
+const KEEP_TASK_BYTES: usize = 1024 * 1024;
 
 /// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
 /// are written at doubling sizes, and their total cost stays proportional to the task).
-pub const CHECKPOINT_MIN_BYTES: usize = 64 * 1024;
+pub const CHECKPOINT_MIN_BYTES: usize = 256 * 1024;
 
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
@@ -49,7 +50,7 @@ pub(super) enum Write {
         rows: Vec<(Arc<LoggedEvent>, String)>,
         /// New state and status timestamp, when the events changed the status.
         status: Option<(String, String)>,
-        /// Checkpoint now (the task's state changed).
+        /// Checkpoint now (the task now waits for its client).
         checkpoint: bool,
         /// The task ended: nothing more will be appended.
         ended: bool,
@@ -294,8 +295,9 @@ pub(super) fn run(mut conn: Connection, queue: Arc<Queue>, failures: Arc<Failure
     }
 }
 
-/// Writes `batch` in one transaction: each append's rows, then one update of each task's
-/// index row (its last sequence and status), then the checkpoints that are due.
+/// Writes `batch` in one transaction: each task's events packed into rows (see
+/// [`super::rows`]), then one update of each task's index row (its last sequence and status),
+/// then the checkpoints that are due.
 fn write_all(
     conn: &mut Connection,
     batch: &[Write],
@@ -305,15 +307,24 @@ fn write_all(
     let mut due: Vec<(&str, bool)> = Vec::new();
     // Task → its last sequence and latest status in this batch.
     let mut touched: HashMap<&str, Touched> = HashMap::new();
+    // Task → the rows of its events in this batch, inserted together.
+    let mut packed: HashMap<&str, Vec<Row>> = HashMap::new();
     for w in batch {
         match w {
             Write::Create {
                 task, first, owner, ..
             } => {
-                create(&tx, task, first, owner.as_deref())?;
+                create(&tx, task, owner.as_deref())?;
+                pack(packed.entry(task.id.as_str()).or_default(), 1, first);
+                // No checkpoint: the first event is the task as created.
                 progress.insert(
                     task.id.clone(),
-                    Progress::holding(first.len(), Some(((**task).clone(), 1))),
+                    Progress {
+                        since: first.len(),
+                        rows: 1,
+                        task: Some(((**task).clone(), 1)),
+                        ..Progress::fresh(0)
+                    },
                 );
             }
             Write::Append {
@@ -324,7 +335,12 @@ fn write_all(
                 ended,
                 ..
             } => {
-                let bytes = insert_rows(&tx, task_id, rows)?;
+                let into = packed.entry(&**task_id).or_default();
+                let mut bytes = 0;
+                for (ev, json) in rows {
+                    pack(into, ev.seq, json);
+                    bytes += json.len();
+                }
                 let t = touched.entry(task_id).or_insert((0, None));
                 t.0 = rows.last().map(|r| r.0.seq).unwrap_or(t.0);
                 if status.is_some() {
@@ -354,6 +370,8 @@ fn write_all(
                     .execute(rusqlite::params_from_iter(args.iter()))?;
             }
             Write::Delete { ids, .. } => {
+                // Rows of a task deleted here must not be inserted after it.
+                insert_rows(&tx, &mut packed)?;
                 for id in ids {
                     delete_terminal(&tx, id)?;
                     progress.remove(id);
@@ -362,6 +380,7 @@ fn write_all(
             Write::Flush { .. } => {}
         }
     }
+    insert_rows(&tx, &mut packed)?;
     for (id, (last, status)) in touched {
         update_index(&tx, id, last, status)?;
     }
@@ -415,12 +434,9 @@ fn delete_terminal(tx: &Transaction, id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn create(
-    tx: &Transaction,
-    task: &Task,
-    first: &str,
-    owner: Option<&str>,
-) -> Result<(), StoreError> {
+/// Inserts a new task's index row (its first event, the task as created, is packed with the
+/// batch's rows; it stands for the first checkpoint).
+fn create(tx: &Transaction, task: &Task, owner: Option<&str>) -> Result<(), StoreError> {
     let ts = task.status.timestamp.clone().unwrap_or_default();
     let inserted = tx.execute(
         "INSERT INTO tasks (id, context_id, state, status_ts, created_at, last_seq, owner)
@@ -439,32 +455,28 @@ fn create(
         }
         other => other?,
     };
-    // The task as created is both its first event and its first checkpoint.
-    tx.execute(
-        "INSERT INTO snapshots (task_id, seq, json) VALUES (?1, 1, ?2)",
-        params![task.id, serde_json::to_string(task)?],
-    )?;
-    tx.execute(
-        "INSERT INTO events (task_id, seq, json) VALUES (?1, 1, ?2)",
-        params![task.id, first],
-    )?;
     Ok(())
 }
 
-/// Inserts an append's rows; returns their bytes.
-fn insert_rows(
-    tx: &Transaction,
-    task_id: &str,
-    rows: &[(Arc<LoggedEvent>, String)],
-) -> Result<usize, StoreError> {
-    let mut bytes = 0;
-    let mut ins =
-        tx.prepare_cached("INSERT INTO events (task_id, seq, json) VALUES (?1, ?2, ?3)")?;
-    for (ev, json) in rows {
-        ins.execute(params![task_id, ev.seq as i64, json])?;
-        bytes += json.len();
+/// Inserts the rows packed so far, and forgets them.
+fn insert_rows(tx: &Transaction, packed: &mut HashMap<&str, Vec<Row>>) -> Result<(), StoreError> {
+    if packed.is_empty() {
+        return Ok(());
     }
-    Ok(bytes)
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO events (task_id, first_seq, last_seq, json) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (task_id, rows) in packed.drain() {
+        for row in rows {
+            ins.execute(params![
+                task_id,
+                row.first as i64,
+                row.last as i64,
+                row.json
+            ])?;
+        }
+    }
+    Ok(())
 }
 
 /// Updates a task's index row: its last sequence, and its status when that changed.
@@ -500,8 +512,10 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
         )
         .optional()?
         .unwrap_or((0, 0));
+    // The row the checkpoint falls in counts whole in bytes.
     let (since, rows): (i64, i64) = tx.query_row(
-        "SELECT COALESCE(SUM(length(json)), 0), COUNT(*) FROM events WHERE task_id = ?1 AND seq > ?2",
+        "SELECT COALESCE(SUM(length(json)), 0), COALESCE(SUM(last_seq - max(first_seq, ?2 + 1) + 1), 0)
+         FROM events WHERE task_id = ?1 AND last_seq > ?2",
         params![task_id, seq],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
