@@ -1,7 +1,7 @@
 //! Following a task's event log: replay, then live.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::watch;
 
@@ -20,6 +20,9 @@ pub struct EventStream {
     pub(super) task_id: String,
     pub(super) cursor: u64,
     pub(super) rx: Option<watch::Receiver<u64>>,
+    /// The task's wake-up while it is live on this host: its receiver count tells whether
+    /// others follow the task too (weak, so that the task's end still closes `rx`).
+    pub(super) notify: Weak<watch::Sender<u64>>,
     /// Set when another host writes the task: `rx` is the store's wake-up, which may be
     /// lost, so the log is also read again after this long without one.
     pub(super) poll: Option<std::time::Duration>,
@@ -120,6 +123,15 @@ impl EventStream {
         }
     }
 
+    /// Whether another stream (or a waiting request) follows the same live task on this
+    /// host: only then is an event's encoding worth keeping on the event for the next
+    /// reader; a task's only follower would keep a second copy of every event for nothing.
+    pub fn shared(&self) -> bool {
+        self.notify
+            .upgrade()
+            .is_some_and(|n| n.receiver_count() > 1)
+    }
+
     /// Sequence number of the last event returned.
     pub fn cursor(&self) -> u64 {
         self.cursor
@@ -161,15 +173,17 @@ impl Engine {
         // Subscribe to the watch before reading the store, so no wake-up is missed.
         let local = {
             let st = lock(&self.inner.state);
-            st.live.get(task_id).map(|l| l.notify.subscribe())
+            st.live
+                .get(task_id)
+                .map(|l| (l.notify.subscribe(), Arc::downgrade(&l.notify)))
         };
         // Not live here: with several hosts, it may run on another; its appends wake us
         // through the store.
-        let (rx, poll) = match local {
-            Some(rx) => (Some(rx), None),
+        let (rx, poll, notify) = match local {
+            Some((rx, notify)) => (Some(rx), None, notify),
             None => match self.remote_watch(task_id) {
-                Some((rx, every)) => (Some(rx), Some(every)),
-                None => (None, None),
+                Some((rx, every)) => (Some(rx), Some(every), Weak::new()),
+                None => (None, None, Weak::new()),
             },
         };
         EventStream {
@@ -178,6 +192,7 @@ impl Engine {
             task_id: task_id.to_string(),
             cursor: after,
             rx,
+            notify,
             poll,
             buf: VecDeque::new(),
             done: false,

@@ -275,14 +275,15 @@ pub(crate) async fn pump<R>(
 {
     let mut splitter = LineSplitter::new(max);
     // Each live task holds one buffer per stream, so it starts small (a thousand live tasks
-    // that print a line now and then need little) and doubles whenever a read fills it, up to
-    // 16 KiB for stdout (four reads drain a full 64 KiB pipe) and 4 KiB for stderr, which
+    // that print a line now and then need little: 256 bytes hold a usual line of progress,
+    // 64 the stderr of a program that prints none) and doubles whenever a read fills it, up
+    // to 16 KiB for stdout (four reads drain a full 64 KiB pipe) and 4 KiB for stderr, which
     // carries little (retries, warnings).
-    let most = match stream {
-        Stream::Stdout => 16 * 1024,
-        Stream::Stderr => 4 * 1024,
+    let (first, most) = match stream {
+        Stream::Stdout => (256, 16 * 1024),
+        Stream::Stderr => (64, 4 * 1024),
     };
-    let mut chunk = vec![0u8; 1024];
+    let mut chunk = vec![0u8; first];
     let mut pieces = Vec::new();
     loop {
         let read = reader.read(&mut chunk);

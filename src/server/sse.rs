@@ -74,6 +74,14 @@ impl Flavor {
     /// on the event when it is small, so each further subscriber only pays for the envelope:
     /// one allocation, the frame's own.
     pub fn encode(&self, e: &LoggedEvent) -> Option<Bytes> {
+        self.encode_keep(e, true)
+    }
+
+    /// [`Flavor::encode`], keeping a new encoding on the event only when `keep` (others will
+    /// read the event too): the cache lives as long as the event, in the memory store as
+    /// long as the task, so a task's only stream would double each event's size for nothing.
+    /// An encoding already cached is used either way.
+    pub fn encode_keep(&self, e: &LoggedEvent, keep: bool) -> Option<Bytes> {
         let TaskEvent::Stream(sr) = &e.event else {
             return None;
         };
@@ -82,7 +90,7 @@ impl Flavor {
             return Some(self.frame(e.seq, json));
         }
         let (frame, json) = self.frame_of(e.seq, sr);
-        if json.len() <= CACHE_MAX {
+        if keep && json.len() <= CACHE_MAX {
             if let Ok(text) = std::str::from_utf8(&frame[json]) {
                 let _ = cache.set(text.into());
             }
@@ -178,7 +186,7 @@ pub fn response(
             tokio::select! {
                 ev = st.events.next() => match ev {
                     Some(e) => {
-                        if let Some(f) = st.flavor.encode(&e) {
+                        if let Some(f) = st.flavor.encode_keep(&e, st.events.shared()) {
                             metrics::counter!("agent_host_sse_events_total").increment(1);
                             // Keep-alives only on a quiet stream.
                             st.keepalive.reset();
@@ -271,6 +279,21 @@ mod tests {
         let first = f.encode(&small).expect("streamed");
         assert!(small.v1_json.get().is_some());
         assert_eq!(f.encode(&small).expect("streamed"), first);
+    }
+
+    #[test]
+    fn an_event_read_by_one_stream_is_not_cached() {
+        let e = event();
+        let f = Flavor::V1JsonRpc { id: "1".into() };
+        let alone = f.encode_keep(&e, false).expect("streamed");
+        assert!(
+            e.v1_json.get().is_none(),
+            "no copy kept for a single reader"
+        );
+        let shared = f.encode_keep(&e, true).expect("streamed");
+        assert!(e.v1_json.get().is_some(), "kept when others read it too");
+        assert_eq!(alone, shared);
+        assert_eq!(f.encode_keep(&e, false).expect("streamed"), shared);
     }
 
     #[test]

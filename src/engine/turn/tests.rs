@@ -498,3 +498,19 @@ async fn a_cli_retrying_a_failing_model_ends_the_turn_at_the_retry_limit() {
     }
     assert!(script.log().contains(&"terminate".to_string()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_knows_whether_others_follow_its_task() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    let (task, mut script) = start(&e, &mut scripts).await;
+    let first = e.subscribe(&task, 0, None).await.unwrap();
+    assert!(!first.shared(), "the task's only stream");
+    let second = e.subscribe(&task, 0, None).await.unwrap();
+    assert!(first.shared() && second.shared(), "two streams follow it");
+    drop(second);
+    assert!(!first.shared(), "alone again");
+    script.emit(json!({"type": "done", "result": "ok", "is_error": false}));
+    script.exit(0);
+    settled(&e, &task, 0).await;
+    assert!(!first.shared(), "an ended task has no live followers");
+}
