@@ -443,3 +443,29 @@ async fn without_network_a_task_cannot_reach_a_port_outside() {
     })
     .await;
 }
+
+/// Setting a sandbox up takes CPU that the running tasks' events need: under bubblewrap a
+/// task's program starts (and stays) 5 nice steps below the host; without the sandbox it runs
+/// at the host's priority.
+#[tokio::test]
+async fn a_program_under_bubblewrap_runs_below_the_host_priority() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        let mut seen = Vec::new();
+        for mode in ["off", "auto"] {
+            let host = Host::start(mode, &[]).await;
+            let task = host.run("nice").await;
+            host.sigterm().await;
+            let nice: i32 = text_of(&task)
+                .trim()
+                .strip_prefix("nice=")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{mode}: {task}"));
+            seen.push(nice);
+        }
+        assert_eq!(seen[1], (seen[0] + 5).min(19), "off, auto: {seen:?}");
+    })
+    .await;
+}
