@@ -402,6 +402,26 @@ async fn binary_parts_are_saved_for_the_agent_unless_the_modes_refuse_them() {
     .await;
 }
 
+/// An executable shell script `agent.sh` with this body in `dir`.
+fn agent_script(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("agent.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// The task once it has completed or failed.
+async fn ended(s: &TestServer, id: &str) -> Value {
+    s.wait_task(id, |t| {
+        matches!(
+            t["status"]["state"].as_str(),
+            Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
+        )
+    })
+    .await
+}
+
 /// Issue 15 item 4: an agent that exits 0 after starting a background process that keeps its
 /// stdout open (a dev server) ends its turn at its exit, not at the idle timeout; the
 /// background process is stopped with the task.
@@ -409,18 +429,14 @@ async fn binary_parts_are_saved_for_the_agent_unless_the_modes_refuse_them() {
 async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
     limit(async {
         let bin = tempfile::tempdir().unwrap();
-        let script = bin.path().join("agent.sh");
         let pidfile = bin.path().join("server.pid");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\nsleep 1000 &\necho $! > {}\necho '{{\"type\":\"text\",\"text\":\"dev server started\",\"delta\":true}}'\nexit 0\n",
+        let script = agent_script(
+            bin.path(),
+            &format!(
+                "sleep 1000 &\necho $! > {}\necho '{{\"type\":\"text\",\"text\":\"dev server started\",\"delta\":true}}'\nexit 0\n",
                 pidfile.display()
             ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let s = TestServer::with(Options {
             program: Some(script),
             // Far beyond the test's limit: only the program's exit can end the turn in time.
@@ -429,14 +445,7 @@ async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
         })
         .await;
         let id = start_task(&s, "start the dev server").await;
-        let t = s
-            .wait_task(&id, |t| {
-                matches!(
-                    t["status"]["state"].as_str(),
-                    Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
-                )
-            })
-            .await;
+        let t = ended(&s, &id).await;
         assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{t}");
         let pid: u32 = std::fs::read_to_string(&pidfile)
             .unwrap()
@@ -462,28 +471,17 @@ async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
 async fn a_program_that_asks_and_exits_zero_ends_failed_saying_so() {
     limit(async {
         let bin = tempfile::tempdir().unwrap();
-        let script = bin.path().join("agent.sh");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\necho '{\"type\":\"approval_required\",\"id\":\"a1\",\"kind\":\"command\",\"target\":\"rm -rf build\"}'\nexit 0\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = agent_script(
+            bin.path(),
+            "echo '{\"type\":\"approval_required\",\"id\":\"a1\",\"kind\":\"command\",\"target\":\"rm -rf build\"}'\nexit 0\n",
+        );
         let s = TestServer::with(Options {
             program: Some(script),
             ..Options::default()
         })
         .await;
         let id = start_task(&s, "clean the build").await;
-        let t = s
-            .wait_task(&id, |t| {
-                matches!(
-                    t["status"]["state"].as_str(),
-                    Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
-                )
-            })
-            .await;
+        let t = ended(&s, &id).await;
         assert_eq!(t["status"]["state"], "TASK_STATE_FAILED", "{t}");
         let text = t["status"]["message"]["parts"][0]["text"]
             .as_str()
