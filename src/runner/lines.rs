@@ -4,14 +4,18 @@
 //! buffered and reported as [`Output::TooLong`]), decoded as lossy UTF-8, and cleaned of `\r` and
 //! ANSI escape sequences. Empty lines (after cleaning) are dropped.
 //!
-//! A line is held once: a long line's buffer becomes the line itself (no copy), and the lines
-//! waiting for the consumer are bounded in bytes ([`Budget`]), not only in number, so a
-//! program printing lines of many megabytes costs about one line at a time in each stage.
+//! A line is held once: a long line's buffer becomes the line itself (no copy), and a stream
+//! is read only when its consumer asks for the next line ([`LineReader`]), so a program
+//! printing lines of many megabytes costs about one line at a time.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::time::Sleep;
 
 use super::Output;
 
@@ -206,136 +210,128 @@ fn skip_escape(line: &[u8], start: usize) -> usize {
     }
 }
 
-/// The bytes of lines read and not yet taken by the consumer, at most `bytes` (a line longer
-/// than that counts as `bytes`, so it waits until every line before it was taken). Without
-/// it, the output channel's 256 places could hold 256 lines of the line limit (16 MiB each).
-#[derive(Debug, Clone)]
-pub(crate) struct Budget {
-    sem: Arc<Semaphore>,
-    bytes: usize,
-}
-
-impl Budget {
-    pub(crate) fn new(bytes: usize) -> Budget {
-        Budget {
-            sem: Arc::new(Semaphore::new(bytes)),
-            bytes,
-        }
-    }
-
-    fn cost(&self, out: &Output) -> usize {
-        match out {
-            Output::Line(l) | Output::Stderr(l) => l.len().clamp(1, self.bytes.max(1)),
-            Output::TooLong { .. } => 0,
-        }
-    }
-
-    /// Waits until `out` fits in the budget, and counts it.
-    async fn take(&self, out: &Output) {
-        let n = self.cost(out);
-        if n == 0 {
-            return;
-        }
-        // The semaphore is never closed; `bytes` fits in u32 (callers use a few MiB).
-        if let Ok(p) = self
-            .sem
-            .acquire_many(u32::try_from(n).unwrap_or(u32::MAX))
-            .await
-        {
-            p.forget();
-        }
-    }
-
-    /// The consumer took `out`: its bytes are free again.
-    pub(crate) fn give_back(&self, out: &Output) {
-        let n = self.cost(out);
-        if n > 0 {
-            self.sem.add_permits(n);
-        }
-    }
-}
-
-/// Read `reader` to EOF, sending its lines to `tx`. Stops early if the receiver is gone.
+/// One output stream of the child, read by whoever asks for its lines: no task of its own
+/// sits between the pipe and the turn (a hand-off, a wake-up and a channel per line less),
+/// and what waits is only what one read brought (the pipe itself holds the rest, and the
+/// child blocks on it while the consumer is busy: backpressure with no buffer of ours).
 ///
-/// The bounded channel gives backpressure: while the consumer is slow, this task stops reading
-/// and the child blocks on a full pipe instead of our memory growing.
-///
-/// With `partial_after`, a line that has no newline yet is delivered once nothing more arrived
-/// for that long: a terminal prompt such as `Apply? [y/N] ` waits for an answer without ever
-/// ending its line (pty mode).
-pub(crate) async fn pump<R>(
-    mut reader: R,
+/// With `partial_after`, a line that has no newline yet is delivered once nothing more
+/// arrived for that long: a terminal prompt such as `Apply? [y/N] ` waits for an answer
+/// without ever ending its line (pty mode).
+pub(crate) struct LineReader<R> {
+    /// `None` once it reached EOF (or failed, which counts as EOF).
+    reader: Option<R>,
     stream: Stream,
-    max: usize,
-    partial_after: Option<std::time::Duration>,
-    tx: mpsc::Sender<Output>,
-    budget: Budget,
-) where
-    R: AsyncRead + Unpin,
-{
-    let mut splitter = LineSplitter::new(max);
-    // Each live task holds one buffer per stream, so it starts small (a thousand live tasks
-    // that print a line now and then need little: 256 bytes hold a usual line of progress,
-    // 64 the stderr of a program that prints none) and doubles whenever a read fills it, up
-    // to 16 KiB for stdout (four reads drain a full 64 KiB pipe) and 4 KiB for stderr, which
-    // carries little (retries, warnings).
-    let (first, most) = match stream {
-        Stream::Stdout => (256, 16 * 1024),
-        Stream::Stderr => (64, 4 * 1024),
-    };
-    let mut chunk = vec![0u8; first];
-    let mut pieces = Vec::new();
-    loop {
-        let read = reader.read(&mut chunk);
-        let waiting = splitter.has_partial();
-        let result = match partial_after {
-            Some(quiet) if waiting => tokio::select! {
-                r = read => Some(r),
-                _ = tokio::time::sleep(quiet) => None,
-            },
-            _ => Some(read.await),
+    splitter: LineSplitter,
+    chunk: Vec<u8>,
+    most: usize,
+    pieces: Vec<Piece>,
+    ready: VecDeque<Output>,
+    partial_after: Option<Duration>,
+    /// The quiet wait of a partial line (pty mode), made when first needed.
+    quiet: Option<Pin<Box<Sleep>>>,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub(crate) fn new(
+        reader: R,
+        stream: Stream,
+        max: usize,
+        partial_after: Option<Duration>,
+    ) -> Self {
+        // Each live task holds one buffer per stream, so it starts small (a thousand live
+        // tasks that print a line now and then need little: 256 bytes hold a usual line of
+        // progress, 64 the stderr of a program that prints none) and doubles whenever a read
+        // fills it, up to 16 KiB for stdout (four reads drain a full 64 KiB pipe) and 4 KiB
+        // for stderr, which carries little (retries, warnings).
+        let (first, most) = match stream {
+            Stream::Stdout => (256, 16 * 1024),
+            Stream::Stderr => (64, 4 * 1024),
         };
-        let Some(result) = result else {
-            splitter.finish(&mut pieces);
-            for piece in pieces.drain(..) {
-                if !send(&tx, &budget, to_output(piece, stream)).await {
-                    return;
+        LineReader {
+            reader: Some(reader),
+            stream,
+            splitter: LineSplitter::new(max),
+            chunk: vec![0u8; first],
+            most,
+            pieces: Vec::new(),
+            ready: VecDeque::new(),
+            partial_after,
+            quiet: None,
+        }
+    }
+
+    /// The next line; `None` at EOF. Cancel-safe: what was read is kept in `self`.
+    #[cfg(test)]
+    pub(crate) async fn next(&mut self) -> Option<Output> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Output>> {
+        loop {
+            if let Some(out) = self.ready.pop_front() {
+                return Poll::Ready(Some(out));
+            }
+            let Some(reader) = self.reader.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let mut buf = ReadBuf::new(&mut self.chunk);
+            let n = match Pin::new(reader).poll_read(cx, &mut buf) {
+                Poll::Pending => {
+                    if self.partial_is_due(cx) {
+                        self.splitter.finish(&mut self.pieces);
+                        self.take_pieces();
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(())) => buf.filled().len(),
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Poll::Ready(Err(e)) => {
+                    let stream = self.stream;
+                    tracing::debug!(?stream, error = %e, "reading child output failed; treating as EOF");
+                    0
+                }
+            };
+            self.quiet = None;
+            if n == 0 {
+                self.splitter.finish(&mut self.pieces);
+                self.reader = None;
+            } else {
+                self.splitter.push(&self.chunk[..n], &mut self.pieces);
+                if n == self.chunk.len() && self.chunk.len() < self.most {
+                    self.chunk.resize(self.chunk.len() * 2, 0);
                 }
             }
-            continue;
-        };
-        let n = match result {
-            Ok(0) => 0,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::debug!(?stream, error = %e, "reading child output failed; treating as EOF");
-                0
-            }
-        };
-        if n == 0 {
-            splitter.finish(&mut pieces);
-        } else {
-            splitter.push(&chunk[..n], &mut pieces);
-            if n == chunk.len() && chunk.len() < most {
-                chunk.resize(chunk.len() * 2, 0);
-            }
-        }
-        for piece in pieces.drain(..) {
-            if !send(&tx, &budget, to_output(piece, stream)).await {
-                return;
-            }
-        }
-        if n == 0 {
-            return;
+            self.take_pieces();
         }
     }
-}
 
-/// Sends one output once the budget has room for it; false when the consumer is gone.
-async fn send(tx: &mpsc::Sender<Output>, budget: &Budget, out: Output) -> bool {
-    budget.take(&out).await;
-    tx.send(out).await.is_ok()
+    /// With a partial line waiting (pty mode): true once it has been quiet for
+    /// `partial_after`; otherwise the wait is armed to wake the consumer then.
+    fn partial_is_due(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(after) = self.partial_after else {
+            return false;
+        };
+        if !self.splitter.has_partial() {
+            self.quiet = None;
+            return false;
+        }
+        let quiet = self
+            .quiet
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+        if quiet.as_mut().poll(cx).is_ready() {
+            self.quiet = None;
+            return true;
+        }
+        false
+    }
+
+    fn take_pieces(&mut self) {
+        let stream = self.stream;
+        self.ready
+            .extend(self.pieces.drain(..).map(|p| to_output(p, stream)));
+    }
 }
 
 fn to_output(piece: Piece, stream: Stream) -> Output {
@@ -435,57 +431,101 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn lines_waiting_for_the_consumer_are_bounded_in_bytes() {
-        let (tx, mut rx) = mpsc::channel(16);
-        let budget = Budget::new(10);
-        let data: &'static [u8] = b"11111111\n22222222\n33\n";
-        let pump = tokio::spawn(pump(data, Stream::Stdout, 100, None, tx, budget.clone()));
-        let first = rx.recv().await.unwrap();
-        assert_eq!(first, Output::Line("11111111".into()));
-        // Not given back yet: the second line (8 more bytes) does not fit in the 10.
+    async fn a_stream_is_read_only_as_its_lines_are_taken() {
+        // A pipe of 64 bytes: the writer can get ahead of the reader by no more than that
+        // and one read, however many lines it has.
+        let (mut w, r) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for i in 0..100 {
+                w.write_all(format!("line {i:03}\n").as_bytes())
+                    .await
+                    .unwrap();
+            }
+        });
+        let mut reader = LineReader::new(r, Stream::Stdout, 100, None);
+        assert_eq!(reader.next().await, Some(Output::Line("line 000".into())));
         for _ in 0..50 {
             tokio::task::yield_now().await;
         }
-        assert!(rx.try_recv().is_err(), "a line went past the budget");
-        budget.give_back(&first);
-        let second = rx.recv().await.unwrap();
-        assert_eq!(second, Output::Line("22222222".into()));
-        budget.give_back(&second);
-        assert_eq!(rx.recv().await, Some(Output::Line("33".into())));
-        pump.await.unwrap();
+        assert!(!writer.is_finished(), "the writer was not held back");
+        assert!(
+            reader.ready.len() < 64,
+            "{} lines were read ahead",
+            reader.ready.len()
+        );
+        for i in 1..100 {
+            assert_eq!(
+                reader.next().await,
+                Some(Output::Line(format!("line {i:03}")))
+            );
+        }
+        writer.await.unwrap();
+        assert_eq!(reader.next().await, None);
+        assert!(reader.reader.is_none() && reader.ready.is_empty());
     }
 
     #[tokio::test]
-    async fn pump_delivers_and_stops_at_eof() {
-        let (tx, mut rx) = mpsc::channel(4);
+    async fn a_reader_delivers_and_stops_at_eof() {
         let data: &[u8] = b"one\r\ntwo";
-        pump(data, Stream::Stderr, 100, None, tx, Budget::new(1 << 20)).await;
-        assert_eq!(rx.recv().await, Some(Output::Stderr("one".into())));
-        assert_eq!(rx.recv().await, Some(Output::Stderr("two".into())));
-        assert_eq!(rx.recv().await, None);
+        let mut reader = LineReader::new(data, Stream::Stderr, 100, None);
+        assert_eq!(reader.next().await, Some(Output::Stderr("one".into())));
+        assert_eq!(reader.next().await, Some(Output::Stderr("two".into())));
+        assert_eq!(reader.next().await, None);
+        assert_eq!(reader.next().await, None);
     }
 
     #[tokio::test]
-    async fn pump_grows_its_buffer_for_bulk_output_and_loses_nothing() {
+    async fn an_overlong_stderr_line_becomes_a_note() {
+        let data: &[u8] = b"0123456789\nok\n";
+        let mut reader = LineReader::new(data, Stream::Stderr, 5, None);
+        assert_eq!(
+            reader.next().await,
+            Some(Output::Stderr(
+                "[stderr line of 10 bytes discarded: too long]".into()
+            ))
+        );
+        assert_eq!(reader.next().await, Some(Output::Stderr("ok".into())));
+    }
+
+    #[tokio::test]
+    async fn a_reader_grows_its_buffer_for_bulk_output_and_loses_nothing() {
         // 2,000 lines of 50 bytes in one go: reads fill the first small buffer, so it grows,
         // and lines that straddle two reads are still whole.
         let lines: Vec<String> = (0..2000)
             .map(|i| format!("{i:06} {}", "x".repeat(42)))
             .collect();
         let data = lines.join("\n").into_bytes();
-        let (tx, mut rx) = mpsc::channel(4096);
-        pump(
-            data.as_slice(),
-            Stream::Stdout,
-            100,
-            None,
-            tx,
-            Budget::new(1 << 20),
-        )
-        .await;
+        let mut reader = LineReader::new(data.as_slice(), Stream::Stdout, 100, None);
         for l in &lines {
-            assert_eq!(rx.recv().await, Some(Output::Line(l.clone())));
+            assert_eq!(reader.next().await, Some(Output::Line(l.clone())));
         }
-        assert_eq!(rx.recv().await, None);
+        assert_eq!(reader.next().await, None);
+        assert_eq!(reader.chunk.len(), 16 * 1024);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prompt_without_newline_is_delivered_after_quiet_on_a_terminal() {
+        use tokio::io::AsyncWriteExt;
+        let (mut w, r) = tokio::io::duplex(1024);
+        let mut reader = LineReader::new(r, Stream::Stdout, 100, Some(Duration::from_millis(300)));
+        w.write_all(b"Apply? [y/N] ").await.unwrap();
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            reader.next().await,
+            Some(Output::Line("Apply? [y/N] ".into()))
+        );
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        // Without a terminal's quiet rule, the same bytes wait for their newline.
+        let (mut w, r) = tokio::io::duplex(1024);
+        let mut reader = LineReader::new(r, Stream::Stdout, 100, None);
+        w.write_all(b"Apply? [y/N] ").await.unwrap();
+        let waited = tokio::time::timeout(Duration::from_secs(5), reader.next()).await;
+        assert!(waited.is_err(), "a partial line was delivered: {waited:?}");
+        w.write_all(b"y\n").await.unwrap();
+        assert_eq!(
+            reader.next().await,
+            Some(Output::Line("Apply? [y/N] y".into()))
+        );
     }
 }

@@ -40,29 +40,25 @@ pub use sandbox::{SandboxPolicy, TaskLimits};
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
+use std::task::Poll;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use tokio::io::AsyncRead;
 use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use lines::Budget;
+use lines::LineReader;
 
 /// Cleans one line as the runner does: lossy UTF-8, CR and ANSI escape sequences removed.
 pub fn clean_line(line: &[u8]) -> String {
     lines::clean(line)
 }
 
-/// Capacity of the output channel: how many lines may wait for a slow consumer before the
-/// reader stops reading (and the child blocks on its full pipe).
-const OUTPUT_CHANNEL: usize = 256;
-/// Bytes of lines that may wait for a slow consumer ([`lines::Budget`]): a line longer than
-/// this waits until the lines before it were taken.
-const OUTPUT_BUDGET: usize = 1 << 20;
 /// How often group membership is polled while waiting for a group to go away.
 const POLL: Duration = Duration::from_millis(20);
 /// After SIGKILL, how long to keep checking (and re-killing) before giving up on a group
@@ -120,6 +116,46 @@ pub enum Output {
     Stderr(String),
 }
 
+/// The child's output streams (stdout and stderr; a pty's one stream), read in place by the
+/// one who asks for the next line: the turn, with no reader task in between.
+#[derive(Default)]
+struct Outputs {
+    stdout: Option<LineReader<Box<dyn AsyncRead + Send + Sync + Unpin>>>,
+    stderr: Option<LineReader<Box<dyn AsyncRead + Send + Sync + Unpin>>>,
+    /// Which stream is asked first the next time: they take turns, so a busy one never
+    /// keeps the other waiting.
+    stderr_first: bool,
+}
+
+impl Outputs {
+    /// The next line of either stream; `None` once both reached EOF.
+    fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Option<Output>> {
+        let stderr_first = self.stderr_first;
+        self.stderr_first = !stderr_first;
+        let mut waiting = false;
+        for take_stderr in [stderr_first, !stderr_first] {
+            let slot = if take_stderr {
+                &mut self.stderr
+            } else {
+                &mut self.stdout
+            };
+            let Some(reader) = slot.as_mut() else {
+                continue;
+            };
+            match reader.poll_next(cx) {
+                Poll::Ready(Some(out)) => return Poll::Ready(Some(out)),
+                Poll::Ready(None) => *slot = None,
+                Poll::Pending => waiting = true,
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(None)
+        }
+    }
+}
+
 /// How the leader exited: `code` for a normal exit, `signal` if it was killed by one.
 /// Both are `None` only if its status could not be collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,9 +186,7 @@ pub enum RunnerError {
 pub struct Process {
     pid: u32,
     child: Child,
-    output: mpsc::Receiver<Output>,
-    /// The bytes of `output`'s waiting lines; given back as lines are taken.
-    budget: Budget,
+    output: Outputs,
     /// `None` once stdin is closed (or was never open).
     stdin: Option<mpsc::Sender<StdinRequest>>,
     tasks: Vec<JoinHandle<()>>,
@@ -195,16 +229,7 @@ impl Process {
     /// Next piece of output; `None` once stdout AND stderr have reached EOF (which waits for
     /// every process holding them, e.g. a background grandchild). Cancel-safe.
     pub async fn next(&mut self) -> Option<Output> {
-        let out = self.output.recv().await;
-        self.taken(out)
-    }
-
-    /// Frees the budget of a line the consumer took.
-    fn taken(&self, out: Option<Output>) -> Option<Output> {
-        if let Some(o) = &out {
-            self.budget.give_back(o);
-        }
-        out
+        std::future::poll_fn(|cx| self.output.poll_next(cx)).await
     }
 
     /// Like [`Process::next`], but also reports the leader's exit (once, as `Err`) when it
@@ -212,12 +237,12 @@ impl Process {
     /// its still holds the pipes. Cancel-safe.
     pub async fn next_or_exit(&mut self) -> Result<Option<Output>, ExitInfo> {
         if self.exit.is_some() {
-            let out = self.output.recv().await;
-            return Ok(self.taken(out));
+            return Ok(self.next().await);
         }
+        let output = &mut self.output;
         tokio::select! {
             biased;
-            out = self.output.recv() => Ok(self.taken(out)),
+            out = std::future::poll_fn(|cx| output.poll_next(cx)) => Ok(out),
             status = self.child.wait() => {
                 sandbox::reaper::leader_reaped(self.pid);
                 let exit = exit_info(status, self.wrapped, self.pid);

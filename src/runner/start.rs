@@ -8,12 +8,11 @@ use tokio::io::AsyncWrite;
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
-use super::lines::{pump, Budget, Stream};
+use super::lines::{LineReader, Stream};
 use super::spawner::spawn_cmd;
 use super::stdin::write_stdin_task;
 use super::{
-    pty, sandbox, IoMode, Process, RunnerError, SpawnSpec, StdinMode, OUTPUT_BUDGET,
-    OUTPUT_CHANNEL, PARTIAL_LINE_AFTER,
+    pty, sandbox, IoMode, Outputs, Process, RunnerError, SpawnSpec, StdinMode, PARTIAL_LINE_AFTER,
 };
 
 impl Process {
@@ -58,9 +57,8 @@ impl Process {
             program: spec.program.display().to_string(),
             source,
         };
-        let (tx, rx) = mpsc::channel(OUTPUT_CHANNEL);
-        let budget = Budget::new(OUTPUT_BUDGET);
         let max = spec.max_line_bytes;
+        let mut output = Outputs::default();
         let mut tasks = Vec::new();
         let (initial, keep_open) = match spec.stdin {
             StdinMode::Null => (None, false),
@@ -82,24 +80,10 @@ impl Process {
                     });
                 let mut child = spawn_cmd(cmd, wrapped).map_err(spawn_err)?;
                 if let Some(out) = child.stdout.take() {
-                    tasks.push(tokio::spawn(pump(
-                        out,
-                        Stream::Stdout,
-                        max,
-                        None,
-                        tx.clone(),
-                        budget.clone(),
-                    )));
+                    output.stdout = Some(LineReader::new(Box::new(out), Stream::Stdout, max, None));
                 }
                 if let Some(err) = child.stderr.take() {
-                    tasks.push(tokio::spawn(pump(
-                        err,
-                        Stream::Stderr,
-                        max,
-                        None,
-                        tx,
-                        budget.clone(),
-                    )));
+                    output.stderr = Some(LineReader::new(Box::new(err), Stream::Stderr, max, None));
                 }
                 let writer = child
                     .stdin
@@ -127,14 +111,12 @@ impl Process {
                 drop(pty.slave);
                 let child = spawned.map_err(spawn_err)?;
                 let master = pty::Master::new(pty.master).map_err(RunnerError::Pty)?;
-                tasks.push(tokio::spawn(pump(
-                    master.clone(),
+                output.stdout = Some(LineReader::new(
+                    Box::new(master.clone()),
                     Stream::Stdout,
                     max,
                     Some(PARTIAL_LINE_AFTER),
-                    tx,
-                    budget.clone(),
-                )));
+                ));
                 let writer = initial
                     .is_some()
                     .then(|| Box::new(master) as Box<dyn AsyncWrite + Send + Unpin>);
@@ -175,8 +157,7 @@ impl Process {
         Ok(Process {
             pid,
             child,
-            output: rx,
-            budget,
+            output,
             stdin,
             tasks,
             exit: None,

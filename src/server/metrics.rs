@@ -30,6 +30,17 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// `agent_host_sse_events_total`, looked up once: counting a frame then costs an atomic add,
+/// not a lookup of the name in the registry (hashing it) on every frame.
+pub fn sse_events() -> &'static metrics::Counter {
+    static COUNTER: OnceLock<metrics::Counter> = OnceLock::new();
+    COUNTER.get_or_init(|| {
+        // The recorder first, so that the handle counts into it and not into nothing.
+        let _ = handle();
+        metrics::counter!("agent_host_sse_events_total")
+    })
+}
+
 /// `GET /metrics`.
 pub async fn get_metrics() -> Response {
     match handle() {

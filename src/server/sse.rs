@@ -187,7 +187,7 @@ pub fn response(
                 ev = st.events.next() => match ev {
                     Some(e) => {
                         if let Some(f) = st.flavor.encode_keep(&e, st.events.shared()) {
-                            metrics::counter!("agent_host_sse_events_total").increment(1);
+                            super::metrics::sse_events().increment(1);
                             // Keep-alives only on a quiet stream.
                             st.keepalive.reset();
                             return Some((Ok(f), st));
