@@ -19,6 +19,7 @@ mod attach;
 mod cancel;
 pub mod child;
 mod cluster;
+mod deadline;
 mod forward;
 pub mod input;
 pub mod launch;
@@ -535,7 +536,7 @@ impl Inner {
     /// Runs each turn in its own tokio task.
     fn spawn(self: &Arc<Self>, turns: Vec<turn::Turn>) {
         for t in turns {
-            tokio::spawn(turn::run(self.clone(), t));
+            tokio::spawn(turn::run(self.clone(), Box::new(t)));
         }
     }
 

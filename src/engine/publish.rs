@@ -108,8 +108,16 @@ impl Inner {
             }
             _ => None,
         });
-        // The end is kept aside in case the store refuses it.
-        let end = terminal.and_then(|_| events.iter().rev().find(|e| e.ends_stream()).cloned());
+        // The end is kept aside in case the store refuses it (boxed: this future is part of
+        // every live turn's state, and an event inline would add its 344 bytes to each).
+        let end = terminal.and_then(|_| {
+            events
+                .iter()
+                .rev()
+                .find(|e| e.ends_stream())
+                .cloned()
+                .map(Box::new)
+        });
         match self.store.append(task_id, events).await {
             Ok(seq) => {
                 self.health.recovered();
@@ -128,7 +136,7 @@ impl Inner {
                     // Streams and reads see the end; the next start repairs the store.
                     let seq = *notify.borrow() + 1;
                     guard(&self.health.unstored)
-                        .insert(task_id.to_string(), Arc::new(LoggedEvent::new(seq, end)));
+                        .insert(task_id.to_string(), Arc::new(LoggedEvent::new(seq, *end)));
                     notify.send_replace(seq);
                     self.count_terminal(task_id, &terminal);
                     if let Some(hook) = self.hook.get() {

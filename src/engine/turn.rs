@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::child::{Child, SpawnError};
+use super::deadline::{Deadlines, Due};
 use super::{attach, input, Control, Inner, SessionArgs};
 use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
@@ -69,7 +70,9 @@ enum End {
     Stopped(ExitReason, Option<tokio::sync::oneshot::Sender<()>>),
 }
 
-pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
+/// The turn comes boxed: as an argument of an async fn it stays in the future's state to the
+/// end (once in `run`'s and once in `drive`'s), where a box costs a pointer each.
+pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
     use tracing::Instrument;
     let span = tracing::info_span!("task", task = %turn.task_id, context = %turn.context_id, adapter = %inner.launch.adapter.id);
     if let Some(tp) = &turn.traceparent {
@@ -81,7 +84,7 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Turn) {
 }
 
 /// Runs the turn to its terminal state.
-async fn drive(inner: &Arc<Inner>, turn: Turn) {
+async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     let Turn {
         task_id,
         context_id,
@@ -94,7 +97,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
         continuing,
         traceparent,
         tool_trace,
-    } = turn;
+    } = *turn;
     let launch = &inner.launch;
     let mut mapper = TurnMapper::new(&task_id, &context_id)
         .with_redactor(inner.redactor.clone())
@@ -134,14 +137,19 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     } else {
         None
     };
-    let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
-    crate::engine::launch::reveal_attachments(&mut spec, &task_id);
-    if let Some(tp) = &traceparent {
-        spec.env.retain(|(k, _)| k != "TRACEPARENT");
-        spec.env.push(("TRACEPARENT".into(), tp.clone()));
-        mapper.add_metadata("traceparent", serde_json::json!(tp));
-    }
-    let mut proc = match inner.spawner.spawn(spec).await {
+    // The spec is built and handed over in a block of its own: kept in a local of this
+    // future, its few hundred bytes would stay in every live task's state to its end.
+    let spawning = {
+        let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
+        crate::engine::launch::reveal_attachments(&mut spec, &task_id);
+        if let Some(tp) = &traceparent {
+            spec.env.retain(|(k, _)| k != "TRACEPARENT");
+            spec.env.push(("TRACEPARENT".into(), tp.clone()));
+            mapper.add_metadata("traceparent", serde_json::json!(tp));
+        }
+        inner.spawner.spawn(spec)
+    };
+    let mut proc = match spawning.await {
         Ok(p) => p,
         Err(SpawnError::Runner(e)) => {
             metrics::counter!("agent_host_spawn_failures_total", "adapter" => launch.adapter.id.clone())
@@ -199,25 +207,29 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
     let mut stderr_tail: VecDeque<String> = VecDeque::new();
     let mut events: Vec<AgentEvent> = Vec::new();
     let mut reply: Vec<u8> = Vec::new();
-    let hard_deadline = Instant::now() + launch.timeout;
     let idle = launch.idle_timeout;
-    let idle_sleep = tokio::time::sleep(idle);
-    tokio::pin!(idle_sleep);
-    let hard_sleep = tokio::time::sleep_until(hard_deadline);
-    tokio::pin!(hard_sleep);
-    // After the CLI reported the end of its turn it gets `grace` to exit by itself.
-    let linger_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
-    tokio::pin!(linger_sleep);
-    let mut lingering = false;
+    // After the CLI reported the end of its turn it gets `grace` to exit by itself (`linger`).
+    let mut deadlines = Deadlines {
+        idle: Instant::now() + idle,
+        hard: Instant::now() + launch.timeout,
+        linger: None,
+        drain: None,
+    };
+    let timer = tokio::time::sleep_until(deadlines.next(true));
+    tokio::pin!(timer);
     let mut session_recorded = false;
-    let drain_sleep = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
-    tokio::pin!(drain_sleep);
-    let mut leader_exited = false;
     let mut drain_until = Instant::now();
     let mut drain_quiet = 0u32;
 
     let end = loop {
-        let waiting = mapper.state().is_interrupted();
+        let lingering = deadlines.linger.is_some();
+        let leader_exited = deadlines.drain.is_some();
+        // The idle timeout counts while the agent works (not while it waits for an answer,
+        // nor once it ended its turn).
+        let idle_counts = !mapper.state().is_interrupted() && !lingering;
+        if let Some(at) = deadlines.reset_to(timer.deadline(), timer.is_elapsed(), idle_counts) {
+            timer.as_mut().reset(at);
+        }
         tokio::select! {
             ctl = control.recv() => match ctl {
                 Some(Control::Reply(msg, ack)) => {
@@ -233,7 +245,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                                 ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
                             }
                             let stored = inner.publish_events(&task_id, &notify, ev).await;
-                            idle_sleep.as_mut().reset(Instant::now() + idle);
+                            deadlines.idle = Instant::now() + idle;
                             let _ = ack.send(stored.ok_or_else(|| A2AError::Internal(
                                 "the answer reached the agent but could not be stored".into(),
                             )));
@@ -251,12 +263,11 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                 match out {
                     Err(exit) => {
                         tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
-                        leader_exited = true;
                         drain_until = Instant::now() + DRAIN_MAX;
-                        drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
+                        deadlines.drain = Some(Instant::now() + DRAIN_TICK);
                     }
                     Ok(Some(Output::Line(line))) => {
-                        idle_sleep.as_mut().reset(Instant::now() + idle);
+                        deadlines.idle = Instant::now() + idle;
                         events.clear();
                         reply.clear();
                         parser.parse_line(&line, &mut events, &mut reply);
@@ -287,9 +298,8 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                             }
                         }
                         if mapper.state().is_terminal() && !lingering {
-                            lingering = true;
                             proc.close_stdin();
-                            linger_sleep.as_mut().reset(Instant::now() + grace);
+                            deadlines.linger = Some(Instant::now() + grace);
                         }
                     }
                     // Stderr does not count as progress: CLIs print their retries there while
@@ -313,7 +323,7 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                         }
                     }
                     Ok(Some(Output::TooLong { bytes })) => {
-                        idle_sleep.as_mut().reset(Instant::now() + idle);
+                        deadlines.idle = Instant::now() + idle;
                         tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
                     }
                     Ok(None) => break End::Eof,
@@ -322,31 +332,38 @@ async fn drive(inner: &Arc<Inner>, turn: Turn) {
                     // Handled: the quiet count starts now (storing the line may have taken
                     // longer than the whole wait while more lines were waiting).
                     drain_quiet = 0;
-                    drain_sleep.as_mut().reset(Instant::now() + DRAIN_TICK);
+                    deadlines.drain = Some(Instant::now() + DRAIN_TICK);
                 }
             },
-            _ = &mut drain_sleep, if leader_exited => {
+            () = &mut timer => {
                 let now = Instant::now();
-                // A late tick: the host was not running, so this was no quiet of the output.
-                if now.saturating_duration_since(drain_sleep.deadline()) < DRAIN_TICK {
-                    drain_quiet += 1;
+                match deadlines.due(now, idle_counts) {
+                    Some(Due::Drain) => {
+                        let tick = deadlines.drain.unwrap_or(now);
+                        // A late tick: the host was not running, so this was no quiet of the output.
+                        if now.saturating_duration_since(tick) < DRAIN_TICK {
+                            drain_quiet += 1;
+                        }
+                        if drain_quiet >= DRAIN_TICKS || now >= drain_until {
+                            tracing::debug!("the agent exited but something it started still holds its output");
+                            break End::Eof;
+                        }
+                        deadlines.drain = Some(now + DRAIN_TICK);
+                    }
+                    Some(Due::Linger) => {
+                        tracing::debug!("the agent finished its turn but did not exit; stopping it");
+                        let exit = proc.terminate(grace).await;
+                        break End::Stopped(exited(exit, &stderr_tail), None);
+                    }
+                    Some(Due::Hard) => {
+                        break End::Stopped(ExitReason::HardTimeout { secs: launch.timeout.as_secs() }, None);
+                    }
+                    Some(Due::Idle) => {
+                        break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
+                    }
+                    // A deadline moved later (output came): the timer is set again above.
+                    None => {}
                 }
-                if drain_quiet >= DRAIN_TICKS || now >= drain_until {
-                    tracing::debug!("the agent exited but something it started still holds its output");
-                    break End::Eof;
-                }
-                drain_sleep.as_mut().reset(now + DRAIN_TICK);
-            }
-            _ = &mut idle_sleep, if !waiting && !lingering => {
-                break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
-            }
-            _ = &mut hard_sleep => {
-                break End::Stopped(ExitReason::HardTimeout { secs: launch.timeout.as_secs() }, None);
-            }
-            _ = &mut linger_sleep, if lingering => {
-                tracing::debug!("the agent finished its turn but did not exit; stopping it");
-                let exit = proc.terminate(grace).await;
-                break End::Stopped(exited(exit, &stderr_tail), None);
             }
         }
     };
