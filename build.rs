@@ -44,8 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Release builds on Linux: the functions the start executes, listed in `link/start.ld`
-/// (written by `scripts/start-layout.sh`), go side by side at the front of the code, and
+/// Release builds on Linux: the functions the start executes, then those serving a few tasks
+/// adds, listed in `link/start.ld` (written by `scripts/start-layout.sh`), go side by side at
+/// the front of the code, and
 /// relative relocations are packed (DT_RELR) where glibc reads them (2.36 and later).
 ///
 /// Why: most of an idle host's RSS is the executable's own code. The kernel maps the 64 KiB
