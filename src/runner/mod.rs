@@ -375,8 +375,9 @@ impl Process {
         self.tracker = None;
         if let Some(cg) = self.cgroup.take() {
             self.limit_hit = cg.limit_hit();
-            // rmdir may wait a moment for the last exits to be accounted.
-            let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
+            // Its processes are gone: the empty folders go in the background (rmdir may wait
+            // a moment for the last exits to be accounted).
+            sandbox::cgroup::remove_in_background(cg);
         }
     }
 

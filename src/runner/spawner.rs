@@ -17,7 +17,7 @@ pub(crate) const SETUP_NICE: i32 = 5;
 
 /// Lowers the calling thread's CPU priority by [`SETUP_NICE`] (Linux keeps a nice value per
 /// thread). A failure leaves the priority as it was.
-fn lower_own_priority() {
+pub(crate) fn lower_own_priority() {
     // SAFETY: nice(2) takes a plain integer and touches no memory of ours; on Linux it changes
     // only the calling thread's nice value.
     let _ = unsafe { nix::libc::nice(SETUP_NICE) };

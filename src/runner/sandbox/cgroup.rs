@@ -343,6 +343,43 @@ impl TaskCgroup {
     }
 }
 
+/// Removes a finished task's cgroup folders (see [`TaskCgroup::remove`]) on one long-lived
+/// thread, at the spawner's lower priority, in the order the tasks ended; the caller does
+/// not wait. Removing a cgroup costs the kernel 0.1 ms or more per hierarchy, and each was a
+/// blocking task of its own: a thousand tasks ending together grew tokio's blocking pool to
+/// dozens of threads (each with its stack and malloc arena) removing folders side by side,
+/// while the tasks still running waited for the CPU. Folders still queued when the host exits
+/// are swept by the next start, as those of a host that died are.
+pub fn remove_in_background(cg: TaskCgroup) {
+    type Queue = std::sync::Mutex<std::sync::mpsc::Sender<TaskCgroup>>;
+    static REMOVER: std::sync::OnceLock<Option<Queue>> = std::sync::OnceLock::new();
+    let queue = REMOVER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<TaskCgroup>();
+        let started = std::thread::Builder::new()
+            .name("agent-host-cgroup-rm".into())
+            .spawn(move || {
+                crate::runner::spawner::lower_own_priority();
+                while let Ok(cg) = rx.recv() {
+                    cg.remove();
+                }
+            });
+        match started {
+            Ok(_) => Some(std::sync::Mutex::new(tx)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the thread that removes task cgroups; removing each on a thread of its own");
+                None
+            }
+        }
+    });
+    let queued = match queue.as_ref().map(|q| q.lock()) {
+        Some(Ok(tx)) => tx.send(cg).map_err(|e| e.0),
+        _ => Err(cg),
+    };
+    if let Err(cg) = queued {
+        std::thread::spawn(move || cg.remove());
+    }
+}
+
 /// `256 MiB`-style text for a byte count.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
@@ -483,6 +520,31 @@ mod tests {
         assert_eq!(own_path(pc, Kind::Unified).as_deref(), Some("/user.slice"));
         assert_eq!(own_path(pc, Kind::Cpu).as_deref(), Some("/"));
         assert_eq!(own_path(pc, Kind::Freezer), None);
+    }
+
+    #[test]
+    fn folders_handed_to_the_background_remover_are_removed() {
+        // Plain folders stand for a task's empty cgroup folders (rmdir is the same call).
+        let root = tempfile::tempdir().expect("temp dir");
+        let folders: Vec<PathBuf> = (0..20)
+            .map(|i| root.path().join(format!("task-{i}")))
+            .collect();
+        for f in &folders {
+            std::fs::create_dir(f).expect("mkdir");
+            let cg = TaskCgroup {
+                dirs: vec![(Kind::Pids, f.clone())],
+                join: Vec::new(),
+                memory_limit: None,
+                pids_limit: None,
+            };
+            remove_in_background(cg);
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while folders.iter().any(|f| f.exists()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let left: Vec<_> = folders.iter().filter(|f| f.exists()).collect();
+        assert!(left.is_empty(), "not removed: {left:?}");
     }
 
     #[test]
