@@ -22,6 +22,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::TaskLimits;
+use crate::runner::spawner::JobThread;
 
 /// What a hierarchy offers a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,32 +352,9 @@ impl TaskCgroup {
 /// while the tasks still running waited for the CPU. Folders still queued when the host exits
 /// are swept by the next start, as those of a host that died are.
 pub fn remove_in_background(cg: TaskCgroup) {
-    type Queue = std::sync::Mutex<std::sync::mpsc::Sender<TaskCgroup>>;
-    static REMOVER: std::sync::OnceLock<Option<Queue>> = std::sync::OnceLock::new();
-    let queue = REMOVER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<TaskCgroup>();
-        let started = std::thread::Builder::new()
-            .name("agent-host-cgroup-rm".into())
-            .spawn(move || {
-                crate::runner::spawner::lower_own_priority();
-                while let Ok(cg) = rx.recv() {
-                    cg.remove();
-                }
-            });
-        match started {
-            Ok(_) => Some(std::sync::Mutex::new(tx)),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot start the thread that removes task cgroups; removing each on a thread of its own");
-                None
-            }
-        }
-    });
-    let queued = match queue.as_ref().map(|q| q.lock()) {
-        Some(Ok(tx)) => tx.send(cg).map_err(|e| e.0),
-        _ => Err(cg),
-    };
-    if let Err(cg) = queued {
-        std::thread::spawn(move || cg.remove());
+    static REMOVER: JobThread = JobThread::new("agent-host-cgroup-rm");
+    if let Err(job) = REMOVER.run(Box::new(move || cg.remove())) {
+        std::thread::spawn(job);
     }
 }
 
