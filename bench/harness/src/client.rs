@@ -23,6 +23,15 @@ pub struct StreamResult {
     pub latencies_ns: Vec<u64>,
     /// The same, for the lines after the stream's first [`WARM_UP`] (its steady state).
     pub steady_ns: Vec<u64>,
+    /// (CLI write time, latency) per line, both in ns, realtime clock: see [`settle`].
+    pub timed: Vec<(u64, u64)>,
+    /// The latencies of the lines written while every stream of the load was running (set
+    /// by [`settle`]).
+    pub settled_ns: Vec<u64>,
+    /// When its first CLI line arrived (its program running), realtime ns.
+    pub started_rt: Option<u64>,
+    /// When its final frame arrived, realtime ns.
+    pub ended_rt: Option<u64>,
     /// Send → first `working` frame.
     pub start: Option<Duration>,
     pub completed: bool,
@@ -32,6 +41,31 @@ pub struct StreamResult {
 /// Lines of each stream left out of [`StreamResult::steady_ns`]: a stream's start (the CLI
 /// and the connection warming up) is measured by the task start and the overall percentiles.
 pub const WARM_UP: u64 = 10;
+
+/// Fills each stream's [`StreamResult::settled_ns`]: the latencies of the lines its CLI
+/// wrote after the last stream of `batch` (one load) had its first line (its program set up
+/// and running) and before the first one had its last frame. Those lines met no task
+/// starting or ending on the host beside them (no sandbox being set up or torn down, no
+/// program started or reaped), so their tail is the steady state's. Empty when a stream
+/// never started or never ended.
+pub fn settle(batch: &mut [StreamResult]) {
+    let all =
+        |f: fn(&StreamResult) -> Option<u64>| batch.iter().map(f).collect::<Option<Vec<u64>>>();
+    let (Some(started), Some(ended)) = (all(|r| r.started_rt), all(|r| r.ended_rt)) else {
+        return;
+    };
+    let (Some(from), Some(to)) = (started.into_iter().max(), ended.into_iter().min()) else {
+        return;
+    };
+    for r in batch.iter_mut() {
+        r.settled_ns = r
+            .timed
+            .iter()
+            .filter(|(written, _)| (from..to).contains(written))
+            .map(|(_, lat)| *lat)
+            .collect();
+    }
+}
 
 pub fn realtime_ns() -> u64 {
     SystemTime::now()
@@ -261,6 +295,8 @@ async fn run(
             if let Some(t) = digits_after(data, b"@t=") {
                 let lat = now_rt.saturating_sub(t);
                 r.latencies_ns.push(lat);
+                r.timed.push((t, lat));
+                r.started_rt.get_or_insert(now_rt);
                 if let Some(i) = digits_after(data, b"ev=") {
                     if i >= WARM_UP {
                         r.steady_ns.push(lat);
@@ -275,6 +311,7 @@ async fn run(
             }
             if find(data, b"TASK_STATE_COMPLETED").is_some() {
                 r.completed = true;
+                r.ended_rt = Some(now_rt);
             } else if find(data, b"TASK_STATE_FAILED").is_some() {
                 return Err("task failed".into());
             } else if find(data, b"\"error\":{").is_some() {
@@ -302,4 +339,34 @@ async fn run(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(started: u64, ended: u64, written: &[u64]) -> StreamResult {
+        StreamResult {
+            timed: written.iter().map(|w| (*w, *w * 10)).collect(),
+            started_rt: Some(started),
+            ended_rt: Some(ended),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn settled_lines_are_those_written_while_every_stream_ran() {
+        // All running from 5 (the later start) to 20 (the earlier end).
+        let mut batch = vec![
+            stream(1, 30, &[1, 4, 5, 12, 25]),
+            stream(5, 20, &[5, 19, 20]),
+        ];
+        settle(&mut batch);
+        assert_eq!(batch[0].settled_ns, [50, 120]);
+        assert_eq!(batch[1].settled_ns, [50, 190]);
+        // A stream that never printed leaves no window.
+        let mut batch = vec![stream(1, 30, &[4]), StreamResult::default()];
+        settle(&mut batch);
+        assert!(batch[0].settled_ns.is_empty());
+    }
 }

@@ -48,6 +48,8 @@ pub struct Outcome {
     pub latencies_ns: Vec<u64>,
     /// Latencies of each stream's lines after its first [`client::WARM_UP`].
     pub steady_ns: Vec<u64>,
+    /// Latencies of the lines written while every stream was running ([`client::settle`]).
+    pub settled_ns: Vec<u64>,
     pub starts_ns: Vec<u64>,
     pub peak_rss_kib: u64,
     pub errors: Vec<String>,
@@ -79,6 +81,7 @@ async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamRes
             ..Default::default()
         }));
     }
+    client::settle(&mut out);
     out
 }
 
@@ -161,6 +164,7 @@ async fn drive_two(
             ..Default::default()
         }));
     }
+    client::settle(&mut out);
     out
 }
 
@@ -205,6 +209,7 @@ fn run_two(
             o.events += r.events;
             o.latencies_ns.extend(r.latencies_ns);
             o.steady_ns.extend(r.steady_ns);
+            o.settled_ns.extend(r.settled_ns);
             if let Some(s) = r.start {
                 o.starts_ns.push(s.as_nanos() as u64);
             }
@@ -292,6 +297,7 @@ fn run_load(
         o.events += r.events;
         o.latencies_ns.extend(r.latencies_ns);
         o.steady_ns.extend(r.steady_ns);
+        o.settled_ns.extend(r.settled_ns);
         if let Some(s) = r.start {
             o.starts_ns.push(s.as_nanos() as u64);
         }

@@ -129,24 +129,32 @@ fn steady99(o: &Outcome) -> f64 {
     pct(&sorted(&o.steady_ns), 0.99)
 }
 
+/// p99 latency of the lines written while every stream was running, in ns.
+fn settled99(o: &Outcome) -> f64 {
+    pct(&sorted(&o.settled_ns), 0.99)
+}
+
 /// Task start (send → first `working` frame) percentile `p`, in ns.
 fn start(o: &Outcome, p: f64) -> f64 {
     pct(&sorted(&o.starts_ns), p)
 }
 
-/// `p50 / p99 / p99 after each stream's first lines` of the event latency.
-fn lat3(o: &Outcome) -> String {
+/// `p50 / p99 / p99 after each stream's first lines / p99 while every stream was running` of
+/// the event latency.
+fn lat4(o: &Outcome) -> String {
     format!(
-        "{} / {} / {}",
+        "{} / {} / {} / {}",
         ms(lat(o, 0.5)),
         ms(lat(o, 0.99)),
-        ms(steady99(o))
+        ms(steady99(o)),
+        ms(settled99(o))
     )
 }
 
-/// The ratios of the three latency figures, `num ÷ den` each.
-fn lat3_ratio(num: Option<&Outcome>, den: Option<&Outcome>) -> String {
-    let figures: [fn(&Outcome) -> f64; 3] = [|o| lat(o, 0.5), |o| lat(o, 0.99), steady99];
+/// The ratios of the four latency figures, `num ÷ den` each.
+fn lat4_ratio(num: Option<&Outcome>, den: Option<&Outcome>) -> String {
+    let figures: [fn(&Outcome) -> f64; 4] =
+        [|o| lat(o, 0.5), |o| lat(o, 0.99), steady99, settled99];
     figures
         .iter()
         .map(|f| ratio(val(num, f), val(den, f)))
@@ -172,7 +180,7 @@ fn problems(o: &Outcome) -> String {
 pub fn summary(o: &Outcome) -> String {
     let l = sorted(&o.latencies_ns);
     format!(
-        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {} (after each stream's first {}: p99 {}), peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
+        "{} frames, {}/{} lines, cpu {:.3} s ({:.1} µs/frame){}, wall {:.2} s, p50 {} p99 {} (after each stream's first {}: p99 {}; while all ran: p99 {}), peak rss {:.1} MiB, idle rss {:.1} MiB, card {:.0} ms{}",
         o.frames,
         o.events,
         o.expected,
@@ -184,6 +192,7 @@ pub fn summary(o: &Outcome) -> String {
         ms(pct(&l, 0.99)),
         crate::client::WARM_UP,
         ms(steady99(o)),
+        ms(settled99(o)),
         o.peak_rss_kib as f64 / 1024.0,
         o.idle_rss_kib as f64 / 1024.0,
         o.card_after.as_secs_f64() * 1e3,
@@ -301,23 +310,23 @@ pub fn table(rows: &[Row]) -> String {
             Measure::Latency => {
                 let offered = ld.streams as f64 * 1e6 / ld.pause_us.max(1) as f64;
                 let what = format!(
-                    "event latency CLI write → SSE read, {} stream(s) × {} events, {} ms apart ({:.0} events/s offered), p50 / p99 / p99 after each stream's first {}",
+                    "event latency CLI write → SSE read, {} stream(s) × {} events, {} ms apart ({:.0} events/s offered), p50 / p99 / p99 after each stream's first {} / p99 while every stream was running",
                     ld.streams,
                     ld.events,
                     ld.pause_us / 1000,
                     offered,
                     crate::client::WARM_UP
                 );
-                let l3 = |o: &Outcome| format!("{}{}", lat3(o), problems(o));
+                let l4 = |o: &Outcome| format!("{}{}", lat4(o), problems(o));
                 line(
                     &mut out,
                     [
                         &what,
-                        &l3(a),
-                        &cell(b, l3),
-                        &lat3_ratio(b, Some(a)),
-                        &cell(f, l3),
-                        &lat3_ratio(Some(a), f),
+                        &l4(a),
+                        &cell(b, l4),
+                        &lat4_ratio(b, Some(a)),
+                        &cell(f, l4),
+                        &lat4_ratio(Some(a), f),
                     ],
                 );
                 let (x, y, z) = (
@@ -341,9 +350,9 @@ pub fn table(rows: &[Row]) -> String {
                     ],
                 );
                 let stores = [
-                    (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99 / p99 after the first lines; host CPU / event)"),
-                    (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99 / p99 after the first lines; host CPU / event)"),
-                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99 / p99 after the first lines; both hosts' CPU / event)"),
+                    (&r.sqlite, "same, agent-host with its default SQLite store (p50 / p99 / p99 after the first lines / while all ran; host CPU / event)"),
+                    (&r.postgres, "same, agent-host with the PostgreSQL store, one host (p50 / p99 / p99 after the first lines / while all ran; host CPU / event)"),
+                    (&r.postgres_two, "same, two agent-hosts on the PostgreSQL store: tasks run on A, streamed from B (p50 / p99 / p99 after the first lines / while all ran; both hosts' CPU / event)"),
                 ];
                 for (o, what) in stores {
                     let Some(s) = o else { continue };
@@ -353,13 +362,13 @@ pub fn table(rows: &[Row]) -> String {
                             what,
                             &format!(
                                 "{}; {:.1} µs (memory: {x:.1} µs){}{}",
-                                lat3(s),
+                                lat4(s),
                                 cpu_per_event(s),
                                 db_cpu(s),
                                 problems(s)
                             ),
-                            &cell(b, |b| format!("{}; {y:.1} µs (in memory)", lat3(b))),
-                            &lat3_ratio(b, Some(s)),
+                            &cell(b, |b| format!("{}; {y:.1} µs (in memory)", lat4(b))),
+                            &lat4_ratio(b, Some(s)),
                             "–",
                             "–",
                         ],
