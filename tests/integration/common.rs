@@ -462,6 +462,28 @@ pub struct HostProcess {
     _dir: tempfile::TempDir,
 }
 
+/// The body of `GET path` from the host at `addr`, on a connection of its own that the host
+/// has closed when this returns. So the host holds none of its connection places for it
+/// when a test starts (the connection-cap tests count them): a pooled client connection, or
+/// one the client merely stopped using, is let go at some later moment, and a place freed in
+/// the middle of such a test let a request in that the test expected refused.
+async fn get_until_closed(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    // Read until the host closes the connection (after its answer, as asked).
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+        .await
+        .expect("the host closes the connection after answering")
+        .expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
+    body.to_string()
+}
+
 impl HostProcess {
     pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -520,18 +542,8 @@ impl HostProcess {
         // Keep reading the log so that the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let base = format!("http://{addr}");
-        // `Connection: close`: the host closes this connection itself once it answered, so
-        // it holds none of the host's connection places when the test starts (the
-        // connection-cap tests count them).
-        let card = reqwest::Client::new()
-            .get(format!("{base}/.well-known/agent-card.json"))
-            .header(reqwest::header::CONNECTION, "close")
-            .send()
-            .await
-            .expect("card request")
-            .json()
-            .await
-            .expect("card JSON");
+        let card = get_until_closed(&addr, "/.well-known/agent-card.json").await;
+        let card = serde_json::from_str(&card).unwrap_or_else(|e| panic!("card JSON: {e}: {card}"));
         HostProcess {
             _child: child,
             base,

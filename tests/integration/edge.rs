@@ -95,11 +95,12 @@ async fn slowloris_is_cut_off_by_the_header_timeout() {
                 timed_out += 1;
             }
         }
-        // 20 places: about 20 were admitted (more when the timer freed places while the
-        // 50 were still connecting, on a busy machine), the rest refused. With the debug
-        // build, 2 runs in 12 admitted 19 (31 refused): one place was held by something
-        // else for a moment, not yet understood; the test is about the timer, so it allows
-        // one place fewer.
+        // 20 places: about 20 were admitted (more when the timer freed places while the 50
+        // were still connecting, on a busy machine), the rest refused. One fewer happens
+        // (1 run in 10 with the debug build): the connection of the host's start check
+        // (`HostProcess::spawn`) is closed when the test starts, but its place is freed by
+        // the host's connection task a moment after the close, and the first slow clients
+        // can be accepted in that moment. The test is about the timer, so it allows that.
         assert_eq!(refused + timed_out, 50);
         assert!(
             timed_out >= 19 && refused >= 1,
@@ -129,8 +130,8 @@ async fn slowloris_is_cut_off_by_the_header_timeout() {
         )
         .await;
         let to = addr_of(&open.base);
-        // More slow clients than places, as an attacker would open: every place is held
-        // even if one of them is refused (see above).
+        // More slow clients than places, as an attacker would open (so every place is held
+        // even if the first ones came before the start check's place was freed).
         let mut conns = Vec::new();
         for _ in 0..25 {
             conns.push(slow_client(to, "127.0.0.1").await);
