@@ -14,6 +14,11 @@ use crate::runner::{ExitInfo, Output, Process, RunnerError, SpawnSpec};
 pub trait Child: Send {
     /// Its process id (also its process group id), recorded for the stale-process sweep.
     fn pid(&self) -> u32;
+    /// When it started, in the clock ticks the stale-process sweep compares to tell it from
+    /// a later process with the same pid; 0 when unknown.
+    fn start_ticks(&self) -> u64 {
+        0
+    }
     /// The next piece of output; None once all output has ended. Must be cancel-safe.
     async fn next(&mut self) -> Option<Output>;
     /// The next piece of output, or its exit (`Err`, reported once) when that comes first:
@@ -40,6 +45,10 @@ pub trait Child: Send {
 impl Child for Process {
     fn pid(&self) -> u32 {
         Process::pid(self)
+    }
+
+    fn start_ticks(&self) -> u64 {
+        Process::start_ticks(self)
     }
 
     async fn next(&mut self) -> Option<Output> {

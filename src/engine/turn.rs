@@ -19,7 +19,7 @@ use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
 use crate::protocol::A2AError;
-use crate::runner::{start_ticks, ExitInfo, Output};
+use crate::runner::{ExitInfo, Output};
 use crate::task::{ExitReason, TaskEvent, TurnMapper};
 
 /// Everything a turn needs to start.
@@ -172,7 +172,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     let pid = proc.pid();
     if let Err(e) = inner
         .store
-        .record_process(&task_id, pid, start_ticks(pid).unwrap_or(0))
+        .record_process(&task_id, pid, proc.start_ticks())
         .await
     {
         tracing::warn!(error = %e, "could not record the agent's process group");

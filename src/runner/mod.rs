@@ -203,6 +203,11 @@ pub struct Process {
     wrapped: bool,
     /// The limit the task ran into, read before its cgroup was removed.
     limit_hit: Option<String>,
+    /// See [`Process::start_ticks`].
+    start_ticks: u64,
+    /// Whether anything of the task was killed (a v1 cgroup is frozen for that): its cgroup
+    /// then does not serve another task.
+    killed: bool,
 }
 
 impl std::fmt::Debug for Process {
@@ -219,6 +224,13 @@ impl Process {
     /// The child's pid, which is also its process group id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// When the leader started, in clock ticks since boot (`/proc/PID/stat`; 0 if it could
+    /// not be read): with the pid, what tells it apart from a later process given the same
+    /// pid (see [`kill_stale_group`]).
+    pub fn start_ticks(&self) -> u64 {
+        self.start_ticks
     }
 
     fn pgid(&self) -> Pid {
@@ -277,11 +289,17 @@ impl Process {
     /// it, wait up to `grace`, SIGKILL what is left. Returns the leader's exit.
     pub async fn wait(&mut self, grace: Duration) -> ExitInfo {
         let exit = self.reap().await;
-        if !self.group_gone && self.members_alive() {
+        if self.group_gone {
+            return exit;
+        }
+        if self.members_alive() {
             self.signal_group(Signal::SIGTERM);
             self.wait_members_gone(Instant::now() + grace).await;
+            self.kill_rest().await;
+        } else {
+            // Nothing left (the usual end): no second look at the cgroup.
+            self.all_gone(true);
         }
-        self.kill_rest().await;
         exit
     }
 
@@ -371,13 +389,17 @@ impl Process {
             }
             tokio::time::sleep(POLL).await;
         }
+        self.all_gone(!self.killed);
+    }
+
+    /// Every process of the task is gone: the cgroup's limit counters are read, and its
+    /// folders go (`clean`: they exited, none was killed, so the folders may serve the
+    /// next task; see [`sandbox::cgroup::TaskCgroup::finish`]).
+    fn all_gone(&mut self, clean: bool) {
         self.group_gone = true;
         self.tracker = None;
         if let Some(cg) = self.cgroup.take() {
-            self.limit_hit = cg.limit_hit();
-            // Its processes are gone: the empty folders go in the background (rmdir may wait
-            // a moment for the last exits to be accounted).
-            sandbox::cgroup::remove_in_background(cg);
+            self.limit_hit = cg.finish(clean);
         }
     }
 
@@ -417,7 +439,8 @@ impl Process {
     }
 
     /// SIGKILL to the group, the leader and everything in the task's cgroup.
-    fn kill_everything(&self) {
+    fn kill_everything(&mut self) {
+        self.killed = true;
         match killpg(self.pgid(), Signal::SIGKILL) {
             Ok(()) | Err(Errno::ESRCH) => {}
             Err(e) => tracing::warn!(pgid = self.pid, error = %e, "killpg failed"),

@@ -130,7 +130,7 @@ impl Process {
                 "child exited and was reaped before its pid was read",
             ))
         })?;
-        sandbox::reaper::leader_started(pid);
+        let start_ticks = sandbox::reaper::leader_started(pid);
         drop(spawning);
 
         let mut stdin = None;
@@ -166,6 +166,8 @@ impl Process {
             tracker,
             wrapped,
             limit_hit: None,
+            start_ticks,
+            killed: false,
         })
     }
 }

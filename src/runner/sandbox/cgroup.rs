@@ -9,7 +9,8 @@
 //!
 //! Where: under the host's own cgroup in every hierarchy it can write (the unified cgroup2
 //! hierarchy and the v1 `pids`, `memory`, `freezer` and `cpu` ones), in a folder
-//! `agent-host-<host pid>` holding one `task-<n>` folder per running process.
+//! `agent-host-<host pid>` holding one `task-<n>` folder per running process, and those of
+//! tasks that ended cleanly, kept for the next tasks with the same limits ([`spare`]).
 
 use std::ffi::CString;
 use std::io;
@@ -23,6 +24,11 @@ use nix::unistd::Pid;
 
 use super::TaskLimits;
 use crate::runner::spawner::JobThread;
+
+mod mountinfo;
+mod spare;
+use mountinfo::{mounts, own_path};
+use spare::Spare;
 
 /// What a hierarchy offers a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +67,8 @@ pub struct Hierarchy {
 #[derive(Debug, Clone, Default)]
 pub struct Hierarchies {
     pub list: Vec<Hierarchy>,
+    /// Folders of tasks that ended cleanly, for the next tasks.
+    spare: Spare,
 }
 
 static NEXT_TASK: AtomicU64 = AtomicU64::new(1);
@@ -108,7 +116,10 @@ impl Hierarchies {
                 controllers,
             });
         }
-        Hierarchies { list }
+        Hierarchies {
+            list,
+            spare: Spare::default(),
+        }
     }
 
     pub fn has(&self, kind: Kind) -> bool {
@@ -123,26 +134,40 @@ impl Hierarchies {
         })
     }
 
-    /// A new, empty cgroup for one task with `limits` written.
+    /// An empty cgroup for one task with `limits` written: a spare one that an earlier task
+    /// with the same limits left clean ([`spare`]), else new folders.
     pub fn create(&self, limits: &TaskLimits) -> io::Result<TaskCgroup> {
+        // Without a limit to apply, a v1 memory/cpu cgroup adds nothing.
+        let wanted = |h: &&Hierarchy| match h.kind {
+            Kind::Memory => limits.memory.is_some(),
+            Kind::Cpu => limits.cpu_weight.is_some(),
+            Kind::Pids | Kind::Unified | Kind::Freezer => true,
+        };
+        let asked = (limits.memory, limits.pids, limits.cpu_weight);
+        let fits = |cg: &TaskCgroup| {
+            cg.asked == asked
+                && cg.dirs.len() == self.list.iter().filter(wanted).count()
+                && cg
+                    .dirs
+                    .iter()
+                    .zip(self.list.iter().filter(wanted))
+                    .all(|((kind, dir), h)| *kind == h.kind && dir.parent() == Some(&h.base))
+        };
+        if let Some(mut cg) = self.spare.take(fits) {
+            cg.spare = Some(self.spare.clone());
+            return Ok(cg);
+        }
         let n = NEXT_TASK.fetch_add(1, Ordering::Relaxed);
         let mut cg = TaskCgroup {
             dirs: Vec::new(),
             join: Vec::new(),
             memory_limit: None,
             pids_limit: None,
+            asked,
+            spare: Some(self.spare.clone()),
+            seen: Counts::default(),
         };
-        for h in &self.list {
-            // Without a limit to apply, a v1 memory/cpu cgroup adds nothing.
-            let wanted = match h.kind {
-                Kind::Memory => limits.memory.is_some(),
-                Kind::Cpu => limits.cpu_weight.is_some(),
-                Kind::Pids => true,
-                Kind::Unified | Kind::Freezer => true,
-            };
-            if !wanted {
-                continue;
-            }
+        for h in self.list.iter().filter(wanted) {
             let dir = h.base.join(format!("task-{n}"));
             std::fs::create_dir(&dir)?;
             cg.join.push(
@@ -192,12 +217,42 @@ pub struct TaskCgroup {
     join: Vec<CString>,
     memory_limit: Option<u64>,
     pids_limit: Option<u64>,
+    /// The limits it was created for (memory, pids, CPU weight): a spare one serves only a
+    /// task asking for the same ([`spare`]).
+    asked: (Option<u64>, Option<u64>, Option<u64>),
+    /// Where its folders are kept when it ends cleanly ([`TaskCgroup::finish`]).
+    spare: Option<Spare>,
+    /// The kernel's limit counters when this task got the folders (not zero when an earlier
+    /// task used them): only what counted since is this task's.
+    seen: Counts,
+}
+
+/// The kernel's counts of a task's limits being hit (cumulative per folder).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Processes killed at the memory limit.
+    oom_kills: u64,
+    /// Forks refused at the process limit.
+    forks_refused: u64,
 }
 
 /// How long a v1 freeze may take before the kill goes ahead anyway.
 const FREEZE_WAIT: Duration = Duration::from_millis(500);
 
 impl TaskCgroup {
+    /// The folder `dir` of one hierarchy, as a task's cgroup (no limits known).
+    fn at(kind: Kind, dir: PathBuf) -> TaskCgroup {
+        TaskCgroup {
+            dirs: vec![(kind, dir)],
+            join: Vec::new(),
+            memory_limit: None,
+            pids_limit: None,
+            asked: (None, None, None),
+            spare: None,
+            seen: Counts::default(),
+        }
+    }
+
     /// Runs in the task's first process before its program: moves it into every folder of the
     /// task. Only raw system calls on the prepared paths (async-signal-safe, no allocation:
     /// it may run between fork and exec).
@@ -299,6 +354,26 @@ impl TaskCgroup {
 
     /// The limit the task ran into, in words, if the kernel counted one.
     pub fn limit_hit(&self) -> Option<String> {
+        self.describe(self.counts())
+    }
+
+    /// The limit that `now` (against what was counted before the task) says the task ran
+    /// into, in words.
+    fn describe(&self, now: Counts) -> Option<String> {
+        if now.oom_kills > self.seen.oom_kills {
+            let limit = self.memory_limit.map(human_bytes).unwrap_or_default();
+            return Some(format!("its memory limit ({limit}, task_memory)"));
+        }
+        if now.forks_refused > self.seen.forks_refused {
+            let limit = self.pids_limit.map(|n| n.to_string()).unwrap_or_default();
+            return Some(format!("its process limit ({limit} processes, task_pids)"));
+        }
+        None
+    }
+
+    /// The kernel's limit counters of the task's folders. Only those of a limit that was set
+    /// are read (each read is an open, a read and a close, at every task's end).
+    fn counts(&self) -> Counts {
         let count = |file: PathBuf, key: &str| -> u64 {
             std::fs::read_to_string(file)
                 .ok()
@@ -310,26 +385,43 @@ impl TaskCgroup {
                 })
                 .unwrap_or(0)
         };
+        let mut c = Counts::default();
         for (kind, dir) in &self.dirs {
-            let oom = match kind {
-                Kind::Memory => count(dir.join("memory.oom_control"), "oom_kill"),
-                Kind::Unified => count(dir.join("memory.events"), "oom_kill"),
-                _ => 0,
-            };
-            if oom > 0 {
-                let limit = self.memory_limit.map(human_bytes).unwrap_or_default();
-                return Some(format!("its memory limit ({limit}, task_memory)"));
+            if self.memory_limit.is_some() {
+                c.oom_kills += match kind {
+                    Kind::Memory => count(dir.join("memory.oom_control"), "oom_kill"),
+                    Kind::Unified => count(dir.join("memory.events"), "oom_kill"),
+                    _ => 0,
+                };
+            }
+            if self.pids_limit.is_some() && matches!(kind, Kind::Pids | Kind::Unified) {
+                c.forks_refused += count(dir.join("pids.events"), "max");
             }
         }
-        for (kind, dir) in &self.dirs {
-            if matches!(kind, Kind::Pids | Kind::Unified)
-                && count(dir.join("pids.events"), "max") > 0
-            {
-                let limit = self.pids_limit.map(|n| n.to_string()).unwrap_or_default();
-                return Some(format!("its process limit ({limit} processes, task_pids)"));
+        c
+    }
+
+    /// The task's processes are all gone: the limit it ran into (see [`Self::limit_hit`]),
+    /// and its folders go. `clean`: it ended by itself, nothing was frozen or killed, so the
+    /// folders are as a new task would get them (limits written, thawed, empty) and are kept
+    /// for the next task with the same limits ([`Spare`]); otherwise, or when enough are
+    /// kept, they are removed in the background.
+    pub fn finish(mut self, clean: bool) -> Option<String> {
+        let now = self.counts();
+        let hit = self.describe(now);
+        match self.spare.clone() {
+            Some(spare) if clean => {
+                self.seen = now;
+                // Kept without its handle on the list (no reference cycle); `create` gives
+                // it back.
+                self.spare = None;
+                if let Some(cg) = spare.keep(self) {
+                    remove_in_background(cg);
+                }
             }
+            _ => remove_in_background(self),
         }
-        None
+        hit
     }
 
     /// Removes the folders (they must be empty; a process that is still exiting keeps one a
@@ -374,48 +466,6 @@ pub fn human_bytes(n: u64) -> String {
     format!("{n} bytes")
 }
 
-/// The cgroup hierarchies mounted: (what it offers, mount point, root of the mount).
-fn mounts(mountinfo: &str) -> Vec<(Kind, PathBuf, String)> {
-    let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        let (Some(root), Some(point), Some(fstype)) = (l.get(3), l.get(4), r.first()) else {
-            continue;
-        };
-        let point = PathBuf::from(point.replace("\\040", " "));
-        match *fstype {
-            "cgroup2" => out.push((Kind::Unified, point, root.to_string())),
-            "cgroup" => {
-                let opts = r.get(2).copied().unwrap_or("");
-                for kind in [Kind::Pids, Kind::Memory, Kind::Freezer, Kind::Cpu] {
-                    if opts.split(',').any(|o| Some(o) == kind.v1_name()) {
-                        out.push((kind, point.clone(), root.to_string()));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The host's cgroup path in the hierarchy of `kind`, from `/proc/self/cgroup`.
-fn own_path(proc_cgroup: &str, kind: Kind) -> Option<String> {
-    proc_cgroup.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let hit = match kind.v1_name() {
-            None => id == "0" && controllers.is_empty(),
-            Some(name) => controllers.split(',').any(|c| c == name),
-        };
-        hit.then(|| path.to_string())
-    })
-}
-
 /// Enables `memory`, `pids` and `cpu` for the task folders under `base` where the parent
 /// allows it (v2 lets a folder hand out only what its parent handed to it). Returns what is on.
 fn enable_controllers(parent: &Path, base: &Path) -> Vec<String> {
@@ -454,12 +504,7 @@ fn sweep_dead_hosts(parent: &Path) {
         let host = e.path();
         if let Ok(tasks) = std::fs::read_dir(&host) {
             for t in tasks.flatten().filter(|t| t.path().is_dir()) {
-                let cg = TaskCgroup {
-                    dirs: vec![(Kind::Pids, t.path())],
-                    join: Vec::new(),
-                    memory_limit: None,
-                    pids_limit: None,
-                };
+                let cg = TaskCgroup::at(Kind::Pids, t.path());
                 if cg.alive() {
                     tracing::warn!(cgroup = %t.path().display(), "killing what a stopped agent-host left running");
                     let _ = std::fs::write(t.path().join("cgroup.kill"), "1");
@@ -477,30 +522,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mountinfo_and_proc_cgroup_lines() {
-        let mi = "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:9 - cgroup cgroup rw,pids\n\
-                  36 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
-                  37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
-        let m = mounts(mi);
-        assert_eq!(m.len(), 3);
-        assert_eq!(m[0].0, Kind::Pids);
-        assert_eq!(
-            m[1],
-            (
-                Kind::Unified,
-                PathBuf::from("/sys/fs/cgroup/unified"),
-                "/".into()
-            )
-        );
-        assert_eq!(m[2].0, Kind::Cpu);
-        let pc = "8:pids:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n";
-        assert_eq!(own_path(pc, Kind::Memory).as_deref(), Some("/a/b"));
-        assert_eq!(own_path(pc, Kind::Unified).as_deref(), Some("/user.slice"));
-        assert_eq!(own_path(pc, Kind::Cpu).as_deref(), Some("/"));
-        assert_eq!(own_path(pc, Kind::Freezer), None);
-    }
-
-    #[test]
     fn folders_handed_to_the_background_remover_are_removed() {
         // Plain folders stand for a task's empty cgroup folders (rmdir is the same call).
         let root = tempfile::tempdir().expect("temp dir");
@@ -509,12 +530,7 @@ mod tests {
             .collect();
         for f in &folders {
             std::fs::create_dir(f).expect("mkdir");
-            let cg = TaskCgroup {
-                dirs: vec![(Kind::Pids, f.clone())],
-                join: Vec::new(),
-                memory_limit: None,
-                pids_limit: None,
-            };
+            let cg = TaskCgroup::at(Kind::Pids, f.clone());
             remove_in_background(cg);
         }
         let until = Instant::now() + Duration::from_secs(10);

@@ -237,8 +237,10 @@ pub fn spawning() -> RwLockReadGuard<'static, ()> {
     spawn_lock().read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Records a program the runner started (tokio reaps it; this module must not).
-pub fn leader_started(pid: u32) {
+/// Records a program the runner started (tokio reaps it; this module must not); returns its
+/// start time in clock ticks (0 if it could not be read), which tells it apart from a later
+/// process with the same pid.
+pub fn leader_started(pid: u32) -> u64 {
     let start = crate::runner::start_ticks(pid).unwrap_or(0);
     let mut st = state();
     st.leaders.insert(pid, start);
@@ -251,6 +253,7 @@ pub fn leader_started(pid: u32) {
             .retain(|pid, start| crate::runner::start_ticks(*pid) == Some(*start));
         st.prune_leaders_at = st.leaders.len() * 2;
     }
+    start
 }
 
 /// The runner reaped program `pid`.
