@@ -127,6 +127,10 @@ pub async fn serve(settings: Settings) -> Result<(), StartError> {
         .map_err(|e| StartError::Bind(settings.bind.to_string(), e))?;
     let app = App::start(&settings, local_addr).await?;
     app.serve(listener, shutdown_signal()).await?;
+    // The cgroup folders kept for later tasks, and the host's own ones when empty.
+    crate::runner::sandbox::Capabilities::get()
+        .cgroups
+        .release();
     tracing::info!("stopped");
     Ok(())
 }

@@ -122,6 +122,18 @@ impl Hierarchies {
         }
     }
 
+    /// At the host's end: removes the folders kept for later tasks ([`Spare`]) and the
+    /// host's own folder in each hierarchy when nothing else is in it (folders of tasks still
+    /// being removed in the background are swept by the next start).
+    pub fn release(&self) {
+        for cg in self.spare.drain() {
+            cg.remove();
+        }
+        for h in &self.list {
+            let _ = std::fs::remove_dir(&h.base);
+        }
+    }
+
     pub fn has(&self, kind: Kind) -> bool {
         self.list.iter().any(|h| h.kind == kind)
     }

@@ -34,6 +34,11 @@ impl Spare {
         Some(list.remove(i))
     }
 
+    /// Every kept set (the list is left empty).
+    pub(super) fn drain(&self) -> Vec<TaskCgroup> {
+        std::mem::take(&mut *self.list())
+    }
+
     /// Keeps `cg` for a later task; gives it back when enough are kept.
     pub(super) fn keep(&self, cg: TaskCgroup) -> Option<TaskCgroup> {
         let mut list = self.list();
@@ -146,6 +151,21 @@ mod tests {
         let next = h.create(&pids(16)).expect("create");
         assert_ne!(folder(&next), dir);
         discard(next);
+    }
+
+    #[test]
+    fn the_hosts_end_removes_the_kept_folders_and_its_own() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let base = root.path().join("agent-host-1");
+        std::fs::create_dir(&base).expect("mkdir");
+        let h = hierarchy(&base);
+        let cg = h.create(&TaskLimits::default()).expect("create");
+        let dir = folder(&cg);
+        cg.finish(true);
+        assert!(dir.exists(), "kept");
+        h.release();
+        assert!(!dir.exists(), "the kept folder is left");
+        assert!(!base.exists(), "the host's folder is left");
     }
 
     #[test]
