@@ -19,12 +19,11 @@ pub struct StreamResult {
     pub frames: u64,
     /// Distinct CLI lines received (by index).
     pub events: u64,
-    /// CLI write → frame read, per CLI line, in ns.
-    pub latencies_ns: Vec<u64>,
-    /// The same, for the lines after the stream's first [`WARM_UP`] (its steady state).
-    pub steady_ns: Vec<u64>,
-    /// (CLI write time, latency) per line, both in ns, realtime clock: see [`settle`].
+    /// Per CLI line: when the CLI wrote it (realtime ns) and the latency CLI write → frame
+    /// read (ns).
     pub timed: Vec<(u64, u64)>,
+    /// The latencies of the lines after the stream's first [`WARM_UP`] (its steady state).
+    pub steady_ns: Vec<u64>,
     /// The latencies of the lines written while every stream of the load was running (set
     /// by [`settle`]).
     pub settled_ns: Vec<u64>,
@@ -294,7 +293,6 @@ async fn run(
             }
             if let Some(t) = digits_after(data, b"@t=") {
                 let lat = now_rt.saturating_sub(t);
-                r.latencies_ns.push(lat);
                 r.timed.push((t, lat));
                 r.started_rt.get_or_insert(now_rt);
                 if let Some(i) = digits_after(data, b"ev=") {

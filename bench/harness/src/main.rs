@@ -207,7 +207,7 @@ fn run_two(
         for r in results {
             o.frames += r.frames;
             o.events += r.events;
-            o.latencies_ns.extend(r.latencies_ns);
+            o.latencies_ns.extend(r.timed.iter().map(|(_, lat)| *lat));
             o.steady_ns.extend(r.steady_ns);
             o.settled_ns.extend(r.settled_ns);
             if let Some(s) = r.start {
@@ -295,7 +295,7 @@ fn run_load(
     for r in results {
         o.frames += r.frames;
         o.events += r.events;
-        o.latencies_ns.extend(r.latencies_ns);
+        o.latencies_ns.extend(r.timed.iter().map(|(_, lat)| *lat));
         o.steady_ns.extend(r.steady_ns);
         o.settled_ns.extend(r.settled_ns);
         if let Some(s) = r.start {

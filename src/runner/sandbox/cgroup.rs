@@ -241,7 +241,7 @@ pub struct TaskCgroup {
 
 /// The kernel's counts of a task's limits being hit (cumulative per folder).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
+struct Counts {
     /// Processes killed at the memory limit.
     oom_kills: u64,
     /// Forks refused at the process limit.
