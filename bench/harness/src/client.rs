@@ -77,18 +77,32 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn digits_after(hay: &[u8], marker: &[u8]) -> Option<u64> {
-    let at = find(hay, marker)? + marker.len();
-    let mut v: u64 = 0;
-    let mut any = false;
-    for &b in &hay[at..] {
-        if !b.is_ascii_digit() {
-            break;
+/// The number at the start of `hay` and its length in bytes.
+fn digits(hay: &[u8]) -> Option<(u64, usize)> {
+    let len = hay.iter().take_while(|b| b.is_ascii_digit()).count();
+    let v = hay[..len].iter().fold(0u64, |v, &b| {
+        v.wrapping_mul(10).wrapping_add(u64::from(b - b'0'))
+    });
+    (len > 0).then_some((v, len))
+}
+
+/// Every bench-CLI line (`ev=<index> @t=<ns>`) in a frame, as (index, write time). An update
+/// holds one; the task a subscription starts with holds every line written before it, in its
+/// artifacts.
+fn lines_in(data: &[u8]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let Some(at) = find(rest, b"ev=") {
+        rest = &rest[at + 3..];
+        let Some((index, len)) = digits(rest) else {
+            continue;
+        };
+        rest = &rest[len..];
+        if let Some(t) = rest.strip_prefix(b" @t=").and_then(digits) {
+            out.push((index, t.0));
         }
-        v = v.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
-        any = true;
     }
-    any.then_some(v)
+    out
 }
 
 /// The JSON-RPC body of a v1.0 `SendStreamingMessage` with a text prompt.
@@ -291,20 +305,18 @@ async fn run(
             if r.start.is_none() && find(data, b"TASK_STATE_WORKING").is_some() {
                 r.start = Some(now - sent);
             }
-            if let Some(t) = digits_after(data, b"@t=") {
+            for (i, t) in lines_in(data) {
+                // A line seen again (in a task snapshot after its update) is not a new line.
+                match seen.get_mut(i as usize) {
+                    Some(slot) if !*slot => *slot = true,
+                    _ => continue,
+                }
+                r.events += 1;
                 let lat = now_rt.saturating_sub(t);
                 r.timed.push((t, lat));
                 r.started_rt.get_or_insert(now_rt);
-                if let Some(i) = digits_after(data, b"ev=") {
-                    if i >= WARM_UP {
-                        r.steady_ns.push(lat);
-                    }
-                    if let Some(slot) = seen.get_mut(i as usize) {
-                        if !*slot {
-                            *slot = true;
-                            r.events += 1;
-                        }
-                    }
+                if i >= WARM_UP {
+                    r.steady_ns.push(lat);
                 }
             }
             if find(data, b"TASK_STATE_COMPLETED").is_some() {
@@ -350,6 +362,16 @@ mod tests {
             ended_rt: Some(ended),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn every_line_of_a_frame_counts_once() {
+        // An update's one line; a subscription's first task with the lines already written.
+        let update = br#"{"artifact":{"parts":[{"text":"ev=000007 @t=123\n"}]}}"#;
+        assert_eq!(lines_in(update), [(7, 123)]);
+        let task = br#"{"task":{"artifacts":[{"parts":[{"text":"ev=000000 @t=5\n"},{"text":"ev=000001 @t=6\n"}]}],"status":"ev="}}"#;
+        assert_eq!(lines_in(task), [(0, 5), (1, 6)]);
+        assert!(lines_in(b"ev=12 t=3 ev= @t=4").is_empty());
     }
 
     #[test]
