@@ -365,11 +365,12 @@ mod tests {
     }
 
     #[test]
-    fn every_line_of_a_frame_counts_once() {
-        // An update's one line; a subscription's first task with the lines already written.
-        let update = br#"{"artifact":{"parts":[{"text":"ev=000007 @t=123\n"}]}}"#;
+    fn every_line_of_a_frame_is_read() {
+        // An update holds one line; the task a subscription starts with holds the lines
+        // printed so far, one after another in one text (as agent-host appends them).
+        let update = br#"{"artifact":{"parts":[{"text":"ev=000007 @t=123 ...."}]}}"#;
         assert_eq!(lines_in(update), [(7, 123)]);
-        let task = br#"{"task":{"artifacts":[{"parts":[{"text":"ev=000000 @t=5\n"},{"text":"ev=000001 @t=6\n"}]}],"status":"ev="}}"#;
+        let task = br#"{"task":{"artifacts":[{"parts":[{"text":"ev=000000 @t=5 ....ev=000001 @t=6 ...."}]}],"status":{"state":"ev="}}}"#;
         assert_eq!(lines_in(task), [(0, 5), (1, 6)]);
         assert!(lines_in(b"ev=12 t=3 ev= @t=4").is_empty());
     }
