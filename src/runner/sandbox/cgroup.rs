@@ -156,16 +156,9 @@ impl Hierarchies {
             Kind::Pids | Kind::Unified | Kind::Freezer => true,
         };
         let asked = (limits.memory, limits.pids, limits.cpu_weight);
-        let fits = |cg: &TaskCgroup| {
-            cg.asked == asked
-                && cg.dirs.len() == self.list.iter().filter(wanted).count()
-                && cg
-                    .dirs
-                    .iter()
-                    .zip(self.list.iter().filter(wanted))
-                    .all(|((kind, dir), h)| *kind == h.kind && dir.parent() == Some(&h.base))
-        };
-        if let Some(mut cg) = self.spare.take(fits) {
+        // The kept sets are of these hierarchies (the list goes with them), so the same
+        // limits mean folders in the same ones.
+        if let Some(mut cg) = self.spare.take(|cg| cg.asked == asked) {
             cg.spare = Some(self.spare.clone());
             return Ok(cg);
         }
