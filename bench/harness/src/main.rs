@@ -60,6 +60,29 @@ pub struct Outcome {
     pub db_cpu: Option<Duration>,
 }
 
+impl Outcome {
+    /// Counts the streams of the load in.
+    fn add(&mut self, results: Vec<client::StreamResult>) {
+        for r in results {
+            self.frames += r.frames;
+            self.events += r.events;
+            self.latencies_ns
+                .extend(r.timed.iter().map(|(_, lat)| *lat));
+            self.steady_ns.extend(r.steady_ns);
+            self.settled_ns.extend(r.settled_ns);
+            if let Some(s) = r.start {
+                self.starts_ns.push(s.as_nanos() as u64);
+            }
+            if !r.completed {
+                self.incomplete += 1;
+            }
+            if let Some(e) = r.error {
+                self.errors.push(e);
+            }
+        }
+    }
+}
+
 async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
     let deadline = tokio::time::Instant::now() + load.limit;
     let mut set = tokio::task::JoinSet::new();
@@ -204,22 +227,7 @@ fn run_two(
         if let (Some(d0), Some(d1)) = (db0, pg::server_cpu()) {
             o.db_cpu = Some(d1.saturating_sub(d0));
         }
-        for r in results {
-            o.frames += r.frames;
-            o.events += r.events;
-            o.latencies_ns.extend(r.timed.iter().map(|(_, lat)| *lat));
-            o.steady_ns.extend(r.steady_ns);
-            o.settled_ns.extend(r.settled_ns);
-            if let Some(s) = r.start {
-                o.starts_ns.push(s.as_nanos() as u64);
-            }
-            if !r.completed {
-                o.incomplete += 1;
-            }
-            if let Some(e) = r.error {
-                o.errors.push(e);
-            }
-        }
+        o.add(results);
         Ok(o)
     };
     let o = run();
@@ -292,22 +300,7 @@ fn run_load(
         idle_rss_kib: host.idle_rss_kib,
         ..Default::default()
     };
-    for r in results {
-        o.frames += r.frames;
-        o.events += r.events;
-        o.latencies_ns.extend(r.timed.iter().map(|(_, lat)| *lat));
-        o.steady_ns.extend(r.steady_ns);
-        o.settled_ns.extend(r.settled_ns);
-        if let Some(s) = r.start {
-            o.starts_ns.push(s.as_nanos() as u64);
-        }
-        if !r.completed {
-            o.incomplete += 1;
-        }
-        if let Some(e) = r.error {
-            o.errors.push(e);
-        }
-    }
+    o.add(results);
     drop(host);
     Ok(o)
 }
