@@ -414,12 +414,11 @@ impl TaskCgroup {
     pub fn finish(mut self, clean: bool) -> Option<String> {
         let now = self.counts();
         let hit = self.describe(now);
-        match self.spare.clone() {
+        // Taken out: a kept set is on the list without its handle to it (no reference
+        // cycle); `create` gives it back.
+        match self.spare.take() {
             Some(spare) if clean => {
                 self.seen = now;
-                // Kept without its handle on the list (no reference cycle); `create` gives
-                // it back.
-                self.spare = None;
                 if let Some(cg) = spare.keep(self) {
                     remove_in_background(cg);
                 }
