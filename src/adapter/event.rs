@@ -44,7 +44,9 @@ pub enum AgentEvent {
     /// A tool finished.
     ToolResult {
         id: String,
-        output: String,
+        /// What the tool printed; `None` when the CLI does not report it (not the same as an
+        /// empty output: Gemini CLI leaves `output` out for some tools).
+        output: Option<String>,
         is_error: bool,
     },
     /// The CLI asks the user something (a permission or a question) and waits.

@@ -281,20 +281,12 @@ impl TurnMapper {
                 output,
                 is_error,
             } => {
-                let output = if is_error {
-                    self.redactor.clean(&output)
-                } else {
-                    output
+                let output = match output {
+                    Some(o) if is_error => Some(self.redactor.clean(&o)),
+                    other => other,
                 };
-                let shown = truncate_chars(&output, TOOL_OUTPUT_MAX);
-                // Never an empty result text (Codex reports a declined command with no output).
-                let text = match (is_error, shown.trim().is_empty()) {
-                    (true, true) => "Tool failed (it gave no reason)".to_string(),
-                    (true, false) => format!("Tool failed: {shown}"),
-                    (false, true) => "Tool finished (no output)".to_string(),
-                    (false, false) => format!("Tool result: {shown}"),
-                };
-                let mut msg = self.agent_text(&text);
+                let shown = output.map(|o| truncate_chars(&o, TOOL_OUTPUT_MAX));
+                let mut msg = self.agent_text(&tool_result_text(shown.as_deref(), is_error));
                 if self.tool_trace {
                     let mut part =
                         Part::data(json!({"id": id, "response": shown, "isError": is_error}));
@@ -566,6 +558,19 @@ fn obj(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
+    }
+}
+
+/// The status text of a finished tool; never empty (Codex reports a declined command with no
+/// output), and "no output" only when the CLI said the output was empty.
+fn tool_result_text(shown: Option<&str>, is_error: bool) -> String {
+    let empty = shown.is_none_or(|s| s.trim().is_empty());
+    match (is_error, shown) {
+        (true, Some(s)) if !empty => format!("Tool failed: {s}"),
+        (true, _) => "Tool failed (it gave no reason)".to_string(),
+        (false, None) => "Tool finished".to_string(),
+        (false, Some(_)) if empty => "Tool finished (no output)".to_string(),
+        (false, Some(s)) => format!("Tool result: {s}"),
     }
 }
 

@@ -324,7 +324,7 @@ impl AcpParser {
                 if self.finished_tools.insert(id.clone()) {
                     out.push(AgentEvent::ToolResult {
                         id,
-                        output: tool_output(u),
+                        output: Some(tool_output(u)),
                         is_error: status == "failed",
                     });
                 }

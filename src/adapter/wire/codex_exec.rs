@@ -252,7 +252,7 @@ pub(super) fn tool_result(names: &ItemNames, ty: &str, id: &str, item: &Value) -
     };
     AgentEvent::ToolResult {
         id: id.to_string(),
-        output,
+        output: Some(output),
         is_error,
     }
 }

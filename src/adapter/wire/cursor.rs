@@ -130,7 +130,7 @@ impl WireParser for CursorParser {
                 let (output, is_error) = tool_output(call.get("result"));
                 out.push(AgentEvent::ToolResult {
                     id: str_at(&v, "/call_id").unwrap_or_default().to_string(),
-                    output,
+                    output: Some(output),
                     is_error,
                 });
             }
@@ -222,7 +222,7 @@ mod tests {
         assert!(events.iter().any(|e| matches!(e,
             AgentEvent::ToolUse { id: i, name, input } if i == id && name == "shell" && input["command"] == "echo hi")));
         assert!(events.iter().any(|e| matches!(e,
-            AgentEvent::ToolResult { id: i, output, is_error: false } if i == id && output == "hi\n")));
+            AgentEvent::ToolResult { id: i, output, is_error: false } if i == id && output.as_deref() == Some("hi\n"))));
     }
 
     #[test]

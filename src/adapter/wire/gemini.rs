@@ -149,9 +149,10 @@ impl WireParser for GeminiParser {
             "tool_result" => {
                 self.tool_since_text = true;
                 let is_error = v.get("status").and_then(Value::as_str) != Some("success");
+                // Gemini CLI leaves `output` out for some tools: their output is unknown,
+                // not empty.
                 let output = text_of(v.get("output"))
-                    .or_else(|| text_of(v.get("error").and_then(|e| e.get("message"))))
-                    .unwrap_or_default();
+                    .or_else(|| text_of(v.get("error").and_then(|e| e.get("message"))));
                 out.push(AgentEvent::ToolResult {
                     id: str_of(&v, "tool_id").unwrap_or_default(),
                     output,
@@ -291,13 +292,32 @@ mod tests {
         assert!(events.iter().any(|e| matches!(e,
             AgentEvent::ToolUse { id: i, name, input } if i == id && name == "run_shell_command" && input["command"] == "echo hi")));
         assert!(events.iter().any(|e| matches!(e,
-            AgentEvent::ToolResult { id: i, output, is_error: false } if i == id && output == "hi")));
+            AgentEvent::ToolResult { id: i, output, is_error: false } if i == id && output.as_deref() == Some("hi"))));
         // A failing tool (the model called a read-only tool with bad parameters) is an
         // error result, not a failed task.
         let events = recorded("gemini-default-approval-headless.jsonl");
         assert!(events.iter().any(|e| matches!(e,
-            AgentEvent::ToolResult { is_error: true, output, .. } if output.starts_with("params must have"))));
+            AgentEvent::ToolResult { is_error: true, output, .. } if output.as_deref().is_some_and(|o| o.starts_with("params must have")))));
         assert_eq!(final_state(&events), "TASK_STATE_COMPLETED");
+    }
+
+    /// Issue 37: a `tool_result` without `output` (Gemini CLI leaves it out when the tool's
+    /// display is not text) is a result whose output is unknown, not an empty one.
+    #[test]
+    fn a_result_without_output_is_unknown_not_empty() {
+        let line = r#"{"type":"tool_result","timestamp":"2026-11-22T12:54:16.383Z","tool_id":"write_file__write_file_1795352056244_0","status":"success"}"#;
+        let out = parse(line);
+        assert!(
+            matches!(
+                &out[..],
+                [AgentEvent::ToolResult {
+                    output: None,
+                    is_error: false,
+                    ..
+                }]
+            ),
+            "{out:?}"
+        );
     }
 
     #[test]

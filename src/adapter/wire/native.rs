@@ -82,9 +82,9 @@ impl WireParser for NativeParser {
             "tool_result" => AgentEvent::ToolResult {
                 id: str_of(&v, "id").unwrap_or_default(),
                 output: match v.get_mut("output").map(Value::take) {
-                    Some(Value::String(s)) => s,
-                    Some(other) => other.to_string(),
-                    None => String::new(),
+                    Some(Value::String(s)) => Some(s),
+                    None | Some(Value::Null) => None,
+                    Some(other) => Some(other.to_string()),
                 },
                 is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
             },
@@ -241,7 +241,7 @@ mod tests {
         );
         assert!(matches!(
             parse(r#"{"type":"tool_result","id":"1","output":{"a":1},"is_error":true}"#)[0],
-            AgentEvent::ToolResult { is_error: true, ref output, .. } if output == r#"{"a":1}"#
+            AgentEvent::ToolResult { is_error: true, ref output, .. } if output.as_deref() == Some(r#"{"a":1}"#)
         ));
         assert!(matches!(
             parse(r#"{"type":"approval_required","id":"a","kind":"command","options":[{"id":"allow"}]}"#)[0],

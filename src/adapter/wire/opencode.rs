@@ -97,7 +97,7 @@ impl OpencodeParser {
         match str_at(state, "/status") {
             Some("completed") => out.push(AgentEvent::ToolResult {
                 id,
-                output: text_of(state.get("output")),
+                output: Some(text_of(state.get("output"))),
                 is_error: false,
             }),
             Some("error") => {
@@ -110,7 +110,7 @@ impl OpencodeParser {
                 }
                 out.push(AgentEvent::ToolResult {
                     id,
-                    output: error,
+                    output: Some(error),
                     is_error: true,
                 });
             }
@@ -327,7 +327,7 @@ mod tests {
                 },
                 AgentEvent::ToolResult {
                     id: "call_ea2663ec097f443fba43fc5b".into(),
-                    output: "hi\n".into(),
+                    output: Some("hi\n".into()),
                     is_error: false,
                 },
             ]
@@ -405,7 +405,7 @@ mod tests {
     fn auto_rejected_permission_fails_the_task_after_the_step() {
         let events = recorded("opencode-permission-ask-autorejected.jsonl");
         assert!(events.iter().any(|e| matches!(e,
-            AgentEvent::ToolResult { is_error: true, output, .. } if output == AUTO_REJECTED)));
+            AgentEvent::ToolResult { is_error: true, output, .. } if output.as_deref() == Some(AUTO_REJECTED))));
         let n = events.len();
         assert!(matches!(events[n - 2], AgentEvent::Usage(_)));
         assert!(

@@ -432,7 +432,7 @@ fn build(e: &EventRule, v: &Value) -> AgentEvent {
         },
         "tool_result" => AgentEvent::ToolResult {
             id: s("id").unwrap_or_default(),
-            output: output_text(field(e, v, "output")),
+            output: Some(output_text(field(e, v, "output"))),
             is_error: b("is_error", false),
         },
         "approval" => AgentEvent::ApprovalRequired {

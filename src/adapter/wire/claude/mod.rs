@@ -280,7 +280,7 @@ impl ClaudeParser {
             }
             out.push(AgentEvent::ToolResult {
                 id: string_of(b, "tool_use_id").unwrap_or_default(),
-                output: tool_output(b.get("content")),
+                output: Some(tool_output(b.get("content"))),
                 is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
             });
         }

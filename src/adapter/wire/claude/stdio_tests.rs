@@ -96,7 +96,7 @@ fn the_denial_of_the_second_turn_fails_the_tool_and_the_turn_still_completes() {
     ));
     assert!(events.contains(&AgentEvent::ToolResult {
         id: "toolu_7195b58795e64d9e813d4da4".into(),
-        output: "The host user denied this command.".into(),
+        output: Some("The host user denied this command.".into()),
         is_error: true,
     }));
     let dones = events

@@ -208,7 +208,7 @@ fn tool_use_pairs_with_its_result_and_the_turn_ends_with_the_result_text() {
     );
     assert!(events.contains(&AgentEvent::ToolResult {
         id: "toolu_1277b66f0db845a38224e017".into(),
-        output: "hi".into(),
+        output: Some("hi".into()),
         is_error: false,
     }));
     assert_eq!(
@@ -396,7 +396,7 @@ fn one_shot_permission_denial_is_a_warning_and_a_failed_tool() {
         if message.starts_with("Bash was denied without asking: touch in '/workspace/project/fake_created.txt' needs approval."))));
     assert!(events.iter().any(
         |e| matches!(e, AgentEvent::ToolResult { id, is_error: true, output }
-        if id == "toolu_58e725495c9145a0873e0f50" && output.contains("needs approval"))
+        if id == "toolu_58e725495c9145a0873e0f50" && output.as_deref().is_some_and(|o| o.contains("needs approval")))
     ));
     assert!(!events
         .iter()
@@ -431,7 +431,7 @@ fn qwen_results_have_no_cost_and_keep_their_text() {
     );
     assert!(events.contains(&AgentEvent::ToolResult {
         id: "call_ac837202893647eb8f7b247c".into(),
-        output: "hi".into(),
+        output: Some("hi".into()),
         is_error: false
     }));
 }
@@ -503,7 +503,7 @@ fn noise_unknown_types_and_block_lists() {
         events,
         vec![AgentEvent::ToolResult {
             id: "t1".into(),
-            output: "a\n[image]".into(),
+            output: Some("a\n[image]".into()),
             is_error: false
         }]
     );

@@ -110,7 +110,7 @@ fn command_execution_pairs_use_and_result() {
             },
             &AgentEvent::ToolResult {
                 id: "item_3".into(),
-                output: "hi\n".into(),
+                output: Some("hi\n".into()),
                 is_error: false,
             },
         ]
@@ -126,7 +126,7 @@ fn command_execution_pairs_use_and_result() {
         out[1],
         AgentEvent::ToolResult {
             id: "item_9".into(),
-            output: "exit code 1".into(),
+            output: Some("exit code 1".into()),
             is_error: true
         }
     );
@@ -196,14 +196,14 @@ fn web_search_with_a_duplicate_id_key_parses() {
             },
             &AgentEvent::ToolResult {
                 id: "ws_6e9b1819f84b4b0e89037493".into(),
-                output: "fake query".into(),
+                output: Some("fake query".into()),
                 is_error: false
             },
         ]
     );
     assert!(events.contains(&AgentEvent::ToolResult {
         id: "item_4".into(),
-        output: "add /workspace/project/hello.txt".into(),
+        output: Some("add /workspace/project/hello.txt".into()),
         is_error: false
     }));
 }

@@ -68,7 +68,7 @@ fn tool_output_blocks_are_joined() {
         ev,
         vec![AgentEvent::ToolResult {
             id: "t1".into(),
-            output: "x\ny".into(),
+            output: Some("x\ny".into()),
             is_error: true
         }]
     );
