@@ -11,6 +11,12 @@
 //! Bounded time: the turn ends at the `retry_limit + 1`-th failed attempt, i.e. after the
 //! CLI's own backoff for those attempts (Gemini: about 5 s, 10 s, 20 s ... between attempts),
 //! and in any case by the idle timeout.
+//!
+//! The same lines decide what a stderr line means for the idle timeout ([`is_progress`]): a
+//! CLI that reports its progress only on stderr is working, but one that prints its retries
+//! there while it is stuck is not.
+
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -35,6 +41,20 @@ pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
             .map_err(|e| format!("limits.retry_pattern: {e}")),
         None => Ok(()),
     }
+}
+
+/// Words of a line that reports a failed attempt being retried, whatever the CLI (Codex:
+/// `stream error: ...; retrying 1/5 in 200ms`; litellm: `Retrying in 0.2 seconds...`).
+static RETRY_WORDS: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?i)\bretr(?:y|ying|ies)\b|\battempt \d+").ok());
+
+/// A stderr line shows the CLI working (it keeps the idle timeout from running out), unless
+/// it is one of its retries: the adapter's retry line, or any line that speaks of retrying.
+pub fn is_progress(watch: Option<&RetryWatch>, line: &str) -> bool {
+    if line.trim().is_empty() || watch.is_some_and(|w| w.pattern.is_match(line)) {
+        return false;
+    }
+    !RETRY_WORDS.as_ref().is_some_and(|r| r.is_match(line))
 }
 
 impl RetryWatch {
@@ -143,6 +163,33 @@ mod tests {
         }
         // Stack-trace lines, debug lines and the other warnings never count.
         assert_eq!(w.seen, 3);
+    }
+
+    /// Issue 37: progress on stderr keeps a task alive; retries do not.
+    #[test]
+    fn stderr_progress_is_progress_and_retries_are_not() {
+        let spec = Registry::builtin().unwrap().get("gemini").unwrap().clone();
+        let w = RetryWatch::new(&spec);
+        assert!(is_progress(w.as_ref(), "Compiling serde v1.0.200"));
+        assert!(is_progress(None, "[3/10] running the test suite"));
+        assert!(!is_progress(None, "   "));
+        let attempts: Vec<String> = recorded_stderr()
+            .into_iter()
+            .filter(|l| l.starts_with("Attempt "))
+            .collect();
+        assert!(!attempts.is_empty());
+        for l in &attempts {
+            assert!(!is_progress(w.as_ref(), l), "{l}");
+            assert!(
+                !is_progress(None, l),
+                "without the adapter's pattern too: {l}"
+            );
+        }
+        assert!(!is_progress(
+            None,
+            "ERROR: stream disconnected before completion; retrying 1/5 in 188ms"
+        ));
+        assert!(!is_progress(None, "Retrying in 0.2 seconds..."));
     }
 
     #[test]

@@ -302,10 +302,14 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                             deadlines.linger = Some(Instant::now() + grace);
                         }
                     }
-                    // Stderr does not count as progress: CLIs print their retries there while
-                    // they are stuck (Gemini retries a failing API for minutes).
+                    // Stderr is progress (some CLIs report their work only there), except the
+                    // retries CLIs print there while they are stuck (Gemini retries a failing
+                    // API for minutes).
                     Ok(Some(Output::Stderr(line))) => {
                         tracing::debug!(stderr = %line);
+                        if crate::adapter::retry::is_progress(retry_watch.as_ref(), &line) {
+                            deadlines.idle = Instant::now() + idle;
+                        }
                         if stderr_tail.len() == STDERR_TAIL_LINES {
                             stderr_tail.pop_front();
                         }

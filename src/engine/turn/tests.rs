@@ -305,6 +305,40 @@ async fn output_keeps_an_agent_alive_until_the_hard_timeout() {
     assert!(script.log().contains(&"terminate".to_string()));
 }
 
+/// Issue 37: a CLI that reports its progress only on stderr is working, not idle; one that
+/// prints only retries there is idle.
+#[tokio::test(start_paused = true)]
+async fn progress_on_stderr_is_not_idleness_but_retries_are() {
+    for (line, survives) in [
+        ("running test 3 of 40", true),
+        (
+            "stream error: connection reset; retrying 2/5 in 400ms",
+            false,
+        ),
+    ] {
+        let (e, mut scripts) = engine(HARD, IDLE);
+        let (task, script) = start(&e, &mut scripts).await;
+        let out = script.out.clone().unwrap();
+        for _ in 0..6 {
+            tokio::time::sleep(IDLE / 2).await;
+            let _ = out.send(Output::Stderr(line.to_string()));
+        }
+        let now = e.get(&task, None, None).await.unwrap();
+        if survives {
+            assert_eq!(now.status.state, TaskState::Working, "{line}");
+            assert!(!script.log().contains(&"terminate".to_string()), "{line}");
+        } else {
+            let snap = settled(&e, &task, 0).await;
+            assert_eq!(snap.task.status.state, TaskState::Failed, "{line}");
+            assert!(
+                status_text(&snap).contains("printed nothing"),
+                "{}",
+                status_text(&snap)
+            );
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn waiting_for_an_answer_is_not_idleness() {
     let (e, mut scripts) = engine(HARD, IDLE);
