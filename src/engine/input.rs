@@ -159,6 +159,37 @@ pub fn validate_message(m: &Message, modes: &[String]) -> Result<(), A2AError> {
             }
         }
     }
+    check_no_nul(m)
+}
+
+/// The prompt reaches the program as an argument, a line or a file: a NUL byte cannot be
+/// passed as an argument (the program would not start) and cuts C strings short, so a
+/// message whose prompt text would hold one is refused before anything starts.
+fn check_no_nul(m: &Message) -> Result<(), A2AError> {
+    let saved: Vec<usize> = attachments(m).iter().map(|a| a.index).collect();
+    for (i, p) in m.parts.iter().enumerate() {
+        let inlined_raw = || {
+            p.raw
+                .as_deref()
+                .filter(|_| !saved.contains(&i))
+                .and_then(|r| base64::engine::general_purpose::STANDARD.decode(r).ok())
+                .is_some_and(|b| b.contains(&0))
+        };
+        let field = [
+            ("text", &p.text),
+            ("url", &p.url),
+            ("filename", &p.filename),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.as_deref().is_some_and(|t| t.contains('\0')))
+        .map(|(name, _)| name)
+        .or_else(|| inlined_raw().then_some("raw"));
+        if let Some(field) = field {
+            return Err(A2AError::InvalidParams(format!(
+                "message.parts[{i}].{field} contains a NUL byte (U+0000), which cannot be passed to the agent program"
+            )));
+        }
+    }
     Ok(())
 }
 

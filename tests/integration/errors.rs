@@ -53,6 +53,28 @@ async fn jsonrpc_errors_have_the_right_codes() {
             v["error"]["message"].as_str().unwrap().contains("parts[0]"),
             "{v}"
         );
+        // Issue 37: a NUL byte in the prompt is refused before anything starts (it used to
+        // fail the task at spawn), in both versions, and no task is made.
+        let v = s
+            .rpc(
+                "SendMessage",
+                json!({"message": {"messageId": "m-nul", "role": "ROLE_USER", "parts": [{"text": "a\0b"}]}}),
+            )
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("NUL byte"),
+            "{v}"
+        );
+        let v = s
+            .rpc03(
+                "message/send",
+                json!({"message": {"messageId": "m-nul3", "role": "user", "kind": "message", "parts": [{"kind": "text", "text": "\0"}]}}),
+            )
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        let listed = s.rpc("ListTasks", json!({})).await;
+        assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
         let v = s.rpc("GetTask", json!({"id": "no-such-task"})).await;
         assert_eq!(v["error"]["code"], -32001);
         // v1.0 errors carry google.rpc.ErrorInfo; v0.3 ones do not.

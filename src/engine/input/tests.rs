@@ -37,6 +37,29 @@ fn validation_says_what_is_wrong() {
     );
 }
 
+/// Issue 37: a prompt with a NUL byte is refused up front (it cannot be an argument of the
+/// program), naming the part; a NUL inside a saved binary attachment is fine.
+#[test]
+fn a_nul_byte_in_the_prompt_is_refused_up_front() {
+    let e = validate_message(&text_message("a\0b"), &defaults()).unwrap_err();
+    assert_eq!(e.code(), -32602);
+    assert!(
+        e.to_string().contains("parts[0].text contains a NUL byte"),
+        "{e}"
+    );
+    let mut m = text_message("see the file");
+    m.parts.push(raw_part(b"x\0y", Some("text/plain"), None));
+    let e = validate_message(&m, &defaults()).unwrap_err();
+    assert!(e.to_string().contains("parts[1].raw"), "{e}");
+    let mut m = text_message("see the file");
+    m.parts.push(raw_part(
+        &[0x89, b'P', b'N', b'G', 0, 0],
+        Some("image/png"),
+        Some("a.png"),
+    ));
+    assert!(validate_message(&m, &defaults()).is_ok());
+}
+
 #[test]
 fn media_types_are_checked_against_the_input_modes() {
     let mut img = text_message("x");
