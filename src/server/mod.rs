@@ -216,6 +216,10 @@ pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
         &axum::middleware::from_fn_with_state(routes, route::route),
         app_many(agents, limits),
     );
+    let router = tower::Layer::layer(
+        &axum::middleware::from_fn_with_state(limits.body_limit, refuse_announced_too_large),
+        router,
+    );
     // `/agents/codex/` (the URL in that agent's card) reaches the nested router's `/`.
     let router = tower::Layer::layer(
         &tower_http::normalize_path::NormalizePathLayer::trim_trailing_slash(),
@@ -230,6 +234,32 @@ pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
     // The layers must see the request before routing, so they wrap the router from the
     // outside; a router whose only route is this service gives the result one concrete type.
     Router::new().fallback_service(router)
+}
+
+/// A request whose `Content-Length` announces more than the body limit gets its 413 at once,
+/// in its binding's error format, instead of after its body has been waited for (a client
+/// that announces 10 GB and sends nothing held the connection until the body timed out).
+/// The body is replaced by one that fails its first read with the length-limit error, which
+/// the handlers' body extraction already answers with 413; an unauthenticated request never
+/// reads it (the guard answers 401 first).
+async fn refuse_announced_too_large(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        let over = http_body_util::Limited::new(
+            http_body_util::Full::new(bytes::Bytes::from_static(b"-")),
+            0,
+        );
+        *req.body_mut() = axum::body::Body::new(over);
+    }
+    next.run(req).await
 }
 
 /// [`serve`] for several adapters (see [`service`]).

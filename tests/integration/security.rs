@@ -503,3 +503,40 @@ async fn authenticated_callers_get_the_extended_card() {
     })
     .await;
 }
+
+/// Issue 37: an authenticated request that announces a body larger than the limit is refused
+/// at once with 413 (it used to hold its connection until the body timed out); without
+/// credentials it gets its 401 first, body unread. Both bindings.
+#[tokio::test]
+async fn a_body_announced_over_the_limit_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    limit(async {
+        let s = TestServer::with(Options {
+            security: creds(),
+            ..Options::default()
+        })
+        .await;
+        let addr = s.base.trim_start_matches("http://").to_string();
+        for (path, auth, want) in [
+            ("/", Some(ALICE), "HTTP/1.1 413"),
+            ("/a2a/rest/message:send", Some(ALICE), "HTTP/1.1 413"),
+            ("/", None, "HTTP/1.1 401"),
+        ] {
+            let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let auth = auth.map_or(String::new(), |(k, v)| format!("{k}: {v}\r\n"));
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 1.0\r\n{auth}Content-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n{{\"jsonrpc\""
+            );
+            conn.write_all(head.as_bytes()).await.unwrap();
+            let mut got = vec![0u8; 512];
+            // Well within the host's own timeouts: the answer comes without the body.
+            let n = tokio::time::timeout(std::time::Duration::from_secs(5), conn.read(&mut got))
+                .await
+                .unwrap_or_else(|_| panic!("POST {path}: no answer while the body is unsent"))
+                .unwrap();
+            let text = String::from_utf8_lossy(&got[..n]);
+            assert!(text.starts_with(want), "POST {path}: {text}");
+        }
+    })
+    .await;
+}
