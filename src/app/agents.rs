@@ -106,8 +106,8 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
         child_env.retain(|(ek, _)| ek != k);
         child_env.push((k.clone(), v.clone()));
     }
-    // The host's own credentials never reach an agent, whatever was passed through.
-    drop_secrets(&mut child_env, &settings.security.secret_values());
+    // The host's own secrets never reach an agent, whatever was passed through.
+    drop_secrets(&mut child_env, &host_secrets(settings));
     let limits = settings.limits.resolve(&adapter.limits);
     let caps = crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let sandbox = crate::engine::launch::sandbox_policy(&adapter, &settings.sandbox, &child_env)?;
@@ -139,11 +139,30 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
     })
 }
 
-/// Removes `AGENT_HOST_*` variables and every variable whose value contains one of
-/// `secrets` (`X=prefix<token>suffix` too, not only `X=<token>`).
+/// Variables of the host's own secrets under names without the `AGENT_HOST_` prefix (the
+/// older names that still work).
+const SECRET_VARS: &[&str] = &["AGENT_PUSH_KEY"];
+
+/// The host's own secrets: its credentials and the key that seals push secrets at rest.
+fn host_secrets(settings: &Settings) -> Vec<String> {
+    let mut secrets = settings.security.secret_values();
+    if let Some(crate::settings::PushConfig {
+        key: crate::settings::PushKey::Hex(hex),
+        ..
+    }) = &settings.push
+    {
+        secrets.push(hex.clone());
+    }
+    secrets
+}
+
+/// Removes `AGENT_HOST_*` variables, the host's other secret variables ([`SECRET_VARS`]) and
+/// every variable whose value contains one of `secrets` (`X=prefix<token>suffix` too, not
+/// only `X=<token>`).
 fn drop_secrets(env: &mut Vec<(String, String)>, secrets: &[String]) {
     env.retain(|(k, v)| {
         !k.starts_with("AGENT_HOST_")
+            && !SECRET_VARS.contains(&k.as_str())
             && !secrets
                 .iter()
                 .any(|s| !s.is_empty() && v.contains(s.as_str()))

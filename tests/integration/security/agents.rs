@@ -101,6 +101,9 @@ async fn error_messages_do_not_show_local_paths_or_secrets() {
     .await;
 }
 
+/// The push key of the agent-env test (64 hex digits).
+const PUSH_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 #[tokio::test]
 async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
     limit(async {
@@ -121,7 +124,7 @@ async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
         let script = dir.path().join("env.sh");
         std::fs::write(
             &script,
-            "#!/bin/sh\necho \"{\\\"type\\\":\\\"done\\\",\\\"result\\\":\\\"token=${AGENT_HOST_TOKEN:-none} copy=${COPY:-none}\\\"}\"\n",
+            "#!/bin/sh\necho \"{\\\"type\\\":\\\"done\\\",\\\"result\\\":\\\"token=${AGENT_HOST_TOKEN:-none} copy=${COPY:-none} push=${AGENT_PUSH_KEY:-none} pushcopy=${PUSHCOPY:-none}\\\"}\"\n",
         )
         .unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -131,7 +134,11 @@ async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
             .env("AGENT_BINARY", &script)
             .env("AGENT_HOST_TOKEN", "host-secret-987654321")
             .env("COPY", "host-secret-987654321")
-            .env("AGENT_PASS_ENV", "AGENT_HOST_TOKEN,COPY")
+            // Issue 37: the push key too (its older name has no AGENT_HOST_ prefix).
+            .env("AGENT_PUSH", "true")
+            .env("AGENT_PUSH_KEY", PUSH_KEY)
+            .env("PUSHCOPY", PUSH_KEY)
+            .env("AGENT_PASS_ENV", "AGENT_HOST_TOKEN,COPY,AGENT_PUSH_KEY,PUSHCOPY")
             .env("AGENT_REPO_PATH", dir.path())
             .kill_on_drop(true)
             .stderr(std::process::Stdio::null())
@@ -155,7 +162,7 @@ async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let text = body["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string();
-        assert_eq!(text, "token=none copy=none", "{body}");
+        assert_eq!(text, "token=none copy=none push=none pushcopy=none", "{body}");
         let _ = child.kill().await;
     })
     .await;
