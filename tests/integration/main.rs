@@ -10,6 +10,7 @@ mod client;
 mod common;
 mod conformance;
 mod console;
+mod demo;
 mod doctor;
 mod edge;
 mod ends;
