@@ -194,6 +194,7 @@ mod tests {
             stderr: &mut stderr,
             delay: Duration::ZERO,
             started: false,
+            clock: std::time::Instant::now(),
         };
         let end = run(version, message_id, &mut out, &mut stdin.as_bytes()).unwrap();
         assert_eq!(end, End::Exit(0));

@@ -5,11 +5,12 @@
 
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 mod conformance;
+mod edit;
 mod scripted;
 
 const HELP: &str = r#"fake-agent: a fake coding-agent CLI speaking the agent-host-jsonl protocol (for tests and demos)
@@ -47,12 +48,19 @@ OPTIONS:
 
 PROMPT is read from stdin until EOF when absent. The default session prints init, thinking, a
 Bash `ls` tool_use and its tool_result (the real listing of the current directory), the answer as
-several text delta chunks, usage, and done (result = the text chunks joined); exit 0.
+several text delta chunks, usage, and done (result = the text chunks joined); exit 0. The usage
+line's duration_ms is the time since fake-agent started (waits for answers included).
 
 Keywords in the prompt (case-insensitive words, may combine):
+    edit            change the working directory: add the prompt's first line as a list item
+                    ("- ...") to NOTES.md, creating the file when missing (an Edit tool_use and
+                    its tool_result, after the `ls`); edit=FILE names another file, relative,
+                    inside the working directory (folders are created; an absolute path or `..`
+                    is refused as a failed tool call)
     approval        ask approval_required (id appr-1, kind command) before running the tool; read one
                     line from stdin: decision "allow" runs it, "deny" finishes with a denied answer;
-                    stdin EOF prints an error and exits 2
+                    stdin EOF prints an error and exits 2. With edit, the edit is what is asked
+                    for (kind file-edit, tool Edit, target the file) and `ls` runs unasked
     question        ask approval_required (id q-1, kind question, "Which file?"); the answer
                     ({"type":"input","text":...} or an approval_response's message) is in the result
     asks=N          then ask N more questions (ids ask-1..ask-N), each as soon as the previous
@@ -164,6 +172,8 @@ struct Keywords {
     grandchild: bool,
     ignore_sigterm: bool,
     echo: bool,
+    /// `edit` / `edit=FILE`: the file the session adds a line to.
+    edit: Option<String>,
 }
 
 fn parse_keywords(prompt: &str) -> Keywords {
@@ -197,6 +207,7 @@ fn parse_keywords(prompt: &str) -> Keywords {
             _ => {}
         }
     }
+    k.edit = edit::requested(prompt);
     k
 }
 
@@ -214,6 +225,8 @@ struct Out<'a> {
     stderr: &'a mut dyn Write,
     delay: Duration,
     started: bool,
+    /// When the program started: the usage line reports the time since.
+    clock: Instant,
 }
 
 impl Out<'_> {
@@ -313,6 +326,7 @@ fn start_grandchild() -> io::Result<u32> {
 fn run_session(
     args: &Args,
     prompt: &str,
+    cwd: &Path,
     out: &mut Out,
     input: &mut dyn BufRead,
 ) -> io::Result<End> {
@@ -322,7 +336,6 @@ fn run_session(
         .clone()
         .or_else(|| args.resume.clone())
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     out.emit(&json!({
         "type": "init",
         "session_id": session_id,
@@ -392,7 +405,7 @@ fn run_session(
     out.emit(
         &json!({"type": "tool_use", "id": "tool-1", "name": "Bash", "input": {"command": "ls"}}),
     )?;
-    if kw.approval {
+    if kw.approval && kw.edit.is_none() {
         out.emit(&json!({
             "type": "approval_required", "id": "appr-1", "kind": "command", "tool": "Bash", "target": "ls",
             "detail": "The agent wants to run a shell command: ls",
@@ -414,7 +427,7 @@ fn run_session(
             return finish(out, &answer);
         }
     }
-    let files = listing(&cwd);
+    let files = listing(cwd);
     let entries = files.lines().count();
     out.emit(&json!({"type": "tool_result", "id": "tool-1", "output": files, "is_error": false}))?;
 
@@ -437,6 +450,17 @@ fn run_session(
         out.error("simulated failure", "simulated")?;
         return Ok(End::Exit(1));
     }
+    let mut edited = None;
+    if let Some(file) = &kw.edit {
+        match edit::run(cwd, file, prompt, kw.approval, out, input)? {
+            edit::Outcome::Done(sentence) => edited = Some(sentence),
+            edit::Outcome::Denied(answer) => {
+                out.emit(&json!({"type": "text", "text": answer, "delta": false}))?;
+                return finish(out, &answer);
+            }
+            edit::Outcome::StdinClosed => return Ok(End::Exit(2)),
+        }
+    }
 
     let mut chunks: Vec<String> = Vec::new();
     if kw.echo {
@@ -446,10 +470,12 @@ fn run_session(
             chunks.push(format!("Resuming session {id}. "));
         }
         chunks.push("I looked at the project. ".into());
-        chunks.push(format!("The directory has {entries} entries. "));
+        let noun = if entries == 1 { "entry" } else { "entries" };
+        chunks.push(format!("The directory has {entries} {noun}. "));
         if let Some(file) = &chosen_file {
             chunks.push(format!("You chose {file}. "));
         }
+        chunks.extend(edited);
         chunks.push("Everything looks fine.".into());
     }
     for i in 1..=kw.flood.unwrap_or(0) {
@@ -467,17 +493,19 @@ fn run_session(
     finish(out, &chunks.concat())
 }
 
-/// usage + done, exit 0.
+/// usage (its duration the time since the program started) + done, exit 0.
 fn finish(out: &mut Out, result: &str) -> io::Result<End> {
+    let duration_ms = u64::try_from(out.clock.elapsed().as_millis()).unwrap_or(u64::MAX);
     out.emit(&json!({
         "type": "usage", "input_tokens": 12, "output_tokens": result.len() / 4 + 1,
-        "cost_usd": 0.0012, "duration_ms": 850,
+        "cost_usd": 0.0012, "duration_ms": duration_ms,
     }))?;
     out.emit(&json!({"type": "done", "result": result, "is_error": false}))?;
     Ok(End::Exit(0))
 }
 
-fn run(args: &Args, out: &mut Out, input: &mut dyn BufRead) -> io::Result<End> {
+/// Runs what `args` ask for, the session's working directory being `cwd`.
+fn run(args: &Args, cwd: &Path, out: &mut Out, input: &mut dyn BufRead) -> io::Result<End> {
     if let Some(path) = &args.replay {
         return scripted::run_replay(path, out);
     }
@@ -519,7 +547,7 @@ fn run(args: &Args, out: &mut Out, input: &mut dyn BufRead) -> io::Result<End> {
         }
         .map_err(io::Error::from)?;
     }
-    run_session(args, &prompt, out, input)
+    run_session(args, &prompt, cwd, out, input)
 }
 
 /// Runs fake-agent with these arguments (without the program name) and exits.
@@ -541,8 +569,10 @@ pub fn main_with(argv: impl Iterator<Item = String>) -> ! {
         stderr: &mut stderr,
         delay: Duration::from_millis(args.delay_ms),
         started: false,
+        clock: Instant::now(),
     };
-    let end = run(&args, &mut out, &mut io::stdin().lock());
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let end = run(&args, &cwd, &mut out, &mut io::stdin().lock());
     match end {
         Ok(End::Exit(code)) => std::process::exit(code),
         Ok(End::Abort) => std::process::abort(),

@@ -3,6 +3,11 @@ use super::*;
 
 /// Runs the program in-process: (stdout lines without their `\n`, stderr, end).
 fn run_with(argv: &[&str], stdin: &str) -> (Vec<String>, String, End) {
+    run_in(&std::env::current_dir().expect("cwd"), argv, stdin)
+}
+
+/// `run_with`, the session working in `dir`.
+fn run_in(dir: &Path, argv: &[&str], stdin: &str) -> (Vec<String>, String, End) {
     let parsed = parse_args(argv.iter().map(|s| s.to_string()));
     let Ok(Command::Run(args)) = parsed else {
         panic!("{parsed:?}")
@@ -14,8 +19,9 @@ fn run_with(argv: &[&str], stdin: &str) -> (Vec<String>, String, End) {
         stderr: &mut stderr,
         delay,
         started,
+        clock: Instant::now(),
     };
-    let end = run(&args, &mut out, &mut stdin.as_bytes()).expect("run");
+    let end = run(&args, dir, &mut out, &mut stdin.as_bytes()).expect("run");
     let text = String::from_utf8_lossy(&stdout).into_owned();
     let lines = text
         .split_inclusive('\n')
@@ -215,4 +221,85 @@ fn scenario_and_replay() {
             vec!["{\"a\":1}\r".into(), "not json".into(), "{\"b\":2}".into()]
         )
     );
+}
+
+#[test]
+fn edit_creates_then_appends_to_a_file_in_the_working_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (lines, _, end) = run_in(dir.path(), &["Add a note, edit"], "");
+    let (v, done) = values(&lines);
+    assert_eq!(end, End::Exit(0));
+    let edit = v
+        .iter()
+        .find(|v| v["name"] == "Edit")
+        .expect("an Edit tool_use");
+    assert_eq!(edit["input"]["file_path"], "NOTES.md");
+    assert!(v
+        .iter()
+        .any(|v| v["id"] == "tool-edit" && v["output"] == "created NOTES.md\n+- Add a note, edit"));
+    assert!(
+        done["result"].to_string().contains("I created NOTES.md"),
+        "{done}"
+    );
+    run_in(dir.path(), &["second note edit=NOTES.md."], "");
+    let text = std::fs::read_to_string(dir.path().join("NOTES.md")).expect("NOTES.md");
+    assert_eq!(text, "- Add a note, edit\n- second note edit=NOTES.md.\n");
+    // A path that leaves the working directory is a failed tool call; nothing is written.
+    let (lines, _, end) = run_in(dir.path(), &["edit=../escape.md"], "");
+    assert_eq!(end, End::Exit(0));
+    assert!(values(&lines)
+        .0
+        .iter()
+        .any(|v| v["id"] == "tool-edit" && v["is_error"] == true));
+    assert!(!dir
+        .path()
+        .parent()
+        .expect("parent")
+        .join("escape.md")
+        .exists());
+}
+
+#[test]
+fn approval_with_edit_asks_for_the_edit_and_a_deny_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let allow = r#"{"type":"approval_response","id":"appr-1","decision":"allow"}"#;
+    let (lines, _, _) = run_in(
+        dir.path(),
+        &["approval edit=src/plan.md"],
+        &format!("{allow}\n"),
+    );
+    let (v, done) = values(&lines);
+    let asks: Vec<&Value> = v
+        .iter()
+        .filter(|v| v["type"] == "approval_required")
+        .collect();
+    assert_eq!(asks.len(), 1, "only the edit is asked for: {asks:?}");
+    assert_eq!(
+        (&asks[0]["kind"], &asks[0]["tool"], &asks[0]["target"]),
+        (&json!("file-edit"), &json!("Edit"), &json!("src/plan.md"))
+    );
+    assert!(done["result"].to_string().contains("src/plan.md"), "{done}");
+    assert!(dir.path().join("src/plan.md").is_file());
+
+    let deny = r#"{"type":"approval_response","id":"appr-1","decision":"deny"}"#;
+    let (lines, _, end) = run_in(
+        dir.path(),
+        &["approval edit=other.md"],
+        &format!("{deny}\n"),
+    );
+    assert_eq!(end, End::Exit(0));
+    assert!(values(&lines).1["result"].to_string().contains("denied"));
+    assert!(!dir.path().join("other.md").exists());
+}
+
+#[test]
+fn usage_reports_the_time_the_session_took() {
+    // 200 ms before each line after the first, and at least 7 lines before usage: over a
+    // second, where the demo used to say 850 ms whatever happened.
+    let (lines, _, _) = run_with(&["sleep=200 look around"], "");
+    let (v, _) = values(&lines);
+    let before = v.iter().position(|v| v["type"] == "usage").expect("usage");
+    let floor = 200 * (u64::try_from(before).expect("count") - 1);
+    let ms = v[before]["duration_ms"].as_u64().expect("duration_ms");
+    assert!(ms >= floor && floor > 850, "{ms} ms, at least {floor}");
 }

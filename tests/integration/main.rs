@@ -10,6 +10,8 @@ mod client;
 mod common;
 mod conformance;
 mod console;
+mod demo;
+mod docs;
 mod doctor;
 mod edge;
 mod ends;
