@@ -470,7 +470,8 @@ fn run_session(
             chunks.push(format!("Resuming session {id}. "));
         }
         chunks.push("I looked at the project. ".into());
-        chunks.push(format!("The directory has {entries} entries. "));
+        let noun = if entries == 1 { "entry" } else { "entries" };
+        chunks.push(format!("The directory has {entries} {noun}. "));
         if let Some(file) = &chosen_file {
             chunks.push(format!("You chose {file}. "));
         }
