@@ -85,16 +85,39 @@
 //! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
 //! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
 //!
+//! Outside `src/`:
+//!
+//! - `adapters/`: the built-in adapters (embedded in the binary) and `adapters/README.md`
+//!   (the adapter schema, wire formats, the native protocol); `adapters/examples/` is not
+//!   built in.
+//! - `ui/`: the web console's HTML, CSS and ES modules, embedded by [`server::ui`].
+//! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code, and passes
+//!   the linker script `link/start.ld` (written by `scripts/start-layout.sh`) to release
+//!   builds on Linux.
+//! - `config/agent-host.toml`: an annotated config file with every key;
+//!   `contrib/agent-host.service`: a systemd unit.
+//! - `tests/integration/`: the one integration test binary (`tests/integration/main.rs` lists
+//!   its modules); `tests/fixtures/`: recorded CLI transcripts, scenarios, keys, databases;
+//!   `tests/clis/`: the pins of the real CLIs the ignored tests drive; `tests/clients/`: the
+//!   official SDKs against agent-host. `.ci/run` is what CI runs.
+//! - `benches/`: criterion benchmarks (parsing, mapping, SSE frames, the stores); `bench/`:
+//!   the side-by-side harness (`bench/run.sh`) and its dated log (`bench/log/`).
+//! - `examples/`: the client library at work (`fan_out.rs`, `sdk_interop.rs`), the Python
+//!   SDK against agent-host, a shell-script agent with its adapter;
+//!   `scripts/conformance.sh`: the A2A conformance kits.
+//!
 //! # Documents
 //!
-//! - `docs/dependencies.md`: the crates used and the ones considered and not used (nix's pty
-//!   calls instead of portable-pty, one mutex-guarded engine state instead of dashmap, the own
-//!   line reader instead of tokio-util's codec), with the reasons.
-//! - `docs/several-hosts.md`: several hosts on one PostgreSQL database: host ids, leases,
-//!   owners, commands passed to the owner, live events across hosts, takeover of a dead
-//!   host, restarts.
-//! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
-//!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
+//! `docs/README.md` is the index of the documentation, one page per reader's question. The
+//! pages about the inside: `docs/processes.md` (how a turn runs and ends its program),
+//! `docs/dependencies.md` (every crate used and why, and the ones considered and not used:
+//! nix's pty calls instead of portable-pty, one mutex-guarded engine state instead of
+//! dashmap, the own line reader instead of tokio-util's codec), `docs/several-hosts.md`
+//! (several hosts on one PostgreSQL database: host ids, leases, owners, commands passed to
+//! the owner, live events across hosts, takeover of a dead host, restarts),
+//! `docs/wire-formats.md` (what each CLI prints and reads in the formats the parsers of
+//! [`adapter::wire`] understand, with the CLI versions they were recorded from) and
+//! `docs/performance.md` (what it costs, and `bench/log/` for how that was measured).
 
 pub mod adapter;
 pub mod app;

@@ -52,7 +52,7 @@ fn init_logging(format: LogFormat, color: ColorChoice) -> anyhow::Result<Telemet
 /// the process. A task printing lines of 15 MB then left the host hundreds of MB larger after
 /// it ended (and its peak higher, from the heaps' fragments). A fixed threshold keeps large
 /// buffers (long lines, a task's output being stored or sent) in their own mappings; measured
-/// with `bench/memory.sh`, see the README's Performance section. musl and other allocators
+/// with `bench/memory.sh`, see `bench/log/` (long output lines). musl and other allocators
 /// give large blocks back by themselves.
 fn large_allocations_return_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

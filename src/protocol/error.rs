@@ -135,7 +135,7 @@ impl A2AError {
     }
 
     /// HTTP status for the HTTP+JSON binding (the v1.0.0 table, which the conformance kit
-    /// expects; see README).
+    /// expects; see `docs/errors.md`).
     pub fn http_status(&self) -> u16 {
         match self {
             A2AError::Parse(_) | A2AError::InvalidRequest(_) | A2AError::InvalidParams(_) => 400,
