@@ -11,6 +11,7 @@ mod common;
 mod conformance;
 mod console;
 mod demo;
+mod docs;
 mod doctor;
 mod edge;
 mod ends;
