@@ -1,6 +1,6 @@
 //! Push notifications with several hosts on one PostgreSQL database (docs/several-hosts.md,
-//! README "Push notifications on several hosts"): a config created through a host that does
-//! not run the task is delivered from the shared queue; and `kill -9` of the host running
+//! docs/push.md "Push notifications on several hosts"): a config created through a host that
+//! does not run the task is delivered from the shared queue; and `kill -9` of the host running
 //! the tasks: the other host ends them within the lease, and the receiver gets each of their
 //! updates at least once, in order, none from both hosts in the steady state.
 //!
