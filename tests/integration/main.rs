@@ -19,6 +19,7 @@ mod grpc;
 mod grpc_streams;
 mod lifecycle;
 mod long_prompts;
+mod mcp;
 mod model_server;
 mod observe;
 mod one_host;
