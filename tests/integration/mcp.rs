@@ -352,6 +352,27 @@ async fn a_bad_argument_is_a_clear_error_and_starts_nothing() {
     .await;
 }
 
+#[tokio::test]
+async fn mcp_can_be_turned_off() {
+    limit(async {
+        let s = TestServer::with(Options {
+            mcp: false,
+            ..Options::default()
+        })
+        .await;
+        assert!(connect(&s, None).await.is_err());
+        let r = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        s.shutdown().await;
+    })
+    .await;
+}
+
 /// A `tools/call` of `start_task` as a web page would send it, with these extra headers;
 /// the HTTP status and whether a task was started.
 async fn page_call(s: &TestServer, headers: &[(&str, &str)]) -> (u16, bool) {
