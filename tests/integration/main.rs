@@ -31,6 +31,7 @@ mod races;
 mod real_cli;
 mod real_cli_aider;
 mod real_cli_gemini;
+mod real_cli_mcp;
 mod real_cli_qwen;
 mod rest;
 mod restart;

@@ -392,7 +392,9 @@ async fn page_call(s: &TestServer, headers: &[(&str, &str)]) -> (u16, bool) {
     // The answer (an SSE stream) ends after the tool has run.
     let _ = resp.text().await;
     let list = s.rpc("ListTasks", json!({})).await;
-    let started = list["result"]["tasks"].as_array().is_some_and(|t| !t.is_empty());
+    let started = list["result"]["tasks"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty());
     (status, started)
 }
 
