@@ -12,8 +12,8 @@
 //! parts to the tool, which reads the caller from them. Errors are the engine's errors with
 //! the JSON-RPC code and message of the A2A bindings (-32602 for a bad argument).
 //!
-//! The server runs stateless (rmcp's `legacy_session_mode` off): a session would be state of
-//! its own, and nothing here needs one. MCP *tasks* are not offered: rmcp 3.11 implements
+//! The server runs stateless (rmcp's `legacy_session_mode` off, no session manager): a
+//! session would be state of its own, and nothing here needs one. MCP *tasks* are not offered: rmcp 3.11 implements
 //! them as the SEP-2663 extension with its own in-memory `TaskManager` holding each task's
 //! state and result, which would be a second copy of the A2A task beside the engine's; a
 //! client follows a task with `get_task` instead (or waits, with progress notifications).
@@ -29,7 +29,7 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde::{Deserialize, Serialize};
@@ -80,7 +80,7 @@ impl Default for McpConfig {
 pub fn service(
     agents: &[AppState],
     body_limit: usize,
-) -> StreamableHttpService<McpHost, LocalSessionManager> {
+) -> StreamableHttpService<McpHost, NeverSessionManager> {
     let host = McpHost::new(agents.to_vec());
     let keepalive = agents.first().map(|a| a.keepalive);
     // The host's gate has checked Host and Origin against its own allow-lists before the
@@ -93,7 +93,7 @@ pub fn service(
         .with_max_request_body_bytes(body_limit);
     StreamableHttpService::new(
         move || Ok(host.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(NeverSessionManager::default()),
         config,
     )
 }
@@ -101,7 +101,7 @@ pub fn service(
 /// The MCP server: the tools over the host's agents.
 #[derive(Clone)]
 pub struct McpHost {
-    agents: Arc<Vec<AppState>>,
+    agents: Arc<[AppState]>,
     tool_router: ToolRouter<McpHost>,
 }
 
@@ -176,7 +176,7 @@ fn task_answer(snap: &Snapshot) -> Result<CallToolResult, ErrorData> {
 impl McpHost {
     pub fn new(agents: Vec<AppState>) -> McpHost {
         McpHost {
-            agents: Arc::new(agents),
+            agents: agents.into(),
             tool_router: Self::tool_router(),
         }
     }
