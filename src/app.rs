@@ -318,6 +318,7 @@ impl App {
                 body_limit: settings.body_limit,
                 route_by_metadata: settings.route_by_metadata,
                 conn: settings.conn_limits.clone(),
+                mcp: settings.mcp.mcp,
             },
             local_addr,
             drain: grace + Duration::from_secs(10),

@@ -53,6 +53,10 @@ pub enum Command {
     Call(crate::client::call::CallArgs),
     /// List, show, cancel or follow the tasks of an A2A agent.
     Tasks(crate::client::call::TasksArgs),
+    /// MCP over stdio, for an MCP client that starts its servers as local processes: relays
+    /// the client's messages to a running host's /mcp endpoint (local or remote) with the
+    /// credentials given here (see docs/mcp.md).
+    Mcp(crate::client::mcp_bridge::McpArgs),
     /// Print a shell completion script: `agent-host completions bash > /etc/bash_completion.d/agent-host`
     /// (zsh: into a directory of $fpath as `_agent-host`; fish: ~/.config/fish/completions/agent-host.fish).
     Completions {

@@ -62,7 +62,9 @@
 //!   (`/agents/{id}/`, routing by `metadata.agent`); the connection layer (`server::listen`:
 //!   hyper with a header-read/idle timeout, connection and stream caps) and graceful shutdown.
 //!   [`server::grpc`]: the A2A 1.0 gRPC binding (generated from `proto/a2a.proto`) on its own
-//!   port, on the same operations, guard and engines. [`server::peer`]: the HTTP
+//!   port, on the same operations, guard and engines. [`server::mcp`]: the MCP binding
+//!   (rmcp, Streamable HTTP at `/mcp`): tools on the same engine operations, behind the same
+//!   guard, with no task state of its own. [`server::peer`]: the HTTP
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
@@ -70,7 +72,8 @@
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
 //!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`],
-//!   [`client::tasks`]).
+//!   [`client::tasks`]); `agent-host mcp`, MCP over stdio relayed to a host's `/mcp`
+//!   ([`client::mcp_bridge`]).
 //! - [`app`]: the composition root: [`app::App::start`] turns [`settings::Settings`] into
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
@@ -115,7 +118,8 @@
 //! dashmap, the own line reader instead of tokio-util's codec), `docs/several-hosts.md`
 //! (several hosts on one PostgreSQL database: host ids, leases, owners, commands passed to
 //! the owner, live events across hosts, takeover of a dead host, restarts),
-//! `docs/wire-formats.md` (what each CLI prints and reads in the formats the parsers of
+//! `docs/mcp.md` (the MCP binding: transports, tools,
+//! security, client configuration), `docs/wire-formats.md` (what each CLI prints and reads in the formats the parsers of
 //! [`adapter::wire`] understand, with the CLI versions they were recorded from) and
 //! `docs/performance.md` (what it costs, and `bench/log/` for how that was measured).
 

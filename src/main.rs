@@ -140,6 +140,10 @@ async fn run(command: Command, color: ColorChoice) -> anyhow::Result<i32> {
         }
         Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
         Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),
+        Command::Mcp(args) => {
+            // stdout carries the protocol; diagnostics go to stderr only.
+            agent_host::client::mcp_bridge::run(args).await?;
+        }
         Command::FakeAgent { args } => agent_host::fake_agent::main_with(args.into_iter()),
     }
     Ok(0)

@@ -28,6 +28,7 @@ pub mod call;
 pub mod card;
 pub mod card_verify;
 pub mod error;
+pub mod mcp_bridge;
 mod render;
 pub mod request;
 pub mod sse;

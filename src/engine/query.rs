@@ -61,6 +61,23 @@ impl Engine {
         self.snapshot_for(task_id, owner).await
     }
 
+    /// Up to `limit` events of the task's log after sequence number `after`, for a caller
+    /// that follows the task by reading instead of streaming (MCP's `get_task`).
+    pub async fn events_since(
+        &self,
+        task_id: &str,
+        after: u64,
+        limit: usize,
+        owner: Owner<'_>,
+    ) -> Result<Vec<std::sync::Arc<crate::task::LoggedEvent>>, A2AError> {
+        self.snapshot_for(task_id, owner).await?;
+        self.inner
+            .store
+            .events_after(task_id, after, limit)
+            .await
+            .map_err(store_err)
+    }
+
     /// Whether this engine holds the task, whoever owns it (for routing between engines; the
     /// engine that holds it still checks the caller).
     pub async fn has_task(&self, task_id: &str) -> bool {

@@ -12,6 +12,7 @@ pub mod guard;
 mod index;
 mod jsonrpc;
 pub mod listen;
+pub mod mcp;
 pub mod metrics;
 mod negotiate;
 mod ops;
@@ -77,6 +78,8 @@ pub struct HttpLimits {
     pub route_by_metadata: bool,
     /// Timeouts and caps of connections and streams.
     pub conn: listen::ConnLimits,
+    /// Serve MCP at `/mcp` ([`mcp`]).
+    pub mcp: bool,
 }
 
 /// The router with every route.
@@ -84,7 +87,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
     let guard = state.guard.clone();
     // Install the recorder before the first request counts anything.
     let _ = metrics::handle();
-    Router::new()
+    let router = Router::new()
         .route("/", post(jsonrpc::handle).get(index::index))
         .route("/a2a", post(jsonrpc::handle))
         .route("/a2a/jsonrpc", post(jsonrpc::handle))
@@ -94,7 +97,18 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .route("/metrics", get(metrics::get_metrics))
         .merge(rest::routes())
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    guarded(router, guard, limits).with_state(state)
+}
+
+/// The gates every route is behind: the body limit, the guard (credentials, rate limit, the
+/// caller), CORS, the Host and Origin checks, and a panic turned into a 500.
+fn guarded<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    guard: Arc<guard::Guard>,
+    limits: &HttpLimits,
+) -> Router<S> {
+    router
         .layer(DefaultBodyLimit::max(limits.body_limit))
         .layer(axum::middleware::from_fn_with_state(
             guard.clone(),
@@ -105,7 +119,6 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
-        .with_state(state)
 }
 
 /// `{"status":"healthy"}`, or HTTP 503 `{"status":"degraded","store":"failing: ..."}` while
@@ -191,6 +204,10 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
     }
     if first.ui_enabled {
         router = router.merge(ui::routes(agents));
+    }
+    if limits.mcp {
+        let mcp = Router::new().route_service(mcp::PATH, mcp::service(agents, limits.body_limit));
+        router = router.merge(guarded(mcp, first.guard.clone(), limits));
     }
     router
 }

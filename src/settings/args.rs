@@ -126,6 +126,8 @@ pub struct ServeArgs {
     /// Serve the web console at /ui/ [default: on when bound to a loopback address, else off]
     #[arg(long, env = "AGENT_HOST_UI", value_name = "BOOL", value_parser = parse_bool, num_args = 0..=1, default_missing_value = "true")]
     pub ui: Option<bool>,
+    #[command(flatten)]
+    pub mcp: crate::server::mcp::McpConfig,
     /// Longest a blocking send waits for the task to finish or ask for input before it answers with the task as it is (still working; follow it with GetTask or a subscription); 0 waits as long as the task runs [default: 0]
     #[arg(long, env = "AGENT_HOST_BLOCKING_WAIT_MS", value_name = "MS")]
     pub blocking_wait_ms: Option<u64>,

@@ -120,6 +120,8 @@ pub struct Settings {
     pub blocking_wait: Option<Duration>,
     /// Serve the web console at `/ui/` (default: on for a loopback bind).
     pub ui: bool,
+    /// The MCP binding's settings ([`crate::server::mcp`]).
+    pub mcp: crate::server::mcp::McpConfig,
     pub card_name: Option<String>,
     pub card_description: Option<String>,
     pub card_legacy_v03: bool,
@@ -518,6 +520,7 @@ impl Settings {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
             ui: args.ui.or(srv.ui).unwrap_or(bind.ip().is_loopback()),
+            mcp: args.mcp.clone(),
             card_name: card.name.clone(),
             card_description: card.description.clone(),
             card_provider: card_provider(card)?,

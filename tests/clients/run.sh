@@ -4,7 +4,9 @@
 # HTTP bindings (JSON-RPC and HTTP+JSON): 8 combinations, and the Python SDK over gRPC
 # (A2A 1.0): 1 more. Then the other way round:
 # agent-host's Rust client library (examples/sdk_interop.rs) against the Python SDK's
-# server (sdk_server.py): 4 more combinations.
+# server (sdk_server.py): 4 more combinations. And the official MCP SDKs (Python mcp,
+# TypeScript @modelcontextprotocol/sdk) against agent-host's MCP binding, over Streamable
+# HTTP and over stdio (`agent-host mcp`): 4 more (mcp_py_client.py, mcp_js_client.mjs).
 #
 # Usage: tests/clients/run.sh [PATH_TO_AGENT_HOST]
 #   binary: the argument, else $AGENT_HOST_BIN, else target/debug/agent-host
@@ -37,7 +39,10 @@ if [[ ! -x "$venv/bin/python" ]]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet -r "$here/requirements.txt"
 fi
-if [[ ! -d "$here/node_modules/@a2a-js/sdk" ]]; then
+if ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
+    "$venv/bin/pip" install --quiet -r "$here/requirements.txt"
+fi
+if [[ ! -d "$here/node_modules/@a2a-js/sdk" || ! -d "$here/node_modules/@modelcontextprotocol/sdk" ]]; then
     echo "run.sh: installing node_modules (npm ci)"
     (cd "$here" && npm ci --no-audit --no-fund)
 fi
@@ -46,7 +51,12 @@ fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/agent-host-clients.XXXXXX")"
 server_pid=""
 sdk_pid=""
+mcp_pid=""
 cleanup() {
+    if [[ -n "$mcp_pid" ]]; then
+        kill -TERM -- "-$mcp_pid" 2>/dev/null || true
+        wait "$mcp_pid" 2>/dev/null || true
+    fi
     if [[ -n "$sdk_pid" ]]; then
         kill -TERM -- "-$sdk_pid" 2>/dev/null || true
         wait "$sdk_pid" 2>/dev/null || true
@@ -105,7 +115,7 @@ sys.exit(f"no 200 from {url} within {wait:.0f} s")
 EOF
     echo "run.sh: the server did not become healthy; its log:" >&2
     sed 's/^/    server| /' "$log" >&2 || true
-    echo "0 passed, 13 failed"
+    echo "0 passed, 17 failed"
     exit 1
 fi
 
@@ -207,6 +217,80 @@ EOF
         fi
     fi
 fi
+
+# --- MCP: the official MCP SDKs (Python mcp, TypeScript @modelcontextprotocol/sdk) over
+# Streamable HTTP and over stdio (`agent-host mcp`): 4 combinations, against a second server
+# with two callers (bearer tokens), so that owners are checked too, and no sandbox, so that the
+# clients see the real pid of the process cancel_task must stop ---
+mcp_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mcp_base="http://127.0.0.1:$mcp_port"
+mcp_log="$work/mcp-server.log"
+mcp_token_a="mcp-alice-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+mcp_token_b="mcp-bob-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+printf '[auth]\ntokens = [{ name = "alice", token = "%s" }, { name = "bob", token = "%s" }]\n' \
+    "$mcp_token_a" "$mcp_token_b" >"$work/mcp.toml"
+mkdir -p "$work/mcp-repo"
+(
+    cd "$work/mcp-repo"
+    exec env -u AGENT_HOST_TOKEN -u AGENT_HOST_API_KEY -u AGENT_BINARY -u AGENT_ARGS -u AGENT_PROMPT_VIA \
+        -u AGENT_HOST_ADAPTERS_DIR -u AGENT_HOST_PUBLIC_URL -u AGENT_HOST_MCP \
+        AGENT_HOST_CONFIG="$work/mcp.toml" AGENT_ADAPTER=demo AGENT_HOST_BIND=127.0.0.1 PORT="$mcp_port" \
+        AGENT_REPO_PATH="$work/mcp-repo" AGENT_HOST_STORE=memory AGENT_SANDBOX=off \
+        setsid "$bin" serve
+) >"$mcp_log" 2>&1 &
+mcp_pid=$!
+if ! python3 - "$mcp_base/health" "$health_wait_s" "$mcp_pid" <<'EOF'; then
+import os, sys, time, urllib.request
+url, wait, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+deadline = time.monotonic() + wait
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit(f"the MCP server exited before answering {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.2)
+sys.exit(f"no 200 from {url} within {wait:.0f} s")
+EOF
+    sed 's/^/    mcp-server| /' "$mcp_log" >&2 || true
+    failed=$((failed + 4))
+    summary+=("FAIL  MCP (4 combinations)  the MCP server did not start")
+else
+    run_mcp() { # name ("mcp <lang> <transport>"), command...
+        local name="$1"
+        shift
+        local out="$work/$(echo "$name" | tr ' ' '_').out"
+        local rc=0 transport
+        read -r _ _ transport <<<"$name"
+        echo
+        echo "=== $name ==="
+        (cd "$here" && timeout "$py_timeout" "$@" "$mcp_base" "$transport" "$bin" "$mcp_token_a" "$mcp_token_b") >"$out" 2>&1 || rc=$?
+        sed 's/^/    /' "$out"
+        if [[ $rc -eq 0 ]]; then
+            passed=$((passed + 1))
+            summary+=("PASS  $name")
+        else
+            failed=$((failed + 1))
+            summary+=("FAIL  $name  exit $rc: $(grep -m1 '^FAIL' "$out" || tail -n1 "$out")")
+        fi
+    }
+    for transport in http stdio; do
+        run_mcp "mcp py $transport" "$venv/bin/python" mcp_py_client.py
+        run_mcp "mcp js $transport" node mcp_js_client.mjs
+    done
+    if [[ $failed -gt 0 ]]; then
+        echo "--- MCP server log (last 40 lines) ---"
+        tail -n 40 "$mcp_log" | sed 's/^/    mcp-server| /'
+    fi
+fi
+kill -TERM -- "-$mcp_pid" 2>/dev/null || true
+wait "$mcp_pid" 2>/dev/null || true
+mcp_pid=""
 
 if [[ $failed -gt 0 ]]; then
     echo

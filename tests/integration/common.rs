@@ -54,6 +54,8 @@ pub struct Options {
     pub sandbox: agent_host::settings::sandbox::SandboxSettings,
     /// Serve the gRPC binding too, on its own free port.
     pub grpc: bool,
+    /// Serve MCP at `/mcp` (the default).
+    pub mcp: bool,
     /// With a shared PostgreSQL store: host id, heartbeat and lease (default: the defaults).
     pub cluster: Option<agent_host::settings::cluster::ClusterSettings>,
 }
@@ -95,6 +97,7 @@ impl Default for Options {
                 ..Default::default()
             },
             grpc: false,
+            mcp: true,
         }
     }
 }
@@ -156,6 +159,7 @@ impl Options {
         s.force = o.force;
         s.sandbox = o.sandbox.clone();
         s.grpc_port = o.grpc.then_some(0);
+        s.mcp.mcp = o.mcp;
         s.blocking_wait = o.blocking_wait;
         if !o.input_modes.is_empty() {
             s.input_modes = o.input_modes.clone();

@@ -54,7 +54,13 @@ pub enum Scenario {
     /// Every model request fails with HTTP 500, the API's error body saying
     /// [`SERVER_ERROR_TEXT`].
     ServerError,
+    /// Claude Code only: when an MCP tool named `mcp__<server>__start_task` is offered, one
+    /// call of it ([`DELEGATED_PROMPT`], waiting for the task), then [`FINAL_TEXT`].
+    Delegate,
 }
+
+/// The prompt of the task the `Delegate` scenario hands to agent-host over MCP.
+pub const DELEGATED_PROMPT: &str = "delegated: say hello";
 
 /// One request the server received.
 #[derive(Clone, Debug)]
@@ -307,6 +313,20 @@ fn anthropic(scenario: Scenario, b: &Value) -> Response {
     let offers_bash = b["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
+    let start_task = b["tools"].as_array().and_then(|t| {
+        t.iter()
+            .filter_map(|t| t["name"].as_str())
+            .find(|n| n.starts_with("mcp__") && n.ends_with("__start_task"))
+    });
+    if let (Scenario::Delegate, Some(tool), false) = (scenario, start_task, has_result) {
+        let call = json!({"type": "tool_use", "id": format!("toolu_{}", short_id()), "name": tool,
+                          "input": {"prompt": DELEGATED_PROMPT, "wait": true}});
+        return anthropic_answer(
+            b,
+            vec![json!({"type": "text", "text": FIRST_TEXT}), call],
+            "tool_use",
+        );
+    }
     let (blocks, stop) = match decide(scenario, has_tools(b), has_result) {
         Reply::ToolCall { command } if offers_bash => (
             vec![
@@ -323,6 +343,11 @@ fn anthropic(scenario: Scenario, b: &Value) -> Response {
             "end_turn",
         ),
     };
+    anthropic_answer(b, blocks, stop)
+}
+
+/// An Anthropic Messages answer of these content blocks, streamed when the request asks.
+fn anthropic_answer(b: &Value, blocks: Vec<Value>, stop: &str) -> Response {
     let model = b["model"].as_str().unwrap_or("claude-fake").to_string();
     let id = format!("msg_{}", short_id());
     let usage = json!({"input_tokens": 100, "cache_creation_input_tokens": 0,

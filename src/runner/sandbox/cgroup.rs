@@ -463,7 +463,7 @@ pub fn human_bytes(n: u64) -> String {
         ("KiB", 1 << 10),
     ];
     for (unit, size) in UNITS {
-        if n >= size && n % size == 0 {
+        if n >= size && n.is_multiple_of(size) {
             return format!("{} {unit}", n / size);
         }
     }

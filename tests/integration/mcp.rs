@@ -1,0 +1,431 @@
+//! The MCP binding at `/mcp` with rmcp's own client over Streamable HTTP: the tools, a task
+//! started over MCP being an ordinary A2A task, approvals answered with `reply`, cancel
+//! stopping the program and its children, owners, and bad arguments.
+
+use std::time::Duration;
+
+use agent_host::settings::{Credential, Secret, Security};
+use rmcp::model::{CallToolRequestParams, ErrorCode};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+type Mcp = RunningService<RoleClient, ()>;
+
+/// An MCP client of the test server, with a bearer token when given.
+async fn connect(s: &TestServer, token: Option<&str>) -> Result<Mcp, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", s.base));
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest013::Client::new(), cfg);
+    ().serve(transport).await.map_err(|e| e.to_string())
+}
+
+async fn call(c: &Mcp, tool: &'static str, args: Value) -> Result<Value, ServiceError> {
+    let args = args.as_object().cloned().unwrap_or_default();
+    let r = c
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await?;
+    assert_ne!(r.is_error, Some(true), "{tool} answered an error: {r:?}");
+    let text = r
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone());
+    assert!(
+        text.is_some_and(|t| !t.is_empty()),
+        "{tool}: no text summary"
+    );
+    Ok(r.structured_content.expect("structured content"))
+}
+
+async fn ok(c: &Mcp, tool: &'static str, args: Value) -> Value {
+    call(c, tool, args).await.expect("tool call")
+}
+
+fn mcp_error(e: ServiceError) -> rmcp::ErrorData {
+    match e {
+        ServiceError::McpError(e) => e,
+        other => panic!("not an MCP error: {other}"),
+    }
+}
+
+/// Polls `get_task` (following its events) until `done` holds for the task and the events
+/// seen so far; returns both.
+async fn follow(c: &Mcp, id: &str, done: impl Fn(&Value, &[Value]) -> bool) -> (Value, Vec<Value>) {
+    let mut after = 0u64;
+    let mut events = Vec::new();
+    loop {
+        let r = ok(c, "get_task", json!({"taskId": id, "afterEvent": after})).await;
+        events.extend(r["events"].as_array().cloned().unwrap_or_default());
+        after = r["lastEvent"].as_u64().expect("lastEvent");
+        if done(&r["task"], &events) {
+            return (r["task"].clone(), events);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn tools_are_listed_with_their_schemas() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let tools = c.list_all_tools().await.expect("tools/list");
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for want in [
+            "start_task",
+            "get_task",
+            "list_tasks",
+            "reply",
+            "cancel_task",
+            "get_changes",
+        ] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+        let start = tools.iter().find(|t| t.name == "start_task").unwrap();
+        let schema = serde_json::to_value(&start.input_schema).unwrap();
+        assert_eq!(schema["required"], json!(["prompt"]), "{schema}");
+        for field in [
+            "agent",
+            "contextId",
+            "cwd",
+            "baseRef",
+            "budget",
+            "approvals",
+            "wait",
+        ] {
+            assert!(
+                schema["properties"].get(field).is_some(),
+                "{field} not in {schema}"
+            );
+        }
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_task_started_and_waited_for_is_an_ordinary_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let t = ok(
+            &c,
+            "start_task",
+            json!({"prompt": "say hello", "wait": true}),
+        )
+        .await;
+        assert_eq!(t["state"], "completed", "{t}");
+        assert!(t["answer"].as_str().is_some_and(|a| !a.is_empty()), "{t}");
+        let id = t["id"].as_str().unwrap();
+        // The same task over A2A.
+        let a2a = s.rpc("GetTask", json!({"id": id})).await;
+        assert_eq!(
+            a2a["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{a2a}"
+        );
+        assert_eq!(a2a["result"]["contextId"], t["contextId"]);
+        // A follow-up in the same context.
+        let t2 = ok(
+            &c,
+            "start_task",
+            json!({"prompt": "again", "contextId": t["contextId"], "wait": true}),
+        )
+        .await;
+        assert_eq!(t2["contextId"], t["contextId"]);
+        let list = ok(&c, "list_tasks", json!({"contextId": t["contextId"]})).await;
+        assert_eq!(list["tasks"].as_array().unwrap().len(), 2, "{list}");
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_task_started_without_waiting_is_followed_with_get_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let t = ok(&c, "start_task", json!({"prompt": "hello slow"})).await;
+        let id = t["id"].as_str().unwrap().to_string();
+        let (task, events) = follow(&c, &id, |t, _| t["state"] == "completed").await;
+        assert!(task["answer"].as_str().is_some_and(|a| !a.is_empty()));
+        let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "events out of order: {seqs:?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["text"].as_str().is_some_and(|t| t.contains("Bash"))),
+            "no tool use among {events:?}"
+        );
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_approval_is_answered_with_reply() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let t = ok(
+            &c,
+            "start_task",
+            json!({"prompt": "approval please", "wait": true}),
+        )
+        .await;
+        assert_eq!(t["state"], "input-required", "{t}");
+        assert_eq!(t["question"]["approvalId"], "appr-1", "{t}");
+        let id = t["id"].as_str().unwrap();
+        let done = ok(&c, "reply", json!({"taskId": id, "decision": "allow"})).await;
+        assert_eq!(done["state"], "completed", "{done}");
+        assert_eq!(done["id"], id);
+        // A reply to a task that no longer waits: the engine's error, as an MCP error.
+        let e = call(&c, "reply", json!({"taskId": id, "text": "yes"}))
+            .await
+            .map(|v| panic!("answered {v}"))
+            .unwrap_err();
+        assert!(mcp_error(e).message.contains("already"));
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_task_stops_the_program_and_its_children() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let t = ok(&c, "start_task", json!({"prompt": "grandchild"})).await;
+        let id = t["id"].as_str().unwrap().to_string();
+        let pid_in = |events: &[Value]| {
+            events.iter().find_map(|e| {
+                let text = e["text"].as_str()?;
+                text.split("grandchild pid ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u32>()
+                    .ok()
+            })
+        };
+        let (_, events) = follow(&c, &id, |_, ev| pid_in(ev).is_some()).await;
+        let pid = pid_in(&events).unwrap();
+        assert!(process_alive(pid));
+        let canceled = ok(&c, "cancel_task", json!({"taskId": id})).await;
+        assert_eq!(canceled["state"], "canceled", "{canceled}");
+        let mut gone = false;
+        for _ in 0..100 {
+            if !process_alive(pid) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "the task's grandchild {pid} survived cancel_task");
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
+    limit(async {
+        let security = Security {
+            credentials: vec![
+                Credential {
+                    name: "alice".into(),
+                    secret: Secret::Bearer("alice-token-0123456789".into()),
+                },
+                Credential {
+                    name: "bob".into(),
+                    secret: Secret::Bearer("bob-token-0123456789".into()),
+                },
+            ],
+            ..Security::default()
+        };
+        let s = TestServer::with(Options {
+            security,
+            ..Options::default()
+        })
+        .await;
+        assert!(
+            connect(&s, None).await.is_err(),
+            "no credentials, yet connected"
+        );
+        assert!(connect(&s, Some("wrong-token-0123456789")).await.is_err());
+        let alice = connect(&s, Some("alice-token-0123456789"))
+            .await
+            .expect("alice");
+        let bob = connect(&s, Some("bob-token-0123456789"))
+            .await
+            .expect("bob");
+        let t = ok(
+            &alice,
+            "start_task",
+            json!({"prompt": "hello", "wait": true}),
+        )
+        .await;
+        let id = t["id"].as_str().unwrap();
+        let e = call(&bob, "get_task", json!({"taskId": id}))
+            .await
+            .unwrap_err();
+        let e = mcp_error(e);
+        assert!(e.message.contains(id), "{e:?}");
+        let e = call(&bob, "cancel_task", json!({"taskId": id}))
+            .await
+            .unwrap_err();
+        assert!(mcp_error(e).message.contains(id));
+        let bobs = ok(&bob, "list_tasks", json!({})).await;
+        assert_eq!(bobs["tasks"], json!([]), "{bobs}");
+        let alices = ok(&alice, "list_tasks", json!({})).await;
+        assert_eq!(alices["tasks"][0]["id"], id, "{alices}");
+        // Alice's task over A2A, with Alice's token: the same owner.
+        let a2a: Value = s
+            .client
+            .post(&s.base)
+            .bearer_auth("alice-token-0123456789")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}}))
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(a2a["result"]["id"], id, "{a2a}");
+        alice.cancel().await.ok();
+        bob.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bad_argument_is_a_clear_error_and_starts_nothing() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        let cases = [
+            (
+                json!({"prompt": "x", "agent": "no-such-agent"}),
+                "no-such-agent",
+            ),
+            (json!({"prompt": "   "}), "prompt"),
+            (json!({"prompt": "x", "promt": "typo"}), "promt"),
+            (
+                json!({"prompt": "x", "cwd": "/definitely/not/allowed"}),
+                "cwd",
+            ),
+        ];
+        for (args, names) in cases {
+            let e = call(&c, "start_task", args.clone()).await.unwrap_err();
+            let e = mcp_error(e);
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{args}: {e:?}");
+            assert!(e.message.contains(names), "{args}: {}", e.message);
+        }
+        let e = call(&c, "reply", json!({"taskId": "t"})).await.unwrap_err();
+        assert_eq!(mcp_error(e).code, ErrorCode::INVALID_PARAMS);
+        let list = s.rpc("ListTasks", json!({})).await;
+        assert_eq!(
+            list["result"]["tasks"],
+            json!([]),
+            "a task was started: {list}"
+        );
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mcp_can_be_turned_off() {
+    limit(async {
+        let s = TestServer::with(Options {
+            mcp: false,
+            ..Options::default()
+        })
+        .await;
+        assert!(connect(&s, None).await.is_err());
+        let r = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// A `tools/call` of `start_task` as a web page would send it, with these extra headers;
+/// the HTTP status and whether a task was started.
+async fn page_call(s: &TestServer, headers: &[(&str, &str)]) -> (u16, bool) {
+    let mut req = s
+        .client
+        .post(format!("{}/mcp", s.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "start_task", "arguments": {"prompt": "hello"}}}));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    // The answer (an SSE stream) ends after the tool has run.
+    let _ = resp.text().await;
+    let list = s.rpc("ListTasks", json!({})).await;
+    let started = list["result"]["tasks"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty());
+    (status, started)
+}
+
+#[tokio::test]
+async fn pages_of_other_hosts_and_origins_cannot_start_tasks() {
+    limit(async {
+        // DNS rebinding: a page of evil.example whose name now points at 127.0.0.1.
+        let rebound = [("host", "evil.example:41242")];
+        let cross_origin = [("origin", "https://evil.example")];
+        let s = TestServer::start().await;
+        assert_eq!(page_call(&s, &rebound).await, (403, false));
+        assert_eq!(page_call(&s, &cross_origin).await, (403, false));
+        s.shutdown().await;
+        // With the checks opened up, the same requests start a task: the checks are what
+        // stopped them.
+        let open = Security {
+            allowed_hosts: vec!["*".into()],
+            allowed_origins: vec!["*".into()],
+            ..Security::default()
+        };
+        for headers in [&rebound[..], &cross_origin[..]] {
+            let s = TestServer::with(Options {
+                security: open.clone(),
+                ..Options::default()
+            })
+            .await;
+            let (status, started) = page_call(&s, headers).await;
+            assert_eq!(status, 200, "{headers:?}");
+            assert!(started, "{headers:?}");
+            s.shutdown().await;
+        }
+    })
+    .await;
+}
