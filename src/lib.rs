@@ -112,3 +112,4 @@ pub mod settings;
 pub mod store;
 pub mod task;
 pub mod telemetry;
+pub mod units;

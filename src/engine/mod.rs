@@ -18,6 +18,7 @@ mod answer;
 mod attach;
 mod cancel;
 pub mod child;
+pub mod config;
 mod cluster;
 mod deadline;
 mod forward;
@@ -46,7 +47,7 @@ pub use launch::{Launch, PromptRoute, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
 
-use crate::settings::HostLimits;
+pub use config::HostLimits;
 use crate::task::Redactor;
 use schedule::{Pending, Refusal, Scheduler, Start};
 use std::path::PathBuf;
@@ -266,7 +267,7 @@ impl Engine {
     }
 
     /// The host's limits this engine applies.
-    pub fn host_limits(&self) -> &crate::settings::security::HostLimits {
+    pub fn host_limits(&self) -> &HostLimits {
         &self.inner.config.limits
     }
 

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::Caller;
-use crate::settings::{Secret, Security};
+use crate::server::config::{Secret, Security};
 
 /// Paths anyone may read: the public card, the health check and the console's files.
 fn is_public(path: &str) -> bool {

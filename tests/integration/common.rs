@@ -105,11 +105,8 @@ impl Options {
     /// variables go through `Settings::agent_env`, the push key is a fixed one).
     pub fn settings(&self, dir: &std::path::Path) -> Settings {
         let o = self;
-        let args = ServeArgs {
-            repo_path: Some(dir.to_path_buf()),
-            store: Some("memory".into()),
-            ..ServeArgs::default()
-        };
+        let repo = dir.to_str().expect("a UTF-8 test directory");
+        let args = ServeArgs::from_flags(["--repo-path", repo, "--store", "memory"]).expect("flags");
         let mut s = Settings::resolve(&args).expect("settings");
         s.adapter = Some(o.adapter.to_string());
         // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
