@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::Dur;
 use crate::store::{StoreError, TaskStore, TerminalTask};
+use crate::units::Dur;
 
 /// `[retention]`: which terminal tasks are deleted. Each field is one setting: its flag,
 /// environment variable, config file key (the `id`), default and help are declared here
@@ -28,10 +28,22 @@ use crate::store::{StoreError, TaskStore, TerminalTask};
 #[command(next_help_heading = "Retention")]
 pub struct RetentionConfig {
     /// Delete terminal tasks (and their attachments) whose status is older than this, e.g. 30d, 12h; 0 or off = keep
-    #[arg(id = "retention.max_age", long = "retention-max-age", env = "AGENT_HOST_RETENTION_MAX_AGE", value_name = "DURATION", default_value = "off")]
+    #[arg(
+        id = "retention.max_age",
+        long = "retention-max-age",
+        env = "AGENT_HOST_RETENTION_MAX_AGE",
+        value_name = "DURATION",
+        default_value = "off"
+    )]
     pub max_age: Dur,
     /// Keep at most this many terminal tasks, newest first; 0 = no limit
-    #[arg(id = "retention.max_tasks", long = "retention-max-tasks", env = "AGENT_HOST_RETENTION_MAX_TASKS", value_name = "N", default_value_t = 0)]
+    #[arg(
+        id = "retention.max_tasks",
+        long = "retention-max-tasks",
+        env = "AGENT_HOST_RETENTION_MAX_TASKS",
+        value_name = "N",
+        default_value_t = 0
+    )]
     pub max_tasks: usize,
 }
 

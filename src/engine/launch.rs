@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::adapter::{AdapterSpec, Io, PromptVia, StdinPolicy};
+use crate::runner::sandbox::config::{SandboxSettings, DEFAULT_TASK_PIDS};
 use crate::runner::sandbox::{Mode, Network, RunAs, SandboxPolicy, TaskLimits};
 use crate::runner::{IoMode, SpawnSpec, StdinMode};
-use crate::runner::sandbox::config::{SandboxSettings, DEFAULT_TASK_PIDS};
 
 /// Host variables every CLI gets (when set): what a program needs to run at all.
 pub const BASE_ENV: &[&str] = &[

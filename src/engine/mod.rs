@@ -18,8 +18,8 @@ mod answer;
 mod attach;
 mod cancel;
 pub mod child;
-pub mod config;
 mod cluster;
+pub mod config;
 mod deadline;
 mod forward;
 pub mod input;
@@ -47,8 +47,8 @@ pub use launch::{Launch, PromptRoute, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
 
-pub use config::HostLimits;
 use crate::task::Redactor;
+pub use config::HostLimits;
 use schedule::{Pending, Refusal, Scheduler, Start};
 use std::path::PathBuf;
 

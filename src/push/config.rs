@@ -24,19 +24,48 @@ pub struct DeliveryConfig {
     #[arg(id = "push.allow_private", long = "push-allow-private", env = "AGENT_HOST_PUSH_ALLOW_PRIVATE", value_name = "BOOL", action = ArgAction::Set, value_parser = BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub allow_private: bool,
     /// Attempts at one update before it is given up as a dead letter (at least 1)
-    #[arg(id = "push.max_attempts", long = "push-max-attempts", env = "AGENT_HOST_PUSH_MAX_ATTEMPTS", value_name = "N", default_value_t = 8)]
+    #[arg(
+        id = "push.max_attempts",
+        long = "push-max-attempts",
+        env = "AGENT_HOST_PUSH_MAX_ATTEMPTS",
+        value_name = "N",
+        default_value_t = 8
+    )]
     pub max_attempts: u32,
     /// Timeout of one webhook request
-    #[arg(id = "push.timeout", long = "push-timeout", env = "AGENT_HOST_PUSH_TIMEOUT", value_name = "DURATION", default_value = "10s")]
+    #[arg(
+        id = "push.timeout",
+        long = "push-timeout",
+        env = "AGENT_HOST_PUSH_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
     pub timeout: Dur,
     /// Push configs one task may have (at least 1); one more is refused with -32602
-    #[arg(id = "push.max_configs_per_task", long = "push-max-configs-per-task", env = "AGENT_HOST_PUSH_MAX_CONFIGS_PER_TASK", value_name = "N", default_value_t = 10)]
+    #[arg(
+        id = "push.max_configs_per_task",
+        long = "push-max-configs-per-task",
+        env = "AGENT_HOST_PUSH_MAX_CONFIGS_PER_TASK",
+        value_name = "N",
+        default_value_t = 10
+    )]
     pub max_configs_per_task: usize,
     /// Key sealing push secrets at rest, 64 hex digits (wins over key_file)
-    #[arg(id = "push.key", long = "push-key", env = "AGENT_HOST_PUSH_KEY", value_name = "HEX", hide_env_values = true)]
+    #[arg(
+        id = "push.key",
+        long = "push-key",
+        env = "AGENT_HOST_PUSH_KEY",
+        value_name = "HEX",
+        hide_env_values = true
+    )]
     pub key: Option<String>,
     /// File holding that key, created with a random one when missing; unset: push.key next to the database
-    #[arg(id = "push.key_file", long = "push-key-file", env = "AGENT_HOST_PUSH_KEY_FILE", value_name = "PATH")]
+    #[arg(
+        id = "push.key_file",
+        long = "push-key-file",
+        env = "AGENT_HOST_PUSH_KEY_FILE",
+        value_name = "PATH"
+    )]
     pub key_file: Option<PathBuf>,
 }
 

@@ -27,9 +27,15 @@ async fn service(change: impl FnOnce(&mut Settings)) -> (Router, tempfile::TempD
 async fn started(change: impl FnOnce(&mut Settings)) -> (App, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().to_str().unwrap();
-    let args =
-        ServeArgs::from_flags(["--repo-path", repo, "--store", "memory", "--adapter", "demo"])
-            .unwrap();
+    let args = ServeArgs::from_flags([
+        "--repo-path",
+        repo,
+        "--store",
+        "memory",
+        "--adapter",
+        "demo",
+    ])
+    .unwrap();
     let mut s = Settings::resolve(&args).unwrap();
     change(&mut s);
     let app = App::start(&s, ADDR.parse().unwrap()).await.unwrap();

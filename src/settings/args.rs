@@ -90,7 +90,8 @@ impl ServeArgs {
         T: Into<OsString> + Clone,
     {
         let cmd = command().mut_args(|a| a.env(None::<&str>));
-        let argv = std::iter::once(OsString::from("serve")).chain(flags.into_iter().map(Into::into));
+        let argv =
+            std::iter::once(OsString::from("serve")).chain(flags.into_iter().map(Into::into));
         let matches = cmd.try_get_matches_from(argv)?;
         ServeArgs::from_arg_matches(&matches)
     }

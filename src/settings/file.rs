@@ -66,7 +66,9 @@ impl FileConfig {
     /// key set under both names keeps the new one. A removed key is an error.
     fn rename_old_keys(&mut self) -> Result<(), SettingsError> {
         for (old, became, same) in REMOVED_KEYS {
-            let Some(value) = self.take(old) else { continue };
+            let Some(value) = self.take(old) else {
+                continue;
+            };
             let (section, key) = split(old);
             let text = format!("[{section}] {key} is no longer a setting: it became {became}");
             if value.as_integer() != Some(*same) {
@@ -75,7 +77,9 @@ impl FileConfig {
             self.notices.push(format!("{text}; remove it"));
         }
         for (old, new, conversion) in KEY_ALIASES {
-            let Some(value) = self.take(old) else { continue };
+            let Some(value) = self.take(old) else {
+                continue;
+            };
             let (os, ok) = split(old);
             let (ns, nk) = split(new);
             let section = self
@@ -86,11 +90,15 @@ impl FileConfig {
                 return Err(self.error(format!("[{ns}] must be a table")));
             };
             if section.contains_key(nk) {
-                self.notices.push(format!("[{os}] {ok} is ignored: [{ns}] {nk} is set too (its new name)"));
+                self.notices.push(format!(
+                    "[{os}] {ok} is ignored: [{ns}] {nk} is set too (its new name)"
+                ));
                 continue;
             }
             section.insert(nk.to_string(), convert_value(*conversion, value));
-            self.notices.push(format!("[{os}] {ok} is an old key: read as [{ns}] {nk}; use that"));
+            self.notices.push(format!(
+                "[{os}] {ok} is an old key: read as [{ns}] {nk}; use that"
+            ));
         }
         Ok(())
     }
@@ -127,14 +135,17 @@ impl FileConfig {
         };
         let base = map.clone();
         let Some(table) = self.table.get(section) else {
-            return Ok(read(map).map_err(|e| self.error(format!("[{section}]: {e}")))?);
+            return read(map).map_err(|e| self.error(format!("[{section}]: {e}")));
         };
         let Some(table) = table.as_table() else {
             return Err(self.error(format!("[{section}] must be a table")));
         };
         for (key, value) in table {
             if !map.contains_key(key) {
-                return Err(self.error(format!("[{section}] has no key '{key}' (its keys: {})", keys(&base))));
+                return Err(self.error(format!(
+                    "[{section}] has no key '{key}' (its keys: {})",
+                    keys(&base)
+                )));
             }
             if args.is_explicit(&format!("{section}.{key}")) {
                 continue;
@@ -166,7 +177,9 @@ impl FileConfig {
     }
 }
 
-fn read<T: DeserializeOwned>(map: serde_json::Map<String, serde_json::Value>) -> Result<T, serde_json::Error> {
+fn read<T: DeserializeOwned>(
+    map: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, serde_json::Error> {
     serde_json::from_value(serde_json::Value::Object(map))
 }
 

@@ -25,56 +25,215 @@ pub const ENV_ALIASES: &[(&str, &str, Conversion, bool)] = &[
     ("AGENT_MODEL", "agent.model", Conversion::Same, true),
     ("AGENT_FORCE", "agent.force", Conversion::Same, true),
     ("AGENT_REPO_PATH", "agent.repo_path", Conversion::Same, true),
-    ("AGENT_TIMEOUT_MS", "limits.timeout", Conversion::Millis, true),
-    ("AGENT_IDLE_EXIT_MS", "limits.idle_timeout", Conversion::Millis, true),
-    ("AGENT_MAX_RUNNING_TASKS", "limits.max_running_tasks", Conversion::Same, true),
-    ("AGENT_CANCEL_GRACE_MS", "limits.cancel_grace", Conversion::Millis, false),
-    ("AGENT_ROUTE_BY_METADATA", "agent.route_by_metadata", Conversion::Same, false),
+    (
+        "AGENT_TIMEOUT_MS",
+        "limits.timeout",
+        Conversion::Millis,
+        true,
+    ),
+    (
+        "AGENT_IDLE_EXIT_MS",
+        "limits.idle_timeout",
+        Conversion::Millis,
+        true,
+    ),
+    (
+        "AGENT_MAX_RUNNING_TASKS",
+        "limits.max_running_tasks",
+        Conversion::Same,
+        true,
+    ),
+    (
+        "AGENT_CANCEL_GRACE_MS",
+        "limits.cancel_grace",
+        Conversion::Millis,
+        false,
+    ),
+    (
+        "AGENT_ROUTE_BY_METADATA",
+        "agent.route_by_metadata",
+        Conversion::Same,
+        false,
+    ),
     ("AGENT_ARGS", "agent.args", Conversion::Same, false),
-    ("AGENT_APPROVAL_PATTERN", "agent.approval_pattern", Conversion::Same, false),
-    ("AGENT_APPROVAL_RESPONSE", "agent.approval_response", Conversion::Same, false),
-    ("AGENT_PROMPT_VIA", "agent.prompt_via", Conversion::Same, false),
+    (
+        "AGENT_APPROVAL_PATTERN",
+        "agent.approval_pattern",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_APPROVAL_RESPONSE",
+        "agent.approval_response",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_PROMPT_VIA",
+        "agent.prompt_via",
+        Conversion::Same,
+        false,
+    ),
     ("AGENT_PASS_ENV", "agent.pass_env", Conversion::Same, false),
-    ("AGENT_INPUT_MODES", "agent.input_modes", Conversion::Same, false),
-    ("AGENT_MAX_LINE_BYTES", "limits.max_line", Conversion::Same, false),
-    ("AGENT_MAX_QUEUED_TASKS", "limits.max_queued_tasks", Conversion::Same, false),
-    ("AGENT_ALLOWED_CWDS", "workspace.roots", Conversion::Colons, false),
+    (
+        "AGENT_INPUT_MODES",
+        "agent.input_modes",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_MAX_LINE_BYTES",
+        "limits.max_line",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_MAX_QUEUED_TASKS",
+        "limits.max_queued_tasks",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_ALLOWED_CWDS",
+        "workspace.roots",
+        Conversion::Colons,
+        false,
+    ),
     ("AGENT_PUSH", "push.enabled", Conversion::Same, false),
-    ("AGENT_PUSH_ALLOW_PRIVATE", "push.allow_private", Conversion::Same, false),
+    (
+        "AGENT_PUSH_ALLOW_PRIVATE",
+        "push.allow_private",
+        Conversion::Same,
+        false,
+    ),
     ("AGENT_PUSH_KEY", "push.key", Conversion::Same, false),
     ("AGENT_SANDBOX", "sandbox.mode", Conversion::Same, false),
-    ("AGENT_SANDBOX_NETWORK", "sandbox.network", Conversion::Same, false),
-    ("AGENT_SANDBOX_USER", "sandbox.user", Conversion::Same, false),
-    ("AGENT_SANDBOX_DISABLE", "sandbox.disable", Conversion::Same, false),
-    ("AGENT_TASK_MEMORY", "sandbox.memory", Conversion::Same, false),
+    (
+        "AGENT_SANDBOX_NETWORK",
+        "sandbox.network",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_SANDBOX_USER",
+        "sandbox.user",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_SANDBOX_DISABLE",
+        "sandbox.disable",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_TASK_MEMORY",
+        "sandbox.memory",
+        Conversion::Same,
+        false,
+    ),
     ("AGENT_TASK_PIDS", "sandbox.pids", Conversion::Same, false),
-    ("AGENT_TASK_CPU_WEIGHT", "sandbox.cpu_weight", Conversion::Same, false),
-    ("AGENT_TASK_FILE_SIZE", "sandbox.file_size", Conversion::Same, false),
-    ("AGENT_HOST_BLOCKING_WAIT_MS", "server.blocking_wait", Conversion::Millis, false),
-    ("AGENT_HOST_HEADER_TIMEOUT_MS", "server.header_timeout", Conversion::Millis, false),
-    ("AGENT_HOST_HEARTBEAT_MS", "cluster.heartbeat", Conversion::Millis, false),
-    ("AGENT_HOST_LEASE_MS", "cluster.lease", Conversion::Millis, false),
+    (
+        "AGENT_TASK_CPU_WEIGHT",
+        "sandbox.cpu_weight",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_TASK_FILE_SIZE",
+        "sandbox.file_size",
+        Conversion::Same,
+        false,
+    ),
+    (
+        "AGENT_HOST_BLOCKING_WAIT_MS",
+        "server.blocking_wait",
+        Conversion::Millis,
+        false,
+    ),
+    (
+        "AGENT_HOST_HEADER_TIMEOUT_MS",
+        "server.header_timeout",
+        Conversion::Millis,
+        false,
+    ),
+    (
+        "AGENT_HOST_HEARTBEAT_MS",
+        "cluster.heartbeat",
+        Conversion::Millis,
+        false,
+    ),
+    (
+        "AGENT_HOST_LEASE_MS",
+        "cluster.lease",
+        Conversion::Millis,
+        false,
+    ),
 ];
 
 /// An old config file key: (old `section.key`, new setting id, conversion).
 pub const KEY_ALIASES: &[(&str, &str, Conversion)] = &[
     ("server.store", "store.location", Conversion::Same),
-    ("server.body_limit_bytes", "server.body_limit", Conversion::Same),
-    ("server.blocking_wait_ms", "server.blocking_wait", Conversion::Millis),
-    ("server.header_timeout_ms", "server.header_timeout", Conversion::Millis),
+    (
+        "server.body_limit_bytes",
+        "server.body_limit",
+        Conversion::Same,
+    ),
+    (
+        "server.blocking_wait_ms",
+        "server.blocking_wait",
+        Conversion::Millis,
+    ),
+    (
+        "server.header_timeout_ms",
+        "server.header_timeout",
+        Conversion::Millis,
+    ),
     ("agent.timeout_ms", "limits.timeout", Conversion::Millis),
-    ("agent.idle_timeout_ms", "limits.idle_timeout", Conversion::Millis),
-    ("agent.cancel_grace_ms", "limits.cancel_grace", Conversion::Millis),
+    (
+        "agent.idle_timeout_ms",
+        "limits.idle_timeout",
+        Conversion::Millis,
+    ),
+    (
+        "agent.cancel_grace_ms",
+        "limits.cancel_grace",
+        Conversion::Millis,
+    ),
     ("agent.max_line_bytes", "limits.max_line", Conversion::Same),
-    ("limits.max_output_bytes", "limits.max_output", Conversion::Same),
-    ("limits.rate_limit_per_minute", "server.rate_limit", Conversion::Same),
-    ("limits.auth_failures_per_minute", "server.auth_failures_per_minute", Conversion::Same),
+    (
+        "limits.max_output_bytes",
+        "limits.max_output",
+        Conversion::Same,
+    ),
+    (
+        "limits.rate_limit_per_minute",
+        "server.rate_limit",
+        Conversion::Same,
+    ),
+    (
+        "limits.auth_failures_per_minute",
+        "server.auth_failures_per_minute",
+        Conversion::Same,
+    ),
     ("limits.task_memory", "sandbox.memory", Conversion::Same),
     ("limits.task_pids", "sandbox.pids", Conversion::Same),
-    ("limits.task_cpu_weight", "sandbox.cpu_weight", Conversion::Same),
-    ("limits.task_file_size", "sandbox.file_size", Conversion::Same),
+    (
+        "limits.task_cpu_weight",
+        "sandbox.cpu_weight",
+        Conversion::Same,
+    ),
+    (
+        "limits.task_file_size",
+        "sandbox.file_size",
+        Conversion::Same,
+    ),
     ("push.timeout_ms", "push.timeout", Conversion::Millis),
-    ("cluster.heartbeat_ms", "cluster.heartbeat", Conversion::Millis),
+    (
+        "cluster.heartbeat_ms",
+        "cluster.heartbeat",
+        Conversion::Millis,
+    ),
     ("cluster.lease_ms", "cluster.lease", Conversion::Millis),
 ];
 
@@ -82,11 +241,31 @@ pub const KEY_ALIASES: &[(&str, &str, Conversion)] = &[
 /// became, the old value equal to the constant). At that value (as the old example config
 /// set it) the key is ignored with a notice; at another value it is an error saying so.
 pub const REMOVED_KEYS: &[(&str, &str, i64)] = &[
-    ("server.sse_keepalive_ms", "a constant: idle event streams get a keep-alive comment every 15s", 15_000),
-    ("push.retry_base_ms", "a constant: the first retry comes after 1s, doubling up to 5m", 1000),
-    ("push.retry_max_ms", "a constant: retries are at most 5m apart", 300_000),
-    ("push.claim_lease_ms", "a constant: a delivery claim lasts 30s, or three push.timeout if longer", 30_000),
-    ("limits.max_subscribers_per_task", "a constant: 64 streams may follow one task", 64),
+    (
+        "server.sse_keepalive_ms",
+        "a constant: idle event streams get a keep-alive comment every 15s",
+        15_000,
+    ),
+    (
+        "push.retry_base_ms",
+        "a constant: the first retry comes after 1s, doubling up to 5m",
+        1000,
+    ),
+    (
+        "push.retry_max_ms",
+        "a constant: retries are at most 5m apart",
+        300_000,
+    ),
+    (
+        "push.claim_lease_ms",
+        "a constant: a delivery claim lasts 30s, or three push.timeout if longer",
+        30_000,
+    ),
+    (
+        "limits.max_subscribers_per_task",
+        "a constant: 64 streams may follow one task",
+        64,
+    ),
 ];
 
 /// An old variable's value as the new setting reads it.
@@ -183,7 +362,10 @@ pub fn describe(aliases: &[EnvAlias]) -> Vec<(bool, String)> {
             let text = if a.a2a {
                 format!("{} is read as {} (a coding-agent-a2a name)", a.old, a.new)
             } else {
-                format!("{} is an old name: it is read as {}; use that", a.old, a.new)
+                format!(
+                    "{} is an old name: it is read as {}; use that",
+                    a.old, a.new
+                )
             };
             (!a.a2a, text)
         })
@@ -213,10 +395,19 @@ mod tests {
             .iter()
             .map(|(a, v)| (a.new.as_str(), v.as_str()))
             .collect();
-        assert!(pairs.contains(&("AGENT_HOST_TIMEOUT", "5000ms")), "{pairs:?}");
+        assert!(
+            pairs.contains(&("AGENT_HOST_TIMEOUT", "5000ms")),
+            "{pairs:?}"
+        );
         assert!(pairs.contains(&("AGENT_HOST_PORT", "9000")), "{pairs:?}");
-        assert!(pairs.contains(&("AGENT_HOST_WORKSPACE_ROOTS", "/a,/b")), "{pairs:?}");
-        assert!(!pairs.iter().any(|(k, _)| *k == "AGENT_HOST_MODEL"), "{pairs:?}");
+        assert!(
+            pairs.contains(&("AGENT_HOST_WORKSPACE_ROOTS", "/a,/b")),
+            "{pairs:?}"
+        );
+        assert!(
+            !pairs.iter().any(|(k, _)| *k == "AGENT_HOST_MODEL"),
+            "{pairs:?}"
+        );
     }
 
     #[test]

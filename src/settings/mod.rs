@@ -24,11 +24,11 @@ pub mod reference;
 mod resolve;
 mod store;
 
-pub use args::{command, LogConfig, ServeArgs, ServeFlags};
 pub use crate::engine::config::HostLimits;
 pub use crate::push::{PushConfig, PushKey};
 pub use crate::retention::RetentionSettings;
 pub use crate::server::config::{Credential, Secret, Security};
+pub use args::{command, LogConfig, ServeArgs, ServeFlags};
 pub use file::{FileConfig, Section};
 pub use store::{default_db_path, StoreChoice};
 
@@ -39,7 +39,9 @@ pub mod sandbox {
 
 /// The settings of several hosts (moved to [`crate::store::config`]).
 pub mod cluster {
-    pub use crate::store::config::{machine_name, ClusterSettings, DEFAULT_HEARTBEAT, DEFAULT_LEASE};
+    pub use crate::store::config::{
+        machine_name, ClusterSettings, DEFAULT_HEARTBEAT, DEFAULT_LEASE,
+    };
 }
 
 /// Default port (compatible with coding-agent-a2a).

@@ -39,13 +39,25 @@ section!(ClusterConfig, "cluster");
 section!(LogConfig, "log");
 impl Section for AuthConfig {
     const NAME: &'static str = "auth";
-    const FILE_ONLY: &'static [(&'static str, &'static str)] = crate::server::config::AUTH_FILE_ONLY;
+    const FILE_ONLY: &'static [(&'static str, &'static str)] =
+        crate::server::config::AUTH_FILE_ONLY;
 }
 
 /// The sections of the config file, in the order of the reference page.
 pub const SECTIONS: &[&str] = &[
-    "server", "auth", "security", "card", "agent", "limits", "workspace", "sandbox", "push",
-    "retention", "store", "cluster", "log",
+    "server",
+    "auth",
+    "security",
+    "card",
+    "agent",
+    "limits",
+    "workspace",
+    "sandbox",
+    "push",
+    "retention",
+    "store",
+    "cluster",
+    "log",
 ];
 
 /// Every section after the config file was laid over the flags.
@@ -101,7 +113,11 @@ impl Settings {
         let repo_path = repo_path(args, &m.agent)?;
         let store = parse_store(&m.store.location)?;
         let push = push(&m.push, &store)?;
-        let sandbox = sandbox(&m.sandbox, &secrets(args, &store, &push, &m.card), &repo_path)?;
+        let sandbox = sandbox(
+            &m.sandbox,
+            &secrets(args, &store, &push, &m.card),
+            &repo_path,
+        )?;
         Ok(Settings {
             bind,
             grpc_port: m.server.grpc_port,
@@ -154,7 +170,10 @@ fn positive(name: &str, v: u64) -> Result<u64, SettingsError> {
     Ok(v)
 }
 
-fn positive_dur(name: &str, d: Option<crate::units::Dur>) -> Result<Option<Duration>, SettingsError> {
+fn positive_dur(
+    name: &str,
+    d: Option<crate::units::Dur>,
+) -> Result<Option<Duration>, SettingsError> {
     match d {
         Some(d) if d.0.is_zero() => Err(invalid(format!("{name} must be greater than 0"))),
         other => Ok(other.map(Duration::from)),
@@ -205,8 +224,11 @@ pub(super) fn parse_bind(s: &str, port: u16) -> Result<SocketAddr, SettingsError
 fn repo_path(args: &ServeArgs, agent: &AgentConfig) -> Result<PathBuf, SettingsError> {
     let (path, source) = match &agent.repo_path {
         Some(p) if args.is_explicit("agent.repo_path") => {
-            let from_env = std::env::var_os("AGENT_HOST_REPO_PATH").is_some_and(|v| *p == v);
-            (p.clone(), if from_env { "AGENT_HOST_REPO_PATH" } else { "--repo-path" })
+            // The variable holding this value (an old name is set under the new one too).
+            let var = ["AGENT_REPO_PATH", "AGENT_HOST_REPO_PATH"]
+                .into_iter()
+                .find(|v| std::env::var_os(v).is_some_and(|v| *p == v));
+            (p.clone(), var.unwrap_or("--repo-path"))
         }
         Some(p) => (p.clone(), "[agent] repo_path"),
         None => (
@@ -216,7 +238,10 @@ fn repo_path(args: &ServeArgs, agent: &AgentConfig) -> Result<PathBuf, SettingsE
         ),
     };
     if !path.is_dir() {
-        return Err(invalid(format!("{source} '{}' is not a directory", path.display())));
+        return Err(invalid(format!(
+            "{source} '{}' is not a directory",
+            path.display()
+        )));
     }
     Ok(path)
 }
@@ -232,7 +257,10 @@ fn workspace_roots(w: &WorkspaceConfig, repo: &Path) -> Result<Vec<PathBuf>, Set
         .iter()
         .map(|r| {
             r.canonicalize().map_err(|e| {
-                invalid(format!("workspace root '{}' cannot be used: {e}", r.display()))
+                invalid(format!(
+                    "workspace root '{}' cannot be used: {e}",
+                    r.display()
+                ))
             })
         })
         .collect()
@@ -276,7 +304,11 @@ fn conn_limits(s: &ServerConfig) -> Result<crate::server::listen::ConnLimits, Se
     })
 }
 
-fn security(args: &ServeArgs, auth: &AuthConfig, s: &SecurityConfig) -> Result<Security, SettingsError> {
+fn security(
+    args: &ServeArgs,
+    auth: &AuthConfig,
+    s: &SecurityConfig,
+) -> Result<Security, SettingsError> {
     Ok(Security {
         credentials: credentials(auth)?,
         api_key_header: auth.api_key_header.clone(),
@@ -298,7 +330,11 @@ fn credentials(auth: &AuthConfig) -> Result<Vec<Credential>, SettingsError> {
         .tokens
         .iter()
         .map(|t| (t.name.as_str(), Secret::Bearer(t.token.clone())))
-        .chain(auth.api_keys.iter().map(|k| (k.name.as_str(), Secret::ApiKey(k.key.clone()))))
+        .chain(
+            auth.api_keys
+                .iter()
+                .map(|k| (k.name.as_str(), Secret::ApiKey(k.key.clone()))),
+        )
         .chain(auth.basic.iter().map(|b| {
             let secret = Secret::Basic {
                 username: b.username.clone(),
@@ -355,7 +391,12 @@ fn push(p: &DeliveryConfig, store: &StoreChoice) -> Result<Option<PushConfig>, S
 
 /// The host's files a task must not see: the config file, the database, the push key file,
 /// the card signing key file.
-fn secrets(args: &ServeArgs, store: &StoreChoice, push: &Option<PushConfig>, card: &CardConfig) -> Vec<PathBuf> {
+fn secrets(
+    args: &ServeArgs,
+    store: &StoreChoice,
+    push: &Option<PushConfig>,
+    card: &CardConfig,
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = args.config.iter().cloned().collect();
     if let StoreChoice::Sqlite(db) = store {
         out.push(db.clone());
@@ -381,15 +422,26 @@ fn sandbox(
     let mode = s
         .mode
         .as_deref()
-        .map(|v| Mode::parse(v).ok_or_else(|| invalid(format!("[sandbox] mode '{v}' is not one of auto, required, off"))))
+        .map(|v| {
+            Mode::parse(v).ok_or_else(|| {
+                invalid(format!(
+                    "[sandbox] mode '{v}' is not one of auto, required, off"
+                ))
+            })
+        })
         .transpose()?;
     let network = s
         .network
         .as_deref()
-        .map(|v| Network::parse(v).ok_or_else(|| invalid(format!("[sandbox] network '{v}' is not one of open, none"))))
+        .map(|v| {
+            Network::parse(v)
+                .ok_or_else(|| invalid(format!("[sandbox] network '{v}' is not one of open, none")))
+        })
         .transpose()?;
     if let Some(w) = s.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
-        return Err(invalid(format!("[sandbox] cpu_weight {w} is not between 1 and 10000")));
+        return Err(invalid(format!(
+            "[sandbox] cpu_weight {w} is not between 1 and 10000"
+        )));
     }
     Ok(sandbox::SandboxSettings {
         mode,
@@ -409,7 +461,9 @@ pub(super) fn parse_disable(items: &[String]) -> Result<Vec<Piece>, SettingsErro
     let mut out = Vec::new();
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let p = Piece::parse(item).ok_or_else(|| {
-            invalid(format!("[sandbox] disable '{item}' is not one of cgroup, bwrap, landlock"))
+            invalid(format!(
+                "[sandbox] disable '{item}' is not one of cgroup, bwrap, landlock"
+            ))
         })?;
         if !out.contains(&p) {
             out.push(p);
@@ -452,8 +506,13 @@ pub(super) fn hidden(secrets: &[PathBuf], repo: &Path) -> Vec<PathBuf> {
 /// least 100 ms and a lease of at least two heartbeats.
 fn cluster(c: &ClusterConfig) -> Result<ClusterSettings, SettingsError> {
     if let Some(id) = &c.host_id {
-        if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(invalid(format!("[cluster] host_id '{id}' must be 1 to 200 characters without spaces")));
+        if id.is_empty()
+            || id.len() > 200
+            || id.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(invalid(format!(
+                "[cluster] host_id '{id}' must be 1 to 200 characters without spaces"
+            )));
         }
     }
     if let Some(u) = &c.advertise_url {
@@ -461,7 +520,9 @@ fn cluster(c: &ClusterConfig) -> Result<ClusterSettings, SettingsError> {
             .map(|p| matches!(p.scheme(), "http" | "https") && p.host().is_some())
             .unwrap_or(false);
         if !ok {
-            return Err(invalid(format!("[cluster] advertise_url '{u}' is not an http:// or https:// URL")));
+            return Err(invalid(format!(
+                "[cluster] advertise_url '{u}' is not an http:// or https:// URL"
+            )));
         }
     }
     let (heartbeat, lease) = (c.heartbeat.0, c.lease.0);
@@ -501,7 +562,9 @@ fn log_format(l: &LogConfig) -> Result<LogFormat, SettingsError> {
     match l.format.as_str() {
         "human" | "text" => Ok(LogFormat::Human),
         "json" => Ok(LogFormat::Json),
-        other => Err(invalid(format!("[log] format '{other}' is not one of human, json"))),
+        other => Err(invalid(format!(
+            "[log] format '{other}' is not one of human, json"
+        ))),
     }
 }
 
@@ -512,15 +575,17 @@ pub const DEFAULT_PROVIDER_URL: &str = "https://github.com/agent-host/agent-host
 /// Who provides the agent, as the card says: `[card] provider_organization` and
 /// `provider_url` (both, or neither for agent-host's own).
 fn card_provider(card: &CardConfig) -> Result<crate::protocol::card::AgentProvider, SettingsError> {
-    let (org, url) = match (&card.provider_organization, &card.provider_url) {
-        (None, None) => (DEFAULT_PROVIDER_ORG.to_string(), DEFAULT_PROVIDER_URL.to_string()),
-        (Some(o), Some(u)) => (o.trim().to_string(), u.trim().to_string()),
-        _ => {
-            return Err(invalid(
+    let (org, url) =
+        match (&card.provider_organization, &card.provider_url) {
+            (None, None) => (
+                DEFAULT_PROVIDER_ORG.to_string(),
+                DEFAULT_PROVIDER_URL.to_string(),
+            ),
+            (Some(o), Some(u)) => (o.trim().to_string(), u.trim().to_string()),
+            _ => return Err(invalid(
                 "[card] provider_organization and provider_url go together: set both or neither",
-            ))
-        }
-    };
+            )),
+        };
     if org.is_empty() || !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(invalid(format!(
             "[card] provider_organization must not be empty and provider_url must be an http(s) URL (got '{org}', '{url}')"
@@ -534,7 +599,9 @@ fn card_provider(card: &CardConfig) -> Result<crate::protocol::card::AgentProvid
 
 /// The card signer of `[card] sign_alg`, `sign_key`, `sign_kid`; reads the PEM file for
 /// ES256/RS256.
-fn card_signer(card: &CardConfig) -> Result<Option<Arc<crate::protocol::jws::CardSigner>>, SettingsError> {
+fn card_signer(
+    card: &CardConfig,
+) -> Result<Option<Arc<crate::protocol::jws::CardSigner>>, SettingsError> {
     use crate::protocol::jws::{Alg, CardSigner};
     let Some(alg) = card.sign_alg.clone().filter(|a| !a.trim().is_empty()) else {
         if card.sign_key.is_some() {
@@ -545,16 +612,25 @@ fn card_signer(card: &CardConfig) -> Result<Option<Arc<crate::protocol::jws::Car
         return Ok(None);
     };
     let alg = Alg::parse(&alg).map_err(|e| invalid(format!("card signing: {e}")))?;
-    let key = card.sign_key.clone().filter(|k| !k.is_empty()).ok_or_else(|| {
-        invalid(format!(
-            "card signing with {alg} needs a key: set AGENT_HOST_CARD_SIGN_KEY ({})",
-            if alg == Alg::Hs256 { "the secret" } else { "the path of a PEM private key" }
-        ))
-    })?;
+    let key = card
+        .sign_key
+        .clone()
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| {
+            invalid(format!(
+                "card signing with {alg} needs a key: set AGENT_HOST_CARD_SIGN_KEY ({})",
+                if alg == Alg::Hs256 {
+                    "the secret"
+                } else {
+                    "the path of a PEM private key"
+                }
+            ))
+        })?;
     let material = if alg == Alg::Hs256 {
         key
     } else {
-        std::fs::read_to_string(&key).map_err(|e| invalid(format!("card signing key file {key}: {e}")))?
+        std::fs::read_to_string(&key)
+            .map_err(|e| invalid(format!("card signing key file {key}: {e}")))?
     };
     let signer = CardSigner::new(alg, &material, card.sign_kid.clone())
         .map_err(|e| invalid(format!("card signing: {e}")))?;
@@ -564,8 +640,8 @@ fn card_signer(card: &CardConfig) -> Result<Option<Arc<crate::protocol::jws::Car
 /// Each section's name, keys (as the config file spells them) and file-only keys with their
 /// help, from the declarations (for the reference page and its test).
 pub fn section_keys() -> Result<Vec<SectionKeys>, SettingsError> {
-    let args = ServeArgs::from_flags(std::iter::empty::<String>())
-        .map_err(|e| invalid(e.to_string()))?;
+    let args =
+        ServeArgs::from_flags(std::iter::empty::<String>()).map_err(|e| invalid(e.to_string()))?;
     let f = &args.flags;
     fn keys<T: Section>(s: &T) -> SectionKeys {
         let keys = match serde_json::to_value(s) {

@@ -60,8 +60,18 @@ fn declared_defaults_match_the_types_defaults() {
     let push = s.push.unwrap().delivery;
     let d = crate::push::PushSettings::default();
     assert_eq!(
-        (push.max_attempts, push.timeout, push.max_configs_per_task, push.claim_lease),
-        (d.max_attempts, d.timeout, d.max_configs_per_task, d.claim_lease)
+        (
+            push.max_attempts,
+            push.timeout,
+            push.max_configs_per_task,
+            push.claim_lease
+        ),
+        (
+            d.max_attempts,
+            d.timeout,
+            d.max_configs_per_task,
+            d.claim_lease
+        )
     );
     assert_eq!(s.retention, RetentionSettings::default());
 }
@@ -71,7 +81,11 @@ fn blocking_wait_from_file_and_flag() {
     let s = with_file("[server]\nblocking_wait = \"30s\"\n", &[]).unwrap();
     assert_eq!(s.blocking_wait, Some(Duration::from_secs(30)));
     // The flag wins; 0 means no cap.
-    let s = with_file("[server]\nblocking_wait = \"30s\"\n", &["--blocking-wait", "0"]).unwrap();
+    let s = with_file(
+        "[server]\nblocking_wait = \"30s\"\n",
+        &["--blocking-wait", "0"],
+    )
+    .unwrap();
     assert_eq!(s.blocking_wait, None);
 }
 
@@ -82,7 +96,11 @@ fn card_signing() {
     let signer = with_file(&file, &[]).unwrap().card_signer.unwrap();
     assert_eq!((signer.alg().name(), signer.kid()), ("ES256", "k1"));
     // Flags win over the file.
-    let hs = with_file(&file, &["--card-sign-alg", "hs256", "--card-sign-key", "secret"]).unwrap();
+    let hs = with_file(
+        &file,
+        &["--card-sign-alg", "hs256", "--card-sign-key", "secret"],
+    )
+    .unwrap();
     assert_eq!(hs.card_signer.unwrap().alg().name(), "HS256");
     let err = |extra: &[&str]| with_file(&file, extra).unwrap_err().to_string();
     assert!(err(&["--card-sign-alg", "none"]).contains("unknown signing algorithm"));
@@ -104,7 +122,14 @@ fn file_under_flags() {
     assert!(!s.card_legacy_v03);
     let s = with_file(
         toml,
-        &["--port", "9100", "--force=false", "--args", "--a 'b c'", "--card-legacy-v03"],
+        &[
+            "--port",
+            "9100",
+            "--force=false",
+            "--args",
+            "--a 'b c'",
+            "--card-legacy-v03",
+        ],
     )
     .unwrap();
     assert_eq!(s.bind.port(), 9100);
@@ -117,7 +142,11 @@ fn file_under_flags() {
 /// given, not its value).
 #[test]
 fn a_flag_at_its_default_value_wins_over_the_file() {
-    let s = with_file("[limits]\nmax_running_tasks = 3\n", &["--max-running-tasks", "16"]).unwrap();
+    let s = with_file(
+        "[limits]\nmax_running_tasks = 3\n",
+        &["--max-running-tasks", "16"],
+    )
+    .unwrap();
     assert_eq!(s.host_limits.max_running, 16);
     let s = with_file("[limits]\nmax_running_tasks = 3\n", &[]).unwrap();
     assert_eq!(s.host_limits.max_running, 3);
@@ -125,22 +154,41 @@ fn a_flag_at_its_default_value_wins_over_the_file() {
 
 #[test]
 fn errors_name_the_file_key_and_the_units() {
-    let e = with_file("[agent]\ntimeout = 5\n", &[]).unwrap_err().to_string();
+    let e = with_file("[agent]\ntimeout = 5\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("[agent] has no key 'timeout'"), "{e}");
-    let e = with_file("[limits]\ntimeout = 5000\n", &[]).unwrap_err().to_string();
-    assert!(e.contains("[limits] timeout") && e.contains("no unit"), "{e}");
-    let e = with_file("[limits]\nmax_queued_tasks = \"many\"\n", &[]).unwrap_err().to_string();
+    let e = with_file("[limits]\ntimeout = 5000\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[limits] timeout") && e.contains("no unit"),
+        "{e}"
+    );
+    let e = with_file("[limits]\nmax_queued_tasks = \"many\"\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("[limits] max_queued_tasks"), "{e}");
     let e = with_file("[nonsense]\n", &[]).unwrap_err().to_string();
     assert!(e.contains("unknown section [nonsense]"), "{e}");
-    assert!(with_file("[server]\nsse_keepalive_ms = 15000\n", &[]).unwrap().notices[0].contains("remove it"));
-    let e = with_file("[server]\nsse_keepalive_ms = 1000\n", &[]).unwrap_err().to_string();
-    assert!(e.contains("no longer a setting") && e.contains("15s"), "{e}");
+    assert!(with_file("[server]\nsse_keepalive_ms = 15000\n", &[])
+        .unwrap()
+        .notices[0]
+        .contains("remove it"));
+    let e = with_file("[server]\nsse_keepalive_ms = 1000\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no longer a setting") && e.contains("15s"),
+        "{e}"
+    );
     let e = resolve(&["--bind", "nonsense"]).unwrap_err().to_string();
     assert!(e.contains("nonsense"), "{e}");
     let e = resolve(&["--timeout", "0s"]).unwrap_err().to_string();
     assert!(e.contains("[limits] timeout"), "{e}");
-    let e = ServeArgs::from_flags(["--timeout", "30"]).unwrap_err().to_string();
+    let e = ServeArgs::from_flags(["--timeout", "30"])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no unit"), "{e}");
 }
 
@@ -149,24 +197,47 @@ fn errors_name_the_file_key_and_the_units() {
 #[test]
 fn an_old_config_file_gives_the_same_settings_as_the_new_one() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let old = flags(&["--config", &format!("{root}/tests/fixtures/config/old-agent-host.toml")]);
+    let old = flags(&[
+        "--config",
+        &format!("{root}/tests/fixtures/config/old-agent-host.toml"),
+    ]);
     let new = flags(&["--config", &format!("{root}/config/agent-host.toml")]);
-    let (old, new) = (Settings::resolve(&old).unwrap(), Settings::resolve(&new).unwrap());
-    assert_eq!(format!("{:?}", without_notices(old.clone())), format!("{:?}", without_notices(new.clone())));
+    let (old, new) = (
+        Settings::resolve(&old).unwrap(),
+        Settings::resolve(&new).unwrap(),
+    );
+    assert_eq!(
+        format!("{:?}", without_notices(old.clone())),
+        format!("{:?}", without_notices(new.clone()))
+    );
     assert!(new.notices.is_empty(), "{:?}", new.notices);
     assert!(
-        old.notices.iter().any(|n| n.contains("[agent] timeout_ms") && n.contains("[limits] timeout")),
+        old.notices
+            .iter()
+            .any(|n| n.contains("[server] body_limit_bytes") && n.contains("[server] body_limit;")),
         "{:?}",
         old.notices
     );
-    let s = with_file("[agent]\ntimeout_ms = 5000\n[limits]\ntask_memory = \"1G\"\n[cluster]\nlease_ms = 20000\n", &[]).unwrap();
+    let s = with_file(
+        "[agent]\ntimeout_ms = 5000\n[limits]\ntask_memory = \"1G\"\n[cluster]\nlease_ms = 20000\n",
+        &[],
+    )
+    .unwrap();
     assert_eq!(s.limits.timeout, Some(Duration::from_secs(5)));
     assert_eq!(s.sandbox.memory, Some(1 << 30));
     assert_eq!(s.cluster.lease, Duration::from_secs(20));
     // Both names: the new one is kept.
-    let s = with_file("[agent]\ntimeout_ms = 5000\n[limits]\ntimeout = \"1m\"\n", &[]).unwrap();
+    let s = with_file(
+        "[agent]\ntimeout_ms = 5000\n[limits]\ntimeout = \"1m\"\n",
+        &[],
+    )
+    .unwrap();
     assert_eq!(s.limits.timeout, Some(Duration::from_secs(60)));
-    assert!(s.notices.iter().any(|n| n.contains("ignored")), "{:?}", s.notices);
+    assert!(
+        s.notices.iter().any(|n| n.contains("ignored")),
+        "{:?}",
+        s.notices
+    );
 }
 
 /// Without what names the file itself (the notices, the config file the sandbox hides).
@@ -179,14 +250,26 @@ fn without_notices(mut s: Settings) -> Settings {
 #[test]
 fn input_modes_from_file_and_flags() {
     let file = "[agent]\ninput_modes = [\"text/plain\", \"image/*\"]\n";
-    assert_eq!(with_file(file, &[]).unwrap().input_modes, ["text/plain", "image/*"]);
     assert_eq!(
-        with_file(file, &["--input-modes", " text/plain,application/pdf "]).unwrap().input_modes,
+        with_file(file, &[]).unwrap().input_modes,
+        ["text/plain", "image/*"]
+    );
+    assert_eq!(
+        with_file(file, &["--input-modes", " text/plain,application/pdf "])
+            .unwrap()
+            .input_modes,
         ["text/plain", "application/pdf"]
     );
-    let err = with_file(file, &["--input-modes", "text/plain,png"]).unwrap_err().to_string();
-    assert!(err.contains("input_modes") && err.contains("'png'"), "{err}");
-    let err = with_file(file, &["--input-modes", ""]).unwrap_err().to_string();
+    let err = with_file(file, &["--input-modes", "text/plain,png"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("input_modes") && err.contains("'png'"),
+        "{err}"
+    );
+    let err = with_file(file, &["--input-modes", ""])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("empty"), "{err}");
 }
 
@@ -205,7 +288,9 @@ fn store_choices() {
         parse_store("postgres://root@127.0.0.1:5432/test").unwrap(),
         StoreChoice::Postgres("postgres://root@127.0.0.1:5432/test".into())
     );
-    let bad = parse_store("postgres://x:notaport/db").unwrap_err().to_string();
+    let bad = parse_store("postgres://x:notaport/db")
+        .unwrap_err()
+        .to_string();
     assert!(bad.contains("PostgreSQL URL"), "{bad}");
     assert!(parse_store("mysql://x").is_err());
 }
@@ -239,38 +324,64 @@ fn the_card_provider_comes_from_the_config_file() {
     )
     .unwrap();
     assert_eq!(
-        (s.card_provider.organization.as_str(), s.card_provider.url.as_str()),
+        (
+            s.card_provider.organization.as_str(),
+            s.card_provider.url.as_str()
+        ),
         ("Example Corp", "https://example.com")
     );
-    let err = with_file("[card]\nprovider_url = \"https://example.com\"\n", &[]).unwrap_err().to_string();
+    let err = with_file("[card]\nprovider_url = \"https://example.com\"\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("set both or neither"), "{err}");
 }
 
 #[test]
 fn a_missing_repo_path_is_named_as_given() {
-    let err = resolve(&["--repo-path", "/nonexistent/agent-host-test"]).unwrap_err().to_string();
+    let err = resolve(&["--repo-path", "/nonexistent/agent-host-test"])
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("--repo-path '/nonexistent/agent-host-test' is not a directory"),
         "{err}"
     );
-    let err = with_file("[agent]\nrepo_path = \"/nonexistent/x\"\n", &[]).unwrap_err().to_string();
+    let err = with_file("[agent]\nrepo_path = \"/nonexistent/x\"\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("[agent] repo_path '/nonexistent/x'"), "{err}");
 }
 
 #[test]
 fn the_console_is_on_for_loopback_binds_unless_set() {
     assert!(resolve(&[]).unwrap().ui, "on by default on 127.0.0.1");
-    assert!(!resolve(&["--bind", "0.0.0.0"]).unwrap().ui, "off by default on 0.0.0.0");
-    assert!(with_file("[server]\nbind = \"0.0.0.0\"\nui = true\n", &[]).unwrap().ui);
+    assert!(
+        !resolve(&["--bind", "0.0.0.0"]).unwrap().ui,
+        "off by default on 0.0.0.0"
+    );
+    assert!(
+        with_file("[server]\nbind = \"0.0.0.0\"\nui = true\n", &[])
+            .unwrap()
+            .ui
+    );
     assert!(!resolve(&["--ui=false"]).unwrap().ui);
 }
 
 #[test]
 fn push_claim_lease_is_at_least_three_request_timeouts() {
     let s = with_file("[push]\nenabled = true\nkey_file = \"k\"\n", &[]).unwrap();
-    assert_eq!(s.push.unwrap().delivery.claim_lease, Duration::from_secs(30));
-    let s = with_file("[push]\nenabled = true\nkey_file = \"k\"\ntimeout = \"20s\"\n", &[]).unwrap();
-    assert_eq!(s.push.unwrap().delivery.claim_lease, Duration::from_secs(60));
+    assert_eq!(
+        s.push.unwrap().delivery.claim_lease,
+        Duration::from_secs(30)
+    );
+    let s = with_file(
+        "[push]\nenabled = true\nkey_file = \"k\"\ntimeout = \"20s\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        s.push.unwrap().delivery.claim_lease,
+        Duration::from_secs(60)
+    );
 }
 
 #[test]
@@ -279,22 +390,33 @@ fn sandbox_values_are_checked_and_named() {
     assert!(e.contains("auto, required, off"), "{e}");
     assert!(ServeArgs::from_flags(["--task-memory", "lots"]).is_err());
     let s = resolve(&["--sandbox", "off", "--task-memory", "256M"]).unwrap();
-    assert_eq!((s.sandbox.mode, s.sandbox.memory), (Some(Mode::Off), Some(256 << 20)));
+    assert_eq!(
+        (s.sandbox.mode, s.sandbox.memory),
+        (Some(Mode::Off), Some(256 << 20))
+    );
     let s = resolve(&["--sandbox-disable", "cgroup, bubblewrap,cgroup"]).unwrap();
     assert_eq!(s.sandbox.disable, [Piece::Cgroup, Piece::Bwrap]);
     let e = parse_disable(&["seccomp".into()]).unwrap_err().to_string();
     assert!(e.contains("cgroup, bwrap, landlock"), "{e}");
-    let e = resolve(&["--task-cpu-weight", "0"]).unwrap_err().to_string();
+    let e = resolve(&["--task-cpu-weight", "0"])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cpu_weight"), "{e}");
 }
 
 #[test]
 fn a_database_folder_is_hidden_whole_unless_the_work_is_inside_it() {
     let h = hidden(
-        &[PathBuf::from("/data/ah/agent-host.db"), PathBuf::from("/etc/ah.toml")],
+        &[
+            PathBuf::from("/data/ah/agent-host.db"),
+            PathBuf::from("/etc/ah.toml"),
+        ],
         std::path::Path::new("/src/repo"),
     );
-    assert_eq!(h, [PathBuf::from("/data/ah"), PathBuf::from("/etc/ah.toml")]);
+    assert_eq!(
+        h,
+        [PathBuf::from("/data/ah"), PathBuf::from("/etc/ah.toml")]
+    );
     let h = hidden(&[PathBuf::from("/w/tasks.db")], std::path::Path::new("/w"));
     assert!(h.contains(&PathBuf::from("/w/tasks.db")));
     assert!(h.contains(&PathBuf::from("/w/tasks.db-wal")));
@@ -305,13 +427,19 @@ fn a_database_folder_is_hidden_whole_unless_the_work_is_inside_it() {
 fn cluster_defaults_flags_and_checks() {
     let s = resolve(&[]).unwrap().cluster;
     let bound: std::net::SocketAddr = "127.0.0.1:4000".parse().unwrap();
-    assert_eq!(s.host_id_for(bound), format!("{}:4000", cluster::machine_name()));
+    assert_eq!(
+        s.host_id_for(bound),
+        format!("{}:4000", cluster::machine_name())
+    );
     assert_eq!(s.address_for(bound), "http://127.0.0.1:4000");
     let file = "[cluster]\nhost_id = \"file\"\nadvertise_url = \"https://a.example/\"\nheartbeat = \"500ms\"\nlease = \"3s\"\n";
     let s = with_file(file, &["--host-id", "flag"]).unwrap().cluster;
     assert_eq!(s.host_id_for(bound), "flag");
     assert_eq!(s.address_for(bound), "https://a.example");
-    assert_eq!((s.heartbeat, s.lease), (Duration::from_millis(500), Duration::from_secs(3)));
+    assert_eq!(
+        (s.heartbeat, s.lease),
+        (Duration::from_millis(500), Duration::from_secs(3))
+    );
     for bad in [
         &["--host-id", "a b"][..],
         &["--advertise-url", "ftp://x"],
@@ -327,9 +455,18 @@ fn retention_from_flags_and_file() {
     let s = with_file("[retention]\nmax_age = \"30d\"\nmax_tasks = 0\n", &[]).unwrap();
     assert_eq!(s.retention.max_age, Some(Duration::from_secs(30 * 86_400)));
     assert_eq!(s.retention.max_tasks, None);
-    let s = with_file("[retention]\nmax_age = \"30d\"\n", &["--retention-max-age", "off", "--retention-max-tasks", "5"]).unwrap();
-    assert_eq!((s.retention.max_age, s.retention.max_tasks), (None, Some(5)));
-    let e = with_file("[retention]\nmax_age = \"soon\"\n", &[]).unwrap_err().to_string();
+    let s = with_file(
+        "[retention]\nmax_age = \"30d\"\n",
+        &["--retention-max-age", "off", "--retention-max-tasks", "5"],
+    )
+    .unwrap();
+    assert_eq!(
+        (s.retention.max_age, s.retention.max_tasks),
+        (None, Some(5))
+    );
+    let e = with_file("[retention]\nmax_age = \"soon\"\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("[retention] max_age"), "{e}");
 }
 
@@ -340,9 +477,16 @@ fn credentials_from_flags_and_file() {
         &["--token", "flagtoken"],
     )
     .unwrap();
-    let names: Vec<&str> = s.security.credentials.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = s
+        .security
+        .credentials
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     assert_eq!(names, ["token", "ci", "al"]);
     assert_eq!(s.security.api_key_header, "X-API-Key");
-    let e = with_file("[auth]\ntokens = [{ name = \"ci\", token = \"\" }]\n", &[]).unwrap_err().to_string();
+    let e = with_file("[auth]\ntokens = [{ name = \"ci\", token = \"\" }]\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'ci' is empty"), "{e}");
 }

@@ -16,7 +16,13 @@ use crate::units::Dur;
 #[command(next_help_heading = "Store")]
 pub struct StoreConfig {
     /// Where tasks are kept: sqlite (the default database in the data directory), sqlite:PATH, memory (gone when the host stops), or postgres://USER@HOST:PORT/DB (a PostgreSQL database several hosts can share)
-    #[arg(id = "store.location", long = "store", env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]|memory|postgres://...", default_value = "sqlite")]
+    #[arg(
+        id = "store.location",
+        long = "store",
+        env = "AGENT_HOST_STORE",
+        value_name = "sqlite[:PATH]|memory|postgres://...",
+        default_value = "sqlite"
+    )]
     pub location: String,
 }
 
@@ -26,16 +32,38 @@ pub struct StoreConfig {
 #[command(next_help_heading = "Several hosts")]
 pub struct ClusterConfig {
     /// This host's id, kept across restarts so a restarted host picks up its own tasks; unset: MACHINE:PORT
-    #[arg(id = "cluster.host_id", long = "host-id", env = "AGENT_HOST_ID", value_name = "ID")]
+    #[arg(
+        id = "cluster.host_id",
+        long = "host-id",
+        env = "AGENT_HOST_ID",
+        value_name = "ID"
+    )]
     pub host_id: Option<String>,
     /// The URL other hosts reach this one at, to pass it commands for its tasks (its host is also accepted as Host); unset: http://BOUND-ADDRESS
-    #[arg(id = "cluster.advertise_url", long = "advertise-url", env = "AGENT_HOST_ADVERTISE_URL", value_name = "URL")]
+    #[arg(
+        id = "cluster.advertise_url",
+        long = "advertise-url",
+        env = "AGENT_HOST_ADVERTISE_URL",
+        value_name = "URL"
+    )]
     pub advertise_url: Option<String>,
     /// How often this host renews its lease and looks for hosts whose lease expired (at least 100ms)
-    #[arg(id = "cluster.heartbeat", long = "heartbeat", env = "AGENT_HOST_HEARTBEAT", value_name = "DURATION", default_value = "2s")]
+    #[arg(
+        id = "cluster.heartbeat",
+        long = "heartbeat",
+        env = "AGENT_HOST_HEARTBEAT",
+        value_name = "DURATION",
+        default_value = "2s"
+    )]
     pub heartbeat: Dur,
     /// How long a lease lasts without renewal (at least two heartbeats); after it another host takes this one's tasks over
-    #[arg(id = "cluster.lease", long = "lease", env = "AGENT_HOST_LEASE", value_name = "DURATION", default_value = "10s")]
+    #[arg(
+        id = "cluster.lease",
+        long = "lease",
+        env = "AGENT_HOST_LEASE",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
     pub lease: Dur,
 }
 

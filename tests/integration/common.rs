@@ -106,7 +106,8 @@ impl Options {
     pub fn settings(&self, dir: &std::path::Path) -> Settings {
         let o = self;
         let repo = dir.to_str().expect("a UTF-8 test directory");
-        let args = ServeArgs::from_flags(["--repo-path", repo, "--store", "memory"]).expect("flags");
+        let args =
+            ServeArgs::from_flags(["--repo-path", repo, "--store", "memory"]).expect("flags");
         let mut s = Settings::resolve(&args).expect("settings");
         s.adapter = Some(o.adapter.to_string());
         // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.

@@ -17,28 +17,69 @@ use crate::units::ByteSize;
 #[command(next_help_heading = "Sandbox")]
 pub struct SandboxConfig {
     /// Sandbox per task: auto (what the machine offers: bubblewrap, Landlock, cgroups), required (refuse to start when a piece is missing), off (the host's user and view); unset: the adapter's, else auto
-    #[arg(id = "sandbox.mode", long = "sandbox", env = "AGENT_HOST_SANDBOX", value_name = "auto|required|off")]
+    #[arg(
+        id = "sandbox.mode",
+        long = "sandbox",
+        env = "AGENT_HOST_SANDBOX",
+        value_name = "auto|required|off"
+    )]
     pub mode: Option<String>,
     /// The task's network: open, or none (loopback only); unset: the adapter's, else open
-    #[arg(id = "sandbox.network", long = "sandbox-network", env = "AGENT_HOST_SANDBOX_NETWORK", value_name = "open|none")]
+    #[arg(
+        id = "sandbox.network",
+        long = "sandbox-network",
+        env = "AGENT_HOST_SANDBOX_NETWORK",
+        value_name = "open|none"
+    )]
     pub network: Option<String>,
     /// Run each task as this user (the host must run as root); unset: the host's user
-    #[arg(id = "sandbox.user", long = "sandbox-user", env = "AGENT_HOST_SANDBOX_USER", value_name = "NAME")]
+    #[arg(
+        id = "sandbox.user",
+        long = "sandbox-user",
+        env = "AGENT_HOST_SANDBOX_USER",
+        value_name = "NAME"
+    )]
     pub user: Option<String>,
     /// Pieces of the machine left unused: cgroup, bwrap, landlock (the weaker tiers run instead; without cgroup and bwrap the host as subreaper sweeps each task's processes)
-    #[arg(id = "sandbox.disable", long = "sandbox-disable", env = "AGENT_HOST_SANDBOX_DISABLE", value_name = "PIECES", value_delimiter = ',')]
+    #[arg(
+        id = "sandbox.disable",
+        long = "sandbox-disable",
+        env = "AGENT_HOST_SANDBOX_DISABLE",
+        value_name = "PIECES",
+        value_delimiter = ','
+    )]
     pub disable: Vec<String>,
     /// Memory of one task (e.g. 4G; 0 = no limit); unset: the adapter's, else half the machine's memory
-    #[arg(id = "sandbox.memory", long = "task-memory", env = "AGENT_HOST_TASK_MEMORY", value_name = "SIZE")]
+    #[arg(
+        id = "sandbox.memory",
+        long = "task-memory",
+        env = "AGENT_HOST_TASK_MEMORY",
+        value_name = "SIZE"
+    )]
     pub memory: Option<ByteSize>,
     /// Processes and threads of one task (0 = no limit); unset: the adapter's, else 4096
-    #[arg(id = "sandbox.pids", long = "task-pids", env = "AGENT_HOST_TASK_PIDS", value_name = "N")]
+    #[arg(
+        id = "sandbox.pids",
+        long = "task-pids",
+        env = "AGENT_HOST_TASK_PIDS",
+        value_name = "N"
+    )]
     pub pids: Option<u64>,
     /// CPU weight of one task, 1..10000 (100 = like any other process); unset: the adapter's, else 100
-    #[arg(id = "sandbox.cpu_weight", long = "task-cpu-weight", env = "AGENT_HOST_TASK_CPU_WEIGHT", value_name = "N")]
+    #[arg(
+        id = "sandbox.cpu_weight",
+        long = "task-cpu-weight",
+        env = "AGENT_HOST_TASK_CPU_WEIGHT",
+        value_name = "N"
+    )]
     pub cpu_weight: Option<u64>,
     /// Largest file one task may write (e.g. 1G; 0 = no limit); unset: the adapter's, else no limit
-    #[arg(id = "sandbox.file_size", long = "task-file-size", env = "AGENT_HOST_TASK_FILE_SIZE", value_name = "SIZE")]
+    #[arg(
+        id = "sandbox.file_size",
+        long = "task-file-size",
+        env = "AGENT_HOST_TASK_FILE_SIZE",
+        value_name = "SIZE"
+    )]
     pub file_size: Option<ByteSize>,
 }
 
