@@ -401,7 +401,7 @@ pub fn resolve_program(
     if name.is_empty() {
         return Err(LaunchError::NoProgram {
             adapter: adapter.id.clone(),
-            hint: format!("AGENT_BINARY or {env_var}"),
+            hint: format!("AGENT_HOST_BINARY (--binary) or {env_var}"),
         });
     }
     if name == SELF_BINARY {
