@@ -318,7 +318,7 @@ impl App {
                 body_limit: settings.body_limit,
                 route_by_metadata: settings.route_by_metadata,
                 conn: settings.conn_limits.clone(),
-                mcp: settings.mcp.mcp,
+                mcp: settings.mcp,
             },
             local_addr,
             drain: grace + Duration::from_secs(10),
@@ -412,10 +412,10 @@ fn warn_risky(settings: &Settings, local_addr: SocketAddr) {
     }
     let l = &settings.host_limits;
     if !no_creds && l.rate_per_minute == 0 && l.auth_failures_per_minute == 0 {
-        tracing::warn!("limits.rate_limit_per_minute and limits.auth_failures_per_minute are 0: requests and failed authentications are not throttled");
+        tracing::warn!("[server] rate_limit and auth_failures_per_minute are 0: requests and failed authentications are not throttled");
     } else if !no_creds && l.auth_failures_per_minute == 0 {
         tracing::warn!(
-            "limits.auth_failures_per_minute is 0: failed authentications are not throttled"
+            "[server] auth_failures_per_minute is 0: failed authentications are not throttled"
         );
     }
     for c in &sec.credentials {
@@ -432,9 +432,9 @@ fn warn_risky(settings: &Settings, local_addr: SocketAddr) {
         .iter()
         .any(|r| r.parent().is_none())
     {
-        tracing::warn!("a workspace root is \"/\": a message may run the agent in any directory (workspace.roots, AGENT_ALLOWED_CWDS)");
+        tracing::warn!("a workspace root is \"/\": a message may run the agent in any directory ([workspace] roots, AGENT_HOST_WORKSPACE_ROOTS)");
     }
     if settings.force {
-        tracing::warn!("AGENT_FORCE is on: the agent runs with its adapter's force arguments (no approval prompts)");
+        tracing::warn!("[agent] force is on: the agent runs with its adapter's force arguments (no approval prompts)");
     }
 }

@@ -243,7 +243,7 @@ mod tests {
     use crate::settings::ServeArgs;
 
     fn settings() -> Settings {
-        Settings::resolve(&ServeArgs::default()).unwrap()
+        Settings::resolve(&ServeArgs::defaults().unwrap()).unwrap()
     }
 
     #[tokio::test]

@@ -37,23 +37,28 @@ pub struct AdaptersArgs {
     #[arg(long, env = "AGENT_HOST_ADAPTERS_DIR", value_name = "DIR")]
     pub adapters_dir: Option<std::path::PathBuf>,
     /// Program to use instead of each adapter's binary (<ID>_PATH still wins)
-    #[arg(long, env = "AGENT_BINARY", value_name = "PROGRAM")]
+    #[arg(long, env = "AGENT_HOST_BINARY", value_name = "PROGRAM")]
     pub binary: Option<String>,
     /// Working directory of the agents (a relative program path is taken from there) [default: the current directory]
-    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    #[arg(long, env = "AGENT_HOST_REPO_PATH", value_name = "DIR")]
     pub repo_path: Option<std::path::PathBuf>,
 }
 
 impl AdaptersArgs {
     /// The same settings as `serve` with these flags.
-    pub fn serve_args(&self) -> ServeArgs {
-        ServeArgs {
-            config: self.config.clone(),
-            adapters_dir: self.adapters_dir.clone(),
-            binary: self.binary.clone(),
-            repo_path: self.repo_path.clone(),
-            ..ServeArgs::default()
-        }
+    pub fn serve_args(&self) -> Result<ServeArgs, clap::Error> {
+        let mut flags: Vec<std::ffi::OsString> = Vec::new();
+        let mut add = |name: &str, value: Option<std::ffi::OsString>| {
+            if let Some(v) = value {
+                flags.push(name.into());
+                flags.push(v);
+            }
+        };
+        add("--config", self.config.clone().map(Into::into));
+        add("--adapters-dir", self.adapters_dir.clone().map(Into::into));
+        add("--binary", self.binary.clone().map(Into::into));
+        add("--repo-path", self.repo_path.clone().map(Into::into));
+        ServeArgs::from_flags(flags)
     }
 }
 

@@ -78,6 +78,18 @@
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
 //! - [`settings`]: defaults < config file < environment < flags, checked with clear errors.
+//!   Each setting is declared once (flag, variable, file key, type, default, help) in the
+//!   section struct of the module that uses it: [`engine::config`] (`[agent]`, `[limits]`,
+//!   `[workspace]`), [`server::config`] (`[server]`, `[auth]`, `[security]`, `[card]`),
+//!   [`runner::sandbox::config`] (`[sandbox]`), [`push::config`] (`[push]`), [`retention`]
+//!   (`[retention]`), [`store::config`] (`[store]`, `[cluster]`); those modules never import
+//!   `settings`. `settings` flattens the sections into the `serve` flags, merges the config
+//!   file over them generically ([`settings::file`]), keeps the old variable and key names
+//!   working ([`settings::legacy`]), runs the checks across sections, and generates the
+//!   reference of `docs/configuration.md` ([`settings::reference`]). Only [`app`], [`cli`]
+//!   and `main` import it.
+//! - [`units`]: the value types with units of settings: durations (`30s`, `10m`, `30d`) and
+//!   sizes (`4MiB`).
 //! - [`retention`]: which terminal tasks are deleted (age, count) and deleting them with
 //!   their attachments; run in the background by [`app`] and once by `tasks prune`.
 //! - [`cli`]: the `serve`, `adapters`, `card`, `doctor` ([`cli::doctor`]), `completions` and
@@ -112,7 +124,8 @@
 //! # Documents
 //!
 //! `docs/README.md` is the index of the documentation, one page per reader's question. The
-//! pages about the inside: `docs/processes.md` (how a turn runs and ends its program),
+//! settings: `docs/configuration.md` (every setting, generated from the declarations;
+//! precedence; value syntax; the old names that keep working). The pages about the inside: `docs/processes.md` (how a turn runs and ends its program),
 //! `docs/dependencies.md` (every crate used and why, and the ones considered and not used:
 //! nix's pty calls instead of portable-pty, one mutex-guarded engine state instead of
 //! dashmap, the own line reader instead of tokio-util's codec), `docs/several-hosts.md`
@@ -139,3 +152,4 @@ pub mod settings;
 pub mod store;
 pub mod task;
 pub mod telemetry;
+pub mod units;

@@ -81,6 +81,9 @@ fn main() {
     if argv.nth(1).is_some_and(|a| a == "fake-agent") {
         agent_host::fake_agent::main_with(argv.filter_map(|a| a.into_string().ok()));
     }
+    // Old variable names (AGENT_ADAPTER, PORT, AGENT_TIMEOUT_MS, ...) are set under their
+    // new names before clap reads the environment, while this process has one thread.
+    let aliases = agent_host::settings::legacy::apply_env_aliases();
     let cli = Cli::parse();
     if let Command::FakeAgent { args } = cli.command {
         agent_host::fake_agent::main_with(args.into_iter());
@@ -89,7 +92,7 @@ fn main() {
         .enable_all()
         .build()
         .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(run(cli.command, cli.color)));
+        .and_then(|rt| rt.block_on(run(cli.command, cli.color, &aliases)));
     match result {
         Ok(0) => {}
         Ok(code) => std::process::exit(code),
@@ -100,8 +103,26 @@ fn main() {
     }
 }
 
+/// Says once which old names of settings were used, and their new names.
+fn log_old_names(aliases: &[agent_host::settings::legacy::EnvAlias], settings: &Settings) {
+    for (warn, line) in agent_host::settings::legacy::describe(aliases) {
+        if warn {
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+    }
+    for line in &settings.notices {
+        tracing::warn!("config file: {line}");
+    }
+}
+
 /// Runs a command; its exit code.
-async fn run(command: Command, color: ColorChoice) -> anyhow::Result<i32> {
+async fn run(
+    command: Command,
+    color: ColorChoice,
+    aliases: &[agent_host::settings::legacy::EnvAlias],
+) -> anyhow::Result<i32> {
     // Output goes through print_stdout: a closed stdout (`| head -1`) ends a command
     // normally instead of panicking.
     use agent_host::client::call::print_stdout;
@@ -109,10 +130,11 @@ async fn run(command: Command, color: ColorChoice) -> anyhow::Result<i32> {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
             let _telemetry = init_logging(settings.log_format, color)?;
+            log_old_names(aliases, &settings);
             cli::serve(settings).await?;
         }
         Command::Adapters(args) => {
-            let settings = Settings::resolve(&args.serve_args())?;
+            let settings = Settings::resolve(&args.serve_args()?)?;
             print_stdout(&cli::list_adapters(&settings).await?);
         }
         Command::Completions { shell } => {

@@ -15,8 +15,59 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::settings::retention::RetentionSettings;
+use serde::{Deserialize, Serialize};
+
 use crate::store::{StoreError, TaskStore, TerminalTask};
+use crate::units::Dur;
+
+/// `[retention]`: which terminal tasks are deleted. Each field is one setting: its flag,
+/// environment variable, config file key (the `id`), default and help are declared here
+/// once; the `settings` module merges them with the config file.
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[command(next_help_heading = "Retention")]
+pub struct RetentionConfig {
+    /// Delete terminal tasks (and their attachments) whose status is older than this, e.g. 30d, 12h; 0 or off = keep
+    #[arg(
+        id = "retention.max_age",
+        long = "retention-max-age",
+        env = "AGENT_HOST_RETENTION_MAX_AGE",
+        value_name = "DURATION",
+        default_value = "off"
+    )]
+    pub max_age: Dur,
+    /// Keep at most this many terminal tasks, newest first; 0 = no limit
+    #[arg(
+        id = "retention.max_tasks",
+        long = "retention-max-tasks",
+        env = "AGENT_HOST_RETENTION_MAX_TASKS",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub max_tasks: usize,
+}
+
+/// What the host keeps; `None`: no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionSettings {
+    pub max_age: Option<Duration>,
+    pub max_tasks: Option<usize>,
+}
+
+impl RetentionSettings {
+    /// The policy `[retention]` gives (zero: no limit of that kind).
+    pub fn from_config(c: &RetentionConfig) -> RetentionSettings {
+        RetentionSettings {
+            max_age: c.max_age.non_zero(),
+            max_tasks: (c.max_tasks > 0).then_some(c.max_tasks),
+        }
+    }
+
+    /// Whether any limit is set (else retention never runs).
+    pub fn is_on(&self) -> bool {
+        self.max_age.is_some() || self.max_tasks.is_some()
+    }
+}
 
 /// How often the background retention runs (the first run is right after the start).
 pub const INTERVAL: Duration = Duration::from_secs(600);

@@ -18,7 +18,7 @@ pub use event::{AgentEvent, ApprovalOption, Usage};
 pub use sandbox::{ByteSize, SandboxSpec};
 
 /// How the prompt reaches the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptVia {
     /// As the last command-line argument.

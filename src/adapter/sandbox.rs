@@ -48,6 +48,33 @@ impl ByteSize {
     }
 }
 
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ByteSize, String> {
+        ByteSize::parse(s)
+    }
+}
+
+impl std::fmt::Display for ByteSize {
+    /// In the largest binary unit that divides it (`4MiB`, `16GiB`), else in bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        let unit = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")]
+            .into_iter()
+            .find(|(shift, _)| n != 0 && n.is_multiple_of(1u64 << shift));
+        match unit {
+            Some((shift, name)) => write!(f, "{}{name}", n >> shift),
+            None => write!(f, "{n}"),
+        }
+    }
+}
+
+impl serde::Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -102,6 +129,9 @@ mod tests {
         assert_eq!(ByteSize::parse("none").unwrap().0, 0);
         assert!(ByteSize::parse("lots").unwrap_err().contains("not a size"));
         assert!(ByteSize::parse("3X").unwrap_err().contains("unit"));
+        for shown in ["4MiB", "16GiB", "1000", "0"] {
+            assert_eq!(ByteSize::parse(shown).unwrap().to_string(), shown);
+        }
     }
 
     #[test]

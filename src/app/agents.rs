@@ -54,22 +54,22 @@ pub fn choose_adapter(
             .find(|s| !s.is_empty())
             .unwrap_or("");
         let a = registry.get(id)?.clone();
-        tracing::info!(adapter = %a.id, "serving the adapter named by AGENT_ADAPTER");
+        tracing::info!(adapter = %a.id, "serving the adapter named by [agent] adapter");
         return Ok(a);
     }
     let mut looked = Vec::new();
     for a in registry.all().iter().filter(|a| a.detect) {
         if resolve_program(a, None, env, &settings.repo_path).is_ok() {
-            tracing::info!(adapter = %a.id, "AGENT_ADAPTER is not set; serving the first installed known CLI");
+            tracing::info!(adapter = %a.id, "[agent] adapter is not set; serving the first installed known CLI");
             return Ok(a.clone());
         }
         looked.push(format!("{} ({})", a.id, a.binary));
     }
     let demo = registry.get("demo")?.clone();
     if looked.is_empty() {
-        tracing::info!("AGENT_ADAPTER is not set; serving the demo agent");
+        tracing::info!("[agent] adapter is not set; serving the demo agent");
     } else {
-        tracing::info!(looked_for = %looked.join(", "), "AGENT_ADAPTER is not set and no known CLI is installed; serving the demo agent");
+        tracing::info!(looked_for = %looked.join(", "), "[agent] adapter is not set and no known CLI is installed; serving the demo agent");
     }
     Ok(demo)
 }
@@ -89,7 +89,7 @@ pub fn launch_for(settings: &Settings, mut adapter: AdapterSpec) -> Result<Launc
     }
     crate::adapter::wire::validate(&adapter).map_err(|e| {
         crate::adapter::AdapterError::Invalid {
-            source_name: format!("{} (with AGENT_APPROVAL_PATTERN/_RESPONSE)", adapter.id),
+            source_name: format!("{} (with [agent] approval_pattern/_response)", adapter.id),
             message: e.to_string(),
         }
     })?;

@@ -9,30 +9,31 @@
 
 use std::path::PathBuf;
 
-use crate::settings::retention::{parse_age, RetentionSettings};
+use crate::retention::RetentionSettings;
 use crate::settings::{ServeArgs, Settings, StoreChoice};
 use crate::store::SqliteStore;
+use crate::units::Dur;
 
 /// Flags of `agent-host tasks prune`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PruneArgs {
     /// Delete terminal tasks whose last status change is older than this: 30d, 12h, 90m, 2w
-    #[arg(long, value_name = "AGE")]
-    pub older_than: Option<String>,
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: Option<Dur>,
     /// Keep only this many terminal tasks, the newest
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
     /// Delete; without it, only list what would be deleted
     #[arg(long)]
     pub yes: bool,
-    /// TOML config file (its [server] store, [agent] repo_path and [retention])
+    /// TOML config file (its [store] location, [agent] repo_path and [retention])
     #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The store: sqlite (the default database) or sqlite:PATH
     #[arg(long, env = "AGENT_HOST_STORE", value_name = "sqlite[:PATH]")]
     pub store: Option<String>,
     /// Working directory of the tasks, where their attachments are [default: the current directory]
-    #[arg(long, env = "AGENT_REPO_PATH", value_name = "DIR")]
+    #[arg(long, env = "AGENT_HOST_REPO_PATH", value_name = "DIR")]
     pub repo_path: Option<PathBuf>,
 }
 
@@ -41,6 +42,8 @@ pub struct PruneArgs {
 pub enum PruneError {
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
+    #[error("{0}")]
+    Flags(String),
     #[error("task store: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("nothing to prune by: give --older-than AGE and/or --keep N (or set [retention] in the config file)")]
@@ -55,7 +58,7 @@ impl PruneError {
     /// The exit code: 2 for usage errors, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            PruneError::NoLimit | PruneError::Settings(_) => 2,
+            PruneError::NoLimit | PruneError::Settings(_) | PruneError::Flags(_) => 2,
             _ => 1,
         }
     }
@@ -63,19 +66,22 @@ impl PruneError {
 
 /// Runs the prune; the text to print.
 pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
-    let settings = Settings::resolve(&ServeArgs {
-        config: args.config.clone(),
-        store: args.store.clone(),
-        repo_path: args.repo_path.clone(),
-        ..ServeArgs::default()
-    })?;
+    let mut flags: Vec<std::ffi::OsString> = Vec::new();
+    for (name, value) in [
+        ("--config", args.config.clone().map(Into::into)),
+        ("--store", args.store.clone().map(Into::into)),
+        ("--repo-path", args.repo_path.clone().map(Into::into)),
+    ] {
+        if let Some(v) = value {
+            flags.extend([std::ffi::OsString::from(name), v]);
+        }
+    }
+    let serve = ServeArgs::from_flags(flags).map_err(|e| PruneError::Flags(e.to_string()))?;
+    let settings = Settings::resolve(&serve)?;
     let mut policy = settings.retention;
     if args.older_than.is_some() || args.keep.is_some() {
         policy = RetentionSettings {
-            max_age: match &args.older_than {
-                Some(a) => parse_age(a)?,
-                None => None,
-            },
+            max_age: args.older_than.and_then(Dur::non_zero),
             max_tasks: args.keep,
         };
     }
@@ -179,7 +185,7 @@ mod tests {
                 .unwrap();
         }
         let mut args = PruneArgs {
-            older_than: Some("30d".into()),
+            older_than: Some("30d".parse().unwrap()),
             keep: None,
             yes: false,
             config: None,

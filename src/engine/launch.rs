@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::adapter::{AdapterSpec, Io, PromptVia, StdinPolicy};
+use crate::runner::sandbox::config::{SandboxSettings, DEFAULT_TASK_PIDS};
 use crate::runner::sandbox::{Mode, Network, RunAs, SandboxPolicy, TaskLimits};
 use crate::runner::{IoMode, SpawnSpec, StdinMode};
-use crate::settings::sandbox::{SandboxSettings, DEFAULT_TASK_PIDS};
 
 /// Host variables every CLI gets (when set): what a program needs to run at all.
 pub const BASE_ENV: &[&str] = &[
@@ -401,7 +401,7 @@ pub fn resolve_program(
     if name.is_empty() {
         return Err(LaunchError::NoProgram {
             adapter: adapter.id.clone(),
-            hint: format!("AGENT_BINARY or {env_var}"),
+            hint: format!("AGENT_HOST_BINARY (--binary) or {env_var}"),
         });
     }
     if name == SELF_BINARY {

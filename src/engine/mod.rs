@@ -19,6 +19,7 @@ mod attach;
 mod cancel;
 pub mod child;
 mod cluster;
+pub mod config;
 mod deadline;
 mod forward;
 pub mod input;
@@ -46,8 +47,8 @@ pub use launch::{Launch, PromptRoute, SessionArgs};
 pub use recover::{Recovery, RESTART_PROMPT};
 pub use stream::EventStream;
 
-use crate::settings::HostLimits;
 use crate::task::Redactor;
+pub use config::HostLimits;
 use schedule::{Pending, Refusal, Scheduler, Start};
 use std::path::PathBuf;
 
@@ -266,7 +267,7 @@ impl Engine {
     }
 
     /// The host's limits this engine applies.
-    pub fn host_limits(&self) -> &crate::settings::security::HostLimits {
+    pub fn host_limits(&self) -> &HostLimits {
         &self.inner.config.limits
     }
 

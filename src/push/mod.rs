@@ -19,6 +19,7 @@
 //! created through any host, so the host that can claim a config's work starts at once
 //! rather than at its next scan.
 
+pub mod config;
 mod deliver;
 pub mod guard;
 pub mod seal;
@@ -32,7 +33,16 @@ use tokio::sync::mpsc;
 use crate::protocol::v1::{AuthenticationInfo, TaskPushNotificationConfig};
 use crate::protocol::A2AError;
 use crate::store::{Claim, PushRecord, PushStore, Snapshot, StoreError, TaskStore};
+pub use config::{DeliveryConfig, PushConfig, PushKey};
 pub use seal::Sealer;
+
+/// First retry delay of a failed delivery (doubled with each further failure).
+pub const RETRY_BASE: Duration = Duration::from_secs(1);
+/// Longest delay between two attempts.
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+/// Shortest claim lease (with a shared store); a claim lasts at least three webhook timeouts,
+/// as it is renewed between requests, not during one.
+pub const CLAIM_LEASE: Duration = Duration::from_secs(30);
 
 /// How pushes are delivered.
 #[derive(Debug, Clone)]
@@ -60,11 +70,27 @@ impl Default for PushSettings {
         PushSettings {
             allow_private: false,
             max_attempts: 8,
-            retry_base: Duration::from_secs(1),
-            retry_max: Duration::from_secs(300),
+            retry_base: RETRY_BASE,
+            retry_max: RETRY_MAX,
             timeout: Duration::from_secs(10),
             max_configs_per_task: 10,
-            claim_lease: Duration::from_secs(30),
+            claim_lease: CLAIM_LEASE,
+        }
+    }
+}
+
+impl PushSettings {
+    /// The delivery settings `[push]` gives; the retry delays and the claim lease are
+    /// constants (the lease at least three request timeouts).
+    pub fn from_config(c: &DeliveryConfig) -> PushSettings {
+        PushSettings {
+            allow_private: c.allow_private,
+            max_attempts: c.max_attempts.max(1),
+            retry_base: RETRY_BASE,
+            retry_max: RETRY_MAX,
+            timeout: c.timeout.0,
+            max_configs_per_task: c.max_configs_per_task.max(1),
+            claim_lease: CLAIM_LEASE.max(c.timeout.0 * 3),
         }
     }
 }

@@ -269,14 +269,19 @@ async fn a_started_host_applies_retention_in_the_background() {
                 .unwrap();
         }
     }
-    let settings = crate::settings::Settings::resolve(&crate::settings::ServeArgs {
-        adapter: Some("demo".into()),
-        store: Some(format!("sqlite:{}", db.display())),
-        repo_path: Some(dir.path().to_path_buf()),
-        retention_max_tasks: Some(1),
-        ..Default::default()
-    })
-    .unwrap();
+    let store = format!("sqlite:{}", db.display());
+    let flags = [
+        "--adapter",
+        "demo",
+        "--store",
+        &store,
+        "--repo-path",
+        dir.path().to_str().unwrap(),
+        "--retention-max-tasks",
+        "1",
+    ];
+    let args = crate::settings::ServeArgs::from_flags(flags).unwrap();
+    let settings = crate::settings::Settings::resolve(&args).unwrap();
     let app = crate::app::App::start(&settings, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();

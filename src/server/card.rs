@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::settings::{Secret, Security};
+use crate::server::config::{Secret, Security};
 
 use super::AppState;
 use crate::adapter::AdapterSpec;

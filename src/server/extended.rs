@@ -29,7 +29,7 @@ pub(super) fn sandbox_json(policy: Option<&crate::runner::SandboxPolicy>) -> Val
 }
 
 /// Whether a host with these credentials serves an extended card.
-pub fn offered(security: &crate::settings::Security) -> bool {
+pub fn offered(security: &crate::server::config::Security) -> bool {
     !security.credentials.is_empty()
 }
 

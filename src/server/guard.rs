@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use super::Caller;
-use crate::settings::{Secret, Security};
+use crate::server::config::{Secret, Security};
 
 /// Paths anyone may read: the public card, the health check and the console's files.
 fn is_public(path: &str) -> bool {
@@ -398,7 +398,7 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
             if let Some(ip) = ip {
                 if let Err((wait, first)) = g.failed(ip) {
                     if first {
-                        tracing::warn!(client = %ip, retry_after_s = wait, "too many failed authentications from this address: answering 429 until its budget refills (limits.auth_failures_per_minute)");
+                        tracing::warn!(client = %ip, retry_after_s = wait, "too many failed authentications from this address: answering 429 until its budget refills ([server] auth_failures_per_minute)");
                     }
                     let mut r = refuse(
                         StatusCode::TOO_MANY_REQUESTS,

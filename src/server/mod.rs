@@ -5,6 +5,7 @@
 //! until a shutdown signal, then ends every task before returning.
 
 pub mod card;
+pub mod config;
 pub mod extended;
 pub mod extensions;
 pub mod grpc;

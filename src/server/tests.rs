@@ -26,12 +26,16 @@ async fn service(change: impl FnOnce(&mut Settings)) -> (Router, tempfile::TempD
 /// The started [`App`] of [`service`].
 async fn started(change: impl FnOnce(&mut Settings)) -> (App, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let args = ServeArgs {
-        repo_path: Some(dir.path().to_path_buf()),
-        store: Some("memory".into()),
-        adapter: Some("demo".into()),
-        ..ServeArgs::default()
-    };
+    let repo = dir.path().to_str().unwrap();
+    let args = ServeArgs::from_flags([
+        "--repo-path",
+        repo,
+        "--store",
+        "memory",
+        "--adapter",
+        "demo",
+    ])
+    .unwrap();
     let mut s = Settings::resolve(&args).unwrap();
     change(&mut s);
     let app = App::start(&s, ADDR.parse().unwrap()).await.unwrap();

@@ -1,158 +1,193 @@
-//! The config file (`--config`, TOML): its sections as read, before they are merged with
-//! flags and environment variables into [`super::Settings`].
+//! The config file (`--config`, TOML) and the one generic merge of a section: the value of
+//! each key the file sets replaces the one clap gave, unless a flag or an environment
+//! variable gave that one. No per-setting code: a section is serialized to a map, the file's
+//! keys are laid over it, and the map is read back into the section (which checks the file's
+//! values with the same types as the flags).
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
-use super::*;
+use super::legacy::{convert_value, KEY_ALIASES, REMOVED_KEYS};
+use super::{ServeArgs, SettingsError};
 
-/// The config file. Unknown keys are errors (with line and column).
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+/// A section of the config file, declared by a module as one struct that is both its clap
+/// arguments and its serde table.
+pub trait Section: Serialize + DeserializeOwned {
+    /// The table's name in the file; every setting's id is `NAME.key`.
+    const NAME: &'static str;
+    /// Keys only the file sets (no flag), with their help.
+    const FILE_ONLY: &'static [(&'static str, &'static str)] = &[];
+}
+
+/// The config file as read, old keys renamed.
+#[derive(Debug, Clone, Default)]
 pub struct FileConfig {
-    #[serde(default)]
-    pub server: ServerSection,
-    #[serde(default)]
-    pub agent: AgentSection,
-    #[serde(default)]
-    pub card: CardSection,
-    #[serde(default)]
-    pub log: LogSection,
-    #[serde(default)]
-    pub push: PushSection,
-    #[serde(default)]
-    pub auth: security::AuthSection,
-    #[serde(default)]
-    pub security: security::SecuritySection,
-    #[serde(default)]
-    pub workspace: security::WorkspaceSection,
-    #[serde(default)]
-    pub limits: security::LimitsSection,
-    #[serde(default)]
-    pub sandbox: sandbox::SandboxSection,
-    #[serde(default)]
-    pub retention: retention::RetentionSection,
-    #[serde(default)]
-    pub cluster: cluster::ClusterSection,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct PushSection {
-    pub enabled: Option<bool>,
-    pub allow_private: Option<bool>,
-    pub max_attempts: Option<u32>,
-    pub retry_base_ms: Option<u64>,
-    pub retry_max_ms: Option<u64>,
-    pub timeout_ms: Option<u64>,
-    pub max_configs_per_task: Option<usize>,
-    pub claim_lease_ms: Option<u64>,
-    pub key: Option<String>,
-    pub key_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSection {
-    pub store: Option<String>,
-    pub bind: Option<String>,
-    pub port: Option<u16>,
-    pub grpc_port: Option<u16>,
-    pub public_url: Option<String>,
-    pub body_limit_bytes: Option<usize>,
-    pub sse_keepalive_ms: Option<u64>,
-    pub blocking_wait_ms: Option<u64>,
-    pub header_timeout_ms: Option<u64>,
-    pub max_connections: Option<usize>,
-    pub max_connections_per_address: Option<usize>,
-    pub max_streams: Option<usize>,
-    pub ui: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct AgentSection {
-    pub adapter: Option<String>,
-    pub adapters_dir: Option<PathBuf>,
-    pub repo_path: Option<PathBuf>,
-    pub timeout_ms: Option<u64>,
-    pub idle_timeout_ms: Option<u64>,
-    pub cancel_grace_ms: Option<u64>,
-    pub force: Option<bool>,
-    pub route_by_metadata: Option<bool>,
-    pub model: Option<String>,
-    pub binary: Option<String>,
-    pub args: Option<Vec<String>>,
-    pub prompt_via: Option<PromptVia>,
-    pub pass_env: Option<Vec<String>>,
-    pub input_modes: Option<Vec<String>>,
-    pub max_line_bytes: Option<usize>,
-    pub approval_pattern: Option<String>,
-    pub approval_response: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct CardSection {
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub legacy_v03_fields: Option<bool>,
-    pub required_extensions: Option<Vec<String>>,
-    pub sign_alg: Option<String>,
-    pub sign_key: Option<String>,
-    pub sign_kid: Option<String>,
-    pub provider_organization: Option<String>,
-    pub provider_url: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LogSection {
-    pub format: Option<String>,
+    /// Where it was read from (for messages); None: no file.
+    path: Option<String>,
+    table: toml::Table,
+    /// One line per old key the file used, naming its new key.
+    pub notices: Vec<String>,
 }
 
 impl FileConfig {
-    pub fn load(path: &Path) -> Result<FileConfig, SettingsError> {
+    /// Reads `path` (none: an empty file) and renames its old keys.
+    pub fn load(path: Option<&Path>) -> Result<FileConfig, SettingsError> {
+        let Some(path) = path else {
+            return Ok(FileConfig::default());
+        };
+        let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
-            path: path.display().to_string(),
+            path: shown.clone(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| SettingsError::Parse {
-            path: path.display().to_string(),
+        let table: toml::Table = toml::from_str(&text).map_err(|e| SettingsError::Parse {
+            path: shown.clone(),
             message: e.to_string(),
-        })
-    }
-}
-
-/// Who provides the agent, as the card says: `[card] provider_organization` and
-/// `provider_url` (both, or neither for agent-host's own).
-pub(super) fn card_provider(
-    card: &CardSection,
-) -> Result<crate::protocol::card::AgentProvider, SettingsError> {
-    let (org, url) =
-        match (&card.provider_organization, &card.provider_url) {
-            (None, None) => (
-                DEFAULT_PROVIDER_ORG.to_string(),
-                DEFAULT_PROVIDER_URL.to_string(),
-            ),
-            (Some(o), Some(u)) => (o.trim().to_string(), u.trim().to_string()),
-            _ => return Err(SettingsError::Invalid(
-                "[card] provider_organization and provider_url go together: set both or neither"
-                    .into(),
-            )),
+        })?;
+        let mut file = FileConfig {
+            path: Some(shown),
+            table,
+            notices: Vec::new(),
         };
-    if org.is_empty() || !(url.starts_with("https://") || url.starts_with("http://")) {
-        return Err(SettingsError::Invalid(format!(
-            "[card] provider_organization must not be empty and provider_url must be an http(s) URL (got '{org}', '{url}')"
-        )));
+        file.rename_old_keys()?;
+        Ok(file)
     }
-    Ok(crate::protocol::card::AgentProvider {
-        organization: org,
-        url,
-    })
+
+    fn error(&self, message: String) -> SettingsError {
+        SettingsError::Parse {
+            path: self.path.clone().unwrap_or_default(),
+            message,
+        }
+    }
+
+    /// `[agent] timeout_ms = 5000` becomes `[limits] timeout = "5000ms"`, with a notice; a
+    /// key set under both names keeps the new one. A removed key is an error.
+    fn rename_old_keys(&mut self) -> Result<(), SettingsError> {
+        for (old, became, same) in REMOVED_KEYS {
+            let Some(value) = self.take(old) else {
+                continue;
+            };
+            let (section, key) = split(old);
+            let text = format!("[{section}] {key} is no longer a setting: it became {became}");
+            if value.as_integer() != Some(*same) {
+                return Err(self.error(text));
+            }
+            self.notices.push(format!("{text}; remove it"));
+        }
+        for (old, new, conversion) in KEY_ALIASES {
+            let Some(value) = self.take(old) else {
+                continue;
+            };
+            let (os, ok) = split(old);
+            let (ns, nk) = split(new);
+            let section = self
+                .table
+                .entry(ns.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let Some(section) = section.as_table_mut() else {
+                return Err(self.error(format!("[{ns}] must be a table")));
+            };
+            if section.contains_key(nk) {
+                self.notices.push(format!(
+                    "[{os}] {ok} is ignored: [{ns}] {nk} is set too (its new name)"
+                ));
+                continue;
+            }
+            section.insert(nk.to_string(), convert_value(*conversion, value));
+            self.notices.push(format!(
+                "[{os}] {ok} is an old key: read as [{ns}] {nk}; use that"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes `section.key` from the table; its value.
+    fn take(&mut self, id: &str) -> Option<toml::Value> {
+        let (section, key) = split(id);
+        let table = self.table.get_mut(section)?.as_table_mut()?;
+        let value = table.remove(key);
+        if table.is_empty() {
+            self.table.remove(section);
+        }
+        value
+    }
+
+    /// Refuses a section no module declares.
+    pub fn check_sections(&self, known: &[&str]) -> Result<(), SettingsError> {
+        match self.table.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(k) => Err(self.error(format!(
+                "unknown section [{k}] (the sections are {})",
+                known.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// `parsed` (what clap gave) with the file's keys of section `T` laid over it, except
+    /// where a flag or an environment variable gave the value.
+    pub fn merge<T: Section>(&self, parsed: &T, args: &ServeArgs) -> Result<T, SettingsError> {
+        let section = T::NAME;
+        let mut map = match serde_json::to_value(parsed) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Err(self.error(format!("[{section}] cannot be merged"))),
+        };
+        let base = map.clone();
+        let Some(table) = self.table.get(section) else {
+            return read(map).map_err(|e| self.error(format!("[{section}]: {e}")));
+        };
+        let Some(table) = table.as_table() else {
+            return Err(self.error(format!("[{section}] must be a table")));
+        };
+        for (key, value) in table {
+            if !map.contains_key(key) {
+                return Err(self.error(format!(
+                    "[{section}] has no key '{key}' (its keys: {})",
+                    keys(&base)
+                )));
+            }
+            if args.is_explicit(&format!("{section}.{key}")) {
+                continue;
+            }
+            let value = serde_json::to_value(value)
+                .map_err(|e| self.error(format!("[{section}] {key}: {e}")))?;
+            map.insert(key.clone(), value);
+        }
+        read::<T>(map).map_err(|e| self.key_error::<T>(&base, table, e))
+    }
+
+    /// Names the file key whose value was refused: the first that fails on its own.
+    fn key_error<T: Section>(
+        &self,
+        base: &serde_json::Map<String, serde_json::Value>,
+        table: &toml::Table,
+        whole: serde_json::Error,
+    ) -> SettingsError {
+        for (key, value) in table {
+            let mut one = base.clone();
+            if let Ok(v) = serde_json::to_value(value) {
+                one.insert(key.clone(), v);
+            }
+            if let Err(e) = read::<T>(one) {
+                return self.error(format!("[{}] {key}: {e}", T::NAME));
+            }
+        }
+        self.error(format!("[{}]: {whole}", T::NAME))
+    }
 }
 
-/// The card's provider when none is configured.
-pub const DEFAULT_PROVIDER_ORG: &str = "agent-host";
-pub const DEFAULT_PROVIDER_URL: &str = "https://github.com/agent-host/agent-host";
+fn read<T: DeserializeOwned>(
+    map: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, serde_json::Error> {
+    serde_json::from_value(serde_json::Value::Object(map))
+}
+
+fn keys(map: &serde_json::Map<String, serde_json::Value>) -> String {
+    map.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// `section.key` into its two parts.
+pub fn split(id: &str) -> (&str, &str) {
+    id.split_once('.').unwrap_or((id, ""))
+}

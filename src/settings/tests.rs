@@ -1,11 +1,31 @@
 //! Tests of the parent module.
 
-use super::args::parse_bool;
+use super::resolve::{hidden, parse_bind, parse_disable, DEFAULT_PROVIDER_ORG};
+use super::store::parse_store;
 use super::*;
+use crate::runner::sandbox::{Mode, Piece};
+
+fn flags(f: &[&str]) -> ServeArgs {
+    ServeArgs::from_flags(f).unwrap()
+}
+
+fn resolve(f: &[&str]) -> Result<Settings, SettingsError> {
+    Settings::resolve(&flags(f))
+}
+
+/// The settings from `toml` as the config file, and the extra flags.
+fn with_file(toml: &str, extra: &[&str]) -> Result<Settings, SettingsError> {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, toml).unwrap();
+    let mut f = vec!["--config", p.to_str().unwrap()];
+    f.extend_from_slice(extra);
+    resolve(&f)
+}
 
 #[test]
 fn defaults() {
-    let s = Settings::resolve(&ServeArgs::default()).unwrap();
+    let s = resolve(&[]).unwrap();
     assert_eq!(s.bind, "127.0.0.1:41242".parse().unwrap());
     let l = s.limits.resolve(&crate::adapter::Limits::default());
     assert_eq!(l.timeout, Duration::from_secs(1800));
@@ -25,170 +45,231 @@ fn defaults() {
     assert!(!s.force);
     assert!(s.card_legacy_v03);
     assert_eq!(s.blocking_wait, None);
+    assert_eq!(s.body_limit, DEFAULT_BODY_LIMIT);
+    assert_eq!(s.input_modes, ["text/plain", "application/json", "*/*"]);
+}
+
+/// The types' own defaults (which tests and embedding programs start from) are what the
+/// declarations give.
+#[test]
+fn declared_defaults_match_the_types_defaults() {
+    let s = resolve(&["--push"]).unwrap();
+    assert_eq!(s.host_limits, HostLimits::default());
+    assert_eq!(s.conn_limits, crate::server::listen::ConnLimits::default());
+    assert_eq!(s.cluster, cluster::ClusterSettings::default());
+    let push = s.push.unwrap().delivery;
+    let d = crate::push::PushSettings::default();
+    assert_eq!(
+        (
+            push.max_attempts,
+            push.timeout,
+            push.max_configs_per_task,
+            push.claim_lease
+        ),
+        (
+            d.max_attempts,
+            d.timeout,
+            d.max_configs_per_task,
+            d.claim_lease
+        )
+    );
+    assert_eq!(s.retention, RetentionSettings::default());
 }
 
 #[test]
 fn blocking_wait_from_file_and_flag() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(&p, "[server]\nblocking_wait_ms = 30000\n").unwrap();
-    let args = ServeArgs {
-        config: Some(p),
-        ..ServeArgs::default()
-    };
-    let s = Settings::resolve(&args).unwrap();
+    let s = with_file("[server]\nblocking_wait = \"30s\"\n", &[]).unwrap();
     assert_eq!(s.blocking_wait, Some(Duration::from_secs(30)));
     // The flag wins; 0 means no cap.
-    let off = ServeArgs {
-        blocking_wait_ms: Some(0),
-        ..args
-    };
-    assert_eq!(Settings::resolve(&off).unwrap().blocking_wait, None);
+    let s = with_file(
+        "[server]\nblocking_wait = \"30s\"\n",
+        &["--blocking-wait", "0"],
+    )
+    .unwrap();
+    assert_eq!(s.blocking_wait, None);
 }
 
 #[test]
 fn card_signing() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
     let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/keys/es256.pem");
-    std::fs::write(
-        &p,
-        format!("[card]\nsign_alg = \"ES256\"\nsign_key = \"{key}\"\nsign_kid = \"k1\"\n"),
-    )
-    .unwrap();
-    let args = ServeArgs {
-        config: Some(p.clone()),
-        ..ServeArgs::default()
-    };
-    let signer = Settings::resolve(&args).unwrap().card_signer.unwrap();
+    let file = format!("[card]\nsign_alg = \"ES256\"\nsign_key = \"{key}\"\nsign_kid = \"k1\"\n");
+    let signer = with_file(&file, &[]).unwrap().card_signer.unwrap();
     assert_eq!((signer.alg().name(), signer.kid()), ("ES256", "k1"));
     // Flags win over the file.
-    let hs = ServeArgs {
-        card_sign_alg: Some("hs256".into()),
-        card_sign_key: Some("secret".into()),
-        ..args.clone()
-    };
-    assert_eq!(
-        Settings::resolve(&hs)
-            .unwrap()
-            .card_signer
-            .unwrap()
-            .alg()
-            .name(),
-        "HS256"
-    );
-    let err = |a: ServeArgs| Settings::resolve(&a).unwrap_err().to_string();
-    let bad_alg = ServeArgs {
-        card_sign_alg: Some("none".into()),
-        ..args.clone()
-    };
-    assert!(err(bad_alg).contains("unknown signing algorithm"));
-    let missing = ServeArgs {
-        card_sign_key: Some("/nonexistent.pem".into()),
-        ..args.clone()
-    };
-    assert!(err(missing).contains("/nonexistent.pem"));
-    let wrong = ServeArgs {
-        card_sign_alg: Some("RS256".into()),
-        ..args.clone()
-    };
-    assert!(err(wrong).contains("bad RS256 key"));
-    let no_alg = ServeArgs {
-        card_sign_key: Some("x".into()),
-        ..ServeArgs::default()
-    };
-    assert!(err(no_alg).contains("no algorithm"));
-    assert!(Settings::resolve(&ServeArgs::default())
-        .unwrap()
-        .card_signer
-        .is_none());
+    let hs = with_file(
+        &file,
+        &["--card-sign-alg", "hs256", "--card-sign-key", "secret"],
+    )
+    .unwrap();
+    assert_eq!(hs.card_signer.unwrap().alg().name(), "HS256");
+    let err = |extra: &[&str]| with_file(&file, extra).unwrap_err().to_string();
+    assert!(err(&["--card-sign-alg", "none"]).contains("unknown signing algorithm"));
+    assert!(err(&["--card-sign-key", "/nonexistent.pem"]).contains("/nonexistent.pem"));
+    assert!(err(&["--card-sign-alg", "RS256"]).contains("bad RS256 key"));
+    let no_alg = resolve(&["--card-sign-key", "x"]).unwrap_err().to_string();
+    assert!(no_alg.contains("no algorithm"));
+    assert!(resolve(&[]).unwrap().card_signer.is_none());
 }
 
 #[test]
 fn file_under_flags() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(
-        &p,
-        "[server]\nport = 9000\nbind = \"0.0.0.0\"\n[agent]\ntimeout_ms = 5000\nforce = true\nargs = [\"-v\"]\n[card]\nlegacy_v03_fields = false\n",
-    )
-    .unwrap();
-    let mut args = ServeArgs {
-        config: Some(p.clone()),
-        insecure_no_auth: true,
-        ..ServeArgs::default()
-    };
-    let s = Settings::resolve(&args).unwrap();
+    let toml = "[server]\nport = 9000\nbind = \"0.0.0.0\"\n[limits]\ntimeout = \"5s\"\n[agent]\nforce = true\nargs = [\"-v\"]\n[card]\nlegacy_v03_fields = false\n";
+    let s = with_file(toml, &["--insecure-no-auth"]).unwrap();
     assert_eq!(s.bind, "0.0.0.0:9000".parse().unwrap());
     assert_eq!(s.limits.timeout, Some(Duration::from_secs(5)));
     assert!(s.force);
     assert_eq!(s.args, ["-v"]);
     assert!(!s.card_legacy_v03);
-    args.port = Some(9100);
-    args.force = Some(false);
-    args.agent_args = Some("--a 'b c'".into());
-    let s = Settings::resolve(&args).unwrap();
+    let s = with_file(
+        toml,
+        &[
+            "--port",
+            "9100",
+            "--force=false",
+            "--args",
+            "--a 'b c'",
+            "--card-legacy-v03",
+        ],
+    )
+    .unwrap();
     assert_eq!(s.bind.port(), 9100);
     assert!(!s.force);
     assert_eq!(s.args, ["--a", "b c"]);
+    assert!(s.card_legacy_v03);
+}
+
+/// A flag given at its default value still wins over the file (what counts is that it was
+/// given, not its value).
+#[test]
+fn a_flag_at_its_default_value_wins_over_the_file() {
+    let s = with_file(
+        "[limits]\nmax_running_tasks = 3\n",
+        &["--max-running-tasks", "16"],
+    )
+    .unwrap();
+    assert_eq!(s.host_limits.max_running, 16);
+    let s = with_file("[limits]\nmax_running_tasks = 3\n", &[]).unwrap();
+    assert_eq!(s.host_limits.max_running, 3);
 }
 
 #[test]
-fn errors_say_what_is_wrong() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(&p, "[agent]\ntimeout = 5\n").unwrap();
-    let err = Settings::resolve(&ServeArgs {
-        config: Some(p),
-        ..ServeArgs::default()
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("timeout") && err.contains("line 2"), "{err}");
-    let err = Settings::resolve(&ServeArgs {
-        bind: Some("nonsense".into()),
-        ..ServeArgs::default()
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("nonsense"), "{err}");
-    let err = Settings::resolve(&ServeArgs {
-        timeout_ms: Some(0),
-        ..ServeArgs::default()
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("AGENT_TIMEOUT_MS"), "{err}");
+fn errors_name_the_file_key_and_the_units() {
+    let e = with_file("[agent]\ntimeout = 5\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[agent] has no key 'timeout'"), "{e}");
+    let e = with_file("[limits]\ntimeout = 5000\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[limits] timeout") && e.contains("no unit"),
+        "{e}"
+    );
+    let e = with_file("[limits]\nmax_queued_tasks = \"many\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[limits] max_queued_tasks"), "{e}");
+    let e = with_file("[nonsense]\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("unknown section [nonsense]"), "{e}");
+    assert!(with_file("[server]\nsse_keepalive_ms = 15000\n", &[])
+        .unwrap()
+        .notices[0]
+        .contains("remove it"));
+    let e = with_file("[server]\nsse_keepalive_ms = 1000\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no longer a setting") && e.contains("15s"),
+        "{e}"
+    );
+    let e = resolve(&["--bind", "nonsense"]).unwrap_err().to_string();
+    assert!(e.contains("nonsense"), "{e}");
+    let e = resolve(&["--timeout", "0s"]).unwrap_err().to_string();
+    assert!(e.contains("[limits] timeout"), "{e}");
+    let e = ServeArgs::from_flags(["--timeout", "30"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no unit"), "{e}");
+}
+
+/// The old config file (today's keys and integer milliseconds) gives the same settings as
+/// the new one, with a notice per old key.
+#[test]
+fn an_old_config_file_gives_the_same_settings_as_the_new_one() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let old = flags(&[
+        "--config",
+        &format!("{root}/tests/fixtures/config/old-agent-host.toml"),
+    ]);
+    let new = flags(&["--config", &format!("{root}/config/agent-host.toml")]);
+    let (old, new) = (
+        Settings::resolve(&old).unwrap(),
+        Settings::resolve(&new).unwrap(),
+    );
+    assert_eq!(
+        format!("{:?}", without_notices(old.clone())),
+        format!("{:?}", without_notices(new.clone()))
+    );
+    assert!(new.notices.is_empty(), "{:?}", new.notices);
+    assert!(
+        old.notices
+            .iter()
+            .any(|n| n.contains("[server] body_limit_bytes") && n.contains("[server] body_limit;")),
+        "{:?}",
+        old.notices
+    );
+    let s = with_file(
+        "[agent]\ntimeout_ms = 5000\n[limits]\ntask_memory = \"1G\"\n[cluster]\nlease_ms = 20000\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.limits.timeout, Some(Duration::from_secs(5)));
+    assert_eq!(s.sandbox.memory, Some(1 << 30));
+    assert_eq!(s.cluster.lease, Duration::from_secs(20));
+    // Both names: the new one is kept.
+    let s = with_file(
+        "[agent]\ntimeout_ms = 5000\n[limits]\ntimeout = \"1m\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.limits.timeout, Some(Duration::from_secs(60)));
+    assert!(
+        s.notices.iter().any(|n| n.contains("ignored")),
+        "{:?}",
+        s.notices
+    );
+}
+
+/// Without what names the file itself (the notices, the config file the sandbox hides).
+fn without_notices(mut s: Settings) -> Settings {
+    s.notices.clear();
+    s.sandbox.hide.clear();
+    s
 }
 
 #[test]
 fn input_modes_from_file_and_flags() {
-    let s = Settings::resolve(&ServeArgs::default()).unwrap();
-    assert_eq!(s.input_modes, ["text/plain", "application/json", "*/*"]);
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(&p, "[agent]\ninput_modes = [\"text/plain\", \"image/*\"]\n").unwrap();
-    let mut args = ServeArgs {
-        config: Some(p),
-        ..ServeArgs::default()
-    };
+    let file = "[agent]\ninput_modes = [\"text/plain\", \"image/*\"]\n";
     assert_eq!(
-        Settings::resolve(&args).unwrap().input_modes,
+        with_file(file, &[]).unwrap().input_modes,
         ["text/plain", "image/*"]
     );
-    args.input_modes = Some(vec![" text/plain".into(), "application/pdf ".into()]);
     assert_eq!(
-        Settings::resolve(&args).unwrap().input_modes,
+        with_file(file, &["--input-modes", " text/plain,application/pdf "])
+            .unwrap()
+            .input_modes,
         ["text/plain", "application/pdf"]
     );
-    args.input_modes = Some(vec!["text/plain".into(), "png".into()]);
-    let err = Settings::resolve(&args).unwrap_err().to_string();
+    let err = with_file(file, &["--input-modes", "text/plain,png"])
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.contains("AGENT_INPUT_MODES") && err.contains("'png'"),
+        err.contains("input_modes") && err.contains("'png'"),
         "{err}"
     );
-    args.input_modes = Some(vec![String::new()]);
-    let err = Settings::resolve(&args).unwrap_err().to_string();
+    let err = with_file(file, &["--input-modes", ""])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("empty"), "{err}");
 }
 
@@ -216,49 +297,32 @@ fn store_choices() {
 
 #[test]
 fn bind_forms() {
-    assert_eq!(
-        parse_bind("0.0.0.0:8080", 1).unwrap(),
-        "0.0.0.0:8080".parse().unwrap()
-    );
-    assert_eq!(
-        parse_bind("127.0.0.1", 7).unwrap(),
-        "127.0.0.1:7".parse().unwrap()
-    );
-    assert_eq!(
-        parse_bind("[::1]:9", 7).unwrap(),
-        "[::1]:9".parse().unwrap()
-    );
-    assert_eq!(parse_bind("::1", 7).unwrap(), "[::1]:7".parse().unwrap());
-    assert_eq!(
-        parse_bind("localhost", 7).unwrap(),
-        "127.0.0.1:7".parse().unwrap()
-    );
-    assert_eq!(
-        parse_bind("localhost:8", 7).unwrap(),
-        "127.0.0.1:8".parse().unwrap()
-    );
-    assert!(parse_bool("yes").unwrap());
-    assert!(!parse_bool("0").unwrap());
-    assert!(parse_bool("maybe").is_err());
+    let sa = |s: &str| -> std::net::SocketAddr { s.parse().unwrap() };
+    assert_eq!(parse_bind("0.0.0.0:8080", 1).unwrap(), sa("0.0.0.0:8080"));
+    assert_eq!(parse_bind("127.0.0.1", 7).unwrap(), sa("127.0.0.1:7"));
+    assert_eq!(parse_bind("[::1]:9", 7).unwrap(), sa("[::1]:9"));
+    assert_eq!(parse_bind("::1", 7).unwrap(), sa("[::1]:7"));
+    assert_eq!(parse_bind("localhost", 7).unwrap(), sa("127.0.0.1:7"));
+    assert_eq!(parse_bind("localhost:8", 7).unwrap(), sa("127.0.0.1:8"));
+}
+
+#[test]
+fn booleans_take_the_usual_words() {
+    assert!(resolve(&["--force=yes"]).unwrap().force);
+    assert!(resolve(&["--force"]).unwrap().force);
+    assert!(!resolve(&["--force=0"]).unwrap().force);
+    assert!(ServeArgs::from_flags(["--force=maybe"]).is_err());
 }
 
 #[test]
 fn the_card_provider_comes_from_the_config_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.toml");
-    let args = ServeArgs {
-        config: Some(path.clone()),
-        ..ServeArgs::default()
-    };
-    std::fs::write(&path, "[card]\n").unwrap();
-    let s = Settings::resolve(&args).unwrap();
+    let s = with_file("[card]\n", &[]).unwrap();
     assert_eq!(s.card_provider.organization, DEFAULT_PROVIDER_ORG);
-    std::fs::write(
-        &path,
+    let s = with_file(
         "[card]\nprovider_organization = \"Example Corp\"\nprovider_url = \"https://example.com\"\n",
+        &[],
     )
     .unwrap();
-    let s = Settings::resolve(&args).unwrap();
     assert_eq!(
         (
             s.card_provider.organization.as_str(),
@@ -266,80 +330,163 @@ fn the_card_provider_comes_from_the_config_file() {
         ),
         ("Example Corp", "https://example.com")
     );
-    std::fs::write(&path, "[card]\nprovider_url = \"https://example.com\"\n").unwrap();
-    let err = Settings::resolve(&args).unwrap_err().to_string();
+    let err = with_file("[card]\nprovider_url = \"https://example.com\"\n", &[])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("set both or neither"), "{err}");
 }
 
 #[test]
 fn a_missing_repo_path_is_named_as_given() {
-    let args = ServeArgs {
-        repo_path: Some("/nonexistent/agent-host-test".into()),
-        ..ServeArgs::default()
-    };
-    let err = Settings::resolve(&args).unwrap_err().to_string();
+    let err = resolve(&["--repo-path", "/nonexistent/agent-host-test"])
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("--repo-path '/nonexistent/agent-host-test' is not a directory"),
         "{err}"
     );
+    let err = with_file("[agent]\nrepo_path = \"/nonexistent/x\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[agent] repo_path '/nonexistent/x'"), "{err}");
 }
 
 #[test]
 fn the_console_is_on_for_loopback_binds_unless_set() {
-    let s = Settings::resolve(&ServeArgs::default()).unwrap();
-    assert!(s.ui, "on by default on 127.0.0.1");
-    let open = ServeArgs {
-        bind: Some("0.0.0.0".into()),
-        ..ServeArgs::default()
-    };
+    assert!(resolve(&[]).unwrap().ui, "on by default on 127.0.0.1");
     assert!(
-        !Settings::resolve(&open).unwrap().ui,
+        !resolve(&["--bind", "0.0.0.0"]).unwrap().ui,
         "off by default on 0.0.0.0"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(&p, "[server]\nbind = \"0.0.0.0\"\nui = true\n").unwrap();
-    let file = ServeArgs {
-        config: Some(p),
-        ..ServeArgs::default()
-    };
-    assert!(Settings::resolve(&file).unwrap().ui);
-    let flag = ServeArgs {
-        ui: Some(false),
-        ..ServeArgs::default()
-    };
-    assert!(!Settings::resolve(&flag).unwrap().ui);
+    assert!(
+        with_file("[server]\nbind = \"0.0.0.0\"\nui = true\n", &[])
+            .unwrap()
+            .ui
+    );
+    assert!(!resolve(&["--ui=false"]).unwrap().ui);
 }
 
 #[test]
-fn push_claim_lease_from_file_and_longer_than_a_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    let with = |toml: &str| {
-        std::fs::write(&p, toml).unwrap();
-        Settings::resolve(&ServeArgs {
-            config: Some(p.clone()),
-            ..ServeArgs::default()
-        })
-    };
-    let s = with("[push]\nenabled = true\nkey_file = \"k\"\n").unwrap();
+fn push_claim_lease_is_at_least_three_request_timeouts() {
+    let s = with_file("[push]\nenabled = true\nkey_file = \"k\"\n", &[]).unwrap();
     assert_eq!(
         s.push.unwrap().delivery.claim_lease,
         Duration::from_secs(30)
     );
-    let s = with("[push]\nenabled = true\nkey_file = \"k\"\nclaim_lease_ms = 45000\n").unwrap();
+    let s = with_file(
+        "[push]\nenabled = true\nkey_file = \"k\"\ntimeout = \"20s\"\n",
+        &[],
+    )
+    .unwrap();
     assert_eq!(
         s.push.unwrap().delivery.claim_lease,
-        Duration::from_secs(45)
+        Duration::from_secs(60)
     );
-    // A claim that could expire during one webhook request is refused.
-    let err = with(
-        "[push]\nenabled = true\nkey_file = \"k\"\ntimeout_ms = 20000\nclaim_lease_ms = 20000\n",
+}
+
+#[test]
+fn sandbox_values_are_checked_and_named() {
+    let e = resolve(&["--sandbox", "maybe"]).unwrap_err().to_string();
+    assert!(e.contains("auto, required, off"), "{e}");
+    assert!(ServeArgs::from_flags(["--task-memory", "lots"]).is_err());
+    let s = resolve(&["--sandbox", "off", "--task-memory", "256M"]).unwrap();
+    assert_eq!(
+        (s.sandbox.mode, s.sandbox.memory),
+        (Some(Mode::Off), Some(256 << 20))
+    );
+    let s = resolve(&["--sandbox-disable", "cgroup, bubblewrap,cgroup"]).unwrap();
+    assert_eq!(s.sandbox.disable, [Piece::Cgroup, Piece::Bwrap]);
+    let e = parse_disable(&["seccomp".into()]).unwrap_err().to_string();
+    assert!(e.contains("cgroup, bwrap, landlock"), "{e}");
+    let e = resolve(&["--task-cpu-weight", "0"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cpu_weight"), "{e}");
+}
+
+#[test]
+fn a_database_folder_is_hidden_whole_unless_the_work_is_inside_it() {
+    let h = hidden(
+        &[
+            PathBuf::from("/data/ah/agent-host.db"),
+            PathBuf::from("/etc/ah.toml"),
+        ],
+        std::path::Path::new("/src/repo"),
+    );
+    assert_eq!(
+        h,
+        [PathBuf::from("/data/ah"), PathBuf::from("/etc/ah.toml")]
+    );
+    let h = hidden(&[PathBuf::from("/w/tasks.db")], std::path::Path::new("/w"));
+    assert!(h.contains(&PathBuf::from("/w/tasks.db")));
+    assert!(h.contains(&PathBuf::from("/w/tasks.db-wal")));
+    assert!(!h.contains(&PathBuf::from("/w")));
+}
+
+#[test]
+fn cluster_defaults_flags_and_checks() {
+    let s = resolve(&[]).unwrap().cluster;
+    let bound: std::net::SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    assert_eq!(
+        s.host_id_for(bound),
+        format!("{}:4000", cluster::machine_name())
+    );
+    assert_eq!(s.address_for(bound), "http://127.0.0.1:4000");
+    let file = "[cluster]\nhost_id = \"file\"\nadvertise_url = \"https://a.example/\"\nheartbeat = \"500ms\"\nlease = \"3s\"\n";
+    let s = with_file(file, &["--host-id", "flag"]).unwrap().cluster;
+    assert_eq!(s.host_id_for(bound), "flag");
+    assert_eq!(s.address_for(bound), "https://a.example");
+    assert_eq!(
+        (s.heartbeat, s.lease),
+        (Duration::from_millis(500), Duration::from_secs(3))
+    );
+    for bad in [
+        &["--host-id", "a b"][..],
+        &["--advertise-url", "ftp://x"],
+        &["--heartbeat", "50ms"],
+        &["--lease", "3s"],
+    ] {
+        assert!(resolve(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn retention_from_flags_and_file() {
+    let s = with_file("[retention]\nmax_age = \"30d\"\nmax_tasks = 0\n", &[]).unwrap();
+    assert_eq!(s.retention.max_age, Some(Duration::from_secs(30 * 86_400)));
+    assert_eq!(s.retention.max_tasks, None);
+    let s = with_file(
+        "[retention]\nmax_age = \"30d\"\n",
+        &["--retention-max-age", "off", "--retention-max-tasks", "5"],
     )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("claim_lease_ms") && err.contains("timeout_ms"),
-        "{err}"
+    .unwrap();
+    assert_eq!(
+        (s.retention.max_age, s.retention.max_tasks),
+        (None, Some(5))
     );
+    let e = with_file("[retention]\nmax_age = \"soon\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[retention] max_age"), "{e}");
+}
+
+#[test]
+fn credentials_from_flags_and_file() {
+    let s = with_file(
+        "[auth]\ntokens = [{ name = \"ci\", token = \"t1\" }]\nbasic = [{ name = \"al\", username = \"al\", password = \"pw\" }]\n",
+        &["--token", "flagtoken"],
+    )
+    .unwrap();
+    let names: Vec<&str> = s
+        .security
+        .credentials
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["token", "ci", "al"]);
+    assert_eq!(s.security.api_key_header, "X-API-Key");
+    let e = with_file("[auth]\ntokens = [{ name = \"ci\", token = \"\" }]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("'ci' is empty"), "{e}");
 }

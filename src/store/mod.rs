@@ -33,6 +33,7 @@
 //! docs/several-hosts.md).
 
 pub mod cluster;
+pub mod config;
 pub mod files;
 pub mod lock;
 pub mod memory;

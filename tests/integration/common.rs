@@ -108,11 +108,9 @@ impl Options {
     /// variables go through `Settings::agent_env`, the push key is a fixed one).
     pub fn settings(&self, dir: &std::path::Path) -> Settings {
         let o = self;
-        let args = ServeArgs {
-            repo_path: Some(dir.to_path_buf()),
-            store: Some("memory".into()),
-            ..ServeArgs::default()
-        };
+        let repo = dir.to_str().expect("a UTF-8 test directory");
+        let args =
+            ServeArgs::from_flags(["--repo-path", repo, "--store", "memory"]).expect("flags");
         let mut s = Settings::resolve(&args).expect("settings");
         s.adapter = Some(o.adapter.to_string());
         // The demo adapter runs `agent-host fake-agent`; jsonl runs the fake-agent binary.
@@ -159,7 +157,7 @@ impl Options {
         s.force = o.force;
         s.sandbox = o.sandbox.clone();
         s.grpc_port = o.grpc.then_some(0);
-        s.mcp.mcp = o.mcp;
+        s.mcp = o.mcp;
         s.blocking_wait = o.blocking_wait;
         if !o.input_modes.is_empty() {
             s.input_modes = o.input_modes.clone();

@@ -71,7 +71,7 @@ async fn slowloris_is_cut_off_by_the_header_timeout() {
     limit(async {
         let host = HostProcess::spawn(
             &[],
-            &["--max-connections", "20", "--header-timeout-ms", "3000"],
+            &["--max-connections", "20", "--header-timeout", "3000ms"],
         )
         .await;
         let to = addr_of(&host.base);
@@ -126,7 +126,7 @@ async fn slowloris_is_cut_off_by_the_header_timeout() {
         // keep every place and a normal request is refused.
         let open = HostProcess::spawn(
             &[],
-            &["--max-connections", "20", "--header-timeout-ms", "600000"],
+            &["--max-connections", "20", "--header-timeout", "600000ms"],
         )
         .await;
         let to = addr_of(&open.base);
@@ -162,8 +162,8 @@ async fn one_address_cannot_take_every_connection() {
                 "20",
                 "--max-connections-per-address",
                 "5",
-                "--header-timeout-ms",
-                "600000",
+                "--header-timeout",
+                "600000ms",
             ],
         )
         .await;
@@ -196,7 +196,7 @@ async fn one_address_cannot_take_every_connection() {
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed() {
     limit(async {
-        let host = HostProcess::spawn(&[], &["--header-timeout-ms", "500"]).await;
+        let host = HostProcess::spawn(&[], &["--header-timeout", "500ms"]).await;
         let mut s = TcpStream::connect(addr_of(&host.base)).await.unwrap();
         let req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
         s.write_all(req).await.unwrap();

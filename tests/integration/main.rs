@@ -41,6 +41,7 @@ mod sandbox;
 mod sandbox_more;
 mod sandbox_setup;
 mod security;
+mod settings;
 mod several_hosts;
 mod slow_reader;
 mod store_full;

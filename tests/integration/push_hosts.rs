@@ -242,10 +242,10 @@ async fn host(db: &Schema, id: &str) -> HostProcess {
             env!("CARGO_BIN_EXE_agent-host"),
             "--host-id",
             id,
-            "--heartbeat-ms",
-            "200",
-            "--lease-ms",
-            "1000",
+            "--heartbeat",
+            "200ms",
+            "--lease",
+            "1000ms",
         ],
     )
     .await

@@ -177,10 +177,10 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
                 &db.url,
                 "--binary",
                 env!("CARGO_BIN_EXE_agent-host"),
-                "--heartbeat-ms",
-                "200",
-                "--lease-ms",
-                "1000",
+                "--heartbeat",
+                "200ms",
+                "--lease",
+                "1000ms",
             ],
         )
         .await;

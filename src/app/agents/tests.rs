@@ -2,7 +2,7 @@ use super::*;
 use crate::settings::ServeArgs;
 
 fn settings() -> Settings {
-    Settings::resolve(&ServeArgs::default()).unwrap()
+    Settings::resolve(&ServeArgs::defaults().unwrap()).unwrap()
 }
 
 fn env(path: &str) -> Vec<(String, String)> {

@@ -174,7 +174,7 @@ fn program_lookup_prefers_the_path_variable_and_reports_what_to_set() {
     );
     let jsonl = r.get("jsonl").unwrap();
     let err = resolve_program(jsonl, None, &env(&[]), Path::new("/")).unwrap_err();
-    assert!(err.to_string().contains("AGENT_BINARY"), "{err}");
+    assert!(err.to_string().contains("AGENT_HOST_BINARY"), "{err}");
     let err = resolve_program(
         jsonl,
         Some("no-such-program-xyz"),

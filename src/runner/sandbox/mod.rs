@@ -18,6 +18,7 @@
 
 pub mod bwrap;
 pub mod cgroup;
+pub mod config;
 mod landlock;
 pub mod reaper;
 pub mod setup;

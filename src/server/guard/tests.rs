@@ -1,7 +1,7 @@
 //! Unit tests of the request guard: each credential scheme, the Host allow-list, the
 //! per-credential rate limit, and the throttling of failed authentications per address.
 use super::*;
-use crate::settings::Credential;
+use crate::server::config::Credential;
 
 fn guard(creds: Vec<Credential>) -> Guard {
     Guard::new(

@@ -32,7 +32,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::{AppState, Caller};
@@ -48,33 +48,6 @@ pub use view::{ChangesView, EventView, TaskView, CHANGES_ARTIFACT};
 
 /// The MCP endpoint's path on the host's port.
 pub const PATH: &str = "/mcp";
-
-/// Settings of the MCP binding.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize, Deserialize)]
-pub struct McpConfig {
-    /// Serve MCP (Streamable HTTP) at /mcp on the host's port, behind the same credentials,
-    /// owners and limits as A2A
-    #[arg(
-        id = "server.mcp",
-        long = "mcp",
-        env = "AGENT_HOST_MCP",
-        value_name = "BOOL",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
-    #[serde(default = "on")]
-    pub mcp: bool,
-}
-
-fn on() -> bool {
-    true
-}
-
-impl Default for McpConfig {
-    fn default() -> McpConfig {
-        McpConfig { mcp: true }
-    }
-}
 
 /// The `/mcp` service over one host's agents (the first is the default).
 pub fn service(

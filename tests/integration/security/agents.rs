@@ -53,7 +53,7 @@ async fn a_message_may_only_choose_a_working_directory_inside_the_roots() {
         assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
         let history = t["history"].to_string();
         assert!(
-            t["artifacts"].to_string().contains("1 entries") || history.contains("1 entries"),
+            t["artifacts"].to_string().contains("1 entry") || history.contains("1 entry"),
             "{v}"
         );
         // The iac-code shape works too; a follow-up naming another directory is refused.

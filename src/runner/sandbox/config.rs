@@ -1,0 +1,105 @@
+//! `[sandbox]`: the sandbox of each task and the limits of its processes. Each field is one
+//! setting: its flag, environment variable, config file key (the `id`), default and help are
+//! declared here once; the `settings` module merges them with the config file. A value set
+//! here wins over the adapter's own (`[sandbox] mode`, `network`, `[limits] task_*` in its
+//! TOML), which wins over the defaults.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Mode, Network, Piece};
+use crate::units::ByteSize;
+
+/// `[sandbox]` of the config file (and the `--sandbox*`, `--task-*` flags).
+#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[command(next_help_heading = "Sandbox")]
+pub struct SandboxConfig {
+    /// Sandbox per task: auto (what the machine offers: bubblewrap, Landlock, cgroups), required (refuse to start when a piece is missing), off (the host's user and view); unset: the adapter's, else auto
+    #[arg(
+        id = "sandbox.mode",
+        long = "sandbox",
+        env = "AGENT_HOST_SANDBOX",
+        value_name = "auto|required|off"
+    )]
+    pub mode: Option<String>,
+    /// The task's network: open, or none (loopback only); unset: the adapter's, else open
+    #[arg(
+        id = "sandbox.network",
+        long = "sandbox-network",
+        env = "AGENT_HOST_SANDBOX_NETWORK",
+        value_name = "open|none"
+    )]
+    pub network: Option<String>,
+    /// Run each task as this user (the host must run as root); unset: the host's user
+    #[arg(
+        id = "sandbox.user",
+        long = "sandbox-user",
+        env = "AGENT_HOST_SANDBOX_USER",
+        value_name = "NAME"
+    )]
+    pub user: Option<String>,
+    /// Pieces of the machine left unused: cgroup, bwrap, landlock (the weaker tiers run instead; without cgroup and bwrap the host as subreaper sweeps each task's processes)
+    #[arg(
+        id = "sandbox.disable",
+        long = "sandbox-disable",
+        env = "AGENT_HOST_SANDBOX_DISABLE",
+        value_name = "PIECES",
+        value_delimiter = ','
+    )]
+    pub disable: Vec<String>,
+    /// Memory of one task (e.g. 4G; 0 = no limit); unset: the adapter's, else half the machine's memory
+    #[arg(
+        id = "sandbox.memory",
+        long = "task-memory",
+        env = "AGENT_HOST_TASK_MEMORY",
+        value_name = "SIZE"
+    )]
+    pub memory: Option<ByteSize>,
+    /// Processes and threads of one task (0 = no limit); unset: the adapter's, else 4096
+    #[arg(
+        id = "sandbox.pids",
+        long = "task-pids",
+        env = "AGENT_HOST_TASK_PIDS",
+        value_name = "N"
+    )]
+    pub pids: Option<u64>,
+    /// CPU weight of one task, 1..10000 (100 = like any other process); unset: the adapter's, else 100
+    #[arg(
+        id = "sandbox.cpu_weight",
+        long = "task-cpu-weight",
+        env = "AGENT_HOST_TASK_CPU_WEIGHT",
+        value_name = "N"
+    )]
+    pub cpu_weight: Option<u64>,
+    /// Largest file one task may write (e.g. 1G; 0 = no limit); unset: the adapter's, else no limit
+    #[arg(
+        id = "sandbox.file_size",
+        long = "task-file-size",
+        env = "AGENT_HOST_TASK_FILE_SIZE",
+        value_name = "SIZE"
+    )]
+    pub file_size: Option<ByteSize>,
+}
+
+/// Default process limit of a task.
+pub const DEFAULT_TASK_PIDS: u64 = 4096;
+
+/// The sandbox settings as configured; `None`: the adapter's value, else the default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SandboxSettings {
+    pub mode: Option<Mode>,
+    pub network: Option<Network>,
+    pub user: Option<String>,
+    /// Pieces of the machine left unused (the weaker tiers run instead).
+    pub disable: Vec<Piece>,
+    /// bytes; `Some(0)`: no limit
+    pub memory: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpu_weight: Option<u64>,
+    pub file_size: Option<u64>,
+    /// What a task must not see: the database (or its folder), the push key, the config file,
+    /// the card signing key.
+    pub hide: Vec<PathBuf>,
+}

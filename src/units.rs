@@ -1,0 +1,149 @@
+//! Values with units in settings: [`Dur`] (`500ms`, `30s`, `10m`, `12h`, `30d`) and
+//! [`ByteSize`] (`4MiB`, `16M`, plain bytes). Both parse from and print as strings, the same
+//! way in flags, environment variables and the config file. Pure: no I/O.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::adapter::ByteSize;
+
+/// A duration written with its unit: `500ms`, `30s`, `10m`, `12h`, `30d`, `2w`, or combined
+/// (`1h 30m`); `0` and `off` are zero (what "no limit" means where a setting says so).
+/// A bare number is refused with a message naming the units, so that `30` is never taken
+/// for seconds when milliseconds were meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+/// A duration that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurError {
+    #[error("'{0}' has no unit: write it with one of ms, s, m, h, d, w (e.g. 30s, 10m, 30d)")]
+    NoUnit(String),
+    #[error("'{0}' is not a duration (e.g. 500ms, 30s, 10m, 12h, 30d): {1}")]
+    Bad(String, String),
+}
+
+impl Dur {
+    pub const ZERO: Dur = Dur(Duration::ZERO);
+
+    pub const fn from_secs(s: u64) -> Dur {
+        Dur(Duration::from_secs(s))
+    }
+
+    pub const fn from_millis(ms: u64) -> Dur {
+        Dur(Duration::from_millis(ms))
+    }
+
+    /// None for zero (`0`, `off`): the settings where zero means "no limit".
+    pub fn non_zero(self) -> Option<Duration> {
+        (!self.0.is_zero()).then_some(self.0)
+    }
+}
+
+impl From<Dur> for Duration {
+    fn from(d: Dur) -> Duration {
+        d.0
+    }
+}
+
+impl FromStr for Dur {
+    type Err = DurError;
+
+    /// Parsing is humantime's (units ms, s, m, h, d, w and their long names); the bare
+    /// number check and `off` are ours.
+    fn from_str(s: &str) -> Result<Dur, DurError> {
+        let t = s.trim();
+        if matches!(t.to_ascii_lowercase().as_str(), "0" | "off" | "none") {
+            return Ok(Dur::ZERO);
+        }
+        if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Err(DurError::NoUnit(s.to_string()));
+        }
+        humantime::parse_duration(t)
+            .map(Dur)
+            .map_err(|e| DurError::Bad(s.to_string(), e.to_string()))
+    }
+}
+
+impl fmt::Display for Dur {
+    /// The largest unit that divides the duration (`30m`, not `1800s`), so a value prints as
+    /// it is usually written and parses back to itself.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms == 0 {
+            return f.write_str("0s");
+        }
+        const UNITS: [(u128, &str); 5] = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1000, "s"),
+            (1, "ms"),
+        ];
+        let (size, unit) = UNITS
+            .iter()
+            .find(|(size, _)| ms.is_multiple_of(*size))
+            .copied()
+            .unwrap_or((1, "ms"));
+        write!(f, "{}{unit}", ms / size)
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    /// A string with a unit; a number (`timeout = 30`) gets the same "no unit" message.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        let text = match Raw::deserialize(d)? {
+            Raw::Int(n) => n.to_string(),
+            Raw::Text(s) => s,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_units_and_print_in_the_largest_one() {
+        for (text, d, shown) in [
+            ("500ms", Duration::from_millis(500), "500ms"),
+            ("30s", Duration::from_secs(30), "30s"),
+            ("10m", Duration::from_secs(600), "10m"),
+            ("90s", Duration::from_secs(90), "90s"),
+            ("30d", Duration::from_secs(30 * 86_400), "30d"),
+            ("1h 30m", Duration::from_secs(5400), "90m"),
+            ("off", Duration::ZERO, "0s"),
+            ("0", Duration::ZERO, "0s"),
+        ] {
+            let v: Dur = text.parse().unwrap();
+            assert_eq!(v.0, d, "{text}");
+            assert_eq!(v.to_string(), shown, "{text}");
+            assert_eq!(shown.parse::<Dur>().unwrap(), v);
+        }
+        let e = "30".parse::<Dur>().unwrap_err().to_string();
+        assert!(e.contains("no unit") && e.contains("ms, s, m"), "{e}");
+        assert!("soon".parse::<Dur>().is_err());
+        let e = serde_json::from_str::<Dur>("5000").unwrap_err().to_string();
+        assert!(e.contains("no unit"), "{e}");
+        assert_eq!(
+            serde_json::to_string(&Dur::from_secs(1800)).unwrap(),
+            "\"30m\""
+        );
+    }
+}

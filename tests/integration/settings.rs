@@ -1,0 +1,117 @@
+//! Settings through the binary: the old variable names (coding-agent-a2a's and this host's
+//! earlier `AGENT_*` ones) and an old-style config file give the same result as the new
+//! names, and the start-up log says which old names were read as which new ones.
+
+use std::process::Command;
+
+use crate::common::{limit, HostProcess};
+
+const OLD_CONFIG: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/config/old-agent-host.toml"
+);
+const NEW_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/agent-host.toml");
+
+/// `agent-host card ARGS` with `env` and no other setting from this environment: its
+/// output, or its error.
+fn card(env: &[(&str, &str)], args: &[&str]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    cmd.arg("card").args(args);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AGENT_") || name == "PORT" {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd
+        .envs(env.iter().copied())
+        .output()
+        .expect("run agent-host card");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?} {env:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn old_variable_names_give_the_same_card_as_the_new_ones() {
+    let old = card(
+        &[
+            ("AGENT_ADAPTER", "demo"),
+            ("PORT", "4555"),
+            ("AGENT_PUSH", "yes"),
+            ("AGENT_PUSH_KEY", &"5a".repeat(32)),
+            ("AGENT_INPUT_MODES", "text/plain,image/*"),
+            ("AGENT_TIMEOUT_MS", "5000"),
+            ("AGENT_HOST_BLOCKING_WAIT_MS", "2000"),
+        ],
+        &["--store", "memory"],
+    );
+    let new = card(
+        &[
+            ("AGENT_HOST_ADAPTER", "demo"),
+            ("AGENT_HOST_PORT", "4555"),
+            ("AGENT_HOST_PUSH", "yes"),
+            ("AGENT_HOST_PUSH_KEY", &"5a".repeat(32)),
+            ("AGENT_HOST_INPUT_MODES", "text/plain,image/*"),
+            ("AGENT_HOST_TIMEOUT", "5s"),
+            ("AGENT_HOST_BLOCKING_WAIT", "2s"),
+        ],
+        &["--store", "memory"],
+    );
+    assert_eq!(old, new);
+    assert!(
+        new.contains("127.0.0.1:4555") && new.contains("image/*"),
+        "{new}"
+    );
+    // Against the defaults, so that the comparison above can fail.
+    let defaults = card(&[("AGENT_HOST_ADAPTER", "demo")], &["--store", "memory"]);
+    assert_ne!(defaults, new);
+    // An old name never overrides its new one.
+    let both = card(
+        &[
+            ("AGENT_HOST_ADAPTER", "demo"),
+            ("PORT", "4555"),
+            ("AGENT_HOST_PORT", "4666"),
+        ],
+        &["--store", "memory"],
+    );
+    assert!(both.contains("127.0.0.1:4666"), "{both}");
+}
+
+#[test]
+fn an_old_config_file_gives_the_same_card_as_the_new_one() {
+    let env = [
+        ("AGENT_HOST_ADAPTER", "demo"),
+        ("AGENT_HOST_STORE", "memory"),
+    ];
+    let old = card(&env, &["--config", OLD_CONFIG]);
+    let new = card(&env, &["--config", NEW_CONFIG]);
+    assert_eq!(old, new);
+}
+
+#[tokio::test]
+async fn the_start_log_names_the_old_names_read() {
+    limit(async {
+        // spawn sets AGENT_REPO_PATH and AGENT_BINARY (coding-agent-a2a names).
+        let host = HostProcess::spawn(&[("AGENT_CANCEL_GRACE_MS", "300")], &[]).await;
+        let log = host.start_log.join("\n");
+        assert!(
+            log.contains(
+                "AGENT_CANCEL_GRACE_MS is an old name: it is read as AGENT_HOST_CANCEL_GRACE"
+            ),
+            "{log}"
+        );
+        assert!(
+            log.contains(
+                "AGENT_REPO_PATH is read as AGENT_HOST_REPO_PATH (a coding-agent-a2a name)"
+            ),
+            "{log}"
+        );
+        assert_eq!(log.matches("AGENT_CANCEL_GRACE_MS").count(), 1, "{log}");
+        host.kill().await;
+    })
+    .await;
+}
