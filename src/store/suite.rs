@@ -443,7 +443,11 @@ pub(crate) async fn a_snapshots_events_are_readable_at_once(s: Arc<dyn Store>) {
         .iter()
         .map(|e| e.seq)
         .collect();
-    assert_eq!(seqs, [3], "the snapshot's last event is readable (poll: {early:?})");
+    assert_eq!(
+        seqs,
+        [3],
+        "the snapshot's last event is readable (poll: {early:?})"
+    );
     let last = match early {
         std::task::Poll::Ready(r) => r,
         std::task::Poll::Pending => append.await,
