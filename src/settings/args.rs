@@ -216,6 +216,12 @@ pub struct ServeArgs {
     /// Turns running at once; more wait in a queue [default: 16]
     #[arg(long, env = "AGENT_MAX_RUNNING_TASKS", value_name = "N")]
     pub max_running_tasks: Option<usize>,
+    /// Agent programs alive at once: running turns plus turns waiting for an answer, which give their running slot back while they wait; at least --max-running-tasks [default: 64]
+    #[arg(long, env = "AGENT_HOST_MAX_LIVE_TASKS", value_name = "N")]
+    pub max_live_tasks: Option<usize>,
+    /// How long a question (input-required) waits for its answer before the task ends, with units (90s, 10m); 0 = until the turn's hard timeout [default: 10m]
+    #[arg(long, env = "AGENT_HOST_INPUT_TIMEOUT", value_name = "DURATION")]
+    pub input_timeout: Option<String>,
     /// Tasks waiting to start; more are refused with HTTP 429 / JSON-RPC -32050 [default: 256]
     #[arg(long, env = "AGENT_MAX_QUEUED_TASKS", value_name = "N")]
     pub max_queued_tasks: Option<usize>,

@@ -189,6 +189,18 @@ impl TurnLimits {
     }
 }
 
+/// A duration with units (`90s`, `10m`, `1h 30m`); a bare `0` is zero.
+fn duration(name: &str, v: &str) -> Result<Duration, SettingsError> {
+    if v.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(v.trim()).map_err(|e| {
+        SettingsError::Invalid(format!(
+            "{name}: '{v}' is not a duration with units (like 90s or 10m): {e}"
+        ))
+    })
+}
+
 fn positive(name: &str, v: u64) -> Result<u64, SettingsError> {
     if v == 0 {
         return Err(SettingsError::Invalid(format!(
@@ -368,6 +380,14 @@ impl Settings {
                 .max_queued_tasks
                 .or(l.max_queued_tasks)
                 .unwrap_or(d.max_queued),
+            max_live: args
+                .max_live_tasks
+                .or(l.max_live_tasks)
+                .unwrap_or(d.max_live),
+            input_timeout: match args.input_timeout.as_ref().or(l.input_timeout.as_ref()) {
+                Some(v) => duration("AGENT_HOST_INPUT_TIMEOUT", v)?,
+                None => d.input_timeout,
+            },
             rate_per_minute: args
                 .rate_limit
                 .or(l.rate_limit_per_minute)

@@ -68,6 +68,8 @@ pub struct WorkspaceSection {
 pub struct LimitsSection {
     pub max_running_tasks: Option<usize>,
     pub max_queued_tasks: Option<usize>,
+    pub max_live_tasks: Option<usize>,
+    pub input_timeout: Option<String>,
     pub rate_limit_per_minute: Option<u32>,
     pub max_output_bytes: Option<usize>,
     pub max_subscribers_per_task: Option<usize>,
@@ -138,6 +140,12 @@ pub struct HostLimits {
     pub max_running: usize,
     /// Tasks waiting to start; more are refused (HTTP 429 / JSON-RPC -32050).
     pub max_queued: usize,
+    /// Agent programs alive at once: running turns plus turns waiting for an answer (which
+    /// give their running slot back while they wait). At least `max_running`.
+    pub max_live: usize,
+    /// How long a question may wait for its answer before the task ends (failed, saying
+    /// so); zero: only the turn's hard timeout ends it.
+    pub input_timeout: std::time::Duration,
     /// Requests per minute per credential (token bucket); 0 = no limit.
     pub rate_per_minute: u32,
     /// Answer text kept per task; more is dropped with a note.
@@ -156,6 +164,8 @@ impl Default for HostLimits {
         HostLimits {
             max_running: 16,
             max_queued: 256,
+            max_live: 64,
+            input_timeout: std::time::Duration::from_secs(600),
             rate_per_minute: 600,
             max_output_bytes: 64 * 1024 * 1024,
             max_subscribers: 64,
