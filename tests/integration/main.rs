@@ -22,6 +22,7 @@ mod long_prompts;
 mod model_server;
 mod observe;
 mod one_host;
+mod orchestrators;
 mod postgres;
 mod postgres_listing;
 mod push;
