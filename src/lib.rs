@@ -93,6 +93,10 @@
 //! - `docs/several-hosts.md`: several hosts on one PostgreSQL database: host ids, leases,
 //!   owners, commands passed to the owner, live events across hosts, takeover of a dead
 //!   host, restarts.
+//! - `docs/orchestrators.md`: what a program driving many tasks can rely on: an answer's
+//!   stream always ends, questions fanned out beyond the running slots all reach it (a
+//!   waiting task gives its slot back; `max_live_tasks`), abandoned questions expire
+//!   (`input_timeout`), a cancel during the sandbox's setup answers at once.
 //! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
 //!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
 

@@ -351,7 +351,7 @@ impl Engine {
                     // What it waits for, when it does not start at once.
                     message: ticket.wait.as_ref().map(|w| {
                         crate::protocol::v1::Message::agent(
-                            vec![crate::protocol::v1::Part::text(&why_it_waits(w))],
+                            vec![crate::protocol::v1::Part::text(why_it_waits(w))],
                             &task_id,
                             &context_id,
                         )
