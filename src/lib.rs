@@ -131,6 +131,8 @@
 //! dashmap, the own line reader instead of tokio-util's codec), `docs/several-hosts.md`
 //! (several hosts on one PostgreSQL database: host ids, leases, owners, commands passed to
 //! the owner, live events across hosts, takeover of a dead host, restarts),
+//! `docs/orchestrators.md` (what a program driving many
+//! tasks can rely on: streams that end, waiting tasks, expiring questions, early cancels),
 //! `docs/mcp.md` (the MCP binding: transports, tools,
 //! security, client configuration), `docs/wire-formats.md` (what each CLI prints and reads in the formats the parsers of
 //! [`adapter::wire`] understand, with the CLI versions they were recorded from) and

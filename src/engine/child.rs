@@ -39,6 +39,11 @@ pub trait Child: Send {
     fn limit_hit(&self) -> Option<String> {
         None
     }
+    /// Its program has not started yet (its sandbox is being set up): nothing to ask to
+    /// stop, [`Child::terminate`] kills it at once.
+    fn starting(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]
@@ -77,6 +82,10 @@ impl Child for Process {
 
     fn limit_hit(&self) -> Option<String> {
         Process::limit_hit(self)
+    }
+
+    fn starting(&self) -> bool {
+        Process::starting(self)
     }
 }
 

@@ -164,6 +164,24 @@ pub struct LimitsConfig {
         default_value_t = 256
     )]
     pub max_queued_tasks: usize,
+    /// Agent programs alive at once: running turns plus turns waiting for an answer, which give their running slot back while they wait; at least --max-running-tasks
+    #[arg(
+        id = "limits.max_live_tasks",
+        long = "max-live-tasks",
+        env = "AGENT_HOST_MAX_LIVE_TASKS",
+        value_name = "N",
+        default_value_t = 64
+    )]
+    pub max_live_tasks: usize,
+    /// How long a question (input-required) waits for its answer before the task ends, saying so; 0 = until the turn's hard timeout
+    #[arg(
+        id = "limits.input_timeout",
+        long = "input-timeout",
+        env = "AGENT_HOST_INPUT_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10m"
+    )]
+    pub input_timeout: Dur,
     /// Answer text kept per task; the rest is dropped with a status message saying so
     #[arg(
         id = "limits.max_output",
@@ -250,6 +268,12 @@ pub struct HostLimits {
     pub max_running: usize,
     /// Tasks waiting to start; more are refused (HTTP 429 / JSON-RPC -32050).
     pub max_queued: usize,
+    /// Agent programs alive at once: running turns plus turns waiting for an answer (which
+    /// give their running slot back while they wait). At least `max_running`.
+    pub max_live: usize,
+    /// How long a question may wait for its answer before the task ends (failed, saying
+    /// so); zero: only the turn's hard timeout ends it.
+    pub input_timeout: std::time::Duration,
     /// Requests per minute per credential (token bucket); 0 = no limit.
     pub rate_per_minute: u32,
     /// Answer text kept per task; more is dropped with a note.
@@ -268,6 +292,8 @@ impl Default for HostLimits {
         HostLimits {
             max_running: 16,
             max_queued: 256,
+            max_live: 64,
+            input_timeout: std::time::Duration::from_secs(600),
             rate_per_minute: 600,
             max_output_bytes: 64 * 1024 * 1024,
             max_subscribers: MAX_SUBSCRIBERS_PER_TASK,

@@ -20,6 +20,8 @@ pub(super) enum Due {
     Hard,
     /// No output for the idle timeout.
     Idle,
+    /// A question waited for its answer longer than the input timeout.
+    Input,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -32,15 +34,22 @@ pub(super) struct Deadlines {
     pub linger: Option<Instant>,
     /// The next tick of the drain, once the program exited.
     pub drain: Option<Instant>,
+    /// When an unanswered question expires, while the agent waits for an answer.
+    pub input: Option<Instant>,
 }
 
 impl Deadlines {
     /// The earliest deadline that counts; the idle one only when `idle_counts`.
     pub fn next(&self, idle_counts: bool) -> Instant {
         let mut next = self.hard;
-        for at in [idle_counts.then_some(self.idle), self.linger, self.drain]
-            .into_iter()
-            .flatten()
+        for at in [
+            idle_counts.then_some(self.idle),
+            self.linger,
+            self.drain,
+            self.input,
+        ]
+        .into_iter()
+        .flatten()
         {
             next = next.min(at);
         }
@@ -57,6 +66,8 @@ impl Deadlines {
             Some(Due::Linger)
         } else if self.hard <= now {
             Some(Due::Hard)
+        } else if passed(self.input) {
+            Some(Due::Input)
         } else if idle_counts && self.idle <= now {
             Some(Due::Idle)
         } else {
@@ -88,6 +99,7 @@ mod tests {
             hard: at(t0, 1000),
             linger: None,
             drain: None,
+            input: None,
         }
     }
 
@@ -116,6 +128,12 @@ mod tests {
         assert_eq!(d.due(at(t0, 1000), true), Some(Due::Linger));
         d.drain = Some(at(t0, 300));
         assert_eq!(d.due(at(t0, 1000), true), Some(Due::Drain));
+        // An unanswered question expires (the idle timeout does not count meanwhile).
+        let mut d = deadlines(t0);
+        d.input = Some(at(t0, 400));
+        assert_eq!(d.next(false), at(t0, 400));
+        assert_eq!(d.due(at(t0, 399), false), None);
+        assert_eq!(d.due(at(t0, 400), false), Some(Due::Input));
     }
 
     #[test]

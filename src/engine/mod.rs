@@ -233,7 +233,11 @@ impl Engine {
                 .collect(),
             secrets: config.secrets.clone(),
         };
-        let sched = Scheduler::new(config.limits.max_running, config.limits.max_queued);
+        let sched = Scheduler::new(
+            config.limits.max_running,
+            config.limits.max_queued,
+            config.limits.max_live,
+        );
         Engine {
             inner: Arc::new(Inner {
                 store,
@@ -345,7 +349,14 @@ impl Engine {
                 context_id: context_id.clone(),
                 status: crate::protocol::v1::TaskStatus {
                     state: TaskState::Submitted,
-                    message: None,
+                    // What it waits for, when it does not start at once.
+                    message: ticket.wait.as_ref().map(|w| {
+                        crate::protocol::v1::Message::agent(
+                            vec![crate::protocol::v1::Part::text(why_it_waits(w))],
+                            &task_id,
+                            &context_id,
+                        )
+                    }),
                     timestamp: Some(task::now_timestamp()),
                 },
                 history: vec![msg],
@@ -391,6 +402,7 @@ impl Engine {
             }
             self.inner.prepare(&mut st, starts)
         };
+
         if let Some(record) = new_context.filter(|r| r.owner.is_some() || r.cwd.is_some()) {
             if let Err(e) = self.inner.store.put_context(&record).await {
                 tracing::error!(error = %e, "could not store a context");
@@ -473,6 +485,7 @@ impl Inner {
     fn gauge_load(st: &State) {
         metrics::gauge!("agent_host_running_tasks").set(st.sched.running() as f64);
         metrics::gauge!("agent_host_queued_tasks").set(st.sched.queued() as f64);
+        metrics::gauge!("agent_host_waiting_tasks").set(st.sched.waiting() as f64);
     }
 
     /// A task that held its context ended: forget it, free its slot if it had one, start
@@ -541,12 +554,60 @@ impl Inner {
         }
     }
 
+    /// Tells the scheduler when a turn's agent starts or stops waiting for an answer (`was`:
+    /// it waited until now), and sets or clears the question's expiry; returns whether it
+    /// waits now. A waiting turn gives its running slot back (see `schedule`).
+    fn track_question(
+        self: &Arc<Self>,
+        task_id: &str,
+        was: bool,
+        state: TaskState,
+        deadlines: &mut deadline::Deadlines,
+    ) -> bool {
+        let now = state.is_interrupted();
+        if now == was {
+            return was;
+        }
+        let expiry = self.config.limits.input_timeout;
+        deadlines.input = (now && !expiry.is_zero()).then(|| tokio::time::Instant::now() + expiry);
+        let turns = {
+            let mut st = lock(&self.state);
+            let starts = if now {
+                st.sched.wait_for_answer(task_id)
+            } else {
+                st.sched.answered(task_id);
+                Vec::new()
+            };
+            self.prepare(&mut st, starts)
+        };
+        self.spawn(turns);
+        now
+    }
+
     /// Remembers the CLI session of a context, for resuming it on the next turn.
     async fn set_session(&self, context_id: &str, session_id: &str) {
         let record = lock(&self.state).sched.set_session(context_id, session_id);
         if let Err(e) = self.store.put_context(&record).await {
             tracing::error!(context = %context_id, error = %e, "could not store the context's session");
         }
+    }
+}
+
+/// A task's status message while it waits to start.
+fn why_it_waits(wait: &schedule::Wait) -> String {
+    match wait {
+        schedule::Wait::Slot {
+            place,
+            running,
+            max_running,
+            live,
+            max_live,
+        } => format!(
+            "Waiting for a free slot: place {place} in the queue ({running} of {max_running} tasks running, {live} of {max_live} agent programs alive)"
+        ),
+        schedule::Wait::Context { ahead, place } => format!(
+            "Waiting for task {ahead} of this conversation to finish: place {place} in its queue"
+        ),
     }
 }
 

@@ -1,6 +1,19 @@
 //! Which turn runs when: contexts, their queues, admission against `max_running` and
 //! `max_queued`, the queue of turns waiting for a free slot.
 //!
+//! **Waiting tasks and slots.** A turn whose agent asks a question keeps its program alive
+//! (it waits on its stdin for the answer), but it uses no CPU: it gives its running slot back
+//! while it waits, and counts against a second, larger limit instead, `max_live` programs
+//! alive at once (running or waiting). Otherwise twenty approvals fanned out on sixteen
+//! slots deadlock an orchestrator that gathers every question before answering: sixteen
+//! wait for answers that never come while four never start (issue 33). Stopping a waiting
+//! program and resuming its session with the answer would free the memory too, but only
+//! adapters that resume sessions could do it, and a CLI mid-approval cannot always be
+//! resumed at the same tool call; the live limit bounds the memory instead. An answered task
+//! takes its slot back at once, even over `max_running` (its program is already alive, and
+//! an answer must not wait behind new work); new turns start again once the count is below
+//! the limit.
+//!
 //! A synchronous state machine with no I/O: the engine holds it under its lock, and every
 //! method returns what the engine must do (turns to start, tasks to end). Admission checks
 //! and reserves in one call ([`Scheduler::admit`]), so a burst of concurrent sends cannot all
@@ -105,6 +118,8 @@ pub(super) struct Ticket {
     pub new_context: Option<ContextRecord>,
     /// The context's working directory, if it has one.
     pub context_cwd: Option<PathBuf>,
+    /// What it waits for, when it does not start at once.
+    pub wait: Option<Wait>,
 }
 
 /// What the engine does to cancel a task that is not terminal.
@@ -127,6 +142,24 @@ struct Entry {
     context_id: String,
     /// It holds a running slot (its turn was started).
     slot: bool,
+    /// Its turn waits for an answer: its slot is given back, its program counts as live.
+    waiting: bool,
+}
+
+/// What an admitted task that does not start at once waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Wait {
+    /// A free running slot: its place in the queue (1 = next) when it was admitted, and the
+    /// limits in the way.
+    Slot {
+        place: usize,
+        running: usize,
+        max_running: usize,
+        live: usize,
+        max_live: usize,
+    },
+    /// The task ahead of it in its context, and its place in the context's queue.
+    Context { ahead: String, place: usize },
 }
 
 /// The scheduling state.
@@ -134,6 +167,10 @@ struct Entry {
 pub(super) struct Scheduler {
     max_running: usize,
     max_queued: usize,
+    /// Programs alive at once: running turns plus turns waiting for an answer.
+    max_live: usize,
+    /// Turns waiting for an answer (their program alive, their slot given back).
+    waiting: usize,
     contexts: HashMap<String, Context>,
     tasks: HashMap<String, Entry>,
     /// Turns holding a slot (with a process, or starting one).
@@ -146,10 +183,12 @@ pub(super) struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(max_running: usize, max_queued: usize) -> Scheduler {
+    pub fn new(max_running: usize, max_queued: usize, max_live: usize) -> Scheduler {
         Scheduler {
             max_running,
             max_queued,
+            max_live: max_live.max(max_running),
+            waiting: 0,
             contexts: HashMap::new(),
             tasks: HashMap::new(),
             running: 0,
@@ -163,6 +202,43 @@ impl Scheduler {
     /// Turns holding a slot.
     pub fn running(&self) -> usize {
         self.running
+    }
+
+    /// Turns whose program is alive but waits for an answer.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Whether one more turn may start now: a running slot free, and room for one more
+    /// live program.
+    fn has_room(&self) -> bool {
+        let starting = self.running + self.reserved_start;
+        starting < self.max_running && starting + self.waiting < self.max_live
+    }
+
+    /// The task's turn waits for an answer: it gives its slot back (its program stays
+    /// alive, counted against `max_live`). Returns the turns that start in the slot.
+    /// Nothing for a task without a slot or already waiting.
+    pub fn wait_for_answer(&mut self, task_id: &str) -> Vec<Start> {
+        match self.tasks.get_mut(task_id) {
+            Some(e) if e.slot && !e.waiting => {
+                e.waiting = true;
+                self.running = self.running.saturating_sub(1);
+                self.waiting += 1;
+                self.fill_slots()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The task's turn works again (answered): it takes a slot back at once, even over
+    /// `max_running` (see the module's doc).
+    pub fn answered(&mut self, task_id: &str) {
+        if let Some(e) = self.tasks.get_mut(task_id).filter(|e| e.waiting) {
+            e.waiting = false;
+            self.waiting = self.waiting.saturating_sub(1);
+            self.running += 1;
+        }
     }
 
     /// Turns waiting: for their context, or for a slot.
@@ -190,6 +266,7 @@ impl Scheduler {
             return Err(Refusal::ShuttingDown);
         }
         let queued = self.queued() + self.reserved_queue;
+        let room = self.has_room();
         let new = !self.contexts.contains_key(context_id);
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
         if new {
@@ -205,7 +282,7 @@ impl Scheduler {
             }
         }
         let busy = ctx.running.is_some() || !ctx.queue.is_empty() || ctx.reserved > 0;
-        let reservation = if !busy && self.running + self.reserved_start < self.max_running {
+        let reservation = if !busy && room {
             Reservation::Start
         } else if queued < self.max_queued {
             Reservation::Queue
@@ -215,8 +292,24 @@ impl Scheduler {
             }
             return Err(Refusal::Busy { queued });
         };
+        let wait = match reservation {
+            Reservation::Start => None,
+            Reservation::Queue if busy => Some(Wait::Context {
+                ahead: ctx.running.clone().unwrap_or_default(),
+                place: ctx.queue.len() + ctx.reserved + 1,
+            }),
+            Reservation::Queue => Some(Wait::Slot {
+                place: self.ready.len() + self.reserved_queue + 1,
+                running: self.running,
+                max_running: self.max_running,
+                live: self.running + self.waiting,
+                max_live: self.max_live,
+            }),
+        };
+        let ctx = self.contexts.entry(context_id.to_string()).or_default();
         ctx.reserved += 1;
         let ticket = Ticket {
+            wait,
             context_id: context_id.to_string(),
             reservation,
             new_context: new.then(|| ctx.record(context_id)),
@@ -256,7 +349,7 @@ impl Scheduler {
     /// Starts turns waiting for a slot while slots are free.
     fn fill_slots(&mut self) -> Vec<Start> {
         let mut starts = Vec::new();
-        while !self.shutting_down && self.running + self.reserved_start < self.max_running {
+        while !self.shutting_down && self.has_room() {
             let Some((ctx, p)) = self.ready.pop_front() else {
                 break;
             };
@@ -276,6 +369,7 @@ impl Scheduler {
             Entry {
                 context_id: context_id.clone(),
                 slot: false,
+                waiting: false,
             },
         );
         let ctx = self.contexts.entry(context_id.clone()).or_default();
@@ -294,7 +388,7 @@ impl Scheduler {
     fn start_or_wait(&mut self, context_id: &str, p: Pending) -> Option<Start> {
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
         ctx.running = Some(p.task_id.clone());
-        if self.running + self.reserved_start >= self.max_running {
+        if !self.has_room() {
             self.ready.push_back((context_id.to_string(), p));
             return None;
         }
@@ -309,6 +403,7 @@ impl Scheduler {
             .or_insert_with(|| Entry {
                 context_id: context_id.to_string(),
                 slot: false,
+                waiting: false,
             });
         entry.slot = true;
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
@@ -326,7 +421,9 @@ impl Scheduler {
         let Some(entry) = self.tasks.remove(task_id) else {
             return Vec::new();
         };
-        if entry.slot {
+        if entry.slot && entry.waiting {
+            self.waiting = self.waiting.saturating_sub(1);
+        } else if entry.slot {
             self.running = self.running.saturating_sub(1);
         }
         let context_id = entry.context_id;
@@ -454,6 +551,7 @@ impl Scheduler {
             Entry {
                 context_id: context_id.to_string(),
                 slot: false,
+                waiting: false,
             },
         );
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
@@ -467,6 +565,7 @@ impl Scheduler {
             Entry {
                 context_id: context_id.to_string(),
                 slot: false,
+                waiting: false,
             },
         );
         let ctx = self.contexts.entry(context_id.to_string()).or_default();

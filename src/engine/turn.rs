@@ -214,7 +214,10 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         hard: Instant::now() + launch.timeout,
         linger: None,
         drain: None,
+        input: None,
     };
+    // The agent waits for an answer: its slot is given back meanwhile (see `schedule`).
+    let mut asking = false;
     let timer = tokio::time::sleep_until(deadlines.next(true));
     tokio::pin!(timer);
     let mut session_recorded = false;
@@ -246,6 +249,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                             }
                             let stored = inner.publish_events(&task_id, &notify, ev).await;
                             deadlines.idle = Instant::now() + idle;
+                            asking = inner.track_question(&task_id, asking, mapper.state(), &mut deadlines);
                             let _ = ack.send(stored.ok_or_else(|| A2AError::Internal(
                                 "the answer reached the agent but could not be stored".into(),
                             )));
@@ -292,6 +296,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                             // What the agent does can no longer be kept: stop it, and end the task.
                             break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
                         }
+                        asking = inner.track_question(&task_id, asking, mapper.state(), &mut deadlines);
                         if !reply.is_empty() {
                             if let Err(e) = proc.write_stdin(&reply).await {
                                 tracing::debug!(error = %e, "could not answer the agent");
@@ -365,6 +370,10 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                     Some(Due::Idle) => {
                         break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
                     }
+                    Some(Due::Input) => {
+                        let secs = inner.config.limits.input_timeout.as_secs();
+                        break End::Stopped(ExitReason::InputExpired { secs }, None);
+                    }
                     // A deadline moved later (output came): the timer is set again above.
                     None => {}
                 }
@@ -396,7 +405,8 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         }
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
-            if let Some(bytes) = parser.interrupt() {
+            // A program still starting would read the interrupt only once it runs.
+            if let Some(bytes) = parser.interrupt().filter(|_| !proc.starting()) {
                 interrupt(proc.as_mut(), &bytes, grace).await;
             }
             let exit = proc.terminate(grace).await;

@@ -30,6 +30,36 @@ pub(crate) fn signal_group_members(pgid: u32, signal: Signal) {
     }
 }
 
+/// The live processes of group `pgid` (its leader too).
+#[cfg(target_os = "linux")]
+pub(crate) fn members(pgid: u32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| parse_stat(&s))
+                .is_some_and(|(state, g)| g == pgid && state != 'Z')
+        })
+        .collect()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn members(_pgid: u32) -> Vec<i32> {
+    Vec::new()
+}
+
+/// Whether process `pid` is bubblewrap (its command name), or gone.
+pub(crate) fn is_bubblewrap(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(comm) => comm.trim_end() == "bwrap",
+        Err(_) => true,
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn signal_group_members(pgid: u32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid as i32), signal);

@@ -310,6 +310,13 @@ impl Process {
         if let (Some(exit), true) = (self.exit, self.group_gone) {
             return exit;
         }
+        if self.starting() {
+            // Nothing there would act on SIGTERM: waiting out the grace only delays the stop.
+            self.kill_everything();
+            let exit = self.reap().await;
+            self.kill_rest().await;
+            return exit;
+        }
         let deadline = Instant::now() + grace;
         self.signal_group(Signal::SIGTERM);
         if self.exit.is_none() {
@@ -323,6 +330,30 @@ impl Process {
         let exit = self.reap().await;
         self.kill_rest().await;
         exit
+    }
+
+    /// True while the agent's program has not started yet under bubblewrap: the leader is
+    /// still in the host's setup step, or every other process of the task is bubblewrap's
+    /// own (its init in the task's PID namespace, the fork about to exec the program). None
+    /// of them acts on SIGTERM: the setup step is not in the task's cgroup yet and a wrapped
+    /// leader is spared the graceful signal, bubblewrap's init ignores signals it has no
+    /// handler for, and the program that starts a moment later was not there to get it. A
+    /// graceful stop then waits out its whole grace for nothing (issue 33: a cancel in the
+    /// first 20 ms of a task took the 5 s grace); [`Process::terminate`] kills such a task
+    /// at once. Without bubblewrap the leader is the setup step or the program itself, which
+    /// both get the signal.
+    pub fn starting(&self) -> bool {
+        if self.exit.is_some() || !self.wrapped {
+            return false;
+        }
+        let members = match &self.cgroup {
+            Some(cg) => cg.pids(),
+            None => group::members(self.pid),
+        };
+        members
+            .into_iter()
+            .filter(|p| *p != self.pid as i32)
+            .all(group::is_bubblewrap)
     }
 
     /// The limit (memory, processes) the task ran into, in words (`its memory limit (256

@@ -283,6 +283,8 @@ fn host_limits(l: &LimitsConfig, s: &ServerConfig) -> HostLimits {
     HostLimits {
         max_running: l.max_running_tasks.max(1),
         max_queued: l.max_queued_tasks,
+        max_live: l.max_live_tasks.max(l.max_running_tasks.max(1)),
+        input_timeout: l.input_timeout.0,
         rate_per_minute: s.rate_limit,
         max_output_bytes: l.max_output.0 as usize,
         max_subscribers: MAX_SUBSCRIBERS_PER_TASK,

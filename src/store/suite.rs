@@ -409,6 +409,52 @@ pub(crate) async fn push_configs_and_dead_letters(s: Arc<dyn Store>) {
     assert_eq!(dead.iter().map(|d| d.seq).collect::<Vec<_>>(), [3, 4]);
 }
 
+/// What a snapshot shows is readable as events at once: a reader that got the task at
+/// `last_seq` (a stream deciding where to start) reads every event up to it, even while the
+/// append that wrote the last one has not returned yet (its commit is seen by the database
+/// before the appending task is woken). Issue 33: a stream that started at a question the
+/// snapshot showed but the event log did not yet hand out never ended.
+pub(crate) async fn a_snapshots_events_are_readable_at_once(s: Arc<dyn Store>) {
+    s.create(task("snap", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    let working = status("snap", TaskState::Working, "2026-01-01T00:00:01.000Z");
+    assert_eq!(s.append("snap", vec![working]).await.unwrap(), 2);
+    let question = status("snap", TaskState::InputRequired, "2026-01-01T00:00:02.000Z");
+    let mut append = Box::pin(s.append("snap", vec![question]));
+    // Queued (a store that commits before it returns is pending here), not yet returned.
+    let early = futures::poll!(append.as_mut());
+    let snap = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let snap = s.get("snap").await.unwrap().unwrap();
+            if snap.last_seq == 3 {
+                return snap;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the question is committed");
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let seqs: Vec<u64> = s
+        .events_after("snap", 2, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(
+        seqs,
+        [3],
+        "the snapshot's last event is readable (poll: {early:?})"
+    );
+    let last = match early {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => append.await,
+    };
+    assert_eq!(last.unwrap(), 3);
+}
+
 /// Runs each named suite test against every store: `memory::NAME`, `sqlite::NAME`,
 /// `postgres::NAME`.
 macro_rules! every_store {
@@ -453,4 +499,5 @@ every_store!(
     long_tasks_read_whole,
     listing_filters_and_pages,
     push_configs_and_dead_letters,
+    a_snapshots_events_are_readable_at_once,
 );

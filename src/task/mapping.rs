@@ -66,6 +66,8 @@ pub enum ExitReason {
     IdleTimeout { secs: u64 },
     /// The hard time limit of a task.
     HardTimeout { secs: u64 },
+    /// A question waited longer than the input timeout for its answer.
+    InputExpired { secs: u64 },
     /// A client canceled the task.
     Canceled,
     /// The host is shutting down.
@@ -472,6 +474,14 @@ impl TurnMapper {
                     TaskState::Failed
                 },
                 format!("The task ran longer than its limit of {secs} s and was stopped"),
+            ),
+            ExitReason::InputExpired { secs } => (
+                {
+                    self.pending_metadata
+                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                    TaskState::Failed
+                },
+                format!("No answer came within {secs} s, so the question expired and the task was stopped (input timeout); send the message again"),
             ),
             ExitReason::LimitReached(limit) => (
                 TaskState::Failed,

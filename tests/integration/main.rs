@@ -25,6 +25,7 @@ mod mcp;
 mod model_server;
 mod observe;
 mod one_host;
+mod orchestrators;
 mod postgres;
 mod postgres_listing;
 mod push;

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
+use agent_host::server::grpc::pb;
 use agent_host::settings::{Credential, HostLimits, Secret, Security};
 use serde_json::{json, Value};
 
 use crate::common::*;
+use crate::grpc;
 
 /// The four ways to send a message.
 #[derive(Debug, Clone, Copy)]
@@ -108,14 +110,17 @@ fn task_id_of(v: &Value) -> Option<String> {
 }
 
 /// How long an answer may take before it counts as lost (hang detection, not a speed check:
-/// an answer normally settles in milliseconds).
-const HANG: Duration = Duration::from_secs(2);
+/// an answer normally settles in milliseconds; a lost one never does).
+const HANG: Duration = Duration::from_secs(5);
 
 /// One answer; the state the call ended at, or None when it did not end (a lost wake-up).
 async fn answer(s: &TestServer, b: Binding, task: &str, stream: bool) -> Option<String> {
     let call = async {
         let resp = post(s, b, message(b, "an answer", Some(task)), stream).await;
-        assert_eq!(resp.status(), 200);
+        let status = resp.status();
+        if status != 200 {
+            panic!("{b:?}: {status} {}", resp.text().await.unwrap_or_default());
+        }
         if !stream {
             let v: Value = resp.json().await.expect("json");
             return state_of(&v);
@@ -130,11 +135,85 @@ async fn answer(s: &TestServer, b: Binding, task: &str, stream: bool) -> Option<
         }
         last
     };
+    until_settled(s, task, call).await
+}
+
+/// The answer's call's outcome, or None when it did not return although the task settled:
+/// a call still open `HANG` after the task shows its next question (or its end) is lost; a
+/// call that is only slow (a loaded machine) returns in that time.
+async fn until_settled(
+    s: &TestServer,
+    task: &str,
+    call: impl std::future::Future<Output = Option<String>>,
+) -> Option<String> {
+    tokio::pin!(call);
+    if let Ok(got) = tokio::time::timeout(HANG, &mut call).await {
+        return got;
+    }
+    s.wait_task(task, |t| {
+        let st = t["status"]["state"].as_str().unwrap_or("");
+        st == "TASK_STATE_INPUT_REQUIRED" || st == "TASK_STATE_COMPLETED"
+    })
+    .await;
     tokio::time::timeout(HANG, call).await.ok().flatten()
 }
 
+/// One answer over gRPC, as [`answer`].
+async fn answer_grpc(
+    s: &TestServer,
+    c: &mut grpc::Client,
+    task: &str,
+    stream: bool,
+) -> Option<String> {
+    let mut m = grpc::text_message("an answer");
+    m.task_id = task.to_string();
+    let req = pb::SendMessageRequest {
+        message: Some(m),
+        ..Default::default()
+    };
+    let call = async {
+        let state = if stream {
+            let s = c.send_streaming_message(req).await.expect("stream");
+            let frames = grpc::collect(s.into_inner()).await;
+            frames.iter().filter_map(grpc::state_of).next_back()?
+        } else {
+            let r = c.send_message(req).await.expect("send").into_inner();
+            grpc::task_state(&grpc::task_of(r))
+        };
+        Some(word(state))
+    };
+    until_settled(s, task, call).await
+}
+
+/// A gRPC state as a v0.3 word (`input-required`).
+fn word(st: pb::TaskState) -> String {
+    st.as_str_name()
+        .to_lowercase()
+        .trim_start_matches("task_state_")
+        .replace('_', "-")
+}
+
+/// How an answer cycle reaches the server.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Http(Binding),
+    Grpc,
+}
+
 /// Answers a task that re-asks at once `asks` times; returns how many answers were lost.
-async fn answer_cycles(s: &TestServer, b: Binding, stream: bool, asks: usize) -> usize {
+async fn answer_cycles(s: &TestServer, via: Via, stream: bool, asks: usize) -> usize {
+    let b = match via {
+        Via::Http(b) => b,
+        Via::Grpc => Binding::RpcV1,
+    };
+    let mut grpc = match via {
+        Via::Grpc => Some(
+            grpc::Client::connect(s.grpc.clone().expect("gRPC on"))
+                .await
+                .expect("connect"),
+        ),
+        Via::Http(_) => None,
+    };
     let resp = post(
         s,
         b,
@@ -143,11 +222,11 @@ async fn answer_cycles(s: &TestServer, b: Binding, stream: bool, asks: usize) ->
     )
     .await;
     let v: Value = resp.json().await.expect("json");
-    let task = task_id_of(&v).unwrap_or_else(|| panic!("{b:?}: no task in {v}"));
+    let task = task_id_of(&v).unwrap_or_else(|| panic!("{via:?}: no task in {v}"));
     assert_eq!(
         state_of(&v).as_deref(),
         Some("input-required"),
-        "{b:?}: {v}"
+        "{via:?}: {v}"
     );
     let mut lost = 0;
     // The first answer answers `question`, the next ones `asks`; the last one completes.
@@ -157,8 +236,12 @@ async fn answer_cycles(s: &TestServer, b: Binding, stream: bool, asks: usize) ->
         } else {
             "input-required"
         };
-        match answer(s, b, &task, stream).await {
-            Some(st) => assert_eq!(st, want, "{b:?} stream={stream} answer {i}"),
+        let got = match grpc.as_mut() {
+            Some(c) => answer_grpc(s, c, &task, stream).await,
+            None => answer(s, b, &task, stream).await,
+        };
+        match got {
+            Some(st) => assert_eq!(st, want, "{via:?} stream={stream} answer {i}"),
             None => {
                 lost += 1;
                 // The agent has asked again meanwhile: wait for it before the next answer.
@@ -173,31 +256,72 @@ async fn answer_cycles(s: &TestServer, b: Binding, stream: bool, asks: usize) ->
     lost
 }
 
+/// The agent asks again right after each answer (the conformance kit's history sequence):
+/// every answer's call returns, blocking or streamed, on every binding, whatever the store
+/// (issue 17 for the blocking half, issue 33 for the streamed one, which the SQLite store
+/// lost about one time in fifteen: the stream started after a question its window did not
+/// yet show, and waited for ever).
+async fn answers_always_return(store: &str, opts: Options, asks: usize) {
+    let s = TestServer::with(Options {
+        grpc: true,
+        // 200 answers in a row on a loaded machine outlast the tests' one-minute turn.
+        timeout: RACE_LIMIT,
+        host_limits: HostLimits {
+            max_running: 16,
+            rate_per_minute: 0,
+            ..HostLimits::default()
+        },
+        ..opts
+    })
+    .await;
+    let s = &s;
+    let mut runs = Vec::new();
+    for via in BINDINGS.map(Via::Http).into_iter().chain([Via::Grpc]) {
+        for stream in [false, true] {
+            runs.push(async move { (via, stream, answer_cycles(s, via, stream, asks).await) });
+        }
+    }
+    let results = futures::future::join_all(runs).await;
+    let total = results.len() * (asks + 1);
+    let lost: usize = results.iter().map(|r| r.2).sum();
+    println!("{store}: answer -> re-ask: {lost} of {total} answers lost ({results:?})");
+    assert_eq!(lost, 0, "{store}: answers that never returned: {results:?}");
+}
+
+/// Long enough for 2,010 answers on a loaded machine (each takes milliseconds; the three
+/// stores' runs together took 271 s on a shared two-core machine).
+const RACE_LIMIT: Duration = Duration::from_secs(600);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_answer_followed_by_a_new_question_always_returns() {
-    limit(async {
-        let s = TestServer::with(Options {
-            host_limits: HostLimits {
-                max_running: 16,
-                rate_per_minute: 0,
-                ..HostLimits::default()
-            },
+    limit_to(
+        RACE_LIMIT,
+        answers_always_return("memory", Options::default(), 200),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_followed_by_a_new_question_always_returns_with_sqlite() {
+    let opts = Options {
+        sqlite: true,
+        ..Options::default()
+    };
+    limit_to(RACE_LIMIT, answers_always_return("sqlite", opts, 200)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_followed_by_a_new_question_always_returns_with_postgres() {
+    limit_to(RACE_LIMIT, async {
+        let Some(db) = crate::postgres::Schema::new("answer_race").await else {
+            return;
+        };
+        let opts = Options {
+            postgres: Some(db.url.clone()),
             ..Options::default()
-        })
-        .await;
-        const ASKS: usize = 40;
-        let s = &s;
-        let mut runs = Vec::new();
-        for b in BINDINGS {
-            for stream in [false, true] {
-                runs.push(async move { (b, stream, answer_cycles(s, b, stream, ASKS).await) });
-            }
-        }
-        let results = futures::future::join_all(runs).await;
-        let total = results.len() * (ASKS + 1);
-        let lost: usize = results.iter().map(|r| r.2).sum();
-        println!("answer -> re-ask: {lost} of {total} answers lost ({results:?})");
-        assert_eq!(lost, 0, "lost wake-ups: {results:?}");
+        };
+        answers_always_return("postgres", opts, 200).await;
+        db.drop_now().await;
     })
     .await;
 }

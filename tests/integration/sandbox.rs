@@ -144,7 +144,7 @@ pub(super) fn text_of(task: &Value) -> String {
 
 /// True when this machine can run the sandbox (bubblewrap, a cgroup hierarchy); else says
 /// why, and fails under CI.
-fn sandbox_available() -> bool {
+pub(super) fn sandbox_available() -> bool {
     let caps = agent_host::runner::sandbox::Capabilities::get();
     let mut missing = Vec::new();
     if caps.bwrap.is_none() {

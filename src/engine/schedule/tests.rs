@@ -27,7 +27,7 @@ fn ids(starts: Vec<Start>) -> Vec<String> {
 
 #[test]
 fn a_free_context_starts_at_once_and_a_busy_one_queues_in_order() {
-    let mut s = Scheduler::new(4, 10);
+    let mut s = Scheduler::new(4, 10, 64);
     assert_eq!(send(&mut s, "c", "t1"), ["t1"]);
     assert!(send(&mut s, "c", "t2").is_empty());
     assert!(send(&mut s, "c", "t3").is_empty());
@@ -45,7 +45,7 @@ fn a_free_context_starts_at_once_and_a_busy_one_queues_in_order() {
 
 #[test]
 fn other_contexts_run_concurrently_up_to_max_running() {
-    let mut s = Scheduler::new(2, 10);
+    let mut s = Scheduler::new(2, 10, 64);
     assert_eq!(send(&mut s, "a", "t1"), ["t1"]);
     assert_eq!(send(&mut s, "b", "t2"), ["t2"]);
     assert!(send(&mut s, "c", "t3").is_empty(), "no slot: waits");
@@ -59,7 +59,7 @@ fn other_contexts_run_concurrently_up_to_max_running() {
 
 #[test]
 fn admission_reserves_so_a_burst_never_exceeds_the_limits() {
-    let mut s = Scheduler::new(1, 5);
+    let mut s = Scheduler::new(1, 5, 64);
     // 100 admissions before any is enqueued (the sends await the store in between).
     let mut tickets = Vec::new();
     let mut refused = 0;
@@ -89,7 +89,7 @@ fn admission_reserves_so_a_burst_never_exceeds_the_limits() {
 
 #[test]
 fn two_sends_to_one_new_context_do_not_both_reserve_a_start() {
-    let mut s = Scheduler::new(4, 10);
+    let mut s = Scheduler::new(4, 10, 64);
     let a = s.admit("c", None, None, &dflt()).unwrap();
     let b = s.admit("c", None, None, &dflt()).unwrap();
     assert_eq!(ids(s.enqueue(a, p("t1"))), ["t1"]);
@@ -99,7 +99,7 @@ fn two_sends_to_one_new_context_do_not_both_reserve_a_start() {
 
 #[test]
 fn a_new_context_belongs_to_its_first_caller_at_once() {
-    let mut s = Scheduler::new(4, 10);
+    let mut s = Scheduler::new(4, 10, 64);
     let alice = s.admit("c", Some("alice"), None, &dflt()).unwrap();
     assert_eq!(
         alice.new_context.as_ref().and_then(|r| r.owner.as_deref()),
@@ -125,7 +125,7 @@ fn a_new_context_belongs_to_its_first_caller_at_once() {
 
 #[test]
 fn a_context_keeps_its_directory() {
-    let mut s = Scheduler::new(4, 10);
+    let mut s = Scheduler::new(4, 10, 64);
     let dir = PathBuf::from("/work/sub");
     let t = s.admit("c", None, Some(&dir), &dflt()).unwrap();
     let started = s.enqueue(t, p("t1"));
@@ -145,7 +145,7 @@ fn a_context_keeps_its_directory() {
 
 #[test]
 fn a_released_ticket_frees_its_place_and_its_new_context() {
-    let mut s = Scheduler::new(1, 1);
+    let mut s = Scheduler::new(1, 1, 64);
     let a = s.admit("a", Some("alice"), None, &dflt()).unwrap();
     let b = s.admit("b", None, None, &dflt()).unwrap();
     assert!(s.admit("c", None, None, &dflt()).is_err());
@@ -160,7 +160,7 @@ fn a_released_ticket_frees_its_place_and_its_new_context() {
 
 #[test]
 fn a_released_start_lets_a_waiting_turn_start() {
-    let mut s = Scheduler::new(1, 5);
+    let mut s = Scheduler::new(1, 5, 64);
     let a = s.admit("a", None, None, &dflt()).unwrap();
     // b waits for the slot a reserved.
     assert!(send(&mut s, "b", "t2").is_empty());
@@ -169,7 +169,7 @@ fn a_released_start_lets_a_waiting_turn_start() {
 
 #[test]
 fn canceling_a_queued_or_ready_task_takes_it_out() {
-    let mut s = Scheduler::new(1, 10);
+    let mut s = Scheduler::new(1, 10, 64);
     send(&mut s, "a", "t1");
     send(&mut s, "a", "t2"); // behind t1 in its context
     send(&mut s, "b", "t3"); // holds b, waits for a slot
@@ -207,7 +207,7 @@ fn canceling_a_queued_or_ready_task_takes_it_out() {
 
 #[test]
 fn shutdown_drains_the_queues_and_starts_nothing() {
-    let mut s = Scheduler::new(1, 10);
+    let mut s = Scheduler::new(1, 10, 64);
     send(&mut s, "a", "t1");
     send(&mut s, "a", "t2");
     send(&mut s, "b", "t3");
@@ -232,7 +232,7 @@ fn shutdown_drains_the_queues_and_starts_nothing() {
 
 #[test]
 fn sessions_are_kept_and_given_to_the_next_turn() {
-    let mut s = Scheduler::new(2, 10);
+    let mut s = Scheduler::new(2, 10, 64);
     send(&mut s, "a", "t1");
     let rec = s.set_session("a", "sess-1");
     assert_eq!(rec.session_id.as_deref(), Some("sess-1"));
@@ -249,7 +249,7 @@ fn sessions_are_kept_and_given_to_the_next_turn() {
 
 #[test]
 fn recovery_requeues_holds_and_resumes() {
-    let mut s = Scheduler::new(1, 10);
+    let mut s = Scheduler::new(1, 10, 64);
     s.restore_context(ContextRecord {
         context_id: "a".into(),
         session_id: Some("sa".into()),
@@ -278,7 +278,7 @@ fn recovery_requeues_holds_and_resumes() {
 
 #[test]
 fn finishing_an_unknown_or_twice_finished_task_changes_nothing() {
-    let mut s = Scheduler::new(1, 10);
+    let mut s = Scheduler::new(1, 10, 64);
     send(&mut s, "a", "t1");
     assert!(s.finish("nope").is_empty());
     assert!(s.finish("t1").is_empty());
@@ -293,4 +293,61 @@ fn visibility_needs_the_same_owner_only_when_both_are_known() {
     assert!(visible(&Some("a".into()), None));
     assert!(visible(&Some("a".into()), Some("a")));
     assert!(!visible(&Some("a".into()), Some("b")));
+}
+
+#[test]
+fn a_task_waiting_for_an_answer_gives_its_slot_to_the_next_within_the_live_limit() {
+    // Two slots, three live programs at most.
+    let mut s = Scheduler::new(2, 10, 3);
+    assert_eq!(send(&mut s, "a", "t1"), ["t1"]);
+    assert_eq!(send(&mut s, "b", "t2"), ["t2"]);
+    assert!(send(&mut s, "c", "t3").is_empty());
+    let t4 = s.admit("d", None, None, &dflt()).expect("admitted");
+    assert_eq!(
+        t4.wait,
+        Some(Wait::Slot {
+            place: 2,
+            running: 2,
+            max_running: 2,
+            live: 2,
+            max_live: 3
+        })
+    );
+    assert!(s.enqueue(t4, p("t4")).is_empty());
+    // t1 asks a question: its slot goes to t3.
+    assert_eq!(ids(s.wait_for_answer("t1")), ["t3"]);
+    assert!(s.wait_for_answer("t1").is_empty(), "once");
+    assert_eq!((s.running(), s.waiting()), (2, 1));
+    // t2 asks too: a slot is free, but three programs live already.
+    assert!(s.wait_for_answer("t2").is_empty());
+    assert_eq!((s.running(), s.waiting()), (1, 2));
+    // Answered: t1 takes a slot back at once; t2 ends, and t4 starts (2 running, 3 live).
+    s.answered("t1");
+    assert_eq!((s.running(), s.waiting()), (2, 1));
+    assert!(s.finish("t2").is_empty(), "two running: no slot for t4");
+    assert_eq!(ids(s.finish("t3")), ["t4"]);
+    assert_eq!((s.running(), s.waiting()), (2, 0));
+    // A task behind its context says which one it waits for.
+    let t5 = s.admit("a", None, None, &dflt()).expect("admitted");
+    assert_eq!(
+        t5.wait,
+        Some(Wait::Context {
+            ahead: "t1".into(),
+            place: 1
+        })
+    );
+    assert!(s.enqueue(t5, p("t5")).is_empty());
+}
+
+#[test]
+fn a_task_ending_while_it_waits_for_an_answer_frees_its_live_place() {
+    let mut s = Scheduler::new(1, 10, 1);
+    assert_eq!(send(&mut s, "a", "t1"), ["t1"]);
+    assert!(send(&mut s, "b", "t2").is_empty());
+    assert!(
+        s.wait_for_answer("t1").is_empty(),
+        "one live program at most"
+    );
+    assert_eq!(ids(s.finish("t1")), ["t2"]);
+    assert_eq!((s.running(), s.waiting()), (1, 0));
 }

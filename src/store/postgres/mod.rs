@@ -298,7 +298,17 @@ impl TaskStore for PgStore {
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
-        read::load(&*self.client().await?, task_id).await
+        let snap = read::load(&*self.client().await?, task_id).await?;
+        if let Some(s) = &snap {
+            // What the database showed is committed: the window hands it out too, even
+            // before the append that wrote it returned (see the SQLite store's `shown`).
+            if let Some(l) = self.live.lock().map_err(poisoned)?.get_mut(task_id) {
+                if s.last_seq <= l.last_seq {
+                    l.committed_seq = l.committed_seq.max(s.last_seq);
+                }
+            }
+        }
+        Ok(snap)
     }
 
     async fn events_after(

@@ -244,6 +244,20 @@ impl SqliteStore {
         self.write(|reply| Write::Exec { sql, args, reply }).await
     }
 
+    /// A reader was given the task at `seq` from the database: everything up to there is
+    /// committed, so the window shows it too, even before the append that wrote it returned
+    /// (the writer's reply reaches that append later). Without this a stream that starts
+    /// where the snapshot ends would wait for events the window does not yet hand out, and
+    /// when the last one is a question, nothing ever wakes it (issue 33).
+    fn shown(&self, task_id: &str, seq: u64) -> Result<(), StoreError> {
+        if let Some(l) = self.live.lock().map_err(poisoned)?.get_mut(task_id) {
+            if seq <= l.last_seq {
+                l.visible_seq = l.visible_seq.max(seq);
+            }
+        }
+        Ok(())
+    }
+
     /// The last sequence number and state of a task, from the database.
     async fn position(&self, task_id: &str) -> Result<(u64, String), StoreError> {
         let id = task_id.to_string();
@@ -445,7 +459,11 @@ impl TaskStore for SqliteStore {
         }
         self.settle(Some(task_id)).await?;
         let id = task_id.to_string();
-        self.read_tx(move |c| read::load_owned(c, &id)).await
+        let snap = self.read_tx(move |c| read::load_owned(c, &id)).await?;
+        if let Some(s) = &snap {
+            self.shown(task_id, s.last_seq)?;
+        }
+        Ok(snap)
     }
 
     async fn events_after(
