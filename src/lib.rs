@@ -66,6 +66,12 @@
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
+//! - [`workspace`]: a git workspace per context (`git clone --shared` of the task's
+//!   repository at `metadata.baseRef`, on a branch `agent-host/<context>`), reused by its
+//!   follow-ups; at a turn's end its change from the base (files and a `git apply`-able
+//!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
+//!   only module besides the runner that starts programs), hardened against a `.git` the
+//!   agent wrote. See `docs/workspaces.md`.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
@@ -112,3 +118,4 @@ pub mod settings;
 pub mod store;
 pub mod task;
 pub mod telemetry;
+pub mod workspace;
