@@ -130,6 +130,7 @@ async fn start_agent(
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
+            workspaces: None,
         },
     );
     // With a store several hosts share: this host's id, address and lease.

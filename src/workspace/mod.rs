@@ -562,9 +562,21 @@ fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
     if String::from_utf8_lossy(&out).trim() != "true" {
         return Ok(None);
     }
+    // A folder the repository ignores (a build folder's scratch space) is not its work.
+    if ignored(&git)? {
+        return Ok(None);
+    }
     let top = git.text(["rev-parse", "--show-toplevel"])?;
     let top = PathBuf::from(top);
     Ok(Some(std::fs::canonicalize(&top).unwrap_or(top)))
+}
+
+/// True when git ignores the folder it runs in.
+fn ignored(git: &Git) -> Result<bool, WorkspaceError> {
+    let out = git.output_allow(["check-ignore", "--verbose", "--non-matching", "."], &[1])?;
+    // `::\t.` (no rule) when not ignored; `SOURCE:LINE:PATTERN\t.` when ignored.
+    let text = String::from_utf8_lossy(&out);
+    Ok(text.lines().any(|l| !l.starts_with("::")))
 }
 
 fn source_git_dir(source: &Path) -> Result<PathBuf, WorkspaceError> {

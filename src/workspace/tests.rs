@@ -185,6 +185,14 @@ fn no_repository_no_commits_and_a_dirty_source() {
         Err(WorkspaceError::NoCommits { .. })
     ));
     let src = source(t.path());
+    std::fs::create_dir_all(src.join("build/out")).unwrap();
+    std::fs::write(src.join(".gitignore"), "*.log\nbuild/\n").unwrap();
+    assert!(
+        auto.for_turn("c", &src.join("build/out"), None)
+            .unwrap()
+            .is_none(),
+        "an ignored folder is shared"
+    );
     std::fs::write(src.join("a.txt"), "uncommitted\n").unwrap();
     let ws = auto.for_turn("dirty", &src, None).unwrap().unwrap();
     assert!(ws.source_dirty);

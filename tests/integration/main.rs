@@ -42,3 +42,4 @@ mod slow_reader;
 mod store_full;
 mod streaming;
 mod tasks;
+mod workspaces;
