@@ -282,4 +282,7 @@ pub struct ServeArgs {
     /// Log format: human or json [default: human]; the level comes from RUST_LOG (default info)
     #[arg(long, env = "AGENT_HOST_LOG_FORMAT", value_name = "human|json")]
     pub log_format: Option<String>,
+    /// A git workspace per context (`--workspace`, `--workspace-commit`, ...).
+    #[command(flatten)]
+    pub workspace: crate::workspace::WorkspaceConfig,
 }

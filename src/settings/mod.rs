@@ -143,6 +143,8 @@ pub struct Settings {
     pub retention: retention::RetentionSettings,
     /// Host id, address, heartbeat and lease with a shared (PostgreSQL) store.
     pub cluster: cluster::ClusterSettings,
+    /// A git workspace per context (see [`crate::workspace`]).
+    pub workspace: crate::workspace::WorkspaceConfig,
 }
 
 /// Limits of a turn as configured; unset ones fall back to the adapter's `[limits]`, then to
@@ -557,6 +559,7 @@ impl Settings {
             sandbox,
             retention,
             cluster,
+            workspace: args.workspace.clone(),
         })
     }
 }
