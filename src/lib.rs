@@ -99,6 +99,9 @@
 //! - `docs/several-hosts.md`: several hosts on one PostgreSQL database: host ids, leases,
 //!   owners, commands passed to the owner, live events across hosts, takeover of a dead
 //!   host, restarts.
+//! - `docs/workspaces.md`: a git workspace per context, the `changes` artifact (files and
+//!   patch), the turn commits, the settings, the mechanism (`git clone --shared`) and its
+//!   figures beside `git worktree add`.
 //! - `docs/wire-formats.md`: what each CLI prints (and reads) in the formats the parsers of
 //!   [`adapter::wire`] understand, with the CLI versions they were recorded from.
 

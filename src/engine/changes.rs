@@ -108,8 +108,13 @@ pub(super) async fn changes_update(
     let (all, ws) = (tw.all.clone(), tw.ws.clone());
     let (task, subject) = (task_id.to_string(), prompt.to_string());
     let taken = tokio::task::spawn_blocking(move || {
+        // A commit that fails (the agent left its branch in a state git refuses) does not
+        // keep the change from the caller.
         let committed = match all.config().commit {
-            CommitMode::Turn => all.commit_turn(&ws, &subject, &task)?,
+            CommitMode::Turn => all.commit_turn(&ws, &subject, &task).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the turn's change could not be committed");
+                None
+            }),
             CommitMode::Off => None,
         };
         let head = all.head(&ws)?;
@@ -229,7 +234,8 @@ pub(super) fn arrange(
 ) -> Step {
     let at = updates.iter().position(ends_turn);
     let ending = at.map(|i| updates.split_off(i)).unwrap_or_default();
-    if ending.is_empty() && !(exited && !held.is_empty()) {
+    // Nothing ends the turn now, and nothing held waits for the program's exit.
+    if ending.is_empty() && (held.is_empty() || !exited) {
         return Step::Now(updates);
     }
     if !exited && ending.first().is_some_and(terminal) {

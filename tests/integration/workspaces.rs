@@ -106,17 +106,27 @@ impl Host {
     }
 
     async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.rpc_in("1.0", method, params).await
+    }
+
+    async fn rpc_in(&self, version: &str, method: &str, params: Value) -> Value {
+        self.post(version, method, params)
+            .await
+            .json()
+            .await
+            .expect("JSON-RPC response")
+    }
+
+    /// The raw response (a stream's events).
+    async fn post(&self, version: &str, method: &str, params: Value) -> reqwest::Response {
         reqwest::Client::new()
             .post(format!("{}/", self.base))
             .bearer_auth("ws-secret-token")
-            .header("A2A-Version", "1.0")
+            .header("A2A-Version", version)
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
             .send()
             .await
             .expect("request")
-            .json()
-            .await
-            .expect("JSON-RPC response")
     }
 
     /// Sends `prompt` in `context` (with `metadata`) and returns the finished task.
@@ -360,6 +370,40 @@ async fn follow_ups_see_the_earlier_turns_and_the_patch_is_cumulative() {
             applied_tree(&src, base, &p3, &h.root.path().join("data")),
             tree_of(&co)
         );
+        // v0.3 carries the artifact too: a data part and a file part.
+        let v03 = h.rpc_in("0.3", "tasks/get", json!({"id": t3["id"]})).await;
+        let art = v03["result"]["artifacts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["artifactId"] == "changes"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no changes artifact in {v03}"));
+        let kinds: Vec<&str> = art["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["kind"].as_str())
+            .collect();
+        assert_eq!(kinds, ["data", "file"], "{art}");
+        assert_eq!(art["parts"][1]["file"]["name"], "changes.patch");
+        assert_eq!(art["parts"][1]["file"]["mimeType"], "text/x-diff");
+        // The v1.0 stream: the artifact comes before the terminal status update.
+        let body = h
+            .post(
+                "1.0",
+                "SendStreamingMessage",
+                message("edit five", &ctx, json!({})),
+            )
+            .await
+            .text()
+            .await
+            .unwrap();
+        let artifact_at = body
+            .find("\"artifactId\":\"changes\"")
+            .unwrap_or_else(|| panic!("{body}"));
+        let completed_at = body
+            .rfind("TASK_STATE_COMPLETED")
+            .unwrap_or_else(|| panic!("{body}"));
+        assert!(artifact_at < completed_at, "{body}");
         // A commit as the base.
         let first = git(&src, &["rev-parse", "v1^{commit}"]);
         let t4 = h
