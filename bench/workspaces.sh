@@ -30,13 +30,12 @@ ws_make() { # src dst
 ws_changes() { # checkout
   local idx="$1/../index.tmp"; cp "$1/.git/index" "$idx"
   GIT_INDEX_FILE=$idx git -C "$1" add -A
-  GIT_INDEX_FILE=$idx git -C "$1" diff --cached -M --name-status -z HEAD
-  GIT_INDEX_FILE=$idx git -C "$1" diff --cached -M --numstat -z HEAD
+  GIT_INDEX_FILE=$idx git -C "$1" diff --cached -M --raw --numstat -z HEAD
   GIT_INDEX_FILE=$idx git -C "$1" diff --cached -M --binary --full-index HEAD
   rm -f "$idx"
 }
 
-printf '| files | git worktree add | clone --shared + checkout | git diff --stat | changes (add -A to a temporary index + 3 diffs) |\n'
+printf '| files | git worktree add | clone --shared + checkout | git diff --stat | changes (add -A to a temporary index + 2 diffs) |\n'
 printf '|---|---|---|---|---|\n'
 for n in "${SIZES[@]}"; do
   src="$TMP/src$n"; make_repo "$src" "$n"

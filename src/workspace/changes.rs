@@ -108,9 +108,8 @@ pub(crate) fn compute(
         a.push("--".into());
         a
     };
-    let names = staged.output(diff(&["--name-status", "-z"]))?;
-    let counts = staged.output(diff(&["--numstat", "-z"]))?;
-    let files = merge(parse_name_status(&names), parse_numstat(&counts));
+    let listing = staged.output(diff(&["--raw", "--numstat", "-z"]))?;
+    let files = parse_listing(&listing);
     if files.is_empty() {
         return Ok(Changes::default());
     }
@@ -158,60 +157,50 @@ fn cut_at_file(mut raw: Vec<u8>) -> Vec<u8> {
     raw
 }
 
-/// (status, path, old path) from `--name-status -z`.
-fn parse_name_status(out: &[u8]) -> Vec<(FileStatus, String, Option<String>)> {
+/// The files of `--raw --numstat -z` (git writes every raw entry, then every count).
+fn parse_listing(out: &[u8]) -> Vec<FileChange> {
     let mut fields = out
         .split(|b| *b == 0)
         .map(|f| String::from_utf8_lossy(f).into_owned());
-    let mut list = Vec::new();
-    while let Some(code) = fields.next() {
-        if code.is_empty() {
+    let mut names = Vec::new();
+    let mut counts = Vec::new();
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
             continue;
         }
-        let Some(first) = fields.next() else { break };
-        let entry = match code.chars().next() {
-            Some('R') => {
-                let Some(to) = fields.next() else { break };
-                (FileStatus::Renamed, to, Some(first))
-            }
-            Some('C') => {
-                let Some(to) = fields.next() else { break };
-                (FileStatus::Added, to, None)
-            }
-            Some('A') => (FileStatus::Added, first, None),
-            Some('D') => (FileStatus::Deleted, first, None),
-            _ => (FileStatus::Modified, first, None),
-        };
-        list.push(entry);
-    }
-    list
-}
-
-/// (additions, deletions, path) from `--numstat -z`; binary files have no counts.
-fn parse_numstat(out: &[u8]) -> Vec<(Option<(u64, u64)>, String)> {
-    let mut fields = out
-        .split(|b| *b == 0)
-        .map(|f| String::from_utf8_lossy(f).into_owned());
-    let mut list = Vec::new();
-    while let Some(head) = fields.next() {
-        if head.is_empty() {
+        if let Some(raw) = field.strip_prefix(':') {
+            // `:MODE MODE OID OID STATUS`, then the path (two for renames and copies).
+            let code = raw.split_whitespace().last().unwrap_or("M");
+            let Some(first) = fields.next() else { break };
+            let entry = match code.chars().next() {
+                Some('R') => {
+                    let Some(to) = fields.next() else { break };
+                    (FileStatus::Renamed, to, Some(first))
+                }
+                Some('C') => {
+                    let Some(to) = fields.next() else { break };
+                    (FileStatus::Added, to, None)
+                }
+                Some('A') => (FileStatus::Added, first, None),
+                Some('D') => (FileStatus::Deleted, first, None),
+                _ => (FileStatus::Modified, first, None),
+            };
+            names.push(entry);
             continue;
         }
-        let mut parts = head.splitn(3, '\t');
+        let mut parts = field.splitn(3, '\t');
         let (Some(add), Some(del), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             break;
         };
-        // A rename: the path field is empty and the old and new paths follow.
         let path = if path.is_empty() {
             let _old = fields.next();
             fields.next().unwrap_or_default()
         } else {
             path.to_string()
         };
-        let counts = add.parse().ok().zip(del.parse().ok());
-        list.push((counts, path));
+        counts.push((add.parse().ok().zip(del.parse().ok()), path));
     }
-    list
+    merge(names, counts)
 }
 
 fn merge(
@@ -248,16 +237,20 @@ mod tests {
     }
 
     #[test]
-    fn renames_and_binaries_are_read_from_git_output() {
-        let names = b"R100\0old.txt\0new.txt\0A\0img.bin\0M\0a.txt\0";
-        let counts = b"0\t0\t\0old.txt\0new.txt\0-\t-\timg.bin\0" as &[u8];
-        let counts = [counts, b"2\t1\ta.txt\0"].concat();
-        let files = merge(parse_name_status(names), parse_numstat(&counts));
-        assert_eq!(files.len(), 3);
-        assert_eq!(files[0].status, FileStatus::Renamed);
-        assert_eq!(files[0].old_path.as_deref(), Some("old.txt"));
-        assert!(!files[0].binary);
-        assert!(files[1].binary);
-        assert_eq!((files[2].additions, files[2].deletions), (2, 1));
+    fn the_combined_listing_is_read_like_the_two_listings() {
+        let out = b":100644 100644 aaa bbb M\0f1\0:100644 100644 ccc ccc R100\0old\0new\0:000000 100644 000 ddd A\0img\x001\t0\tf1\x000\t0\t\0old\0new\0-\t-\timg\0";
+        let files = parse_listing(out);
+        let got: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.status, f.additions, f.binary))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("f1", FileStatus::Modified, 1, false),
+                ("new", FileStatus::Renamed, 0, false),
+                ("img", FileStatus::Added, 0, true)
+            ]
+        );
     }
 }

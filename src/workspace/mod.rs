@@ -69,7 +69,7 @@ pub enum WorkspaceError {
     NotARepository { dir: PathBuf },
     #[error("the repository {repo} has no commits yet: a workspace starts from a commit")]
     NoCommits { repo: PathBuf },
-    #[error("too many workspaces ({max}, [limits] max_workspaces): a new context is refused until one is removed")]
+    #[error("too many workspaces ({max}, --max-workspaces): a new context is refused until one is removed")]
     TooMany { max: usize },
     #[error(
         "the workspace's {path} is a link or not a folder: the host does not run git through it"

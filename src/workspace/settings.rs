@@ -47,6 +47,7 @@ pub struct WorkspaceConfig {
         long = "workspace",
         env = "AGENT_HOST_WORKSPACE",
         default_value = "auto",
+        value_name = "MODE",
         value_enum
     )]
     pub mode: WorkspaceMode,
@@ -57,6 +58,7 @@ pub struct WorkspaceConfig {
         long = "workspace-commit",
         env = "AGENT_HOST_WORKSPACE_COMMIT",
         default_value = "turn",
+        value_name = "WHEN",
         value_enum
     )]
     pub commit: CommitMode,
@@ -79,7 +81,7 @@ pub struct WorkspaceConfig {
         value_name = "DIR"
     )]
     pub dir: Option<PathBuf>,
-    /// Most workspaces at once ([limits] max_workspaces); a new context beyond it is refused,
+    /// Most workspaces at once; a new context beyond it is refused,
     /// none is deleted to make room (0: no limit)
     #[arg(
         id = "workspace.max_workspaces",
