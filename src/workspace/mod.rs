@@ -23,18 +23,18 @@
 //! the source's object store and refs), so the agent would need the source's `.git` writable,
 //! and with it every branch and every other worktree.
 //!
-//! Measured with `bench/workspaces.sh` (median of 3, git 2.47, a 2-core machine shared with
+//! Measured with `bench/workspaces.sh` (median of 3, git 2.47, a 2-core machine running a build meanwhile,
 //! other builds, files of ~40 bytes in 100 folders; the change: 10 files edited, 1 added):
 //!
 //! | files   | `git worktree add` | `clone --shared` + checkout | `git diff --stat` | changes (this module) |
 //! |---------|--------------------|-----------------------------|-------------------|-----------------------|
-//! | 100     | 143 ms             | 167 ms                      | 32 ms             | 127 ms                |
-//! | 10,000  | 1,111 ms           | 1,166 ms                    | 301 ms            | 360 ms                |
-//! | 100,000 | 24,850 ms          | 25,151 ms                   | 788 ms            | 1,859 ms              |
+//! | 100     | 171 ms             | 292 ms                      | 32 ms             | 88 ms                 |
+//! | 10,000  | 1,439 ms           | 1,631 ms                    | 143 ms            | 258 ms                |
+//! | 100,000 | 31,119 ms          | 31,619 ms                   | 600 ms            | 1,603 ms              |
 //!
 //! Making a workspace costs what `git worktree add` costs (both are the checkout's writing
 //! of every file; the clone itself copies only refs). Taking the change costs a `git add -A`
-//! into a copy of the index and three diffs against the base; more than a bare `git diff`
+//! into a copy of the index and two diffs against the base; more than a bare `git diff`
 //! because it also finds untracked files and writes their blobs.
 //!
 //! Caveat of alternates: the workspace does not own the objects it borrows. If the source
