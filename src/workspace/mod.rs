@@ -23,8 +23,8 @@
 //! the source's object store and refs), so the agent would need the source's `.git` writable,
 //! and with it every branch and every other worktree.
 //!
-//! Measured with `bench/workspaces.sh` (median of 3, git 2.47, a 2-core machine running a build meanwhile,
-//! other builds, files of ~40 bytes in 100 folders; the change: 10 files edited, 1 added):
+//! Measured with `bench/workspaces.sh` (median of 3, git 2.47, a 2-core machine running a
+//! build meanwhile, files of ~40 bytes in 100 folders; the change: 10 files edited, 1 added):
 //!
 //! | files   | `git worktree add` | `clone --shared` + checkout | `git diff --stat` | changes (this module) |
 //! |---------|--------------------|-----------------------------|-------------------|-----------------------|
