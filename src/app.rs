@@ -48,6 +48,8 @@ pub enum StartError {
     Push(crate::push::PushStartError),
     #[error("the client for other hosts: {0}")]
     Peer(String),
+    #[error("workspaces: {0}")]
+    Workspace(#[from] crate::workspace::WorkspaceError),
 }
 
 /// The task store and push-config store of one engine (one SQLite file or memory store).
@@ -106,6 +108,31 @@ async fn open_store(
     })
 }
 
+/// The workspaces of one adapter's contexts: in `--workspace-dir` (a folder per adapter but
+/// the default one), else `workspaces/` beside the SQLite database, else in a temporary
+/// folder removed at exit (memory and PostgreSQL stores); None with `workspace = "shared"`.
+fn open_workspaces(
+    settings: &Settings,
+    adapter_id: &str,
+    default: bool,
+) -> Result<Option<Arc<crate::workspace::Workspaces>>, StartError> {
+    let config = &settings.workspace;
+    if config.mode == crate::workspace::WorkspaceMode::Shared {
+        return Ok(None);
+    }
+    let base = match (&config.dir, &settings.store) {
+        (Some(d), _) => Some(d.clone()),
+        (None, StoreChoice::Sqlite(db)) => db.parent().map(|p| p.join("workspaces")),
+        (None, _) => None,
+    };
+    let dir = base.map(|b| if default { b } else { b.join(adapter_id) });
+    let mut config = config.clone();
+    config.dir = None;
+    let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?;
+    tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?config.mode, "workspaces");
+    Ok(Some(Arc::new(all)))
+}
+
 /// One adapter's engine (recovered), push service and handler state.
 async fn start_agent(
     settings: &Settings,
@@ -130,6 +157,7 @@ async fn start_agent(
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
+            workspaces: open_workspaces(settings, &id, default)?,
         },
     );
     // With a store several hosts share: this host's id, address and lease.

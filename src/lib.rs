@@ -68,6 +68,12 @@
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
+//! - [`workspace`]: a git workspace per context (`git clone --shared` of the task's
+//!   repository at `metadata.baseRef`, on a branch `agent-host/<context>`), reused by its
+//!   follow-ups; at a turn's end its change from the base (files and a `git apply`-able
+//!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
+//!   only module besides the runner that starts programs), hardened against a `.git` the
+//!   agent wrote. See `docs/workspaces.md`.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
@@ -133,7 +139,8 @@
 //! the owner, live events across hosts, takeover of a dead host, restarts),
 //! `docs/orchestrators.md` (what a program driving many
 //! tasks can rely on: streams that end, waiting tasks, expiring questions, early cancels),
-//! `docs/mcp.md` (the MCP binding: transports, tools,
+//! `docs/workspaces.md` (a git workspace per context, the
+//! `changes` artifact, the turn commits, the mechanism and its figures), `docs/mcp.md` (the MCP binding: transports, tools,
 //! security, client configuration), `docs/wire-formats.md` (what each CLI prints and reads in the formats the parsers of
 //! [`adapter::wire`] understand, with the CLI versions they were recorded from) and
 //! `docs/performance.md` (what it costs, and `bench/log/` for how that was measured).
@@ -155,3 +162,4 @@ pub mod store;
 pub mod task;
 pub mod telemetry;
 pub mod units;
+pub mod workspace;

@@ -203,6 +203,7 @@ async fn online_check(settings: &Settings, launch: Launch, limit: Duration) -> C
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
+            ..Default::default()
         },
     );
     let req = SendMessageRequest {

@@ -202,22 +202,6 @@ pub struct LimitsConfig {
     pub max_files_per_message: usize,
 }
 
-/// `[workspace]`: where a message may ask its agent to work.
-#[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[command(next_help_heading = "Workspace")]
-pub struct WorkspaceConfig {
-    /// Directories a message's metadata.cwd may name (each must exist); unset: the repo path only (flag and variable: comma-separated)
-    #[arg(
-        id = "workspace.roots",
-        long = "workspace-roots",
-        env = "AGENT_HOST_WORKSPACE_ROOTS",
-        value_name = "DIRS",
-        value_delimiter = ','
-    )]
-    pub roots: Vec<PathBuf>,
-}
-
 /// Arguments as shell-style words in a flag or variable (`--args "-v 'a b'"`), a list in the
 /// config file (`args = ["-v", "a b"]`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]

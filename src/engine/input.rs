@@ -454,6 +454,23 @@ pub fn requested_cwd(
         .filter(|c| !c.is_empty())
 }
 
+/// The base a new context's workspace starts from: `metadata.baseRef` of the message, else
+/// of the request.
+pub fn requested_base_ref(
+    m: &Message,
+    request_metadata: Option<&serde_json::Map<String, Value>>,
+) -> Option<String> {
+    let from = |md: &serde_json::Map<String, Value>| {
+        md.get("baseRef")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    m.metadata
+        .as_ref()
+        .and_then(from)
+        .or_else(|| request_metadata.and_then(from))
+}
+
 /// A text part, for tests and callers building messages.
 pub fn text_message(text: &str) -> Message {
     Message {

@@ -270,6 +270,7 @@ pub fn sandbox_policy(
         user: settings.user.clone(),
         run_as,
         limits,
+        workspace: None,
     })
 }
 
@@ -322,6 +323,23 @@ pub fn reveal_attachments(spec: &mut SpawnSpec, task_id: &str) {
     if let (Some(p), Some(all)) = (spec.sandbox.as_mut(), own.parent()) {
         p.hide.push(all.to_path_buf());
         p.reveal.push(own.clone());
+    }
+}
+
+/// Shows the task its context's workspace and no other: the checkout writable, the folder
+/// of all workspaces hidden. The source repository stays read-only, as all of the system
+/// (the workspace borrows its objects through `objects/info/alternates`, reading them).
+pub fn mount_workspace(
+    spec: &mut SpawnSpec,
+    all: &crate::workspace::Workspaces,
+    ws: &crate::workspace::Workspace,
+) {
+    if let Some(p) = spec.sandbox.as_mut() {
+        p.write.push(ws.checkout());
+        p.workspace = Some(crate::runner::sandbox::WorkspaceMount {
+            root: all.root().to_path_buf(),
+            checkout: ws.checkout(),
+        });
     }
 }
 

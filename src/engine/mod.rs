@@ -17,6 +17,7 @@
 mod answer;
 mod attach;
 mod cancel;
+pub mod changes;
 pub mod child;
 mod cluster;
 pub mod config;
@@ -121,6 +122,9 @@ pub struct EngineConfig {
     /// Media types a message part may name (`type/subtype`, `type/*`, `*/*`). Empty:
     /// [`input::DEFAULT_INPUT_MODES`].
     pub input_modes: Vec<String>,
+    /// A git workspace per context ([`crate::workspace`]); None: every turn works in its
+    /// folder.
+    pub workspaces: Option<Arc<crate::workspace::Workspaces>>,
 }
 
 /// Who is calling: the credential's name, or None when no authentication is configured.
@@ -329,6 +333,18 @@ impl Engine {
                 (Some(c), _) => c.clone(),
                 (None, Some(c)) => self.recheck_cwd(c)?,
                 (None, None) => self.default_cwd(),
+            };
+            // A new context's workspace is made now: a bad base is refused before anything
+            // starts. The attachments are saved in the folder the turn will work in.
+            let work_dir = match &self.inner.config.workspaces {
+                Some(all) => {
+                    let base = input::requested_base_ref(&msg, req.metadata.as_ref());
+                    match changes::workspace_for(all, &context_id, &work_dir, base).await? {
+                        Some(ws) => ws.map_cwd(&work_dir),
+                        None => work_dir,
+                    }
+                }
+                None => work_dir,
             };
             // The prompt as the turn will have it (attachments named by where they are saved).
             let saved_at = input::attachments_dir(&work_dir, &task_id);

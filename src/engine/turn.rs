@@ -14,10 +14,11 @@ use tokio::time::Instant;
 
 use super::child::{Child, SpawnError};
 use super::deadline::{Deadlines, Due};
-use super::{attach, input, Control, Inner, SessionArgs};
+use super::{attach, changes, input, Control, Inner, SessionArgs};
 use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
 use crate::adapter::AgentEvent;
+use crate::protocol::v1::StreamResponse;
 use crate::protocol::A2AError;
 use crate::runner::{ExitInfo, Output};
 use crate::task::{ExitReason, TaskEvent, TurnMapper};
@@ -99,6 +100,17 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         tool_trace,
     } = *turn;
     let launch = &inner.launch;
+    let (workspace, cwd) =
+        changes::turn_workspace(inner.config.workspaces.as_ref(), &context_id, &cwd).await;
+    let ends = Ends {
+        task_id: &task_id,
+        context_id: &context_id,
+        prompt: &prompt,
+        notify: &notify,
+        workspace: workspace.as_ref(),
+    };
+    // A terminal update reported before the program exited, held for the `changes` artifact.
+    let mut held = Vec::new();
     let mut mapper = TurnMapper::new(&task_id, &context_id)
         .with_redactor(inner.redactor.clone())
         .with_output_limit(inner.config.limits.max_output_bytes)
@@ -117,7 +129,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
             "unknown wire format '{}'",
             launch.adapter.wire
         )));
-        inner.publish(&task_id, &notify, ev).await;
+        ends.publish(inner, ev, &mut held, true).await;
         return;
     };
 
@@ -130,7 +142,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                 let ev = mapper.on_exit(ExitReason::SpawnFailed(
                     "the prompt could not be written for the agent (see the host log)".into(),
                 ));
-                inner.publish(&task_id, &notify, ev).await;
+                ends.publish(inner, ev, &mut held, true).await;
                 return;
             }
         }
@@ -142,6 +154,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     let spawning = {
         let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
         crate::engine::launch::reveal_attachments(&mut spec, &task_id);
+        if let Some(w) = &workspace {
+            crate::engine::launch::mount_workspace(&mut spec, &w.all, &w.ws);
+        }
         if let Some(tp) = &traceparent {
             spec.env.retain(|(k, _)| k != "TRACEPARENT");
             spec.env.push(("TRACEPARENT".into(), tp.clone()));
@@ -158,13 +173,13 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
             let ev = mapper.on_exit(ExitReason::SpawnFailed(
                 "the agent's program could not be started (see the host log)".into(),
             ));
-            inner.publish(&task_id, &notify, ev).await;
+            ends.publish(inner, ev, &mut held, true).await;
             return;
         }
         Err(e @ SpawnError::Internal(_)) => {
             tracing::error!(error = %e, "spawn task failed");
             let ev = mapper.on_exit(ExitReason::SpawnFailed("internal error".into()));
-            inner.publish(&task_id, &notify, ev).await;
+            ends.publish(inner, ev, &mut held, true).await;
             return;
         }
     };
@@ -292,7 +307,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                             }
                             updates.extend(mapper.on_event(ev));
                         }
-                        if !inner.publish(&task_id, &notify, updates).await && !mapper.state().is_terminal() {
+                        if !ends.publish(inner, updates, &mut held, false).await && !mapper.state().is_terminal() {
                             // What the agent does can no longer be kept: stop it, and end the task.
                             break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
                         }
@@ -324,7 +339,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
                             if !mapper.state().is_terminal() {
                                 let updates = mapper.on_event(ev);
-                                inner.publish(&task_id, &notify, updates).await;
+                                ends.publish(inner, updates, &mut held, false).await;
                                 if mapper.state().is_terminal() {
                                     break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
                                 }
@@ -393,7 +408,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                 None => exited(exit, &stderr_tail),
             };
             let ev = mapper.on_exit(reason);
-            inner.publish(&task_id, &notify, ev).await;
+            ends.publish(inner, ev, &mut held, true).await;
         }
         End::Stopped(ExitReason::Shutdown, _)
             if inner.keeps_on_shutdown(&context_id, mapper.state()) =>
@@ -420,7 +435,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                 other => other,
             };
             let ev = mapper.on_exit(reason);
-            inner.publish(&task_id, &notify, ev).await;
+            ends.publish(inner, ev, &mut held, true).await;
             if let Some(ack) = ack {
                 let _ = ack.send(());
             }
@@ -428,6 +443,44 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     }
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
+    }
+}
+
+/// Where a turn's updates go, and its workspace.
+struct Ends<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    prompt: &'a str,
+    notify: &'a watch::Sender<u64>,
+    workspace: Option<&'a changes::TurnWorkspace>,
+}
+
+impl Ends<'_> {
+    /// Publishes `updates`; in a workspace, the turn's `changes` artifact goes just before
+    /// the update that ends the turn (a terminal one held until the program `exited`).
+    async fn publish(
+        &self,
+        inner: &Arc<Inner>,
+        updates: Vec<StreamResponse>,
+        held: &mut Vec<StreamResponse>,
+        exited: bool,
+    ) -> bool {
+        let Some(tw) = self.workspace else {
+            return inner.publish(self.task_id, self.notify, updates).await;
+        };
+        match changes::arrange(updates, held, exited) {
+            changes::Step::Now(u) => inner.publish(self.task_id, self.notify, u).await,
+            changes::Step::WithChanges(before, after) => {
+                let first = inner.publish(self.task_id, self.notify, before).await;
+                let mut rest: Vec<StreamResponse> =
+                    changes::changes_update(tw, self.task_id, self.context_id, self.prompt)
+                        .await
+                        .into_iter()
+                        .collect();
+                rest.extend(after);
+                inner.publish(self.task_id, self.notify, rest).await && first
+            }
+        }
     }
 }
 

@@ -11,12 +11,13 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::config::{AgentConfig, LimitsConfig, WorkspaceConfig};
+use crate::engine::config::{AgentConfig, LimitsConfig};
 use crate::push::DeliveryConfig;
 use crate::retention::RetentionConfig;
 use crate::runner::sandbox::config::SandboxConfig;
 use crate::server::config::{AuthConfig, CardConfig, SecurityConfig, ServerConfig};
 use crate::store::config::{ClusterConfig, StoreConfig};
+use crate::workspace::WorkspaceConfig;
 
 /// `[log]`: how the host logs (the application's own section).
 #[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]

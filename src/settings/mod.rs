@@ -134,6 +134,8 @@ pub struct Settings {
     pub security: Security,
     /// Directories a message may name as its working directory (canonical).
     pub workspace_roots: Vec<PathBuf>,
+    /// The git workspace per context (`[workspace]`).
+    pub workspace: crate::workspace::WorkspaceConfig,
     pub host_limits: HostLimits,
     /// The sandbox per task and the task limits.
     pub sandbox: sandbox::SandboxSettings,

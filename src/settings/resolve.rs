@@ -10,13 +10,14 @@ use std::time::Duration;
 use super::file::{FileConfig, Section};
 use super::store::parse_store;
 use super::*;
-use crate::engine::config::{AgentConfig, LimitsConfig, WorkspaceConfig, MAX_SUBSCRIBERS_PER_TASK};
+use crate::engine::config::{AgentConfig, LimitsConfig, MAX_SUBSCRIBERS_PER_TASK};
 use crate::push::{DeliveryConfig, PushSettings};
 use crate::retention::RetentionConfig;
 use crate::runner::sandbox::config::SandboxConfig;
 use crate::runner::sandbox::{Mode, Network, Piece};
 use crate::server::config::{AuthConfig, CardConfig, SecurityConfig, ServerConfig};
 use crate::store::config::{ClusterConfig, ClusterSettings, StoreConfig};
+use crate::workspace::WorkspaceConfig;
 
 macro_rules! section {
     ($t:ty, $name:literal) => {
@@ -125,6 +126,7 @@ impl Settings {
             adapter: m.agent.adapter.clone().filter(|a| !a.is_empty()),
             adapters_dir: m.agent.adapters_dir.clone(),
             workspace_roots: workspace_roots(&m.workspace, &repo_path)?,
+            workspace: m.workspace.clone(),
             repo_path,
             limits: turn_limits(&m.limits)?,
             force: m.agent.force,

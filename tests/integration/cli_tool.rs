@@ -109,7 +109,9 @@ async fn call_prints_the_whole_answer_exactly_once_after_200_approvals() {
 /// (`lines` = 1) or nothing (`lines` = 0) and closes it; the exit status and stderr.
 fn run_into_closed_pipe(args: &[&str], lines: usize) -> (Option<i32>, String) {
     use std::io::BufRead;
-    let (read, write) = nix::unistd::pipe().expect("pipe");
+    // Close-on-exec: a read end the command inherited would keep its stdout open, and a
+    // command that prints more than the pipe holds (`completions bash`) would block forever.
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     let read = (lines > 0).then_some(read); // else closed before the command starts
     let mut child = Command::new(env!("CARGO_BIN_EXE_agent-host"))
         .args(args)

@@ -48,3 +48,4 @@ mod slow_reader;
 mod store_full;
 mod streaming;
 mod tasks;
+mod workspaces;

@@ -115,6 +115,15 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
             push(&["--ro-bind", "/dev/null", &h]);
         }
     }
+    if let Some(ws) = &policy.workspace {
+        push(&["--tmpfs", &text(&ws.root)]);
+        push(&["--bind", &text(&ws.checkout), &text(&ws.checkout)]);
+        for h in policy.hide.iter().filter(|h| h.starts_with(&ws.checkout)) {
+            if h.is_dir() {
+                push(&["--tmpfs", &text(h)]);
+            }
+        }
+    }
     for r in &policy.reveal {
         if r.exists() {
             let r = text(r);
@@ -160,5 +169,39 @@ mod tests {
         assert!(at(&w) < at(&d) && at(&d) < at(&o), "{a:?}");
         assert!(!a.iter().any(|x| x.ends_with("absent")));
         assert_eq!(a[a.len() - 2..], ["--chdir".to_string(), w]);
+    }
+
+    #[test]
+    fn a_task_sees_its_own_workspace_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data/workspaces");
+        let mine = root.join("aaa/repo");
+        let attachments = mine.join(".agent-host/attachments");
+        let own = attachments.join("t1");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(root.join("bbb/repo")).unwrap();
+        let policy = SandboxPolicy {
+            hide: vec![dir.path().join("data"), attachments.clone()],
+            reveal: vec![own.clone()],
+            workspace: Some(crate::runner::sandbox::WorkspaceMount {
+                root: root.clone(),
+                checkout: mine.clone(),
+            }),
+            ..SandboxPolicy::default()
+        };
+        let a = args(&policy, &mine, false, None);
+        let text = |p: &std::path::Path| p.display().to_string();
+        let op = |flag: &str, p: &std::path::Path| {
+            a.windows(2)
+                .rposition(|w| w[0] == flag && w[1] == text(p))
+                .unwrap_or_else(|| panic!("{flag} {} in {a:?}", p.display()))
+        };
+        // The data folder hidden, then all workspaces, then this one shown again, then the
+        // other tasks' attachments in it hidden again, then this task's own.
+        assert!(op("--tmpfs", &dir.path().join("data")) < op("--tmpfs", &root));
+        assert!(op("--tmpfs", &root) < op("--bind", &mine));
+        assert!(op("--bind", &mine) < op("--tmpfs", &attachments));
+        assert!(op("--tmpfs", &attachments) < op("--bind", &own));
+        assert!(!a.iter().any(|x| x.contains("bbb")));
     }
 }

@@ -157,6 +157,18 @@ pub struct SandboxPolicy {
     /// That user, looked up, when the task really switches to it (a root host, mode not off).
     pub run_as: Option<RunAs>,
     pub limits: TaskLimits,
+    /// The context's workspace: the folder of all workspaces hidden, this one's checkout
+    /// writable (after `hide`, whose paths inside the checkout are hidden again).
+    pub workspace: Option<WorkspaceMount>,
+}
+
+/// The workspaces a task sees: only its own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkspaceMount {
+    /// The folder of every context's workspace.
+    pub root: PathBuf,
+    /// The task's own checkout.
+    pub checkout: PathBuf,
 }
 
 /// What this machine offers, probed once per host.

@@ -1,0 +1,256 @@
+//! The change of a workspace: the cumulative diff from its base commit to its files.
+//!
+//! Computed into a temporary index (a copy of the workspace's own, so that git's saved file
+//! timestamps spare it reading unchanged files), with `git add -A` (untracked files in,
+//! ignored files out) and `git diff --cached` against the base: the agent's own index, its
+//! staged and unstaged changes, stay as they were.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::git::Git;
+use super::WorkspaceError;
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileStatus {
+    Added,
+    Modified,
+    Deleted,
+    Renamed,
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChange {
+    pub path: String,
+    /// The path it had at the base (renames only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    pub status: FileStatus,
+    pub additions: u64,
+    pub deletions: u64,
+    pub binary: bool,
+}
+
+/// The change from the base to the workspace's files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub files: Vec<FileChange>,
+    /// `git apply`-able patch (binary files as git binary patches), whole files only, cut
+    /// before the first file that would pass the size limit.
+    pub patch: Vec<u8>,
+    /// The patch was cut at the size limit (it lacks the files after the cut).
+    pub truncated: bool,
+}
+
+/// The temporary index of one computation, removed when dropped.
+pub(crate) struct TempIndex(std::path::PathBuf);
+
+impl TempIndex {
+    /// Puts this index in the place of `target` (the workspace's own index).
+    pub(crate) fn replace(&self, target: &Path) -> Result<(), WorkspaceError> {
+        std::fs::rename(&self.0, target).map_err(|e| WorkspaceError::Io {
+            path: target.to_path_buf(),
+            source: e,
+        })
+    }
+}
+
+impl Drop for TempIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(self.0.with_extension("lock"));
+    }
+}
+
+/// Writes the workspace's files into a temporary index in `scratch` (a folder of the host's,
+/// outside the checkout) and returns it, seeded from the workspace's own index.
+fn stage_all(
+    git: &Git,
+    checkout: &Path,
+    scratch: &Path,
+) -> Result<(Git, TempIndex), WorkspaceError> {
+    let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
+    let own = checkout.join(".git").join("index");
+    if own.is_file() {
+        std::fs::copy(&own, &tmp).map_err(|e| WorkspaceError::Io {
+            path: tmp.clone(),
+            source: e,
+        })?;
+    }
+    let guard = TempIndex(tmp.clone());
+    let git = git.with_index(&tmp);
+    git.output(["add", "-A", "--", "."])?;
+    Ok((git, guard))
+}
+
+/// The changes from `base` (a commit) to the workspace's files, the patch at most `limit`
+/// bytes.
+pub(crate) fn compute(
+    git: &Git,
+    checkout: &Path,
+    scratch: &Path,
+    base: &str,
+    limit: usize,
+) -> Result<Changes, WorkspaceError> {
+    let (staged, _guard) = stage_all(git, checkout, scratch)?;
+    let diff = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.push(base.to_string());
+        a.push("--".into());
+        a
+    };
+    let listing = staged.output(diff(&["--raw", "--numstat", "-z"]))?;
+    let files = parse_listing(&listing);
+    if files.is_empty() {
+        return Ok(Changes::default());
+    }
+    let (raw, more) = staged.output_limited(
+        diff(&[
+            "--binary",
+            "--full-index",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+        ]),
+        limit,
+    )?;
+    let (patch, truncated) = if more {
+        (cut_at_file(raw), true)
+    } else {
+        (raw, false)
+    };
+    Ok(Changes {
+        files,
+        patch,
+        truncated,
+    })
+}
+
+/// The tree object the workspace's files make (as `git write-tree` of them all).
+pub(crate) fn tree_of_files(
+    git: &Git,
+    checkout: &Path,
+    scratch: &Path,
+) -> Result<(String, Git, TempIndex), WorkspaceError> {
+    let (staged, guard) = stage_all(git, checkout, scratch)?;
+    let tree = staged.text(["write-tree"])?;
+    Ok((tree, staged, guard))
+}
+
+/// The patch up to the last whole file: a cut file would not apply.
+fn cut_at_file(mut raw: Vec<u8>) -> Vec<u8> {
+    const START: &[u8] = b"\ndiff --git ";
+    let end = raw
+        .windows(START.len())
+        .rposition(|w| w == START)
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    raw.truncate(end);
+    raw
+}
+
+/// The files of `--raw --numstat -z` (git writes every raw entry, then every count).
+fn parse_listing(out: &[u8]) -> Vec<FileChange> {
+    let mut fields = out
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut names = Vec::new();
+    let mut counts = Vec::new();
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
+            continue;
+        }
+        if let Some(raw) = field.strip_prefix(':') {
+            // `:MODE MODE OID OID STATUS`, then the path (two for renames and copies).
+            let code = raw.split_whitespace().last().unwrap_or("M");
+            let Some(first) = fields.next() else { break };
+            let entry = match code.chars().next() {
+                Some('R') => {
+                    let Some(to) = fields.next() else { break };
+                    (FileStatus::Renamed, to, Some(first))
+                }
+                Some('C') => {
+                    let Some(to) = fields.next() else { break };
+                    (FileStatus::Added, to, None)
+                }
+                Some('A') => (FileStatus::Added, first, None),
+                Some('D') => (FileStatus::Deleted, first, None),
+                _ => (FileStatus::Modified, first, None),
+            };
+            names.push(entry);
+            continue;
+        }
+        let mut parts = field.splitn(3, '\t');
+        let (Some(add), Some(del), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            break;
+        };
+        let path = if path.is_empty() {
+            let _old = fields.next();
+            fields.next().unwrap_or_default()
+        } else {
+            path.to_string()
+        };
+        counts.push((add.parse().ok().zip(del.parse().ok()), path));
+    }
+    merge(names, counts)
+}
+
+fn merge(
+    names: Vec<(FileStatus, String, Option<String>)>,
+    counts: Vec<(Option<(u64, u64)>, String)>,
+) -> Vec<FileChange> {
+    let by_path: std::collections::HashMap<String, Option<(u64, u64)>> =
+        counts.into_iter().map(|(c, p)| (p, c)).collect();
+    names
+        .into_iter()
+        .map(|(status, path, old_path)| {
+            let counts = by_path.get(&path).copied().flatten();
+            FileChange {
+                binary: counts.is_none() && by_path.contains_key(&path),
+                additions: counts.map_or(0, |c| c.0),
+                deletions: counts.map_or(0, |c| c.1),
+                path,
+                old_path,
+                status,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_patch_keeps_whole_files_only() {
+        let raw = b"diff --git a/x b/x\n+1\ndiff --git a/y b/y\n+2".to_vec();
+        assert_eq!(cut_at_file(raw), b"diff --git a/x b/x\n+1\n".to_vec());
+        assert!(cut_at_file(b"diff --git a/x b/x\n+1".to_vec()).is_empty());
+    }
+
+    #[test]
+    fn the_combined_listing_is_read_like_the_two_listings() {
+        let out = b":100644 100644 aaa bbb M\0f1\0:100644 100644 ccc ccc R100\0old\0new\0:000000 100644 000 ddd A\0img\x001\t0\tf1\x000\t0\t\0old\0new\0-\t-\timg\0";
+        let files = parse_listing(out);
+        let got: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.status, f.additions, f.binary))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("f1", FileStatus::Modified, 1, false),
+                ("new", FileStatus::Renamed, 0, false),
+                ("img", FileStatus::Added, 0, true)
+            ]
+        );
+    }
+}

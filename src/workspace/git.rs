@@ -1,0 +1,337 @@
+//! Running the `git` program for the host, in a workspace the agent can write.
+//!
+//! The agent owns its workspace's `.git`: it may write the repository's configuration, its
+//! hooks and its `.gitattributes`, and git runs programs named there (`core.fsmonitor`, hooks,
+//! `filter.*`, diff drivers). The host runs git in that folder outside the sandbox, so every
+//! call here pins what would let the workspace run a program or point git elsewhere:
+//!
+//! - `GIT_DIR`, `GIT_COMMON_DIR`, `GIT_WORK_TREE` and `GIT_OBJECT_DIRECTORY` name the
+//!   workspace's own folders (a `core.worktree`, `commondir` or gitfile written by the agent
+//!   is not followed); the host's own `GIT_*` variables are not passed on;
+//! - `core.fsmonitor`, `core.hooksPath` (no hook runs), signing, and every `filter.*` driver
+//!   the repository's own configuration defines are overridden on the command line, which wins
+//!   over the repository's configuration; diffs run with `--no-ext-diff --no-textconv`;
+//! - the folders git writes through (`.git`, `objects`, `refs`, `refs/heads`) must be real
+//!   folders inside the workspace, not links (a link to the source repository's `refs` would
+//!   make the host's commit move the source's branches) ([`Git::check_contained`]).
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::WorkspaceError;
+
+/// Configuration every host-side git call overrides.
+const PINNED: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "core.quotePath=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.relative=false",
+    "color.ui=false",
+    "advice.detachedHead=false",
+    "init.defaultBranch=main",
+];
+
+/// The variables of the host's environment git would follow instead of its arguments.
+const CLEARED_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_TRACE",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+];
+
+/// The `git` program, run in one folder.
+#[derive(Debug, Clone)]
+pub(crate) struct Git {
+    /// The folder git runs in (`-C`).
+    dir: PathBuf,
+    /// The workspace's checkout, when `dir` is one the agent can write: its git folders are
+    /// pinned and its filters overridden.
+    workspace: Option<PathBuf>,
+    /// `-c` overrides of this repository's own filter drivers.
+    filters: Vec<String>,
+    /// An index other than the repository's own.
+    index: Option<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+impl Git {
+    /// git in a folder the host trusts (the source repository).
+    pub(crate) fn trusted(dir: &Path) -> Git {
+        Git {
+            dir: dir.to_path_buf(),
+            workspace: None,
+            filters: Vec::new(),
+            index: None,
+            env: Vec::new(),
+        }
+    }
+
+    /// git in a workspace's checkout (the agent may have written its `.git`): checked to
+    /// be contained, with the repository's own filter drivers overridden.
+    pub(crate) fn workspace(checkout: &Path) -> Result<Git, WorkspaceError> {
+        let mut git = Git {
+            dir: checkout.to_path_buf(),
+            workspace: Some(checkout.to_path_buf()),
+            filters: Vec::new(),
+            index: None,
+            env: Vec::new(),
+        };
+        git.check_contained()?;
+        git.filters = git.own_filters()?;
+        Ok(git)
+    }
+
+    /// The same git with another index file (a temporary one for the host's diffs).
+    pub(crate) fn with_index(&self, index: &Path) -> Git {
+        let mut g = self.clone();
+        g.index = Some(index.to_path_buf());
+        g
+    }
+
+    /// The same git with these variables set (author and committer).
+    pub(crate) fn with_env(&self, env: &[(&str, &str)]) -> Git {
+        let mut g = self.clone();
+        g.env
+            .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        g
+    }
+
+    /// Fails when the workspace's `.git` or the folders git writes through are links or not
+    /// folders, or the checkout's git folder points elsewhere (`commondir`).
+    pub(crate) fn check_contained(&self) -> Result<(), WorkspaceError> {
+        let Some(top) = &self.workspace else {
+            return Ok(());
+        };
+        let dot_git = top.join(".git");
+        for sub in ["", "objects", "refs", "refs/heads", "refs/heads/agent-host"] {
+            let p = if sub.is_empty() {
+                dot_git.clone()
+            } else {
+                dot_git.join(sub)
+            };
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_dir() => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound && sub.contains("agent-host") => {}
+                _ => return Err(WorkspaceError::Tampered { path: p }),
+            }
+        }
+        if dot_git.join("commondir").exists() {
+            return Err(WorkspaceError::Tampered {
+                path: dot_git.join("commondir"),
+            });
+        }
+        Ok(())
+    }
+
+    /// `-c filter.NAME.clean= ...` for every filter the repository's own configuration
+    /// (and what it includes) defines: the agent may have written it.
+    fn own_filters(&self) -> Result<Vec<String>, WorkspaceError> {
+        let out = self.output_allow(
+            [
+                "config",
+                "--show-scope",
+                "--name-only",
+                "--get-regexp",
+                r"^filter\.",
+            ],
+            &[1],
+        )?;
+        let mut names: Vec<String> = String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .filter(|(scope, _)| matches!(*scope, "local" | "worktree"))
+            .filter_map(|(_, key)| {
+                let rest = key.strip_prefix("filter.")?;
+                Some(rest.rsplit_once('.')?.0.to_string())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names
+            .iter()
+            .flat_map(|n| {
+                ["clean", "smudge", "process"]
+                    .iter()
+                    .map(move |k| format!("filter.{n}.{k}="))
+                    .chain(std::iter::once(format!("filter.{n}.required=false")))
+            })
+            .collect())
+    }
+
+    /// The command, not started.
+    pub(crate) fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new("git");
+        for v in CLEARED_ENV {
+            cmd.env_remove(v);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_PAGER", "cat")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("LC_ALL", "C");
+        if let Some(top) = &self.workspace {
+            let dot_git = top.join(".git");
+            cmd.env("GIT_DIR", &dot_git)
+                .env("GIT_COMMON_DIR", &dot_git)
+                .env("GIT_WORK_TREE", top)
+                .env("GIT_OBJECT_DIRECTORY", dot_git.join("objects"));
+        }
+        if let Some(index) = &self.index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.arg("-C").arg(&self.dir);
+        for c in PINNED
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.filters.iter().cloned())
+        {
+            cmd.arg("-c").arg(c);
+        }
+        cmd.args(args);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs git; its standard output when it exits 0.
+    pub(crate) fn output<I, S>(&self, args: I) -> Result<Vec<u8>, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.output_allow(args, &[])
+    }
+
+    /// Runs git; its standard output when it exits 0 or with one of `ok_codes`.
+    pub(crate) fn output_allow<I, S>(
+        &self,
+        args: I,
+        ok_codes: &[i32],
+    ) -> Result<Vec<u8>, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<std::ffi::OsString> = args
+            .into_iter()
+            .map(|a| a.as_ref().to_os_string())
+            .collect();
+        let out = self
+            .command(&args)
+            .output()
+            .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
+        let code = out.status.code().unwrap_or(-1);
+        if out.status.success() || ok_codes.contains(&code) {
+            return Ok(out.stdout);
+        }
+        Err(WorkspaceError::Git {
+            command: describe(&args),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+
+    /// Runs git; its standard output as text without the final newline.
+    pub(crate) fn text<I, S>(&self, args: I) -> Result<String, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let out = self.output(args)?;
+        Ok(String::from_utf8_lossy(&out).trim_end().to_string())
+    }
+
+    /// Runs git and reads at most `limit` bytes of its output (then stops it): the bytes
+    /// and whether there was more.
+    pub(crate) fn output_limited<I, S>(
+        &self,
+        args: I,
+        limit: usize,
+    ) -> Result<(Vec<u8>, bool), WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<std::ffi::OsString> = args
+            .into_iter()
+            .map(|a| a.as_ref().to_os_string())
+            .collect();
+        let mut child = self
+            .command(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
+        let mut buf = Vec::new();
+        let more = match child.stdout.take() {
+            Some(out) => {
+                let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+                out.take(cap)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| WorkspaceError::Io {
+                        path: self.dir.clone(),
+                        source: e,
+                    })?;
+                buf.len() > limit
+            }
+            None => false,
+        };
+        if more {
+            // The rest is not wanted: stop git rather than read it.
+            let _ = child.kill();
+            let _ = child.wait();
+            buf.truncate(limit);
+            return Ok((buf, true));
+        }
+        let out = child.wait_with_output().map_err(|e| WorkspaceError::Io {
+            path: self.dir.clone(),
+            source: e,
+        })?;
+        if !out.status.success() {
+            return Err(WorkspaceError::Git {
+                command: describe(&args),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Ok((buf, false))
+    }
+}
+
+fn describe(args: &[std::ffi::OsString]) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .take(3)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    format!("git {}", words.join(" "))
+}

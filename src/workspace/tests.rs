@@ -1,0 +1,490 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgSign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// A repository with a few files committed, a tag `v1` at its first commit.
+fn source(dir: &Path) -> PathBuf {
+    let repo = dir.join("src");
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(repo.join("gone.txt"), "to be deleted\n").unwrap();
+    std::fs::write(
+        repo.join("old.txt"),
+        "a file that is renamed\nwith two lines\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join("sub/b.txt"), "b\n").unwrap();
+    std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    git(&repo, &["tag", "v1"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    git(&repo, &["commit", "-q", "-am", "second"]);
+    std::fs::canonicalize(repo).unwrap()
+}
+
+fn workspaces(dir: &Path, limit: usize) -> Workspaces {
+    let config = WorkspaceConfig {
+        dir: Some(dir.join("ws")),
+        patch_limit: limit,
+        ..WorkspaceConfig::default()
+    };
+    Workspaces::open(&config, None).unwrap()
+}
+
+fn state(repo: &Path) -> (String, String, String) {
+    (
+        git(repo, &["status", "--porcelain"]),
+        git(repo, &["rev-parse", "HEAD"]),
+        git(repo, &["for-each-ref"]),
+    )
+}
+
+#[test]
+fn a_workspace_starts_at_head_on_its_branch_and_leaves_the_source_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let before = state(&src);
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all
+        .for_turn("ctx-12345678-abc", &src.join("sub"), None)
+        .unwrap()
+        .expect("a workspace");
+    assert_eq!(ws.branch, "agent-host/ctx-1234");
+    assert_eq!(ws.base_commit, git(&src, &["rev-parse", "HEAD"]));
+    assert!(!ws.source_dirty);
+    let co = ws.checkout();
+    assert_eq!(
+        git(&co, &["symbolic-ref", "HEAD"]),
+        "refs/heads/agent-host/ctx-1234"
+    );
+    assert_eq!(
+        std::fs::read_to_string(co.join("a.txt")).unwrap(),
+        "one\ntwo\nthree\nfour\n"
+    );
+    assert_eq!(ws.map_cwd(&src.join("sub")), co.join("sub"));
+    assert_eq!(ws.map_cwd(t.path()), co);
+    // Its own objects and refs: it borrows the source's objects only to read them.
+    assert!(co.join(".git/objects/info/alternates").is_file());
+    assert_eq!(git(&co, &["remote"]), "");
+    // A follow-up gets the same workspace.
+    let again = all
+        .for_turn("ctx-12345678-abc", &src, Some("v1"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, ws);
+    assert_eq!(state(&src), before);
+    assert_eq!(all.list().len(), 1);
+    assert!(all.disk_use() > 0);
+    assert!(all.remove("ctx-12345678-abc").unwrap());
+    assert!(all.list().is_empty());
+    assert!(!all.remove("ctx-12345678-abc").unwrap());
+}
+
+#[test]
+fn a_tag_or_a_commit_is_a_base_and_a_bad_ref_is_refused_with_nothing_made() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let first = git(&src, &["rev-parse", "v1^{commit}"]);
+    let ws = all.for_turn("tag", &src, Some("v1")).unwrap().unwrap();
+    assert_eq!(
+        (ws.base_ref.as_str(), ws.base_commit.as_str()),
+        ("v1", first.as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.checkout().join("a.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    let ws = all
+        .for_turn("commit", &src, Some(&first[..10]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ws.base_commit, first);
+    for bad in [
+        "no-such-branch",
+        "--upload-pack=x",
+        "0123456789abcdef0123456789abcdef01234567",
+        "",
+    ] {
+        let err = all
+            .for_turn(&format!("bad{bad}"), &src, Some(bad))
+            .unwrap_err();
+        assert!(matches!(err, WorkspaceError::BadRef { .. }), "{bad}: {err}");
+        assert!(err.is_bad_input());
+        assert!(all.check_base(&src, Some(bad)).is_err());
+    }
+    assert_eq!(all.list().len(), 2, "nothing half-made");
+    let leftovers: Vec<_> = std::fs::read_dir(all.root())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn no_repository_no_commits_and_a_dirty_source() {
+    let t = tempfile::tempdir().unwrap();
+    let plain = t.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let auto = workspaces(t.path(), 1 << 20);
+    assert!(
+        auto.for_turn("c", &plain, None).unwrap().is_none(),
+        "auto shares outside a repository"
+    );
+    let isolated = Workspaces::open(
+        &WorkspaceConfig {
+            mode: WorkspaceMode::Isolated,
+            dir: Some(t.path().join("ws2")),
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        isolated.for_turn("c", &plain, None),
+        Err(WorkspaceError::NotARepository { .. })
+    ));
+    let empty = t.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    git(&empty, &["init", "-q"]);
+    // A fresh `git init` has no base: auto shares the folder (a newcomer's first task
+    // works), while a named baseRef and isolated are refused.
+    assert!(auto.for_turn("c", &empty, None).unwrap().is_none());
+    assert!(auto.check_base(&empty, None).is_ok());
+    assert!(matches!(
+        auto.for_turn("c", &empty, Some("main")),
+        Err(WorkspaceError::NoCommits { .. })
+    ));
+    assert!(matches!(
+        isolated.for_turn("c", &empty, None),
+        Err(WorkspaceError::NoCommits { .. })
+    ));
+    let src = source(t.path());
+    std::fs::create_dir_all(src.join("build/out")).unwrap();
+    std::fs::write(src.join(".gitignore"), "*.log\nbuild/\n").unwrap();
+    assert!(
+        auto.for_turn("c", &src.join("build/out"), None)
+            .unwrap()
+            .is_none(),
+        "an ignored folder is shared"
+    );
+    std::fs::write(src.join("a.txt"), "uncommitted\n").unwrap();
+    let ws = auto.for_turn("dirty", &src, None).unwrap().unwrap();
+    assert!(ws.source_dirty);
+    assert_eq!(
+        std::fs::read_to_string(ws.checkout().join("a.txt")).unwrap(),
+        "one\ntwo\nthree\nfour\n"
+    );
+    let shared = Workspaces::open(
+        &WorkspaceConfig {
+            mode: WorkspaceMode::Shared,
+            dir: Some(t.path().join("ws3")),
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    assert!(shared.for_turn("c", &src, None).unwrap().is_none());
+}
+
+#[test]
+fn the_limit_refuses_a_new_workspace_and_keeps_the_old_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let config = WorkspaceConfig {
+        dir: Some(t.path().join("ws")),
+        max_workspaces: 2,
+        ..Default::default()
+    };
+    let all = Workspaces::open(&config, None).unwrap();
+    all.for_turn("one", &src, None).unwrap();
+    all.for_turn("two", &src, None).unwrap();
+    assert!(matches!(
+        all.for_turn("three", &src, None),
+        Err(WorkspaceError::TooMany { max: 2 })
+    ));
+    assert!(
+        all.for_turn("one", &src, None).unwrap().is_some(),
+        "follow-ups still run"
+    );
+    assert_eq!(all.list().len(), 2);
+}
+
+/// The agent's kinds of change: an edit, a new file, an untracked and an ignored file, a
+/// binary file, a rename, a deletion.
+fn edit(co: &Path) {
+    std::fs::write(co.join("a.txt"), "one\n2\nthree\nfour\nfive\n").unwrap();
+    std::fs::write(co.join("new.txt"), "new\n").unwrap();
+    std::fs::write(co.join("debug.log"), "ignored\n").unwrap();
+    std::fs::write(co.join("img.bin"), [0u8, 159, 146, 150, 0, 255, 1, 2]).unwrap();
+    std::fs::rename(co.join("old.txt"), co.join("renamed.txt")).unwrap();
+    std::fs::remove_file(co.join("gone.txt")).unwrap();
+    // Staged in the agent's own index: the host's diff must not disturb it.
+    git(co, &["add", "new.txt"]);
+}
+
+/// The tree `patch` gives applied onto a clean checkout of `base`.
+fn applied_tree(src: &Path, base: &str, patch: &[u8], dir: &Path) -> String {
+    let clean = dir.join("clean");
+    git(
+        src,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            clean.to_str().unwrap(),
+            base,
+        ],
+    );
+    let file = dir.join("p.patch");
+    std::fs::write(&file, patch).unwrap();
+    git(&clean, &["apply", "--index", file.to_str().unwrap()]);
+    let tree = git(&clean, &["write-tree"]);
+    git(
+        src,
+        &["worktree", "remove", "--force", clean.to_str().unwrap()],
+    );
+    tree
+}
+
+fn tree_of(co: &Path, dir: &Path) -> String {
+    let idx = dir.join("tree-index");
+    let _ = std::fs::remove_file(&idx);
+    let run = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(co)
+            .args(args)
+            .env("GIT_INDEX_FILE", &idx)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    run(&["add", "-A"]);
+    run(&["write-tree"])
+}
+
+#[test]
+fn the_changes_list_every_kind_of_change_and_the_patch_applies() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("kinds", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    assert_eq!(
+        all.changes(&ws).unwrap(),
+        Changes::default(),
+        "nothing changed yet"
+    );
+    edit(&co);
+    let staged_before = git(&co, &["diff", "--cached", "--name-only"]);
+    let ch = all.changes(&ws).unwrap();
+    assert_eq!(
+        git(&co, &["diff", "--cached", "--name-only"]),
+        staged_before,
+        "the agent's index is untouched"
+    );
+    let find = |p: &str| {
+        ch.files
+            .iter()
+            .find(|f| f.path == p)
+            .unwrap_or_else(|| panic!("{p} in {:?}", ch.files))
+    };
+    assert_eq!(find("a.txt").status, FileStatus::Modified);
+    assert_eq!((find("a.txt").additions, find("a.txt").deletions), (2, 1));
+    assert_eq!(find("new.txt").status, FileStatus::Added);
+    assert_eq!(find("gone.txt").status, FileStatus::Deleted);
+    assert_eq!(find("renamed.txt").status, FileStatus::Renamed);
+    assert_eq!(find("renamed.txt").old_path.as_deref(), Some("old.txt"));
+    assert!(find("img.bin").binary);
+    assert!(
+        ch.files.iter().all(|f| f.path != "debug.log"),
+        "ignored files stay out"
+    );
+    assert_eq!(ch.files.len(), 5);
+    assert!(!ch.truncated);
+    let text = String::from_utf8_lossy(&ch.patch);
+    assert!(text.contains("GIT binary patch"), "{text}");
+    assert!(text.contains("rename from old.txt"));
+    assert_eq!(
+        applied_tree(&src, &ws.base_commit, &ch.patch, t.path()),
+        tree_of(&co, t.path())
+    );
+}
+
+#[test]
+fn turn_commits_are_one_per_changing_turn_and_the_patch_stays_cumulative() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let before = state(&src);
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("commits", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    assert_eq!(all.commit_turn(&ws, "nothing", "t0").unwrap(), None);
+    std::fs::write(co.join("one.txt"), "1\n").unwrap();
+    let c1 = all
+        .commit_turn(&ws, "Add one\nand more words", "t1")
+        .unwrap()
+        .expect("a commit");
+    assert_eq!(
+        git(&co, &["status", "--porcelain"]),
+        "",
+        "the agent's index follows the commit"
+    );
+    assert_eq!(
+        git(
+            &co,
+            &[
+                "log",
+                "-1",
+                "--format=%s|%an <%ae>|%cn|%(trailers:key=Agent-Host-Task,valueonly)"
+            ]
+        ),
+        "Add one|agent-host <agent-host@localhost>|agent-host|t1"
+    );
+    assert_eq!(all.commit_turn(&ws, "again", "t1b").unwrap(), None);
+    std::fs::write(co.join("two.txt"), "2\n").unwrap();
+    let c2 = all.commit_turn(&ws, "Add two", "t2").unwrap().unwrap();
+    assert_eq!(git(&co, &["rev-parse", "HEAD^"]), c1);
+    assert_eq!(git(&co, &["rev-parse", "agent-host/commits"]), c2);
+    assert_eq!(all.head(&ws).unwrap(), c2);
+    assert_eq!(
+        git(
+            &co,
+            &["rev-list", "--count", &format!("{}..HEAD", ws.base_commit)]
+        ),
+        "2"
+    );
+    let ch = all.changes(&ws).unwrap();
+    let paths: Vec<_> = ch.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["one.txt", "two.txt"], "cumulative from the base");
+    assert_eq!(
+        applied_tree(&src, &ws.base_commit, &ch.patch, t.path()),
+        tree_of(&co, t.path())
+    );
+    assert_eq!(
+        state(&src),
+        before,
+        "the source's refs, HEAD and files are as they were"
+    );
+}
+
+#[test]
+fn a_large_change_is_cut_after_its_last_whole_file() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 64 * 1024);
+    let ws = all.for_turn("large", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("a-small.txt"), "small\n").unwrap();
+    let big: String = (0..20_000)
+        .map(|i| format!("line {i} of a large file\n"))
+        .collect();
+    std::fs::write(co.join("b-big.txt"), &big).unwrap();
+    let ch = all.changes(&ws).unwrap();
+    assert!(ch.truncated);
+    assert_eq!(ch.files.len(), 2, "the list names every file");
+    assert!(ch.patch.len() <= 64 * 1024);
+    let text = String::from_utf8_lossy(&ch.patch);
+    assert!(
+        text.contains("a/a-small.txt") && !text.contains("b-big.txt"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_workspace_config_that_would_run_programs_runs_none_on_the_host() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("evil", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let marker = t.path().join("ran");
+    let cmd = format!("touch {}; cat", marker.display());
+    // What an agent may write into its own .git and .gitattributes.
+    git(&co, &["config", "core.fsmonitor", &cmd]);
+    git(&co, &["config", "filter.x.clean", &cmd]);
+    git(&co, &["config", "filter.x.process", &cmd]);
+    git(&co, &["config", "diff.x.textconv", &cmd]);
+    git(&co, &["config", "diff.external", &cmd]);
+    std::fs::write(co.join(".gitattributes"), "*.txt filter=x diff=x\n").unwrap();
+    std::fs::create_dir_all(co.join(".git/hooks")).unwrap();
+    let hook = co.join(".git/hooks/reference-transaction");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(
+        &mut std::fs::metadata(&hook).unwrap().permissions(),
+        0o755,
+    );
+    Command::new("chmod")
+        .arg("755")
+        .arg(&hook)
+        .status()
+        .unwrap();
+    std::fs::write(co.join("a.txt"), "changed\n").unwrap();
+    let ch = all.changes(&ws).unwrap();
+    assert!(!ch.files.is_empty());
+    all.commit_turn(&ws, "x", "t").unwrap().unwrap();
+    assert!(
+        !marker.exists(),
+        "the host ran a program the workspace named"
+    );
+    // The same configuration does run it when git is run plainly (the test proves something).
+    std::fs::write(co.join("a.txt"), "changed again\n").unwrap();
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(&co)
+        .args(["add", "-A"])
+        .output();
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_linked_refs_folder_stops_the_host_from_committing() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let before = state(&src);
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("links", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("a.txt"), "x\n").unwrap();
+    // The agent points its refs at the source's: a host commit would move the source's branch.
+    git(&co, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+    std::fs::remove_dir_all(co.join(".git/refs/heads")).unwrap();
+    std::os::unix::fs::symlink(src.join(".git/refs/heads"), co.join(".git/refs/heads")).unwrap();
+    assert!(matches!(
+        all.commit_turn(&ws, "x", "t"),
+        Err(WorkspaceError::Tampered { .. })
+    ));
+    assert_eq!(state(&src), before);
+}

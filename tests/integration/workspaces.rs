@@ -1,0 +1,533 @@
+//! A git workspace per context (issue 31): the jsonl agent `tests/fixtures/workspaces/
+//! edit-agent.sh` edits its working directory; each context's change comes back as the
+//! `changes` artifact, whose patch applies onto the base; the source repository is never
+//! written; the sandbox keeps an agent out of the source and the other workspaces.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use super::common::{limit, limit_to};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgSign=false",
+        ])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// One agent-host process whose agent works in a git repository `work/`.
+struct Host {
+    child: tokio::process::Child,
+    base: String,
+    root: tempfile::TempDir,
+}
+
+impl Host {
+    async fn start(extra: &[(&str, &str)]) -> Host {
+        let root = tempfile::Builder::new()
+            .prefix("workspaces-test")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("tempdir");
+        let r = root.path();
+        for d in ["work/sub", "data", "home"] {
+            std::fs::create_dir_all(r.join(d)).expect("mkdir");
+        }
+        let work = r.join("work");
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("shared.txt"), "line 1\nline 2\nline 3\n").unwrap();
+        std::fs::write(work.join("sub/keep.txt"), "kept\n").unwrap();
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "first"]);
+        git(&work, &["tag", "v1"]);
+        std::fs::write(work.join("shared.txt"), "line 1\nline 2\nline 3\nline 4\n").unwrap();
+        git(&work, &["commit", "-q", "-am", "second"]);
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workspaces/edit-agent.sh");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let db = format!("sqlite:{}", r.join("data/agent-host.db").display());
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["serve", "--port", &port.to_string()])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", r.join("home"))
+            .env("AGENT_ADAPTER", "jsonl")
+            .env("AGENT_BINARY", &script)
+            .env("AGENT_REPO_PATH", &work)
+            .env("AGENT_HOST_STORE", db)
+            .env("AGENT_HOST_TOKEN", "ws-secret-token")
+            .env("AGENT_HOST_RATE_LIMIT", "0")
+            .env("AGENT_MAX_RUNNING_TASKS", "16")
+            .env("AGENT_CANCEL_GRACE_MS", "300")
+            .envs(extra.iter().copied())
+            .kill_on_drop(true)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn agent-host");
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            let card = client
+                .get(format!("{base}/.well-known/agent-card.json"))
+                .send()
+                .await;
+            if card.is_ok() {
+                return Host { child, base, root };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("agent-host did not serve its card within 10 s");
+    }
+
+    fn work(&self) -> PathBuf {
+        std::fs::canonicalize(self.root.path().join("work")).unwrap()
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        self.rpc_in("1.0", method, params).await
+    }
+
+    async fn rpc_in(&self, version: &str, method: &str, params: Value) -> Value {
+        self.post(version, method, params)
+            .await
+            .json()
+            .await
+            .expect("JSON-RPC response")
+    }
+
+    /// The raw response (a stream's events).
+    async fn post(&self, version: &str, method: &str, params: Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/", self.base))
+            .bearer_auth("ws-secret-token")
+            .header("A2A-Version", version)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// Sends `prompt` in `context` (with `metadata`) and returns the finished task.
+    async fn run(&self, prompt: &str, context: &str, metadata: Value) -> Value {
+        let v = self
+            .rpc("SendMessage", message(prompt, context, metadata))
+            .await;
+        let task = v["result"]["task"].clone();
+        assert!(task.is_object(), "{v}");
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+        task
+    }
+
+    /// The checkout of `context`'s workspace (from the records in the data folder).
+    fn checkout_of(&self, context: &str) -> PathBuf {
+        let dir = self.root.path().join("data/workspaces");
+        for e in std::fs::read_dir(&dir)
+            .expect("workspaces folder")
+            .flatten()
+        {
+            let rec: Value = match std::fs::read(e.path().join("workspace.json")) {
+                Ok(b) => serde_json::from_slice(&b).unwrap(),
+                Err(_) => continue,
+            };
+            if rec["contextId"] == context {
+                return e.path().join("repo");
+            }
+        }
+        panic!("no workspace for {context}");
+    }
+
+    async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+fn message(text: &str, context: &str, metadata: Value) -> Value {
+    json!({"message": {"messageId": super::common::uuid(), "role": "ROLE_USER",
+        "contextId": context, "parts": [{"text": text}], "metadata": metadata}})
+}
+
+/// The `changes` artifact's data part and patch.
+fn changes_of(task: &Value) -> (Value, Vec<u8>) {
+    let arts = task["artifacts"].as_array().expect("artifacts");
+    let a = arts
+        .iter()
+        .find(|a| a["artifactId"] == "changes")
+        .unwrap_or_else(|| panic!("no changes artifact in {task}"));
+    let parts = a["parts"].as_array().unwrap();
+    let data = parts[0]["data"].clone();
+    let patch = parts
+        .iter()
+        .find(|p| p["filename"] == "changes.patch")
+        .map(|p| {
+            assert_eq!(p["mediaType"], "text/x-diff");
+            base64::engine::general_purpose::STANDARD
+                .decode(p["raw"].as_str().unwrap())
+                .unwrap()
+        })
+        .unwrap_or_default();
+    (data, patch)
+}
+
+fn paths(data: &Value) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = data["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The tree `patch` gives applied onto a fresh clone of `src` at `base`.
+fn applied_tree(src: &Path, base: &str, patch: &[u8], scratch: &Path) -> String {
+    let clean = scratch.join(format!("clean-{}", super::common::uuid()));
+    git(
+        scratch,
+        &[
+            "clone",
+            "-q",
+            src.to_str().unwrap(),
+            clean.to_str().unwrap(),
+        ],
+    );
+    git(&clean, &["checkout", "-q", "--detach", base]);
+    let file = clean.join("../p.patch");
+    std::fs::write(&file, patch).unwrap();
+    git(&clean, &["apply", "--index", file.to_str().unwrap()]);
+    git(&clean, &["write-tree"])
+}
+
+/// The tree of a checkout's files (untracked in, ignored out), without touching its index.
+fn tree_of(checkout: &Path) -> String {
+    let idx = checkout.join("../tree-index");
+    let _ = std::fs::remove_file(&idx);
+    for args in [&["add", "-A"][..], &["write-tree"]] {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(checkout)
+            .args(args)
+            .env("GIT_INDEX_FILE", &idx)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        if args[0] == "write-tree" {
+            return String::from_utf8_lossy(&out.stdout).trim().to_string();
+        }
+    }
+    unreachable!()
+}
+
+fn source_state(src: &Path) -> (String, String, String) {
+    (
+        git(src, &["status", "--porcelain"]),
+        git(src, &["rev-parse", "HEAD"]),
+        git(src, &["for-each-ref"]),
+    )
+}
+
+#[tokio::test]
+async fn eight_contexts_at_once_each_get_exactly_their_own_change() {
+    limit_to(Duration::from_secs(120), async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let before = source_state(&src);
+        let head = before.1.clone();
+        let runs = (0..8).map(|i| {
+            let h = &h;
+            async move {
+                let ctx = format!("ctx{i}-{}", super::common::uuid());
+                let task = h.run(&format!("edit c{i}"), &ctx, json!({})).await;
+                (i, ctx, task)
+            }
+        });
+        let done = futures::future::join_all(runs).await;
+        for (i, ctx, task) in done {
+            let (data, patch) = changes_of(&task);
+            assert_eq!(
+                paths(&data),
+                [
+                    (format!("own-c{i}.txt"), "added".to_string()),
+                    ("shared.txt".to_string(), "modified".to_string())
+                ]
+            );
+            assert_eq!(data["base"]["commit"], head.as_str());
+            assert_eq!(data["base"]["ref"], "HEAD");
+            assert_eq!(data["branch"], format!("agent-host/{}", &ctx[..8]));
+            assert_eq!(data["truncated"], false);
+            let text = String::from_utf8_lossy(&patch);
+            assert!(text.contains(&format!("+line 2 from c{i}")), "{text}");
+            for j in (0..8).filter(|j| *j != i) {
+                assert!(
+                    !text.contains(&format!("from c{j}")) && !text.contains(&format!("own-c{j}")),
+                    "context {i}'s patch holds {j}'s change"
+                );
+            }
+            let co = h.checkout_of(&ctx);
+            let scratch = h.root.path().join("data");
+            assert_eq!(applied_tree(&src, &head, &patch, &scratch), tree_of(&co));
+            // Committed on the context's branch (workspace_commit = "turn").
+            assert_eq!(data["head"], git(&co, &["rev-parse", "HEAD"]).as_str());
+        }
+        assert_eq!(
+            source_state(&src),
+            before,
+            "the source checkout is unchanged"
+        );
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn follow_ups_see_the_earlier_turns_and_the_patch_is_cumulative() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let ctx = format!("follow-{}", super::common::uuid());
+        let t1 = h.run("edit one", &ctx, json!({"baseRef": "v1"})).await;
+        let (d1, _) = changes_of(&t1);
+        assert_eq!(d1["base"]["ref"], "v1");
+        assert_eq!(
+            d1["base"]["commit"],
+            git(&src, &["rev-parse", "v1^{commit}"]).as_str()
+        );
+        let t2 = h.run("show own-one.txt", &ctx, json!({})).await;
+        let shown = t2["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            shown.contains("made by one"),
+            "turn 2 sees turn 1's file: {t2}"
+        );
+        let (d2, p2) = changes_of(&t2);
+        assert_eq!(
+            paths(&d2),
+            paths(&d1),
+            "a turn that changed nothing still carries the cumulative change"
+        );
+        let t3 = h.run("edit two", &ctx, json!({})).await;
+        let (d3, p3) = changes_of(&t3);
+        assert_eq!(
+            paths(&d3),
+            [
+                ("own-one.txt".to_string(), "added".to_string()),
+                ("own-two.txt".to_string(), "added".to_string()),
+                ("shared.txt".to_string(), "modified".to_string())
+            ]
+        );
+        assert!(!p2.is_empty() && p3.len() > p2.len());
+        let co = h.checkout_of(&ctx);
+        // One commit per changing turn, with the task id as a trailer.
+        let base = d1["base"]["commit"].as_str().unwrap();
+        let log = git(
+            &co,
+            &[
+                "log",
+                "--format=%s|%(trailers:key=Agent-Host-Task,valueonly)",
+                &format!("{base}..HEAD"),
+            ],
+        );
+        let log: Vec<&str> = log.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            log.join("\n"),
+            format!(
+                "edit two|{}\nedit one|{}",
+                t3["id"].as_str().unwrap(),
+                t1["id"].as_str().unwrap()
+            )
+        );
+        assert_eq!(
+            applied_tree(&src, base, &p3, &h.root.path().join("data")),
+            tree_of(&co)
+        );
+        // v0.3 carries the artifact too: a data part and a file part.
+        let v03 = h.rpc_in("0.3", "tasks/get", json!({"id": t3["id"]})).await;
+        let art = v03["result"]["artifacts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["artifactId"] == "changes"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no changes artifact in {v03}"));
+        let kinds: Vec<&str> = art["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["kind"].as_str())
+            .collect();
+        assert_eq!(kinds, ["data", "file"], "{art}");
+        assert_eq!(art["parts"][1]["file"]["name"], "changes.patch");
+        assert_eq!(art["parts"][1]["file"]["mimeType"], "text/x-diff");
+        // The v1.0 stream: the artifact comes before the terminal status update.
+        let body = h
+            .post(
+                "1.0",
+                "SendStreamingMessage",
+                message("edit five", &ctx, json!({})),
+            )
+            .await
+            .text()
+            .await
+            .unwrap();
+        let artifact_at = body
+            .find("\"artifactId\":\"changes\"")
+            .unwrap_or_else(|| panic!("{body}"));
+        let completed_at = body
+            .rfind("TASK_STATE_COMPLETED")
+            .unwrap_or_else(|| panic!("{body}"));
+        assert!(artifact_at < completed_at, "{body}");
+        // A commit as the base.
+        let first = git(&src, &["rev-parse", "v1^{commit}"]);
+        let t4 = h
+            .run(
+                "edit four",
+                &format!("c-{}", super::common::uuid()),
+                json!({"baseRef": first}),
+            )
+            .await;
+        assert_eq!(changes_of(&t4).0["base"]["commit"], first.as_str());
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bad_base_ref_is_refused_before_anything_starts() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("bad-{}", super::common::uuid());
+        let v = h
+            .rpc(
+                "SendMessage",
+                message("edit x", &ctx, json!({"baseRef": "no-such-branch"})),
+            )
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no-such-branch"),
+            "{v}"
+        );
+        let list = h.rpc("ListTasks", json!({"contextId": ctx})).await;
+        assert_eq!(
+            list["result"]["tasks"]
+                .as_array()
+                .map(Vec::len)
+                .unwrap_or(0),
+            0,
+            "{list}"
+        );
+        h.stop().await;
+    })
+    .await;
+}
+
+/// True when bubblewrap runs here; else says why (and fails under `CI=true`).
+fn bwrap_available() -> bool {
+    let caps = agent_host::runner::sandbox::Capabilities::get();
+    if caps.bwrap.is_some() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and bubblewrap is missing: {}", caps.bwrap_missing);
+    }
+    eprintln!(
+        "\n*** SKIPPED: the workspace containment test needs bubblewrap: {} ***\n",
+        caps.bwrap_missing
+    );
+    false
+}
+
+/// What the probe agent reports, NAME=VALUE per line.
+fn probes(task: &Value) -> String {
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn an_agent_cannot_write_the_source_or_another_workspace_in_the_sandbox() {
+    if !bwrap_available() {
+        return;
+    }
+    limit(async {
+        let h = Host::start(&[("AGENT_SANDBOX", "required")]).await;
+        let src = h.work();
+        let before = source_state(&src);
+        let other = format!("other-{}", super::common::uuid());
+        h.run("edit other", &other, json!({})).await;
+        let other_co = h.checkout_of(&other);
+        let t = h
+            .run(
+                &format!("probe {} {}", src.display(), other_co.display()),
+                &format!("p-{}", super::common::uuid()),
+                json!({}),
+            )
+            .await;
+        let out = probes(&t);
+        for p in [
+            "srcfile=refused",
+            "srcref=refused",
+            "srchead=refused",
+            "other=refused",
+        ] {
+            assert!(out.contains(p), "{p} in {out}");
+        }
+        assert_eq!(source_state(&src), before);
+        assert!(!other_co.join("written-by-agent").exists());
+        h.stop().await;
+
+        // The same probe without the sandbox and without workspaces: it succeeds.
+        let h = Host::start(&[("AGENT_SANDBOX", "off"), ("AGENT_HOST_WORKSPACE", "shared")]).await;
+        let src = h.work();
+        let victim = h.root.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        let t = h
+            .run(
+                &format!("probe {} {}", src.display(), victim.display()),
+                "p-off",
+                json!({}),
+            )
+            .await;
+        let out = probes(&t);
+        for p in ["srcfile=ok", "srcref=ok", "srchead=ok", "other=ok"] {
+            assert!(out.contains(p), "{p} in {out}");
+        }
+        assert!(t["artifacts"]
+            .as_array()
+            .is_none_or(|a| a.iter().all(|a| a["artifactId"] != "changes")));
+        h.stop().await;
+    })
+    .await;
+}
