@@ -193,6 +193,34 @@ impl McpHost {
         Ok(&self.agent(None)?.engine)
     }
 
+    /// Sends `message` as the caller, and answers the task: once it settles with `wait`
+    /// (progress notifications meanwhile), else as it is now. `start_task` and `reply` share it.
+    async fn send_and_answer(
+        engine: &Engine,
+        message: crate::protocol::v1::Message,
+        who: &Who,
+        wait: bool,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let req = SendMessageRequest {
+            tenant: None,
+            message,
+            configuration: None,
+            metadata: None,
+        };
+        let acc = engine
+            .send(req, who.owner(), &who.opts)
+            .await
+            .map_err(error)?;
+        let snap = if wait {
+            Self::settle(engine, &acc.task_id, acc.from_seq, who, ctx).await
+        } else {
+            engine.get_snapshot(&acc.task_id, who.owner()).await
+        }
+        .map_err(error)?;
+        task_answer(&snap)
+    }
+
     /// Waits until the task settles (ends, or waits for input) after `from_seq`, sending its
     /// updates as progress notifications when the call has a progress token. A canceled call
     /// stops waiting (the task goes on) and answers the task as it is.
@@ -308,24 +336,7 @@ impl McpHost {
         let mut message = crate::engine::input::text_message(&p.prompt);
         message.context_id = p.context_id.clone().filter(|c| !c.trim().is_empty());
         message.metadata = start_metadata(&p);
-        let req = SendMessageRequest {
-            tenant: None,
-            message,
-            configuration: None,
-            metadata: None,
-        };
-        let engine = &state.engine;
-        let acc = engine
-            .send(req, who.owner(), &who.opts)
-            .await
-            .map_err(error)?;
-        let snap = if p.wait {
-            Self::settle(engine, &acc.task_id, acc.from_seq, &who, &ctx).await
-        } else {
-            engine.get_snapshot(&acc.task_id, who.owner()).await
-        }
-        .map_err(error)?;
-        task_answer(&snap)
+        Self::send_and_answer(&state.engine, message, &who, p.wait, &ctx).await
     }
 
     /// Reads a task and, optionally, its events.
@@ -425,23 +436,7 @@ impl McpHost {
         required(&p.task_id, "taskId")?;
         let message = reply_message(&p)?;
         let engine = self.engine_of(&p.task_id).await?;
-        let req = SendMessageRequest {
-            tenant: None,
-            message,
-            configuration: None,
-            metadata: None,
-        };
-        let acc = engine
-            .send(req, who.owner(), &who.opts)
-            .await
-            .map_err(error)?;
-        let snap = if p.wait {
-            Self::settle(engine, &acc.task_id, acc.from_seq, &who, &ctx).await
-        } else {
-            engine.get_snapshot(&acc.task_id, who.owner()).await
-        }
-        .map_err(error)?;
-        task_answer(&snap)
+        Self::send_and_answer(engine, message, &who, p.wait, &ctx).await
     }
 
     /// Cancels a task.
