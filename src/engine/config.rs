@@ -258,7 +258,7 @@ pub struct HostLimits {
     /// How long a question may wait for its answer before the task ends (failed, saying
     /// so); zero: only the turn's hard timeout ends it.
     pub input_timeout: std::time::Duration,
-    /// Requests per minute per credential (token bucket); 0 = no limit.
+    /// Requests per minute per caller (token bucket; a read costs a tenth); 0 = no limit.
     pub rate_per_minute: u32,
     /// Answer text kept per task; more is dropped with a note.
     pub max_output_bytes: usize,
@@ -278,7 +278,7 @@ impl Default for HostLimits {
             max_queued: 256,
             max_live: 64,
             input_timeout: std::time::Duration::from_secs(600),
-            rate_per_minute: 600,
+            rate_per_minute: 1200,
             max_output_bytes: 64 * 1024 * 1024,
             max_subscribers: MAX_SUBSCRIBERS_PER_TASK,
             auth_failures_per_minute: 20,

@@ -166,6 +166,26 @@ impl Method {
         )
     }
 
+    /// True for the methods that only read (a task, a list, a stream of a task already
+    /// running, a push config, the extended card): the rate limit charges them less than a
+    /// method that starts or changes work.
+    pub fn is_read(self) -> bool {
+        matches!(
+            self,
+            Method::GetTask
+                | Method::ListTasks
+                | Method::SubscribeToTask
+                | Method::GetTaskPushNotificationConfig
+                | Method::ListTaskPushNotificationConfigs
+                | Method::GetExtendedAgentCard
+                | Method::TasksGet
+                | Method::TasksResubscribe
+                | Method::PushConfigGet
+                | Method::PushConfigList
+                | Method::GetAuthenticatedExtendedCard
+        )
+    }
+
     /// True for the push-notification config methods.
     pub fn is_push_config(self) -> bool {
         matches!(

@@ -103,13 +103,13 @@ pub struct ServerConfig {
         default_value_t = 256
     )]
     pub max_streams: usize,
-    /// Requests per minute per credential (bursts of max(this, 10)); over it: HTTP 429 with Retry-After; 0 = no limit
+    /// Requests per minute per caller: its credential, or its client address without one (bursts of max(this, 10)); a read (get, list, subscribe, card) costs a tenth of a request; over it: HTTP 429 with Retry-After; 0 = no limit
     #[arg(
         id = "server.rate_limit",
         long = "rate-limit",
         env = "AGENT_HOST_RATE_LIMIT",
         value_name = "N",
-        default_value_t = 600
+        default_value_t = 1200
     )]
     pub rate_limit: u32,
     /// Failed authentications per minute per client address; beyond them failures get 429 with Retry-After (a valid credential still passes); 0 = no limit

@@ -35,6 +35,37 @@ struct Bucket {
     at: Instant,
 }
 
+/// What a request costs against its caller's rate limit. A read (a task, a list, a card, a
+/// stream of a running task) costs [`READ_COST`] of a request that starts or changes work:
+/// an orchestrator that polls each of its tasks once a second spends little, while a flood
+/// of sends is still stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weight {
+    Read,
+    Write,
+}
+
+/// The share of the rate limit one read takes.
+pub const READ_COST: f64 = 0.1;
+
+/// Whose bucket a request is charged to: the credential's name, or for callers without
+/// credentials their client address (one busy caller does not use up the others' share).
+/// Kept in the request's extensions so that a handler that learns from the body that a
+/// request charged as a read is a write ([`Guard::charge_write`]) charges the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateKey(String);
+
+impl RateKey {
+    /// The key of `caller` (a credential's name), else of its client address.
+    pub fn of(caller: Option<&str>, peer: Option<IpAddr>) -> RateKey {
+        match (caller, peer) {
+            (Some(name), _) => RateKey(format!("credential {name}")),
+            (None, Some(ip)) => RateKey(format!("address {ip}")),
+            (None, None) => RateKey("anonymous".into()),
+        }
+    }
+}
+
 /// The guard's settings and the rate limiter's buckets.
 pub struct Guard {
     security: Security,
@@ -217,27 +248,45 @@ impl Guard {
         self.authenticate(headers).is_ok()
     }
 
-    /// Takes a token from the caller's bucket; Err(seconds to wait) when it is empty.
-    fn rate(&self, key: &str) -> Result<(), u64> {
+    /// Takes `cost` tokens from the caller's bucket; Err(seconds to wait) when it has too few.
+    fn rate(&self, key: &RateKey, cost: f64) -> Result<(), u64> {
+        self.rate_at(key, cost, Instant::now())
+    }
+
+    /// [`Guard::rate`] at the time `now`.
+    fn rate_at(&self, key: &RateKey, cost: f64, now: Instant) -> Result<(), u64> {
         if self.rate_per_minute == 0 {
             return Ok(());
         }
         let per_sec = f64::from(self.rate_per_minute) / 60.0;
         let burst = f64::from(self.rate_per_minute.max(10));
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let b = buckets.entry(key.to_string()).or_insert(Bucket {
+        // Forget callers whose bucket is full again (bounds the map: callers without
+        // credentials are keyed by address).
+        if buckets.len() > 10_000 {
+            buckets
+                .retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec < burst);
+        }
+        let b = buckets.entry(key.0.clone()).or_insert(Bucket {
             tokens: burst,
             at: now,
         });
         b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec).min(burst);
         b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
+        if b.tokens >= cost {
+            b.tokens -= cost;
             Ok(())
         } else {
-            Err(((1.0 - b.tokens) / per_sec).ceil().max(1.0) as u64)
+            Err(((cost - b.tokens) / per_sec).ceil().max(1.0) as u64)
         }
+    }
+
+    /// Charges the rest of a write to a request the middleware charged as a read (a JSON-RPC
+    /// call, whose method is in its body); Some(the 429 answer) when the caller's bucket has
+    /// too little left.
+    pub fn charge_write(&self, key: Option<&RateKey>) -> Option<Response> {
+        let key = key?;
+        self.rate(key, 1.0 - READ_COST).err().map(too_many_requests)
     }
 
     /// Counts a failed authentication from `ip`; Err(seconds to wait) when the address has
@@ -375,26 +424,20 @@ pub fn cors_layer(g: Arc<Guard>) -> CorsLayer {
 /// trace and extensions.
 pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let public = is_public(req.uri().path());
-    let caller = match g.admit(req.headers(), public) {
-        Ok(name) => name,
-        Err(Refusal::RateLimited(wait)) => {
-            let mut r = refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                "Too Many Requests",
-                "rate limit reached for this credential; retry after the time in Retry-After",
-            );
-            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
-                r.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-            return r;
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let weight = weight_of(req.method(), req.uri().path());
+    let caller = match g.admit(req.headers(), public, ip, weight) {
+        Ok((name, key)) => {
+            req.extensions_mut().insert(key);
+            name
         }
+        Err(Refusal::RateLimited(wait)) => return too_many_requests(wait),
         Err(Refusal::Unauthenticated) => {
             // Throttled per client address; a valid credential is never throttled here,
             // so callers who authenticate are unaffected by someone guessing beside them.
-            let ip = req
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0.ip());
             if let Some(ip) = ip {
                 if let Err((wait, first)) = g.failed(ip) {
                     if first {
@@ -437,6 +480,45 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
     resp
 }
 
+/// HTTP 429 with `Retry-After`: the caller's rate limit is reached.
+fn too_many_requests(wait: u64) -> Response {
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too Many Requests",
+        "rate limit reached for this caller (its credential, or its address without one); retry after the time in Retry-After",
+    );
+    if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// What an HTTP request costs before its body is read: reads by method (`GET`, `HEAD`,
+/// `OPTIONS`, and v0.3's `POST /v1/tasks/{id}:subscribe`), and a JSON-RPC call as a read, its handler charging the rest when its method
+/// starts or changes work ([`Guard::charge_write`]); MCP's `POST /mcp` and every other
+/// `POST` or `DELETE` as a write.
+pub fn weight_of(method: &Method, path: &str) -> Weight {
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+        || is_jsonrpc_path(path)
+        || path.ends_with(":subscribe")
+    {
+        Weight::Read
+    } else {
+        Weight::Write
+    }
+}
+
+/// The JSON-RPC endpoints: `/`, `/a2a`, `/a2a/jsonrpc`, at the root or under an agent's
+/// prefix (`/agents/{id}`).
+fn is_jsonrpc_path(path: &str) -> bool {
+    let p = path.trim_end_matches('/');
+    let rest = match p.strip_prefix("/agents/") {
+        Some(r) => r.split_once('/').map_or("", |(_, tail)| tail),
+        None => p.trim_start_matches('/'),
+    };
+    matches!(rest.trim_end_matches('/'), "" | "a2a" | "a2a/jsonrpc")
+}
+
 /// Why the guard refused a caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -450,17 +532,29 @@ pub enum Refusal {
 impl Guard {
     /// Authentication and rate limit, for every binding: the caller's name (None when no
     /// authentication is configured, or for an anonymous caller of a `public` route).
-    pub fn admit(&self, headers: &HeaderMap, public: bool) -> Result<Option<String>, Refusal> {
+    /// A request is charged by its `weight`, to its credential or, without one, to its
+    /// client address `peer`.
+    pub fn admit(
+        &self,
+        headers: &HeaderMap,
+        public: bool,
+        peer: Option<IpAddr>,
+        weight: Weight,
+    ) -> Result<(Option<String>, RateKey), Refusal> {
         let caller = match self.authenticate(headers) {
             Ok(name) => name,
-            Err(()) if public => return Ok(None),
+            Err(()) if public => return Ok((None, RateKey::of(None, peer))),
             Err(()) => return Err(Refusal::Unauthenticated),
         };
+        let key = RateKey::of(caller.as_deref(), peer);
         if !public {
-            let key = caller.clone().unwrap_or_else(|| "anonymous".into());
-            self.rate(&key).map_err(Refusal::RateLimited)?;
+            let cost = match weight {
+                Weight::Read => READ_COST,
+                Weight::Write => 1.0,
+            };
+            self.rate(&key, cost).map_err(Refusal::RateLimited)?;
         }
-        Ok(caller)
+        Ok((caller, key))
     }
 
     /// What of the request goes along when a command is passed to the host that runs its

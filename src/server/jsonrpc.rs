@@ -97,6 +97,7 @@ pub async fn handle(
     axum::Extension(caller): axum::Extension<super::Caller>,
     axum::Extension(opts): axum::Extension<crate::engine::RequestOptions>,
     Query(query): Query<std::collections::HashMap<String, String>>,
+    rate_key: Option<axum::Extension<super::guard::RateKey>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -168,6 +169,13 @@ pub async fn handle(
             return error_response(&id, &A2AError::MethodNotFound(unknown.to_string()), None)
         }
     };
+    if !method.is_read() {
+        // Charged as a read before its body was read: a method that starts or changes
+        // work pays the rest of a request.
+        if let Some(refused) = state.guard.charge_write(rate_key.as_ref().map(|k| &k.0)) {
+            return refused;
+        }
+    }
     let version = method.version();
     let requested = requested_version(&headers, &query);
     if let Err(e) = check_version(requested.as_deref(), version, &format!("method {method}")) {

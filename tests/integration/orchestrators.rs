@@ -1,6 +1,7 @@
 //! Orchestrators at full tilt (issue 33): a cancel at any moment of a task's start answers at
 //! once and leaves nothing behind; questions fanned out beyond the running slots all reach
-//! the caller, and an abandoned one expires.
+//! the caller, and an abandoned one expires; an orchestrator polling its tasks on the default
+//! rate limit is never refused.
 
 use std::time::{Duration, Instant};
 
@@ -156,4 +157,98 @@ async fn an_abandoned_question_expires_and_says_so() {
         assert!(text.contains("question expired"), "{t}");
     })
     .await;
+}
+
+/// The JSON-RPC call `method` with `params` to `host`, and whether the host refused it (HTTP
+/// 429 from the rate limit, or any JSON-RPC error).
+async fn call(host: &HostProcess, method: &str, params: Value) -> (Value, bool) {
+    let v = host.rpc("/", method, params, &[]).await;
+    let refused = v.get("result").is_none();
+    if refused {
+        println!("{method} refused: {v}");
+    }
+    (v["result"].clone(), refused)
+}
+
+/// An orchestrator as the host's callers drive it, on the default settings (rate limit
+/// included) and without credentials: 20 contexts at a time, a question in each, every task
+/// polled once a second until it asks, answered (every fifth one of every third round
+/// cancelled instead), polled until it ends, then a follow-up in each context; for 75 s.
+/// Nothing is refused and nothing is stuck. Before the rate limit charged reads less and kept
+/// callers without credentials apart, this load ran dry of the shared 600 a minute within
+/// the first minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orchestrator_polling_twenty_tasks_is_never_refused_on_the_defaults() {
+    limit_to(Duration::from_secs(240), async {
+        let host = HostProcess::spawn(&[], &[]).await;
+        let contexts: Vec<String> = (0..20).map(|_| uuid()).collect();
+        let start = Instant::now();
+        let (mut refused, mut requests, mut rounds, mut tasks) = (0, 0, 0, 0);
+        while start.elapsed() < Duration::from_secs(75) {
+            rounds += 1;
+            let mut ids = Vec::new();
+            for ctx in &contexts {
+                let mut p = send_now("question");
+                p["message"]["contextId"] = json!(ctx);
+                let (t, r) = call(&host, "SendMessage", p).await;
+                requests += 1;
+                refused += usize::from(r);
+                ids.extend(t["task"]["id"].as_str().map(str::to_string));
+            }
+            tasks += ids.len();
+            let (r, n) = follow(&host, &ids, rounds).await;
+            refused += r;
+            requests += n;
+        }
+        println!(
+            "orchestrator load: {rounds} rounds, {tasks} tasks, {requests} requests in {:?}, {refused} refused",
+            start.elapsed()
+        );
+        assert_eq!(refused, 0, "of {requests} requests");
+        assert_eq!(tasks, rounds * 20);
+    })
+    .await;
+}
+
+/// Polls each of `ids` once a second: answers a question (or, in every third round, cancels
+/// every fifth task), until every task has ended; a task not ended within 60 s is stuck.
+/// Returns (refused, requests).
+async fn follow(host: &HostProcess, ids: &[String], round: usize) -> (usize, usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut open: Vec<(usize, String)> = ids.iter().cloned().enumerate().collect();
+    let (mut refused, mut requests) = (0, 0);
+    while !open.is_empty() {
+        assert!(Instant::now() < deadline, "stuck tasks: {open:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut still = Vec::new();
+        for (i, id) in open {
+            let (t, r) = call(host, "GetTask", json!({"id": id})).await;
+            requests += 1;
+            refused += usize::from(r);
+            let (method, params) = match state(&t) {
+                "TASK_STATE_INPUT_REQUIRED" if round.is_multiple_of(3) && i.is_multiple_of(5) => {
+                    ("CancelTask", json!({"id": id}))
+                }
+                "TASK_STATE_INPUT_REQUIRED" => {
+                    let mut p = send_now("src/main.rs");
+                    p["message"]["taskId"] = json!(id);
+                    ("SendMessage", p)
+                }
+                "TASK_STATE_COMPLETED" | "TASK_STATE_CANCELED" => continue,
+                s if s.is_empty() || s.ends_with("FAILED") || s.ends_with("REJECTED") => {
+                    panic!("task {id} ended badly: {t}")
+                }
+                _ => {
+                    still.push((i, id));
+                    continue;
+                }
+            };
+            let (_, r) = call(host, method, params).await;
+            requests += 1;
+            refused += usize::from(r);
+            still.push((i, id));
+        }
+        open = still;
+    }
+    (refused, requests)
 }

@@ -401,15 +401,24 @@ async fn limits_refuse_with_429_and_the_documented_code() {
             ..Options::default()
         })
         .await;
+        // Reads cost a tenth of a request: 30 list calls fit in a bucket of 12.
+        for i in 0..30 {
+            let (st, _, _) = call(&s, reqwest::Method::GET, "/a2a/rest/tasks", &[], None).await;
+            assert_eq!(st, 200, "read {i}");
+        }
+        // A JSON-RPC call that changes work (a cancel) pays a whole request, its method
+        // read from its body: a burst of them is refused.
         let mut refused = None;
-        for _ in 0..30 {
-            let (st, h, _) = call(&s, reqwest::Method::GET, "/a2a/rest/tasks", &[], None).await;
+        for i in 0..30 {
+            let cancel = json!({"jsonrpc":"2.0","id":i,"method":"CancelTask","params":{"id":uuid()}});
+            let (st, h, _) = call(&s, reqwest::Method::POST, "/", &[], Some(cancel)).await;
             if st == 429 {
-                refused = Some(h);
+                refused = Some((i, h));
                 break;
             }
         }
-        let h = refused.expect("the rate limit refuses a burst");
+        let (i, h) = refused.expect("the rate limit refuses a burst");
+        assert!(i <= 12, "refused only after {i} writes");
         assert!(h["retry-after"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
         assert_eq!(call(&s, reqwest::Method::GET, "/health", &[], None).await.0, 200);
     })

@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::extensions::{self, RequestExtensions};
-use super::guard::{Guard, Refusal};
+use super::guard::{Guard, Refusal, Weight};
 use super::negotiate::{check_version, Version};
 use super::AppState;
 use crate::protocol::error::ERROR_DOMAIN;
@@ -98,14 +98,19 @@ impl Calls {
         method: &str,
         tenant: impl Fn(&T) -> &String,
     ) -> Result<(Call, T), Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        let weight = match method.parse::<crate::protocol::Method>() {
+            Ok(m) if m.is_read() => Weight::Read,
+            _ => Weight::Write,
+        };
         let (metadata, _, msg) = req.into_parts();
         let headers = metadata.into_headers();
-        let caller = self.guard.admit(&headers, false).map_err(|r| match r {
+        let (caller, _) = self.guard.admit(&headers, false, peer, weight).map_err(|r| match r {
             Refusal::Unauthenticated => Status::unauthenticated(
                 "credentials required: send `authorization` (Bearer or Basic) or the API key metadata",
             ),
             Refusal::RateLimited(wait) => Status::resource_exhausted(format!(
-                "rate limit reached for this credential; retry in {wait} s"
+                "rate limit reached for this caller (its credential, or its address without one); retry in {wait} s"
             )),
         })?;
         let requested = headers
