@@ -35,6 +35,7 @@ mod real_cli;
 mod real_cli_aider;
 mod real_cli_gemini;
 mod real_cli_mcp;
+mod real_cli_opencode;
 mod real_cli_qwen;
 mod rest;
 mod restart;

@@ -4,10 +4,11 @@
 //! one answered no, a cancel mid-turn, and an auth error; for Gemini CLI also follow-ups
 //! within the minute of the first turn and a model API that answers 500
 //! (`real_cli_gemini.rs`); Qwen Code's failures are in `real_cli_qwen.rs`, aider's first-run
-//! questions in `real_cli_aider.rs`.
+//! questions in `real_cli_aider.rs`, opencode (with and without `XDG_DATA_HOME`) in
+//! `real_cli_opencode.rs`.
 //!
 //! A CLI is found through `CLAUDE_CODE_PATH` / `CODEX_PATH` / `GEMINI_PATH` / `QWEN_PATH` /
-//! `AIDER_PATH`, else `tests/clis/node_modules/.bin/<name>` (npm) or
+//! `OPENCODE_PATH` / `AIDER_PATH`, else `tests/clis/node_modules/.bin/<name>` (npm) or
 //! `tests/clis/.venv/bin/<name>` (PyPI), else PATH.
 //!
 //! The tests are `#[ignore]`d, so a plain `cargo test` reports them as *ignored* (a skip the
