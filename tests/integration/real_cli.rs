@@ -14,7 +14,7 @@
 //! The tests are `#[ignore]`d, so a plain `cargo test` reports them as *ignored* (a skip the
 //! summary counts, not a pass). Run them with
 //! `cargo test --test integration real_cli -- --include-ignored` after
-//! `npm ci --prefix tests/clis`; `.ci/run` does. Once asked for, a test whose CLI is missing
+//! `npm install --no-save --prefix tests/clis`; `.ci/run` does. Once asked for, a test whose CLI is missing
 //! fails, saying how to install it.
 
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ pub fn find_cli(name: &str, env_var: &str) -> PathBuf {
     found.unwrap_or_else(|| {
         panic!(
             "the real-CLI test needs {name}, which is not installed: set {env_var}, or run \
-             `npm ci --prefix tests/clis` or, for aider, `python3 -m venv tests/clis/.venv && \
+             `npm install --no-save --prefix tests/clis` or, for aider, `python3 -m venv tests/clis/.venv && \
              tests/clis/.venv/bin/pip install -r tests/clis/requirements.txt` (.ci/run does)"
         )
     })
