@@ -45,6 +45,7 @@
 
 mod changes;
 mod git;
+pub mod serve;
 pub mod settings;
 
 #[cfg(test)]
