@@ -45,6 +45,7 @@
 
 mod changes;
 mod git;
+pub mod local;
 pub mod serve;
 pub mod settings;
 

@@ -638,3 +638,104 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
     })
     .await;
 }
+
+/// `agent-host call URL PROMPT ARGS...` run in `dir` with the host's token; exit code,
+/// stdout, stderr.
+async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .arg("call")
+        .arg(&h.base)
+        .arg(prompt)
+        .args(args)
+        .current_dir(dir)
+        .env("A2A_TOKEN", "ws-secret-token")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("agent-host call runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let scratch = h.root.path();
+        let mine = scratch.join("mine");
+        git(
+            scratch,
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+
+        // --apply on a clean checkout of the base: the files as the agent left them.
+        let ctx = format!("apply-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &mine, "edit one", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains(" own-one.txt | 1 +"), "{out}");
+        assert!(out.contains(" shared.txt  | 3 +--"), "{out}");
+        assert!(
+            out.contains("2 files changed, 2 insertions(+), 2 deletions(-)"),
+            "{out}"
+        );
+        assert!(err.contains("applied the change"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("own-one.txt")).unwrap(),
+            "made by one\n"
+        );
+        assert!(std::fs::read_to_string(mine.join("shared.txt"))
+            .unwrap()
+            .contains("line 2 from one"));
+
+        // A checkout whose shared.txt differs: nothing applied, the file named, exit 1.
+        let theirs = scratch.join("theirs");
+        git(
+            scratch,
+            &[
+                "clone",
+                "-q",
+                src.to_str().unwrap(),
+                theirs.to_str().unwrap(),
+            ],
+        );
+        std::fs::write(theirs.join("shared.txt"), "something else entirely\n").unwrap();
+        let ctx2 = format!("conflict-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &theirs, "edit two", &["--context", &ctx2, "--apply"]).await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("Conflicts in: shared.txt"), "{err}");
+        assert!(!theirs.join("own-two.txt").exists(), "nothing half-applied");
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("shared.txt")).unwrap(),
+            "something else entirely\n"
+        );
+
+        // --fetch: the context's branch arrives in the caller's repository.
+        let ctx3 = format!("fetch-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &theirs, "edit three", &["--context", &ctx3, "--fetch"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let branch = format!("agent-host/{}", &ctx3[..8]);
+        assert!(err.contains(&format!("fetched {branch}")), "{err}");
+        let co = h.checkout_of(&ctx3);
+        assert_eq!(
+            git(&theirs, &["rev-parse", &branch]),
+            git(&co, &["rev-parse", "HEAD"])
+        );
+        assert_eq!(
+            git(&theirs, &["log", "-1", "--format=%s", &branch]),
+            "edit three"
+        );
+        h.stop().await;
+    })
+    .await;
+}
