@@ -55,6 +55,14 @@ pub struct CallArgs {
     /// Blocking send: no streaming, print the task when it has ended or waits for input.
     #[arg(long)]
     pub no_stream: bool,
+    /// Apply the task's change (its `changes` patch) to the current directory's repository
+    /// with git apply; on a conflict nothing is applied and the files are named.
+    #[arg(long)]
+    pub apply: bool,
+    /// Fetch the context's branch (agent-host/...) from the host into the current
+    /// directory's repository.
+    #[arg(long)]
+    pub fetch: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -260,20 +268,98 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
         req = req.metadata("cwd", d.clone());
     }
     let json = args.connect.json;
-    if args.no_stream {
-        return match client.send(req).await {
+    let Io {
+        mut out,
+        mut err,
+        interactive,
+        live,
+    } = io;
+    let io = Io {
+        out: &mut out,
+        err: &mut err,
+        interactive,
+        live,
+    };
+    // The task the answer is about, for its change afterwards.
+    let task_id = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let code = if args.no_stream {
+        match client.send(req).await {
             Ok(resp) => {
                 let response = match resp {
                     SendMessageResponse::Task(t) => StreamResponse::Task(t),
                     SendMessageResponse::Message(m) => StreamResponse::Message(m),
                 };
-                show_task(&client, response, json, io)
+                let ev = super::Event { id: None, response };
+                note_task(&task_id, ev.task_id());
+                show_task(&client, ev.response, json, io)
             }
             Err(e) => fail(&e),
-        };
+        }
+    } else {
+        match client.stream(req).await {
+            Ok(events) => {
+                let seen = task_id.clone();
+                let events = events.inspected(move |ev| {
+                    if let Ok(ev) = ev {
+                        note_task(&seen, ev.task_id());
+                    }
+                });
+                drive(&client, events, json, io).await
+            }
+            Err(e) => fail(&e),
+        }
+    };
+    let task_id = task_id.lock().ok().and_then(|t| t.clone());
+    match task_id {
+        Some(t) if code != EXIT_USAGE => {
+            after_answer(&client, &args, &t, code, &mut out, &mut err).await
+        }
+        _ => code,
     }
-    match client.stream(req).await {
-        Ok(events) => drive(&client, events, json, io).await,
-        Err(e) => fail(&e),
+}
+
+fn note_task(slot: &std::sync::Mutex<Option<String>>, id: Option<&str>) {
+    if let (Ok(mut slot), Some(id)) = (slot.lock(), id) {
+        if slot.is_none() {
+            *slot = Some(id.to_string());
+        }
+    }
+}
+
+/// The changed files after the answer, and `--apply` / `--fetch`; the exit code (1 when one
+/// of them failed on an answer that was otherwise a success).
+async fn after_answer<O: Write, E: Write>(
+    client: &Client,
+    args: &CallArgs,
+    task_id: &str,
+    code: i32,
+    out: &mut O,
+    err: &mut E,
+) -> i32 {
+    let task = match client.get_task(task_id).await {
+        Ok(t) => t,
+        Err(e) if args.apply || args.fetch => return fail(&e).max(code),
+        Err(_) => return code,
+    };
+    let done = matches!(code, 0 | 4);
+    if (args.apply || args.fetch) && !done {
+        let _ = writeln!(
+            err,
+            "agent-host: the task did not complete: its change is neither applied nor fetched"
+        );
+    }
+    let act = super::changes::ChangeActions {
+        apply: args.apply && done,
+        fetch: args.fetch && done,
+        base_url: args.url.clone(),
+        token: args.connect.token.clone(),
+        show: !args.connect.json,
+    };
+    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let ok = super::changes::after_answer(&task, &act, &dir, out, err).await;
+    if ok || code != 0 {
+        code
+    } else {
+        1
     }
 }

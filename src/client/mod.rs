@@ -27,6 +27,7 @@
 pub mod call;
 pub mod card;
 pub mod card_verify;
+pub mod changes;
 pub mod error;
 pub mod mcp_bridge;
 mod render;

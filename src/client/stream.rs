@@ -67,6 +67,18 @@ pub struct EventStream {
     inner: Pin<Box<dyn Stream<Item = Result<Event, ClientError>> + Send>>,
 }
 
+impl EventStream {
+    /// The same events, each shown to `f` first.
+    pub fn inspected(
+        self,
+        f: impl FnMut(&Result<Event, ClientError>) + Send + 'static,
+    ) -> EventStream {
+        EventStream {
+            inner: Box::pin(futures::StreamExt::inspect(self, f)),
+        }
+    }
+}
+
 impl Stream for EventStream {
     type Item = Result<Event, ClientError>;
 

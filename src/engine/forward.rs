@@ -75,7 +75,7 @@ impl Engine {
     /// The forwarder, the store's cluster part and this host's id, when commands may be
     /// passed on: the engine has joined a cluster and has a forwarder, and the request was
     /// not passed on already.
-    fn forwarding(
+    pub(super) fn forwarding(
         &self,
         opts: &RequestOptions,
     ) -> Option<(&dyn Forwarder, &dyn ClusterStore, &str)> {
@@ -97,7 +97,7 @@ impl Engine {
 
     /// The live host other than `me` that owns `context_id`: the context's own record, else
     /// (a context whose record does not name a host) the host of its latest task.
-    async fn context_elsewhere(
+    pub(super) async fn context_elsewhere(
         &self,
         c: &dyn ClusterStore,
         me: &str,

@@ -31,6 +31,7 @@ mod recover;
 mod schedule;
 mod stream;
 mod turn;
+mod workspaces;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -8,6 +8,7 @@ pub mod card;
 pub mod config;
 pub mod extended;
 pub mod extensions;
+pub mod git;
 pub mod grpc;
 pub mod guard;
 mod index;
@@ -97,6 +98,7 @@ pub fn app(state: AppState, limits: &HttpLimits) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics::get_metrics))
         .merge(rest::routes())
+        .merge(git::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     guarded(router, guard, limits).with_state(state)

@@ -72,7 +72,7 @@ pub(crate) struct Git {
     /// The workspace's checkout, when `dir` is one the agent can write: its git folders are
     /// pinned and its filters overridden.
     workspace: Option<PathBuf>,
-    /// `-c` overrides of this repository's own filter drivers.
+    /// `-c` overrides: of this repository's own filter drivers, and any a caller adds.
     filters: Vec<String>,
     /// An index other than the repository's own.
     index: Option<PathBuf>,
@@ -110,6 +110,13 @@ impl Git {
     pub(crate) fn with_index(&self, index: &Path) -> Git {
         let mut g = self.clone();
         g.index = Some(index.to_path_buf());
+        g
+    }
+
+    /// The same git with these `-c NAME=VALUE` overrides too.
+    pub(crate) fn with_config(&self, pairs: &[&str]) -> Git {
+        let mut g = self.clone();
+        g.filters.extend(pairs.iter().map(|p| p.to_string()));
         g
     }
 

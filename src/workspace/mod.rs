@@ -45,6 +45,8 @@
 
 mod changes;
 mod git;
+pub mod local;
+pub mod serve;
 pub mod settings;
 
 #[cfg(test)]

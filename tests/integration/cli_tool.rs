@@ -30,6 +30,8 @@ fn call_args(base: &str, message: &str, task: Option<&str>) -> CallArgs {
         task: task.map(str::to_string),
         cwd: None,
         no_stream: false,
+        apply: false,
+        fetch: false,
         connect: ConnectArgs {
             token: None,
             binding: None,

@@ -531,3 +531,211 @@ async fn an_agent_cannot_write_the_source_or_another_workspace_in_the_sandbox() 
     })
     .await;
 }
+
+/// Runs the real `git` client with no configuration of the machine's or the user's and no
+/// prompt, `header` (if any) sent with every HTTP request; its output.
+fn git_client(dir: &Path, header: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir);
+    if let Some(h) = header {
+        cmd.arg("-c").arg(format!("http.extraHeader={h}"));
+    }
+    cmd.args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .output()
+        .expect("git runs")
+}
+
+const OWNER: &str = "Authorization: Bearer ws-secret-token";
+const OTHER: &str = "X-API-Key: other-callers-key";
+
+#[tokio::test]
+async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
+    limit(async {
+        let h = Host::start(&[("AGENT_HOST_API_KEY", "other-callers-key")]).await;
+        let ctx = format!("fetch-{}", super::common::uuid());
+        let task = h.run("edit one", &ctx, json!({})).await;
+        let (data, _) = changes_of(&task);
+        let head = data["head"].as_str().expect("a committed turn").to_string();
+        let branch = data["branch"].as_str().unwrap().to_string();
+        let url = format!("{}/git/{ctx}", h.base);
+        let mine = h.root.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        git(&mine, &["init", "-q", "-b", "main"]);
+
+        // The owner's token: the branch and its commits arrive.
+        let out = git_client(&mine, Some(OWNER), &["fetch", &url, &branch]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(git(&mine, &["rev-parse", "FETCH_HEAD"]), head);
+        git(&mine, &["branch", "fetched", "FETCH_HEAD"]);
+        let files = git(&mine, &["ls-tree", "-r", "--name-only", "FETCH_HEAD"]);
+        assert!(files.lines().any(|f| f == "own-one.txt"), "{files}");
+        assert_eq!(
+            git(&mine, &["log", "-1", "--format=%s", "FETCH_HEAD"]),
+            "edit one"
+        );
+
+        // Another caller: not found, as its tasks are; no credential: 401.
+        let out = git_client(&mine, Some(OTHER), &["fetch", &url, &branch]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not found"), "{err}");
+        let out = git_client(&mine, None, &["fetch", &url, &branch]);
+        assert!(!out.status.success());
+        let http = reqwest::Client::new();
+        let refs = format!("{url}/info/refs?service=git-upload-pack");
+        let status = |r: reqwest::Response| r.status().as_u16();
+        assert_eq!(status(http.get(&refs).send().await.unwrap()), 401);
+        let other = http.get(&refs).header("X-API-Key", "other-callers-key");
+        assert_eq!(status(other.send().await.unwrap()), 404);
+        let mine_req = http.get(&refs).bearer_auth("ws-secret-token");
+        assert_eq!(status(mine_req.send().await.unwrap()), 200);
+        let unknown = format!(
+            "{}/git/no-such-context/info/refs?service=git-upload-pack",
+            h.base
+        );
+        let r = http.get(&unknown).bearer_auth("ws-secret-token");
+        assert_eq!(status(r.send().await.unwrap()), 404);
+
+        // A push, with the owner's token: refused, the workspace's branch unchanged.
+        git(&mine, &["checkout", "-q", "-b", "work", "fetched"]);
+        std::fs::write(mine.join("pushed.txt"), "x\n").unwrap();
+        git(&mine, &["add", "-A"]);
+        git(&mine, &["commit", "-q", "-m", "pushed"]);
+        let out = git_client(
+            &mine,
+            Some(OWNER),
+            &["push", &url, &format!("HEAD:refs/heads/{branch}")],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("403"), "{err}");
+        let co = h.checkout_of(&ctx);
+        assert_eq!(git(&co, &["rev-parse", "HEAD"]), head);
+        let receive = format!("{url}/info/refs?service=git-receive-pack");
+        let r = http.get(&receive).bearer_auth("ws-secret-token");
+        assert_eq!(status(r.send().await.unwrap()), 403);
+        // The dumb protocol's file reads are not served.
+        let r = http
+            .get(format!("{url}/info/refs"))
+            .bearer_auth("ws-secret-token");
+        assert_eq!(status(r.send().await.unwrap()), 403);
+        let r = http
+            .get(format!("{url}/HEAD"))
+            .bearer_auth("ws-secret-token");
+        assert_eq!(status(r.send().await.unwrap()), 404);
+        h.stop().await;
+    })
+    .await;
+}
+
+/// `agent-host call URL PROMPT ARGS...` run in `dir` with the host's token; exit code,
+/// stdout, stderr.
+async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .arg("call")
+        .arg(&h.base)
+        .arg(prompt)
+        .args(args)
+        .current_dir(dir)
+        .env("A2A_TOKEN", "ws-secret-token")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("agent-host call runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let scratch = h.root.path();
+        let mine = scratch.join("mine");
+        git(
+            scratch,
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+
+        // --apply on a clean checkout of the base: the files as the agent left them.
+        let ctx = format!("apply-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &mine, "edit one", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains(" own-one.txt | 1 +"), "{out}");
+        assert!(out.contains(" shared.txt  | 3 +--"), "{out}");
+        assert!(
+            out.contains("2 files changed, 2 insertions(+), 2 deletions(-)"),
+            "{out}"
+        );
+        assert!(err.contains("applied the change"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("own-one.txt")).unwrap(),
+            "made by one\n"
+        );
+        assert!(std::fs::read_to_string(mine.join("shared.txt"))
+            .unwrap()
+            .contains("line 2 from one"));
+
+        // A checkout whose shared.txt differs: nothing applied, the file named, exit 1.
+        let theirs = scratch.join("theirs");
+        git(
+            scratch,
+            &[
+                "clone",
+                "-q",
+                src.to_str().unwrap(),
+                theirs.to_str().unwrap(),
+            ],
+        );
+        std::fs::write(theirs.join("shared.txt"), "something else entirely\n").unwrap();
+        let ctx2 = format!("conflict-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &theirs, "edit two", &["--context", &ctx2, "--apply"]).await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("Conflicts in: shared.txt"), "{err}");
+        assert!(!theirs.join("own-two.txt").exists(), "nothing half-applied");
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("shared.txt")).unwrap(),
+            "something else entirely\n"
+        );
+
+        // --fetch: the context's branch arrives in the caller's repository.
+        let ctx3 = format!("fetch-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &theirs, "edit three", &["--context", &ctx3, "--fetch"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let branch = format!("agent-host/{}", &ctx3[..8]);
+        assert!(err.contains(&format!("fetched {branch}")), "{err}");
+        let co = h.checkout_of(&ctx3);
+        assert_eq!(
+            git(&theirs, &["rev-parse", &branch]),
+            git(&co, &["rev-parse", "HEAD"])
+        );
+        assert_eq!(
+            git(&theirs, &["log", "-1", "--format=%s", &branch]),
+            "edit three"
+        );
+        h.stop().await;
+    })
+    .await;
+}

@@ -1,0 +1,291 @@
+//! What `agent-host call` does with a task's `changes` artifact after the answer: prints the
+//! changed files (as `git diff --stat` does), and with `--apply` applies the patch to the
+//! current directory's repository (whole, or nothing and the conflicting files named), with
+//! `--fetch` fetches the context's branch from the host's `/git/<contextId>` into it.
+
+use std::io::Write;
+use std::path::Path;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::protocol::v1::Task;
+use crate::workspace::local::{self, ApplyError};
+
+/// The artifact's id (the engine's [`crate::engine::changes::CHANGES_ARTIFACT`]).
+const CHANGES: &str = "changes";
+
+/// A task's change: the artifact's data part and its patch (empty when none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskChanges {
+    pub data: Value,
+    pub patch: Vec<u8>,
+}
+
+/// The task's `changes` artifact, if it has one.
+pub fn changes_of(task: &Task) -> Option<TaskChanges> {
+    let a = task
+        .artifacts
+        .iter()
+        .find(|a| a.artifact_id == CHANGES || a.name.as_deref() == Some(CHANGES))?;
+    let data = a.parts.iter().find_map(|p| p.data.clone())?;
+    let patch = a
+        .parts
+        .iter()
+        .find(|p| p.filename.is_some() && p.raw.is_some())
+        .and_then(|p| p.raw.as_deref())
+        .and_then(|raw| base64::engine::general_purpose::STANDARD.decode(raw).ok())
+        .unwrap_or_default();
+    Some(TaskChanges { data, patch })
+}
+
+/// Widest `+`/`-` bar of a line.
+const BAR: u64 = 40;
+
+/// The changed files as `git diff --stat` prints them: a line per file (`path | N ++--`,
+/// `Bin` for a binary file, `old => new` for a rename) and a total.
+pub fn stat(data: &Value) -> String {
+    let files = data["files"].as_array().cloned().unwrap_or_default();
+    if files.is_empty() {
+        return " no files changed\n".to_string();
+    }
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap_or("?");
+            match f["oldPath"].as_str() {
+                Some(old) => format!("{old} => {path}"),
+                None => path.to_string(),
+            }
+        })
+        .collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let count = |f: &Value, k: &str| f[k].as_u64().unwrap_or(0);
+    let most = files
+        .iter()
+        .map(|f| count(f, "additions") + count(f, "deletions"))
+        .max()
+        .unwrap_or(0);
+    let (mut adds, mut dels) = (0, 0);
+    let mut out = String::new();
+    for (f, name) in files.iter().zip(&names) {
+        let (a, d) = (count(f, "additions"), count(f, "deletions"));
+        adds += a;
+        dels += d;
+        let right = if f["binary"].as_bool() == Some(true) {
+            "Bin".to_string()
+        } else {
+            let (pa, pd) = scaled(a, d, most);
+            format!(
+                "{} {}{}",
+                a + d,
+                "+".repeat(pa as usize),
+                "-".repeat(pd as usize)
+            )
+        };
+        out.push_str(&format!(" {name:<width$} | {right}\n"));
+    }
+    let plural = |n: u64, one: &str, many: &str| if n == 1 { one } else { many }.to_string();
+    out.push_str(&format!(
+        " {} {} changed, {adds} {}(+), {dels} {}(-)\n",
+        files.len(),
+        plural(files.len() as u64, "file", "files"),
+        plural(adds, "insertion", "insertions"),
+        plural(dels, "deletion", "deletions"),
+    ));
+    if data["truncated"].as_bool() == Some(true) {
+        out.push_str(
+            " (the patch was cut at the host's size limit: --fetch gets the whole change)\n",
+        );
+    }
+    out
+}
+
+/// The bar's `+` and `-` for `a` additions and `d` deletions, scaled so that the largest
+/// change (`most`) fills [`BAR`]; a change shows at least one sign of each kind it has.
+fn scaled(a: u64, d: u64, most: u64) -> (u64, u64) {
+    if most <= BAR {
+        return (a, d);
+    }
+    let s = |n: u64| if n == 0 { 0 } else { (n * BAR / most).max(1) };
+    (s(a), s(d))
+}
+
+/// What to do with the change besides showing it.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeActions {
+    /// Apply the patch to the current directory's repository.
+    pub apply: bool,
+    /// Fetch the context's branch into the current directory's repository.
+    pub fetch: bool,
+    /// The agent's base URL (the workspace is at `BASE/git/<contextId>`).
+    pub base_url: String,
+    /// The caller's bearer token, for `--fetch`.
+    pub token: Option<String>,
+    /// Print the changed files (not with `--json`).
+    pub show: bool,
+}
+
+/// Shows the task's change and carries out `--apply` / `--fetch` in `dir`; false when one
+/// of them failed (said on `err`).
+pub async fn after_answer<O: Write, E: Write>(
+    task: &Task,
+    act: &ChangeActions,
+    dir: &Path,
+    out: &mut O,
+    err: &mut E,
+) -> bool {
+    let Some(ch) = changes_of(task) else {
+        if act.apply || act.fetch {
+            let _ = writeln!(
+                err,
+                "agent-host: the task has no changes artifact (its folder is not a git workspace): nothing to apply or fetch"
+            );
+            return false;
+        }
+        return true;
+    };
+    if act.show {
+        let _ = write!(out, "{}", stat(&ch.data));
+        let _ = out.flush();
+    }
+    let mut ok = true;
+    if act.apply {
+        ok &= apply(&ch, dir, err).await;
+    }
+    if act.fetch {
+        ok &= fetch(task, &ch, act, dir, err).await;
+    }
+    ok
+}
+
+async fn apply<E: Write>(ch: &TaskChanges, dir: &Path, err: &mut E) -> bool {
+    if ch.data["truncated"].as_bool() == Some(true) {
+        let _ = writeln!(
+            err,
+            "agent-host: the patch was cut at the host's size limit; nothing applied (use --fetch)"
+        );
+        return false;
+    }
+    if ch.patch.is_empty() {
+        let _ = writeln!(err, "agent-host: no change to apply");
+        return true;
+    }
+    let file = match tempfile::Builder::new()
+        .prefix("agent-host-")
+        .suffix(".patch")
+        .tempfile()
+    {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = writeln!(err, "agent-host: cannot write the patch: {e}");
+            return false;
+        }
+    };
+    if let Err(e) = std::fs::write(file.path(), &ch.patch) {
+        let _ = writeln!(err, "agent-host: cannot write the patch: {e}");
+        return false;
+    }
+    let dir = dir.to_path_buf();
+    let applied = tokio::task::spawn_blocking(move || {
+        let top = local::top_of(&dir);
+        let r = local::apply_patch(&top, file.path());
+        (top, r)
+    })
+    .await;
+    let Ok((top, applied)) = applied else {
+        let _ = writeln!(err, "agent-host: git apply did not finish");
+        return false;
+    };
+    match applied {
+        Ok(()) => {
+            let _ = writeln!(err, "agent-host: applied the change to {}", top.display());
+            true
+        }
+        Err(ApplyError::Conflict { dir, files, detail }) => {
+            let _ = writeln!(
+                err,
+                "agent-host: the change does not apply to {}; nothing was applied. Conflicts in: {}\n{detail}",
+                dir.display(),
+                files.join(", ")
+            );
+            false
+        }
+        Err(e) => {
+            let _ = writeln!(err, "agent-host: {e}");
+            false
+        }
+    }
+}
+
+async fn fetch<E: Write>(
+    task: &Task,
+    ch: &TaskChanges,
+    act: &ChangeActions,
+    dir: &Path,
+    err: &mut E,
+) -> bool {
+    let Some(branch) = ch.data["branch"].as_str() else {
+        let _ = writeln!(err, "agent-host: the change names no branch to fetch");
+        return false;
+    };
+    let url = format!(
+        "{}/git/{}",
+        act.base_url.trim_end_matches('/'),
+        task.context_id
+    );
+    let header = act
+        .token
+        .as_ref()
+        .map(|t| format!("Authorization: Bearer {t}"));
+    let (d, u, b) = (dir.to_path_buf(), url.clone(), branch.to_string());
+    let fetched =
+        tokio::task::spawn_blocking(move || local::fetch_branch(&d, &u, &b, header.as_deref()))
+            .await;
+    let Ok(fetched) = fetched else {
+        let _ = writeln!(err, "agent-host: git fetch did not finish");
+        return false;
+    };
+    match fetched {
+        Ok(commit) => {
+            let short: String = commit.chars().take(12).collect();
+            let _ = writeln!(
+                err,
+                "agent-host: fetched {branch} ({short}) into this repository"
+            );
+            if ch.data["head"].is_null() {
+                let _ = writeln!(
+                    err,
+                    "agent-host: the workspace has no commit of its own (workspace_commit = \"off\"?): its change is in the patch (--apply)"
+                );
+            }
+            true
+        }
+        Err(e) => {
+            let _ = writeln!(err, "agent-host: could not fetch {branch} from {url}: {e}");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_stat_reads_like_git_diff_stat() {
+        let data = json!({"files": [
+            {"path": "src/lib.rs", "status": "modified", "additions": 3, "deletions": 1, "binary": false},
+            {"path": "logo.png", "status": "added", "additions": 0, "deletions": 0, "binary": true},
+            {"path": "b.txt", "oldPath": "a.txt", "status": "renamed", "additions": 0, "deletions": 0, "binary": false}
+        ], "truncated": false});
+        assert_eq!(
+            stat(&data),
+            " src/lib.rs     | 4 +++-\n logo.png       | Bin\n a.txt => b.txt | 0 \n 3 files changed, 3 insertions(+), 1 deletion(-)\n"
+        );
+        assert_eq!(stat(&json!({"files": []})), " no files changed\n");
+        assert_eq!(scaled(400, 0, 400), (40, 0));
+        assert_eq!(scaled(1, 399, 400), (1, 39));
+    }
+}
