@@ -74,6 +74,11 @@
 //!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
 //!   only module besides the runner that starts programs), hardened against a `.git` the
 //!   agent wrote. See `docs/workspaces.md`.
+//! - [`egress`]: the way out of a task's sandbox in the `proxy` network mode (the default):
+//!   an HTTP proxy per task on a Unix socket bound into its sandbox, reaching only the hosts
+//!   of the task's allow-list, resolving names itself and refusing loopback, private and
+//!   metadata addresses; the relay inside the task's network namespace
+//!   ([`egress::relay`], a hidden mode of the binary). See `docs/network.md`.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
@@ -150,6 +155,7 @@ pub mod app;
 pub mod cli;
 pub mod cli_extras;
 pub mod client;
+pub mod egress;
 pub mod engine;
 pub mod fake_agent;
 pub mod protocol;

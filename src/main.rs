@@ -67,6 +67,9 @@ fn main() {
     // `agent-host __exec-setup STEPS -- PROGRAM ARGS`: how the runner starts a task's program
     // without forking the host (runner::sandbox::setup); applies the steps and execs.
     agent_host::runner::sandbox::setup::main_if_asked();
+    // `agent-host __egress-relay ... -- PROGRAM ARGS`: the relay inside a task's network
+    // namespace (egress::relay); starts the relay and execs the program.
+    agent_host::egress::relay::main_if_asked();
     agent_host::runner::sandbox::setup::use_own_executable();
     large_allocations_return_to_the_system();
     // Other processes of this user (a task's agent among them) may not read this process's

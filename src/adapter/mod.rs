@@ -215,6 +215,20 @@ pub struct AdapterSpec {
     /// Where the CLI finds its credentials, for `agent-host doctor`.
     #[serde(default)]
     pub doctor: DoctorSpec,
+    /// The hosts the CLI reaches through the sandbox's egress proxy (its model API).
+    #[serde(default)]
+    pub network: NetworkSpec,
+}
+
+/// `[network]` of an adapter.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// The hosts the CLI needs, in the `proxy` network mode (the default): `api.example.com`,
+    /// `api.example.com:8443`, `*.example.com`, or an address with its port. The host's
+    /// `[sandbox] allow_hosts` adds to them; a caller cannot.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// `[doctor]` of an adapter: where the CLI's credentials are. They are present when any of

@@ -14,8 +14,12 @@ pub struct SandboxSpec {
     pub write: Vec<String>,
     /// `auto`, `required` or `off`, when the host's settings do not choose.
     pub mode: Option<String>,
-    /// `open` or `none`, when the host's settings do not choose.
+    /// `proxy`, `open` or `none`, when the host's settings do not choose.
     pub network: Option<String>,
+    /// Host Unix sockets the CLI needs, bound into the sandbox (the host's others are out of
+    /// sight: `/run`, `/var/run` and `/tmp` are empty there). `~` and variables as in `write`.
+    #[serde(default)]
+    pub sockets: Vec<String>,
 }
 
 /// A number of bytes: an integer, or a string with a unit (`512M`, `2 GiB`, `1g`); `0`,

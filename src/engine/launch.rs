@@ -215,10 +215,17 @@ pub fn sandbox_policy(
     };
     let network = match (settings.network, &adapter.sandbox.network) {
         (Some(n), _) => n,
-        (None, Some(n)) => Network::parse(n)
-            .ok_or_else(|| bad(format!("[sandbox] network '{n}' is not one of open, none")))?,
-        (None, None) => Network::Open,
+        (None, Some(n)) => Network::parse(n).ok_or_else(|| {
+            bad(format!(
+                "[sandbox] network '{n}' is not one of proxy, open, none"
+            ))
+        })?,
+        (None, None) => Network::Proxy,
     };
+    let network = crate::runner::sandbox::net::effective(
+        network,
+        crate::runner::sandbox::Capabilities::get().bwrap.is_some(),
+    );
     let run_as = match &settings.user {
         Some(name) if mode != Mode::Off && nix::unistd::geteuid().is_root() => {
             Some(RunAs::lookup(name).ok_or_else(|| {
@@ -261,6 +268,15 @@ pub fn sandbox_policy(
         cpu_weight: nonzero(settings.cpu_weight.or(l.task_cpu_weight)),
         file_size: nonzero(settings.file_size.or(l.task_file_size.map(|b| b.0))),
     };
+    let egress = egress_rules(adapter, settings, network)?;
+    let sockets = adapter
+        .sandbox
+        .sockets
+        .iter()
+        .filter_map(|w| crate::adapter::sandbox::expand_path(w, &env, home))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
     Ok(SandboxPolicy {
         mode,
         write,
@@ -271,7 +287,36 @@ pub fn sandbox_policy(
         run_as,
         limits,
         workspace: None,
+        egress,
+        sockets,
     })
+}
+
+/// The allow-list of the `proxy` mode: the adapter's `[network] allow` and the host's
+/// `allow_hosts`, with the host's `resolve` entries.
+fn egress_rules(
+    adapter: &AdapterSpec,
+    settings: &SandboxSettings,
+    network: Network,
+) -> Result<Option<crate::runner::sandbox::net::Egress>, LaunchError> {
+    if network != Network::Proxy {
+        return Ok(None);
+    }
+    let allow = adapter
+        .network
+        .allow
+        .iter()
+        .chain(settings.allow_hosts.iter())
+        .map(String::as_str);
+    let rules = crate::egress::Rules::new(allow, settings.resolve.iter().map(String::as_str))
+        .map_err(|e| LaunchError::Sandbox {
+            adapter: adapter.id.clone(),
+            message: format!("[network] allow: {e}"),
+        })?;
+    Ok(Some(crate::runner::sandbox::net::Egress {
+        rules: std::sync::Arc::new(rules),
+        mount: None,
+    }))
 }
 
 /// Creates a missing state folder (`~/.codex/`, ending in `/`) or file (`~/.claude.json`,

@@ -151,9 +151,10 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     };
     // The spec is built and handed over in a block of its own: kept in a local of this
     // future, its few hundred bytes would stay in every live task's state to its end.
-    let spawning = {
+    let (spawning, egress) = {
         let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
         crate::engine::launch::reveal_attachments(&mut spec, &task_id);
+        let egress = crate::egress::attach(&mut spec, &task_id);
         if let Some(w) = &workspace {
             crate::engine::launch::mount_workspace(&mut spec, &w.all, &w.ws);
         }
@@ -162,7 +163,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
             spec.env.push(("TRACEPARENT".into(), tp.clone()));
             mapper.add_metadata("traceparent", serde_json::json!(tp));
         }
-        inner.spawner.spawn(spec)
+        (inner.spawner.spawn(spec), egress)
     };
     let mut proc = match spawning.await {
         Ok(p) => p,
@@ -293,6 +294,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         // The events own what they need of it: a long line is not held twice
                         // while they are stored.
                         drop(line);
+                        note_refusals(egress.as_ref(), &mut mapper);
                         let mut updates = Vec::new();
                         for ev in events.drain(..) {
                             match &ev {
@@ -396,6 +398,8 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         }
     };
 
+    note_refusals(egress.as_ref(), &mut mapper);
+    drop(egress);
     match end {
         End::Eof => {
             let exit = match tokio::time::timeout(grace, proc.wait(grace)).await {
@@ -443,6 +447,14 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     }
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
+    }
+}
+
+/// The connections the task's egress proxy refused so far, in the task's metadata
+/// (`egressRefused`) from its next status update on.
+fn note_refusals(egress: Option<&crate::egress::TaskProxy>, mapper: &mut TurnMapper) {
+    if let Some(list) = egress.and_then(|e| e.log().take_changed()) {
+        mapper.add_metadata("egressRefused", list);
     }
 }
 

@@ -10,6 +10,7 @@
 //! | `agent_host_sse_events_total` | counter | |
 //! | `agent_host_sse_subscribers` | gauge | |
 //! | `agent_host_spawn_failures_total` | counter | adapter |
+//! | `agent_host_egress_refused_total` | counter | |
 //! | `agent_host_push_deliveries_total` / `agent_host_push_failures_total` | counter | |
 //! | `agent_host_tokens_total` | counter | adapter, kind (input, output) |
 //! | `agent_host_cost_usd_total` | gauge (only grows) | adapter |

@@ -439,10 +439,18 @@ fn sandbox(
         .network
         .as_deref()
         .map(|v| {
-            Network::parse(v)
-                .ok_or_else(|| invalid(format!("[sandbox] network '{v}' is not one of open, none")))
+            Network::parse(v).ok_or_else(|| {
+                invalid(format!(
+                    "[sandbox] network '{v}' is not one of proxy, open, none"
+                ))
+            })
         })
         .transpose()?;
+    crate::egress::Rules::new(
+        s.allow_hosts.iter().map(String::as_str),
+        s.resolve.iter().map(String::as_str),
+    )
+    .map_err(|e| invalid(format!("[sandbox] allow_hosts / resolve: {e}")))?;
     if let Some(w) = s.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
         return Err(invalid(format!(
             "[sandbox] cpu_weight {w} is not between 1 and 10000"
@@ -458,6 +466,8 @@ fn sandbox(
         cpu_weight: s.cpu_weight,
         file_size: s.file_size.map(|b| b.0),
         hide: hidden(secrets, repo),
+        allow_hosts: s.allow_hosts.clone(),
+        resolve: s.resolve.clone(),
     })
 }
 

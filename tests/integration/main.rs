@@ -14,6 +14,7 @@ mod demo;
 mod docs;
 mod doctor;
 mod edge;
+mod egress;
 mod ends;
 mod errors;
 mod forwarding;

@@ -113,8 +113,12 @@ impl Rig {
         } else {
             agent_host::runner::sandbox::Mode::Auto
         };
+        // The default network mode (proxy): the scripted model server, on the host's
+        // loopback, is allowed by its exact address and port, as a local model gateway is.
+        let model_addr = model.base.trim_start_matches("http://").to_string();
         o.sandbox = agent_host::settings::sandbox::SandboxSettings {
             mode: Some(mode),
+            allow_hosts: vec![model_addr],
             ..Default::default()
         };
         let server = TestServer::with(o).await;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Network, RunAs, SandboxPolicy};
+use super::{RunAs, SandboxPolicy};
 
 /// A working bubblewrap (found on PATH and passing a trial run) and its version, or why not.
 pub fn probe() -> (Option<(PathBuf, String)>, String) {
@@ -77,9 +77,6 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
     // The sandbox dies with the host; its init with the program (bubblewrap's default).
     push(&["--die-with-parent", "--unshare-pid", "--unshare-ipc"]);
-    if policy.network == Network::None {
-        push(&["--unshare-net"]);
-    }
     if root {
         push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
     }
@@ -94,6 +91,7 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
         "--tmpfs",
         "/tmp",
     ]);
+    super::net::mounts(policy, &mut push);
     let text = |p: &Path| p.display().to_string();
     for w in std::iter::once(cwd).chain(policy.write.iter().map(PathBuf::as_path)) {
         if w.exists() {
@@ -138,6 +136,7 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::sandbox::Network;
 
     #[test]
     fn hidden_folders_come_after_writable_ones_and_reveals_last() {

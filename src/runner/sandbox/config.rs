@@ -24,12 +24,12 @@ pub struct SandboxConfig {
         value_name = "auto|required|off"
     )]
     pub mode: Option<String>,
-    /// The task's network: open, or none (loopback only); unset: the adapter's, else open
+    /// The task's network: proxy (its own namespace; out only through the host's proxy, to the adapter's [network] allow and allow_hosts), none (loopback only), open (the host's network); unset: the adapter's, else proxy (open where bubblewrap is missing)
     #[arg(
         id = "sandbox.network",
         long = "sandbox-network",
         env = "AGENT_HOST_SANDBOX_NETWORK",
-        value_name = "open|none"
+        value_name = "proxy|open|none"
     )]
     pub network: Option<String>,
     /// Run each task as this user (the host must run as root); unset: the host's user
@@ -81,6 +81,26 @@ pub struct SandboxConfig {
         value_name = "SIZE"
     )]
     pub file_size: Option<ByteSize>,
+    /// Hosts every task may reach in the proxy network mode, besides its adapter's [network] allow: api.example.com, api.example.com:8443, *.example.com, or an address with its port (a loopback or private address only so, e.g. 127.0.0.1:8080)
+    #[arg(
+        id = "sandbox.allow_hosts",
+        long = "sandbox-allow-hosts",
+        env = "AGENT_HOST_SANDBOX_ALLOW_HOSTS",
+        value_name = "HOSTS",
+        value_delimiter = ','
+    )]
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    /// Names the egress proxy resolves to the given address instead of asking DNS (name=address; for tests and split-horizon setups); the address is checked like any other
+    #[arg(
+        id = "sandbox.resolve",
+        long = "sandbox-resolve",
+        env = "AGENT_HOST_SANDBOX_RESOLVE",
+        value_name = "NAME=ADDR",
+        value_delimiter = ','
+    )]
+    #[serde(default)]
+    pub resolve: Vec<String>,
 }
 
 /// Default process limit of a task.
@@ -102,4 +122,8 @@ pub struct SandboxSettings {
     /// What a task must not see: the database (or its folder), the push key, the config file,
     /// the card signing key.
     pub hide: Vec<PathBuf>,
+    /// Hosts every task may reach in the proxy mode (checked entries).
+    pub allow_hosts: Vec<String>,
+    /// Names the egress proxy resolves itself (`name=address`).
+    pub resolve: Vec<String>,
 }

@@ -20,6 +20,7 @@ pub mod bwrap;
 pub mod cgroup;
 pub mod config;
 mod landlock;
+pub mod net;
 pub mod reaper;
 pub mod setup;
 pub mod user;
@@ -107,15 +108,18 @@ impl Mode {
     }
 }
 
-/// The task's network.
+/// The task's network ([`net`]). The settings' default is `Proxy`; a policy built by hand
+/// has the host's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
-    /// The host's network (CLIs must reach their model API).
+    /// The host's network.
     #[default]
     Open,
     /// Its own network namespace with loopback only.
     None,
+    /// Its own network namespace, and the host's egress proxy to the hosts of an allow-list.
+    Proxy,
 }
 
 impl Network {
@@ -123,7 +127,16 @@ impl Network {
         match s.trim().to_ascii_lowercase().as_str() {
             "open" => Some(Network::Open),
             "none" => Some(Network::None),
+            "proxy" => Some(Network::Proxy),
             _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Open => "open",
+            Network::None => "none",
+            Network::Proxy => "proxy",
         }
     }
 }
@@ -160,6 +173,10 @@ pub struct SandboxPolicy {
     /// The context's workspace: the folder of all workspaces hidden, this one's checkout
     /// writable (after `hide`, whose paths inside the checkout are hidden again).
     pub workspace: Option<WorkspaceMount>,
+    /// The way out in the `proxy` network mode.
+    pub egress: Option<net::Egress>,
+    /// Host Unix sockets the adapter's CLI needs, bound in (all others are out of sight).
+    pub sockets: Vec<PathBuf>,
 }
 
 /// The workspaces a task sees: only its own.
@@ -285,8 +302,18 @@ impl Capabilities {
             (None, Some(abi)) => out.push(format!("landlock ABI {abi}: writes limited to the working directory and state folders")),
             (None, None) => {}
         }
-        if policy.network == Network::None && self.bwrap.is_some() {
-            out.push("network: none (loopback only)".into());
+        match (policy.network, &policy.egress) {
+            (Network::None, _) if self.bwrap.is_some() => {
+                out.push("network: none (loopback only)".into())
+            }
+            (Network::Proxy, Some(e)) if self.bwrap.is_some() => out.push(format!(
+                "network: proxy to {}",
+                match e.rules.describe() {
+                    d if d.is_empty() => "no host".to_string(),
+                    d => d.join(", "),
+                }
+            )),
+            _ => {}
         }
         let l = &policy.limits;
         if let Some(m) = l.memory.filter(|_| self.cgroups.can_limit("memory")) {
@@ -333,10 +360,11 @@ impl Capabilities {
                         .into(),
                 );
             }
-            if policy.network == Network::None {
-                out.push(
-                    "a network namespace for sandbox_network = \"none\" (needs bubblewrap)".into(),
-                );
+            if policy.network != Network::Open {
+                out.push(format!(
+                    "a network namespace for sandbox_network = \"{}\" (needs bubblewrap)",
+                    policy.network.as_str()
+                ));
             }
         }
         if !self.cgroups.has(cgroup::Kind::Unified)
@@ -450,6 +478,7 @@ impl Prepared {
             Some((bwrap, _)) => {
                 let mut all = bwrap::args(policy, cwd, caps.root && user.is_none(), user);
                 all.push("--".into());
+                all.extend(net::command_prefix(policy));
                 all.push(program.display().to_string());
                 all.extend(args.iter().cloned());
                 (bwrap.clone(), all, true)
