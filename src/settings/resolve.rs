@@ -114,11 +114,12 @@ impl Settings {
         let repo_path = repo_path(args, &m.agent)?;
         let store = parse_store(&m.store.location)?;
         let push = push(&m.push, &store)?;
-        let sandbox = sandbox(
+        let mut sandbox = sandbox(
             &m.sandbox,
             &secrets(args, &store, &push, &m.card),
             &repo_path,
         )?;
+        sandbox.running_tasks = m.limits.max_running_tasks;
         Ok(Settings {
             bind,
             grpc_port: m.server.grpc_port,
@@ -458,6 +459,7 @@ fn sandbox(
         cpu_weight: s.cpu_weight,
         file_size: s.file_size.map(|b| b.0),
         hide: hidden(secrets, repo),
+        running_tasks: 1,
     })
 }
 
