@@ -18,7 +18,7 @@ use crate::server::{self, AppState, HttpLimits};
 use crate::settings::{PushKey, Settings, StoreChoice};
 mod agents;
 
-pub(crate) use agents::{adapter_version, adapters_to_serve, host_env};
+pub(crate) use agents::{adapter_version, adapters_to_serve, host_env, probe_version};
 pub use agents::{card_settings, choose_adapter, launch_for, registry};
 
 use crate::store::{MemoryStore, PgStore, PushStore, SqliteStore, StoreError, TaskStore};

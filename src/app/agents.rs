@@ -209,44 +209,117 @@ pub(crate) fn adapters_to_serve(
 }
 
 /// The version of an adapter's program: this build's for the built-in agents, else what
-/// the program prints for `version_args`.
+/// the program prints for `version_args` ([`probe_version`]).
 pub(crate) async fn adapter_version(a: &AdapterSpec, launch: &Launch) -> Option<String> {
     if a.binary == crate::engine::launch::SELF_BINARY {
         return Some(env!("CARGO_PKG_VERSION").to_string());
     }
-    program_version(launch, &a.version_args).await
+    probe_version(launch).await.version
 }
 
-/// The version a program prints for `args` (the first `N.N[.N...]` in its output), run like
-/// a task's program (clean environment, own process group, the task's sandbox), waiting at
-/// most 10 s; then everything it started is stopped.
-async fn program_version(launch: &Launch, args: &[String]) -> Option<String> {
+/// What the version check of a program gave.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct VersionProbe {
+    /// The first `N.N[.N...]` it printed.
+    pub version: Option<String>,
+    /// What it printed (stdout and stderr, lines joined by spaces, at most 2000 characters).
+    pub output: String,
+    /// Why it did not run to a clean end: it could not be started, or it exited with an
+    /// error (a sandbox that cannot run it: `bwrap: execvp ...`).
+    pub failure: Option<String>,
+}
+
+/// Longest output of a version check kept for the log and `doctor`.
+const PROBE_OUTPUT_MAX: usize = 2000;
+
+/// Runs the adapter's program with its `version_args` exactly as a task's program runs
+/// (clean environment, own process group, the task's sandbox), but in an empty folder of
+/// its own, never the working directory: a program that takes any argument for a prompt
+/// then has nothing to change. Waits at most 10 s; then everything it started is stopped.
+/// The log says that it ran and what it printed.
+pub(crate) async fn probe_version(launch: &Launch) -> VersionProbe {
     use crate::runner::{IoMode, Output, Process, SpawnSpec, StdinMode};
+    let args = launch.adapter.version_args.clone();
+    let empty = match tempfile::Builder::new()
+        .prefix("agent-host-version")
+        .tempdir()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            let failure = format!("cannot make an empty folder for it: {e}");
+            tracing::warn!(adapter = %launch.adapter.id, %failure, "version check not run");
+            return VersionProbe {
+                failure: Some(failure),
+                ..VersionProbe::default()
+            };
+        }
+    };
     let spec = SpawnSpec {
         program: launch.program.clone(),
-        args: args.to_vec(),
-        cwd: launch.cwd.clone(),
+        args: args.clone(),
+        cwd: empty.path().to_path_buf(),
         env: launch.env.clone(),
         io: IoMode::Pipes,
         stdin: StdinMode::Null,
         max_line_bytes: 64 * 1024,
         sandbox: launch.sandbox.clone(),
     };
-    let mut proc = tokio::task::spawn_blocking(move || Process::spawn(spec))
-        .await
-        .ok()?
-        .ok()?;
+    let spawned = tokio::task::spawn_blocking(move || Process::spawn(spec)).await;
+    let mut proc = match spawned {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return probe_failed(launch, &args, e.to_string()),
+        Err(e) => return probe_failed(launch, &args, e.to_string()),
+    };
     let mut text = String::new();
     let read = async {
         while let Some(out) = proc.next().await {
             if let Output::Line(l) | Output::Stderr(l) = out {
-                text.push_str(&l);
-                text.push(' ');
+                if text.len() < PROBE_OUTPUT_MAX {
+                    text.push_str(&l);
+                    text.push(' ');
+                }
             }
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
-    proc.terminate(Duration::from_millis(500)).await;
+    let exit = proc.terminate(Duration::from_millis(500)).await;
+    let output: String = text.trim().chars().take(PROBE_OUTPUT_MAX).collect();
+    let version = first_version(&output);
+    let failure = match (exit.code, exit.signal) {
+        (Some(0), _) => None,
+        (Some(c), _) => Some(format!("it exited with code {c}")),
+        (None, Some(s)) => Some(format!("it was killed by signal {s}")),
+        (None, None) => None,
+    }
+    .filter(|_| version.is_none());
+    tracing::info!(
+        adapter = %launch.adapter.id,
+        program = %launch.program.display(),
+        args = ?args,
+        cwd = %empty.path().display(),
+        code = ?exit.code,
+        version = ?version,
+        output = %output,
+        "version check ran (in an empty folder of its own, sandboxed as a task)"
+    );
+    VersionProbe {
+        version,
+        output,
+        failure,
+    }
+}
+
+fn probe_failed(launch: &Launch, args: &[String], why: String) -> VersionProbe {
+    tracing::warn!(adapter = %launch.adapter.id, program = %launch.program.display(),
+        args = ?args, error = %why, "version check could not start the program");
+    VersionProbe {
+        failure: Some(format!("it could not be started: {why}")),
+        ..VersionProbe::default()
+    }
+}
+
+/// The first `N.N[.N...]` in `text`.
+fn first_version(text: &str) -> Option<String> {
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
         .map(|w| w.trim_matches('.'))
         .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))

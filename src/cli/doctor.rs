@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::adapter::AdapterSpec;
-use crate::app::{adapter_version, adapters_to_serve, host_env, launch_for, registry};
+use crate::app::{adapters_to_serve, host_env, launch_for, probe_version, registry};
 use crate::engine::launch::Launch;
 use crate::settings::{Settings, StoreChoice};
 
@@ -99,7 +99,36 @@ async fn adapter_checks(
         Status::Pass,
         launch.program.display().to_string(),
     ));
-    let version = adapter_version(&a, &launch).await;
+    // Run exactly as a task's program runs (its sandbox, environment), the built-in agents
+    // included: a program the sandbox cannot run fails here, not at the first task.
+    let probe = probe_version(&launch).await;
+    if let Some(why) = &probe.failure {
+        let said = if probe.output.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", probe.output)
+        };
+        out.push(check(
+            format!("{id} runs"),
+            Status::Fail,
+            format!(
+                "{} {} in the task's sandbox: {why}{said}",
+                launch.program.display(),
+                a.version_args.join(" ")
+            ),
+        ));
+        return;
+    }
+    out.push(check(
+        format!("{id} runs"),
+        Status::Pass,
+        format!("{} in the task's sandbox", a.version_args.join(" ")),
+    ));
+    let version = if a.binary == crate::engine::launch::SELF_BINARY {
+        Some(env!("CARGO_PKG_VERSION").to_string())
+    } else {
+        probe.version
+    };
     out.push(match version {
         Some(v) if a.tested_versions.contains(&v) => check(
             format!("{id} version"),

@@ -262,7 +262,7 @@ pub fn sandbox_policy(
             settings
                 .memory
                 .or(l.task_memory.map(|b| b.0))
-                .or_else(crate::runner::sandbox::default_task_memory),
+                .or_else(|| crate::runner::sandbox::default_task_memory(settings.running_tasks)),
         ),
         pids: nonzero(settings.pids.or(l.task_pids).or(Some(DEFAULT_TASK_PIDS))),
         cpu_weight: nonzero(settings.cpu_weight.or(l.task_cpu_weight)),

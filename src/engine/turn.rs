@@ -295,6 +295,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         // while they are stored.
                         drop(line);
                         note_refusals(egress.as_ref(), &mut mapper);
+                        let was_terminal = mapper.state().is_terminal();
                         let mut updates = Vec::new();
                         for ev in events.drain(..) {
                             match &ev {
@@ -308,6 +309,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                                 _ => {}
                             }
                             updates.extend(mapper.on_event(ev));
+                        }
+                        if !was_terminal && mapper.state().is_terminal() {
+                            note_limit(proc.as_ref(), &mut updates);
                         }
                         if !ends.publish(inner, updates, &mut held, false).await && !mapper.state().is_terminal() {
                             // What the agent does can no longer be kept: stop it, and end the task.
@@ -552,6 +556,15 @@ async fn earlier_tasks(
             tracing::warn!(error = %e, "could not read the context's earlier turns");
             Vec::new()
         }
+    }
+}
+
+/// A turn that ended by the agent's word while a process of it was killed at a limit (a
+/// child at the memory limit, the agent going on): the update that ends it says so.
+fn note_limit(proc: &dyn Child, updates: &mut [crate::protocol::v1::StreamResponse]) {
+    if let Some(limit) = proc.limit_hit() {
+        tracing::info!(%limit, "a process of the task ran into a limit");
+        crate::task::mapping::note_limit(updates, &limit);
     }
 }
 

@@ -26,6 +26,10 @@ impl Process {
                     &spec.program,
                     &spec.args,
                     &spec.cwd,
+                    spec.env
+                        .iter()
+                        .find(|(k, _)| k == "PATH")
+                        .map(|(_, v)| v.as_str()),
                 )?)
             }
             _ => None,

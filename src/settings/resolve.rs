@@ -114,11 +114,12 @@ impl Settings {
         let repo_path = repo_path(args, &m.agent)?;
         let store = parse_store(&m.store.location)?;
         let push = push(&m.push, &store)?;
-        let sandbox = sandbox(
+        let mut sandbox = sandbox(
             &m.sandbox,
             &secrets(args, &store, &push, &m.card),
             &repo_path,
         )?;
+        sandbox.running_tasks = m.limits.max_running_tasks;
         Ok(Settings {
             bind,
             grpc_port: m.server.grpc_port,
@@ -468,6 +469,7 @@ fn sandbox(
         hide: hidden(secrets, repo),
         allow_hosts: s.allow_hosts.clone(),
         resolve: s.resolve.clone(),
+        running_tasks: 1,
     })
 }
 

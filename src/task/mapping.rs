@@ -84,6 +84,54 @@ pub enum ExitReason {
     HostLost(String),
 }
 
+/// The task metadata key that names the limit a task ran into (`memory`, `processes`).
+pub const LIMIT_REACHED: &str = "limitReached";
+
+/// The limit that `words` (the sandbox's `its memory limit (256 MiB, task_memory)`, `its
+/// process limit (64 processes, task_pids)`) names, for [`LIMIT_REACHED`].
+pub fn limit_name(words: &str) -> &'static str {
+    if words.starts_with("its memory") {
+        "memory"
+    } else if words.starts_with("its process") {
+        "processes"
+    } else {
+        "limit"
+    }
+}
+
+/// Says in the update that ends a turn (among `updates`) that a process of the task ran into
+/// `limit` although the turn ended otherwise (a child killed at the memory limit while the
+/// agent went on): the metadata's [`LIMIT_REACHED`] and a line after the status message.
+pub fn note_limit(updates: &mut [StreamResponse], limit: &str) {
+    let Some(StreamResponse::StatusUpdate(u)) = updates
+        .iter_mut()
+        .rev()
+        .find(|u| matches!(u, StreamResponse::StatusUpdate(s) if s.status.state.is_terminal()))
+    else {
+        return;
+    };
+    u.metadata
+        .get_or_insert_with(Map::new)
+        .insert(LIMIT_REACHED.into(), json!(limit_name(limit)));
+    let line = format!("(A process of this task was stopped at {limit}.)");
+    match &mut u.status.message {
+        Some(m) => match m.parts.iter_mut().rev().find_map(|p| p.text.as_mut()) {
+            Some(t) => {
+                t.push_str("\n\n");
+                t.push_str(&line);
+            }
+            None => m.parts.push(Part::text(line)),
+        },
+        None => {
+            u.status.message = Some(Message::agent(
+                vec![Part::text(line)],
+                &u.task_id,
+                &u.context_id,
+            ));
+        }
+    }
+}
+
 /// Maps one turn's AgentEvents to task updates.
 #[derive(Debug)]
 pub struct TurnMapper {
@@ -131,7 +179,7 @@ impl TurnMapper {
         self
     }
 
-    /// Hides local paths and secrets in the error texts this mapper produces.
+    /// Masks secrets (and shortens workspace paths) in the error texts this mapper produces.
     pub fn with_redactor(mut self, redactor: super::Redactor) -> TurnMapper {
         self.redactor = redactor;
         self
@@ -484,7 +532,11 @@ impl TurnMapper {
                 format!("No answer came within {secs} s, so the question expired and the task was stopped (input timeout); send the message again"),
             ),
             ExitReason::LimitReached(limit) => (
-                TaskState::Failed,
+                {
+                    self.pending_metadata
+                        .insert(LIMIT_REACHED.into(), json!(limit_name(&limit)));
+                    TaskState::Failed
+                },
                 format!("The task reached {limit} and was stopped"),
             ),
             ExitReason::StoreFailed(why) => (

@@ -1,6 +1,7 @@
-//! Keeping local paths and secrets out of what clients see in error messages: the host's
-//! own credentials, key-shaped tokens, and absolute paths (made relative when they are inside
-//! the workspace, `<path>` otherwise).
+//! Keeping secrets out of what clients see in error messages: the host's own credentials
+//! and key-shaped tokens. Paths are kept: an error that names a path (`bwrap: execvp
+//! /tmp/x/agent: No such file or directory`) is useless without it; those inside a workspace
+//! are shortened to relative ones.
 
 use std::sync::OnceLock;
 
@@ -44,7 +45,7 @@ fn path_pattern() -> &'static Regex {
 }
 
 impl Redactor {
-    /// The text with secrets masked and absolute paths hidden.
+    /// The text with secrets masked and paths inside a workspace made relative.
     pub fn clean(&self, text: &str) -> String {
         let mut s = text.to_string();
         for secret in self.secrets.iter().filter(|x| x.len() >= 4) {
@@ -76,7 +77,7 @@ impl Redactor {
                             rest.strip_prefix('/').map(|r| format!("./{r}"))
                         }
                     })
-                    .unwrap_or_else(|| "<path>".to_string());
+                    .unwrap_or_else(|| path.to_string());
                 format!("{lead}{shown}")
             })
             .into_owned()
@@ -88,7 +89,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_and_secrets_are_hidden() {
+    fn secrets_are_hidden_and_paths_named() {
         let r = Redactor {
             workspace: vec!["/srv/repo".into()],
             secrets: vec!["host-token-123".into()],
@@ -98,8 +99,8 @@ mod tests {
             "cat: ./src/main.rs: No such file"
         );
         assert_eq!(
-            r.clean("open /home/alice/.ssh/id_rsa failed"),
-            "open <path> failed"
+            r.clean("bwrap: execvp /tmp/tmp.x1/agent-host: No such file or directory"),
+            "bwrap: execvp /tmp/tmp.x1/agent-host: No such file or directory"
         );
         assert_eq!(r.clean("token host-token-123 leaked"), "token *** leaked");
         assert_eq!(

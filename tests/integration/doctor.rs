@@ -40,7 +40,7 @@ credentials_files = ["~/.fakecli/auth.json"]
 
 async fn doctor(adapters: &Path, home: &Path, repo: &Path, json: bool) -> (i32, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
-    // The program lives in /tmp, which the sandbox replaces with a private one.
+    // The program may live in /tmp (the sandbox's private /tmp shows it again).
     cmd.args([
         "doctor",
         "--adapter",
@@ -50,7 +50,6 @@ async fn doctor(adapters: &Path, home: &Path, repo: &Path, json: bool) -> (i32, 
         "--port",
         "0",
     ])
-    .args(["--sandbox", "off"])
     .arg("--adapters-dir")
     .arg(adapters)
     .arg("--repo-path")
@@ -132,6 +131,43 @@ async fn doctor_fails_without_credentials_and_passes_with_them() {
         assert!(checks.iter().any(|c| c["check"] == "store"));
         assert!(checks.iter().any(|c| c["check"] == "port"));
         assert!(checks.iter().any(|c| c["check"] == "sandbox"));
+    })
+    .await
+}
+
+/// The version check runs as a task's program would: one that cannot run there (its
+/// interpreter is missing) fails `doctor`, which says why and what it printed.
+#[tokio::test]
+async fn doctor_fails_when_the_program_cannot_run_as_a_task() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        std::fs::create_dir_all(home.join(".fakecli")).unwrap();
+        std::fs::write(home.join(".fakecli/auth.json"), "{}").unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let (code, out) = doctor(&adapters, &home, &repo, false).await;
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("pass") && l.contains("fakecli runs")),
+            "{out}"
+        );
+
+        std::fs::write(
+            tmp.path().join("fakecli"),
+            "#!/nonexistent/interpreter\necho 2.1.330\n",
+        )
+        .unwrap();
+        let (code, out) = doctor(&adapters, &home, &repo, false).await;
+        assert_eq!(code, 1, "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("fakecli runs"))
+            .unwrap_or_default();
+        assert!(line.starts_with("FAIL"), "{out}");
+        assert!(line.contains("exited with code"), "{line}");
+        assert!(line.contains("fakecli"), "the path is named: {line}");
     })
     .await
 }

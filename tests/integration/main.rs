@@ -10,6 +10,7 @@ mod client;
 mod common;
 mod conformance;
 mod console;
+mod contain;
 mod demo;
 mod docs;
 mod doctor;

@@ -235,3 +235,33 @@ fn state_folders_made_for_a_sandbox_user_are_given_to_it() {
     );
     assert!(!homeless.home.exists());
 }
+
+#[test]
+fn the_default_memory_of_a_task_is_the_machine_shared_by_the_running_tasks() {
+    let registry = Registry::builtin().unwrap();
+    let a = registry.get("jsonl").unwrap();
+    let Some(all) = crate::runner::sandbox::default_task_memory(1) else {
+        eprintln!("*** SKIPPED: no /proc/meminfo ***");
+        return;
+    };
+    let settings = SandboxSettings {
+        running_tasks: 4,
+        ..SandboxSettings::default()
+    };
+    let p = sandbox_policy(a, &settings, &[]).unwrap();
+    let each = p.limits.memory.unwrap();
+    assert!(
+        each <= all / 4 && each > all / 4 - (1 << 20),
+        "{each} of {all}"
+    );
+    assert_eq!(each % (1 << 20), 0, "whole MiB");
+    // Set, it wins.
+    let set = SandboxSettings {
+        memory: Some(1 << 30),
+        ..settings
+    };
+    assert_eq!(
+        sandbox_policy(a, &set, &[]).unwrap().limits.memory,
+        Some(1 << 30)
+    );
+}

@@ -49,7 +49,7 @@ pub struct SandboxConfig {
         value_delimiter = ','
     )]
     pub disable: Vec<String>,
-    /// Memory of one task (e.g. 4G; 0 = no limit); unset: the adapter's, else half the machine's memory
+    /// Memory of one task (e.g. 4G; 0 = no limit); unset: the adapter's, else the machine's memory (MemTotal) divided by max_running_tasks, so that as many tasks as may run fit
     #[arg(
         id = "sandbox.memory",
         long = "task-memory",
@@ -116,6 +116,9 @@ pub struct SandboxSettings {
     pub disable: Vec<Piece>,
     /// bytes; `Some(0)`: no limit
     pub memory: Option<u64>,
+    /// How many tasks may run at once (`[limits] max_running_tasks`; 0 counts as 1): the
+    /// default memory of a task is the machine's divided by it.
+    pub running_tasks: usize,
     pub pids: Option<u64>,
     pub cpu_weight: Option<u64>,
     pub file_size: Option<u64>,

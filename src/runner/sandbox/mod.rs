@@ -21,6 +21,7 @@ pub mod cgroup;
 pub mod config;
 mod landlock;
 pub mod net;
+pub mod program;
 pub mod reaper;
 pub mod setup;
 pub mod user;
@@ -428,12 +429,14 @@ pub enum SandboxError {
 }
 
 impl Prepared {
-    /// Decides how `program args` runs under `policy` on this machine.
+    /// Decides how `program args` runs under `policy` on this machine; `path_var` is the
+    /// program's `PATH` (to find a script's interpreter).
     pub fn new(
         policy: &SandboxPolicy,
         program: &Path,
         args: &[String],
         cwd: &Path,
+        path_var: Option<&str>,
     ) -> Result<Prepared, SandboxError> {
         let caps = Capabilities::get();
         let missing = caps.missing(policy);
@@ -477,6 +480,9 @@ impl Prepared {
         let (program, args, wrapped) = match &caps.bwrap {
             Some((bwrap, _)) => {
                 let mut all = bwrap::args(policy, cwd, caps.root && user.is_none(), user);
+                // The program runs wherever it lies (`/tmp` included): shown read-only.
+                let needs = program::needs(program, path_var);
+                all.extend(program::binds(&needs, policy, cwd));
                 all.push("--".into());
                 all.extend(net::command_prefix(policy));
                 all.push(program.display().to_string());
@@ -517,8 +523,9 @@ impl Drop for Prepared {
     }
 }
 
-/// The default memory limit of a task: half the machine's memory (`MemTotal`).
-pub fn default_task_memory() -> Option<u64> {
+/// The default memory limit of a task: the machine's memory (`MemTotal`) shared by
+/// `running_tasks` tasks (0 counts as 1), so that as many as may run at once fit.
+pub fn default_task_memory(running_tasks: usize) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = info
         .lines()
@@ -528,8 +535,9 @@ pub fn default_task_memory() -> Option<u64> {
         .trim()
         .parse()
         .ok()?;
+    let share = running_tasks.max(1) as u64;
     // Whole MiB, so that it reads well in messages.
-    Some(kib * 1024 / 2 / (1 << 20) * (1 << 20))
+    Some(kib * 1024 / share / (1 << 20) * (1 << 20))
 }
 
 /// Logs once which pieces are in force for `policy`, and what is missing.
