@@ -152,6 +152,7 @@ pub mod cli_extras;
 pub mod client;
 pub mod engine;
 pub mod fake_agent;
+pub mod policy;
 pub mod protocol;
 pub mod push;
 pub mod retention;
