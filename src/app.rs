@@ -133,6 +133,18 @@ fn open_workspaces(
     Ok(Some(Arc::new(all)))
 }
 
+/// The host's controls for one adapter: its `on_budget` over the host's.
+fn controls_for(
+    settings: &Settings,
+    on_budget: Option<crate::policy::OnBudget>,
+) -> crate::policy::Controls {
+    let mut c = settings.controls.clone();
+    if let Some(o) = on_budget {
+        c.on_budget = o;
+    }
+    c
+}
+
 /// One adapter's engine (recovered), push service and handler state.
 async fn start_agent(
     settings: &Settings,
@@ -143,6 +155,7 @@ async fn start_agent(
 ) -> Result<(AppState, Vec<tokio::task::JoinHandle<()>>), StartError> {
     let launch = launch_for(settings, adapter)?;
     let id = launch.adapter.id.clone();
+    let adapter_on_budget = launch.adapter.on_budget;
     tracing::info!(adapter = %id, default, "agent");
     tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
     if settings.store == StoreChoice::Memory {
@@ -158,6 +171,7 @@ async fn start_agent(
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
             workspaces: open_workspaces(settings, &id, default)?,
+            controls: Arc::new(controls_for(settings, adapter_on_budget)),
         },
     );
     // With a store several hosts share: this host's id, address and lease.

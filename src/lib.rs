@@ -158,6 +158,7 @@ pub mod client;
 pub mod egress;
 pub mod engine;
 pub mod fake_agent;
+pub mod policy;
 pub mod protocol;
 pub mod push;
 pub mod retention;

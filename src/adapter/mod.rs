@@ -148,6 +148,15 @@ pub struct AdapterSpec {
     /// Added when approvals are skipped (`AGENT_FORCE=true`).
     #[serde(default)]
     pub force_args: Vec<String>,
+    /// What happens when a task of this adapter reaches its budget (`ask` or `fail`);
+    /// unset: the host's `[limits] on_budget`. A request's `metadata.budget.onBudget` wins.
+    #[serde(default)]
+    pub on_budget: Option<crate::policy::OnBudget>,
+    /// The CLI's own limit flags, given the task's budget: `{max_turns}` (the budget's
+    /// tool calls) is substituted; a flag whose placeholder has no value is left out with
+    /// its neighbours up to the previous flag (`["--max-turns", "{max_turns}"]`).
+    #[serde(default)]
+    pub budget_args: Vec<String>,
     /// With `prompt = "arg"`: the arguments that carry the prompt, `{prompt}` replaced by it
     /// (e.g. `["-p", "{prompt}"]`), placed last. Empty: the prompt is the last argument.
     #[serde(default)]

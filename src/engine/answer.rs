@@ -72,7 +72,10 @@ impl Engine {
             Ok(Some(c)) => c,
             // Waiting since before a restart: the answer resumes the CLI's session.
             Ok(None) if state == TaskState::InputRequired => {
-                return self.answer_after_restart(task_id, msg, opts).await
+                return match super::controls::budget_question(&snap.task) {
+                    Some(q) => self.answer_budget(&snap, &q, msg, opts).await,
+                    None => self.answer_after_restart(task_id, msg, opts).await,
+                };
             }
             Ok(None) => {
                 return Err(A2AError::UnsupportedOperation(format!(

@@ -11,6 +11,7 @@ use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::PromptVia;
+use crate::policy::{Limits, OnBudget};
 use crate::units::{ByteSize, Dur};
 
 /// `[agent]`: the adapter served and how its program is started.
@@ -200,6 +201,51 @@ pub struct LimitsConfig {
         default_value_t = 100
     )]
     pub max_files_per_message: usize,
+    /// Budget of a task whose request sets none in metadata.budget (usd=2,tokens=500000,toolCalls=50,seconds=1200; kinds left out: no limit)
+    #[arg(
+        id = "limits.budget",
+        long = "budget",
+        env = "AGENT_HOST_BUDGET",
+        value_name = "LIMITS"
+    )]
+    pub budget: Option<Limits>,
+    /// Highest task budget a request may set (same form as budget; kinds left out: no ceiling); a request above it gets -32602
+    #[arg(
+        id = "limits.max_budget",
+        long = "max-budget",
+        env = "AGENT_HOST_MAX_BUDGET",
+        value_name = "LIMITS"
+    )]
+    pub max_budget: Option<Limits>,
+    /// Highest budget a request may set for a whole conversation, the sum over its tasks (metadata.budget.context)
+    #[arg(
+        id = "limits.max_context_budget",
+        long = "max-context-budget",
+        env = "AGENT_HOST_MAX_CONTEXT_BUDGET",
+        value_name = "LIMITS"
+    )]
+    pub max_context_budget: Option<Limits>,
+    /// At a budget's limit: ask (stop the agent keeping its session; the task asks whether to continue) or fail; an adapter's on_budget and metadata.budget.onBudget win
+    #[arg(
+        id = "limits.on_budget",
+        long = "on-budget",
+        env = "AGENT_HOST_ON_BUDGET",
+        value_name = "ask|fail",
+        default_value = "ask"
+    )]
+    pub on_budget: OnBudget,
+}
+
+impl LimitsConfig {
+    /// The budget settings, for [`crate::policy::config::controls`].
+    pub fn budget_settings(&self) -> crate::policy::config::BudgetSettings {
+        crate::policy::config::BudgetSettings {
+            default: self.budget.unwrap_or_default(),
+            ceiling: self.max_budget.unwrap_or_default(),
+            context_ceiling: self.max_context_budget.unwrap_or_default(),
+            on_budget: self.on_budget,
+        }
+    }
 }
 
 /// Arguments as shell-style words in a flag or variable (`--args "-v 'a b'"`), a list in the

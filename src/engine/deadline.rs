@@ -22,6 +22,8 @@ pub(super) enum Due {
     Idle,
     /// A question waited for its answer longer than the input timeout.
     Input,
+    /// The task's (or its context's) time budget is spent.
+    Budget,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +38,8 @@ pub(super) struct Deadlines {
     pub drain: Option<Instant>,
     /// When an unanswered question expires, while the agent waits for an answer.
     pub input: Option<Instant>,
+    /// When the time budget is spent.
+    pub budget: Option<Instant>,
 }
 
 impl Deadlines {
@@ -47,6 +51,7 @@ impl Deadlines {
             self.linger,
             self.drain,
             self.input,
+            self.budget,
         ]
         .into_iter()
         .flatten()
@@ -68,6 +73,8 @@ impl Deadlines {
             Some(Due::Hard)
         } else if passed(self.input) {
             Some(Due::Input)
+        } else if passed(self.budget) {
+            Some(Due::Budget)
         } else if idle_counts && self.idle <= now {
             Some(Due::Idle)
         } else {
@@ -100,6 +107,7 @@ mod tests {
             linger: None,
             drain: None,
             input: None,
+            budget: None,
         }
     }
 

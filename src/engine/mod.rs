@@ -21,6 +21,7 @@ pub mod changes;
 pub mod child;
 mod cluster;
 pub mod config;
+mod controls;
 mod deadline;
 mod forward;
 pub mod input;
@@ -126,6 +127,8 @@ pub struct EngineConfig {
     /// A git workspace per context ([`crate::workspace`]); None: every turn works in its
     /// folder.
     pub workspaces: Option<Arc<crate::workspace::Workspaces>>,
+    /// Approval rule sets and budgets (the adapter's `on_budget` already applied).
+    pub controls: Arc<crate::policy::Controls>,
 }
 
 /// Who is calling: the credential's name, or None when no authentication is configured.
@@ -304,6 +307,8 @@ impl Engine {
         if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
             return self.answer(&waiting, msg, owner, opts).await;
         }
+        // The rules and budget it asks for: checked before anything starts.
+        let controls = self.request_controls(&msg, req.metadata.as_ref())?;
         let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
             Some(raw) => Some(self.check_cwd(&raw)?),
             None => None,
@@ -361,6 +366,7 @@ impl Engine {
             let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
+            let metadata = self.controls_metadata(&controls, &context_id).await;
             let task = Task {
                 id: task_id.clone(),
                 context_id: context_id.clone(),
@@ -377,6 +383,7 @@ impl Engine {
                     timestamp: Some(task::now_timestamp()),
                 },
                 history: vec![msg],
+                metadata,
                 ..Task::default()
             };
             self.inner
@@ -512,6 +519,21 @@ impl Inner {
             let mut st = lock(&self.state);
             st.live.remove(task_id);
             let starts = st.sched.finish(task_id);
+            self.prepare(&mut st, starts)
+        };
+        self.turn_ended.notify_waiters();
+        self.spawn(turns);
+    }
+
+    /// A turn stopped at a budget that asks: its task waits for the answer with no program
+    /// (as one waiting since before a restart), keeping its context; its slot is freed.
+    fn park_turn(self: &Arc<Self>, task_id: &str) {
+        let turns = {
+            let mut st = lock(&self.state);
+            if let Some(live) = st.live.get_mut(task_id) {
+                live.control = None;
+            }
+            let starts = st.sched.park(task_id);
             self.prepare(&mut st, starts)
         };
         self.turn_ended.notify_waiters();

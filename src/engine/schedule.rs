@@ -241,6 +241,22 @@ impl Scheduler {
         }
     }
 
+    /// The task's turn ended but the task goes on, waiting for an answer with no program
+    /// (stopped at its budget): it gives its slot back and keeps its context, until
+    /// [`Scheduler::resume`] or [`Scheduler::finish`]. Returns the turns that start in the slot.
+    pub fn park(&mut self, task_id: &str) -> Vec<Start> {
+        if let Some(e) = self.tasks.get_mut(task_id) {
+            if e.slot && e.waiting {
+                self.waiting = self.waiting.saturating_sub(1);
+            } else if e.slot {
+                self.running = self.running.saturating_sub(1);
+            }
+            e.slot = false;
+            e.waiting = false;
+        }
+        self.fill_slots()
+    }
+
     /// Turns waiting: for their context, or for a slot.
     pub fn queued(&self) -> usize {
         self.ready.len() + self.contexts.values().map(|c| c.queue.len()).sum::<usize>()

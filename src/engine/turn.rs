@@ -80,12 +80,16 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
         crate::telemetry::set_remote_parent(&span, tp);
     }
     let task_id = turn.task_id.clone();
-    drive(&inner, turn).instrument(span).await;
-    inner.finish_turn(&task_id);
+    if drive(&inner, turn).instrument(span).await {
+        inner.park_turn(&task_id);
+    } else {
+        inner.finish_turn(&task_id);
+    }
 }
 
-/// Runs the turn to its terminal state.
-async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
+/// Runs the turn to its terminal state; true when it stopped at a budget that asks (the
+/// task waits for the answer with no program: parked).
+async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     let Turn {
         task_id,
         context_id,
@@ -116,9 +120,17 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         .with_output_limit(inner.config.limits.max_output_bytes)
         .with_tool_trace(tool_trace);
     mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
+    let mut controls = controls::TurnControls::load(inner, &task_id, &context_id).await;
+    if let Some(b) = controls.metadata() {
+        mapper.add_metadata("budget", b);
+    }
     let started = if continuing {
         mapper.continue_answer();
-        mapper.resumed("Resuming the agent's session after an agent-host restart")
+        mapper.resumed(if prompt == controls::CONTINUE_PROMPT {
+            "Continuing the agent's session with the raised budget"
+        } else {
+            "Resuming the agent's session after an agent-host restart"
+        })
     } else {
         mapper.started()
     };
@@ -130,7 +142,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
             launch.adapter.wire
         )));
         ends.publish(inner, ev, &mut held, true).await;
-        return;
+        return false;
     };
 
     // A long prompt that goes in a file: written now, removed when the turn ends.
@@ -143,7 +155,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                     "the prompt could not be written for the agent (see the host log)".into(),
                 ));
                 ends.publish(inner, ev, &mut held, true).await;
-                return;
+                return false;
             }
         }
     } else {
@@ -153,6 +165,8 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     // future, its few hundred bytes would stay in every live task's state to its end.
     let (spawning, egress) = {
         let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
+        let limits = controls::budget_args(&launch.adapter.budget_args, &controls.meter);
+        spec.args.splice(0..0, limits);
         crate::engine::launch::reveal_attachments(&mut spec, &task_id);
         let egress = crate::egress::attach(&mut spec, &task_id);
         if let Some(w) = &workspace {
@@ -175,13 +189,13 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                 "the agent's program could not be started (see the host log)".into(),
             ));
             ends.publish(inner, ev, &mut held, true).await;
-            return;
+            return false;
         }
         Err(e @ SpawnError::Internal(_)) => {
             tracing::error!(error = %e, "spawn task failed");
             let ev = mapper.on_exit(ExitReason::SpawnFailed("internal error".into()));
             ends.publish(inner, ev, &mut held, true).await;
-            return;
+            return false;
         }
     };
     tracing::info!(pid = proc.pid(), "agent started");
@@ -231,6 +245,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         linger: None,
         drain: None,
         input: None,
+        budget: controls.deadline(),
     };
     // The agent waits for an answer: its slot is given back meanwhile (see `schedule`).
     let mut asking = false;
@@ -297,7 +312,28 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         note_refusals(egress.as_ref(), &mut mapper);
                         let was_terminal = mapper.state().is_terminal();
                         let mut updates = Vec::new();
+                        let mut budget_stop = None;
                         for ev in events.drain(..) {
+                            // At a budget the program is stopped: what it reported after
+                            // the event that reached it is not mapped.
+                            if budget_stop.is_some() {
+                                continue;
+                            }
+                            if !mapper.state().is_terminal() {
+                                budget_stop = controls.on_event(&ev, &mut mapper);
+                            }
+                            if budget_stop.is_some() {
+                                continue;
+                            }
+                            if let Some(ruled) = controls.rule(&ev, &cwd) {
+                                if let Some(bytes) = parser.encode_decision(&ruled.answer) {
+                                    if let Err(e) = proc.write_stdin(&bytes).await {
+                                        tracing::debug!(error = %e, "could not answer the agent");
+                                    }
+                                    updates.extend(mapper.rule_decided(&ruled.text, ruled.data));
+                                    continue;
+                                }
+                            }
                             match &ev {
                                 AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
                                     inner.set_session(&context_id, s).await;
@@ -316,6 +352,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         if !ends.publish(inner, updates, &mut held, false).await && !mapper.state().is_terminal() {
                             // What the agent does can no longer be kept: stop it, and end the task.
                             break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
+                        }
+                        if let Some(reason) = budget_stop {
+                            break End::Stopped(reason, None);
                         }
                         asking = inner.track_question(&task_id, asking, mapper.state(), &mut deadlines);
                         if !reply.is_empty() {
@@ -395,6 +434,12 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                         let secs = inner.config.limits.input_timeout.as_secs();
                         break End::Stopped(ExitReason::InputExpired { secs }, None);
                     }
+                    Some(Due::Budget) => {
+                        deadlines.budget = None;
+                        if let Some(reason) = controls.on_clock() {
+                            break End::Stopped(reason, None);
+                        }
+                    }
                     // A deadline moved later (output came): the timer is set again above.
                     None => {}
                 }
@@ -404,6 +449,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
 
     note_refusals(egress.as_ref(), &mut mapper);
     drop(egress);
+    let mut parked = false;
     match end {
         End::Eof => {
             let exit = match tokio::time::timeout(grace, proc.wait(grace)).await {
@@ -428,6 +474,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
         }
         End::Stopped(reason, ack) => {
             tracing::info!(reason = ?reason, "stopping the agent");
+            parked = matches!(reason, ExitReason::BudgetPaused { .. });
             // A program still starting would read the interrupt only once it runs.
             if let Some(bytes) = parser.interrupt().filter(|_| !proc.starting()) {
                 interrupt(proc.as_mut(), &bytes, grace).await;
@@ -443,6 +490,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
                 other => other,
             };
             let ev = mapper.on_exit(reason);
+            parked = parked && mapper.state() == crate::protocol::v1::TaskState::InputRequired;
             ends.publish(inner, ev, &mut held, true).await;
             if let Some(ack) = ack {
                 let _ = ack.send(());
@@ -452,6 +500,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     if let Err(e) = inner.store.forget_process(&task_id).await {
         tracing::warn!(error = %e, "could not forget the agent's process group");
     }
+    parked
 }
 
 /// The connections the task's egress proxy refused so far, in the task's metadata
@@ -662,6 +711,8 @@ fn count_usage(adapter: &str, u: &crate::adapter::Usage) {
         metrics::gauge!("agent_host_cost_usd_total", "adapter" => adapter.to_string()).increment(c);
     }
 }
+
+pub(super) mod controls;
 
 #[cfg(test)]
 mod tests;

@@ -51,6 +51,8 @@ pub struct ServeFlags {
     #[command(flatten)]
     pub limits: LimitsConfig,
     #[command(flatten)]
+    pub approvals: crate::policy::config::ApprovalsConfig,
+    #[command(flatten)]
     pub workspace: WorkspaceConfig,
     #[command(flatten)]
     pub sandbox: SandboxConfig,

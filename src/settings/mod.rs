@@ -137,6 +137,8 @@ pub struct Settings {
     /// The git workspace per context (`[workspace]`).
     pub workspace: crate::workspace::WorkspaceConfig,
     pub host_limits: HostLimits,
+    /// Approval rule sets and budgets (`[approvals]`, the budget keys of `[limits]`).
+    pub controls: crate::policy::Controls,
     /// The sandbox per task and the task limits.
     pub sandbox: sandbox::SandboxSettings,
     /// Which terminal tasks are deleted, in the background (see [`crate::retention`]).

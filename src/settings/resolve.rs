@@ -11,6 +11,7 @@ use super::file::{FileConfig, Section};
 use super::store::parse_store;
 use super::*;
 use crate::engine::config::{AgentConfig, LimitsConfig, MAX_SUBSCRIBERS_PER_TASK};
+use crate::policy::config::ApprovalsConfig;
 use crate::push::{DeliveryConfig, PushSettings};
 use crate::retention::RetentionConfig;
 use crate::runner::sandbox::config::SandboxConfig;
@@ -38,6 +39,11 @@ section!(RetentionConfig, "retention");
 section!(StoreConfig, "store");
 section!(ClusterConfig, "cluster");
 section!(LogConfig, "log");
+impl Section for ApprovalsConfig {
+    const NAME: &'static str = "approvals";
+    const FILE_ONLY: &'static [(&'static str, &'static str)] =
+        crate::policy::config::APPROVALS_FILE_ONLY;
+}
 impl Section for AuthConfig {
     const NAME: &'static str = "auth";
     const FILE_ONLY: &'static [(&'static str, &'static str)] =
@@ -52,6 +58,7 @@ pub const SECTIONS: &[&str] = &[
     "card",
     "agent",
     "limits",
+    "approvals",
     "workspace",
     "sandbox",
     "push",
@@ -69,6 +76,7 @@ struct Merged {
     card: CardConfig,
     agent: AgentConfig,
     limits: LimitsConfig,
+    approvals: ApprovalsConfig,
     workspace: WorkspaceConfig,
     sandbox: SandboxConfig,
     push: DeliveryConfig,
@@ -89,6 +97,7 @@ impl Merged {
             card: file.merge(&f.card, args)?,
             agent: file.merge(&f.agent, args)?,
             limits: file.merge(&f.limits, args)?,
+            approvals: file.merge(&f.approvals, args)?,
             workspace: file.merge(&f.workspace, args)?,
             sandbox: file.merge(&f.sandbox, args)?,
             push: file.merge(&f.push, args)?,
@@ -159,6 +168,8 @@ impl Settings {
             push,
             security: security(args, &m.auth, &m.security)?,
             host_limits: host_limits(&m.limits, &m.server),
+            controls: crate::policy::config::controls(&m.approvals, &m.limits.budget_settings())
+                .map_err(|e| invalid(format!("{}: {}", e.field, e.why)))?,
             sandbox,
             retention: RetentionSettings::from_config(&m.retention),
             cluster: cluster(&m.cluster)?,
@@ -678,6 +689,7 @@ pub fn section_keys() -> Result<Vec<SectionKeys>, SettingsError> {
         keys(&f.card),
         keys(&f.agent),
         keys(&f.limits),
+        keys(&f.approvals),
         keys(&f.workspace),
         keys(&f.sandbox),
         keys(&f.push),

@@ -82,6 +82,16 @@ pub enum ExitReason {
     /// The host running the task (this id) stopped renewing its lease, and another host took
     /// its tasks over (several hosts on one database).
     HostLost(String),
+    /// The task reached its budget and fails (`on_budget = "fail"`): why, and the task's
+    /// `budget` metadata (allowed and spent).
+    BudgetFailed { text: String, budget: Value },
+    /// The task reached its budget and asks whether to go on (`on_budget = "ask"`): the
+    /// task waits for input (not a terminal state) with the question's data part.
+    BudgetPaused {
+        text: String,
+        question: Value,
+        budget: Value,
+    },
 }
 
 /// The task metadata key that names the limit a task ran into (`memory`, `processes`).
@@ -437,11 +447,43 @@ impl TurnMapper {
         }
     }
 
-    /// The process ended (or was ended). Produces the terminal state if none was produced.
+    /// A permission request the host's rules answered without asking: a `working` status
+    /// with the decision's text and its data part (the rule and the request).
+    pub fn rule_decided(&mut self, text: &str, data: Value) -> Vec<StreamResponse> {
+        let mut msg = Message::agent(
+            vec![Part::text(text), Part::data(data)],
+            &self.task_id,
+            &self.context_id,
+        );
+        let mut md = Map::new();
+        md.insert(super::RULE_DECISION_KEY.into(), json!(true));
+        msg.metadata = Some(md);
+        vec![self.status(TaskState::Working, Some(msg))]
+    }
+
+    /// The process ended (or was ended). Produces the terminal state if none was produced
+    /// (or, at a budget that asks, the question: `input-required`).
     pub fn on_exit(&mut self, reason: ExitReason) -> Vec<StreamResponse> {
         if self.state.is_terminal() {
             return Vec::new();
         }
+        let reason = match reason {
+            ExitReason::BudgetPaused {
+                text,
+                question,
+                budget,
+            } => {
+                self.pending_approval = None;
+                self.pending_metadata.insert("budget".into(), budget);
+                let msg = Message::agent(
+                    vec![Part::text(text), Part::data(question)],
+                    &self.task_id,
+                    &self.context_id,
+                );
+                return vec![self.status(TaskState::InputRequired, Some(msg))];
+            }
+            other => other,
+        };
         let (state, text) = match reason {
             // A program that asked a question and exited without waiting for the answer did
             // not finish its turn: what it asked for never happened.
@@ -543,6 +585,13 @@ impl TurnMapper {
                 TaskState::Failed,
                 format!("The task store failed, so the task was stopped: {why}"),
             ),
+            ExitReason::BudgetFailed { text, budget } => {
+                self.pending_metadata.insert("budget".into(), budget);
+                self.pending_metadata
+                    .insert("errorKind".into(), json!(error_kind::BUDGET));
+                (TaskState::Failed, text)
+            }
+            ExitReason::BudgetPaused { .. } => (TaskState::Failed, String::new()),
             ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
             ExitReason::Shutdown => (
                 TaskState::Failed,

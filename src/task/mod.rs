@@ -69,6 +69,17 @@ impl LoggedEvent {
     }
 }
 
+/// Marks (in its message's metadata) a `working` status message that also goes to the
+/// task's history: a decision the host's rules made on the caller's behalf.
+pub const RULE_DECISION_KEY: &str = "ruleDecision";
+
+fn kept_in_history(s: &crate::protocol::v1::TaskStatus) -> bool {
+    s.message
+        .as_ref()
+        .and_then(|m| m.metadata.as_ref())
+        .is_some_and(|md| md.get(RULE_DECISION_KEY).is_some())
+}
+
 /// Applies one event to a task in place.
 pub fn apply(task: &mut Task, event: &TaskEvent) {
     match event {
@@ -81,7 +92,7 @@ pub fn apply(task: &mut Task, event: &TaskEvent) {
                 merge_metadata(&mut task.metadata, md);
             }
             let state = u.status.state;
-            if state.is_terminal() || state.is_interrupted() {
+            if state.is_terminal() || state.is_interrupted() || kept_in_history(&u.status) {
                 if let Some(m) = &u.status.message {
                     task.history.push(m.clone());
                 }

@@ -162,6 +162,7 @@ impl Spawner for ScriptedSpawner {
     }
 }
 
+mod budget;
 mod drain;
 mod failing;
 

@@ -1,0 +1,691 @@
+//! Budgets: what a task (and the whole context, the sum over its tasks) may spend in US
+//! dollars, tokens, tool calls and seconds, and the [`Meter`] that counts a turn's spending
+//! from its events and says when a budget is reached.
+//!
+//! A tool call is the one too many when the agent starts it with the budget's calls all
+//! made: it is not counted, and the agent is stopped. Dollars, tokens and seconds are
+//! reached when the spending gets to the budget. A CLI's usage report is the total of its
+//! run so far (a later report replaces an earlier one).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::{BadInput, Controls};
+
+/// What happens when a budget is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBudget {
+    /// Stop the program (keeping its session) and ask whether to continue.
+    #[default]
+    Ask,
+    /// Stop the program; the task fails.
+    Fail,
+}
+
+impl OnBudget {
+    pub fn word(self) -> &'static str {
+        match self {
+            OnBudget::Ask => "ask",
+            OnBudget::Fail => "fail",
+        }
+    }
+}
+
+impl FromStr for OnBudget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OnBudget, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "ask" => Ok(OnBudget::Ask),
+            "fail" => Ok(OnBudget::Fail),
+            other => Err(format!("'{other}' is not one of ask, fail")),
+        }
+    }
+}
+
+/// Amounts of each kind, each optional (unset: no limit of that kind).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Limits {
+    pub usd: Option<f64>,
+    pub tokens: Option<u64>,
+    pub tool_calls: Option<u64>,
+    pub seconds: Option<u64>,
+}
+
+/// The names of the kinds, as in `metadata.budget`.
+pub const KINDS: [&str; 4] = ["usd", "tokens", "toolCalls", "seconds"];
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// The amount of one kind, as a number.
+    pub fn get(&self, kind: &str) -> Option<f64> {
+        match kind {
+            "usd" => self.usd,
+            "tokens" => self.tokens.map(|v| v as f64),
+            "toolCalls" => self.tool_calls.map(|v| v as f64),
+            "seconds" => self.seconds.map(|v| v as f64),
+            _ => None,
+        }
+    }
+
+    /// Sets one kind's amount (a whole number for all but dollars).
+    pub fn set(&mut self, kind: &str, v: f64) {
+        match kind {
+            "usd" => self.usd = Some(v),
+            "tokens" => self.tokens = Some(v as u64),
+            "toolCalls" => self.tool_calls = Some(v as u64),
+            "seconds" => self.seconds = Some(v as u64),
+            _ => {}
+        }
+    }
+
+    /// `self`, with each kind it leaves unset taken from `other`.
+    pub fn or(self, other: Limits) -> Limits {
+        Limits {
+            usd: self.usd.or(other.usd),
+            tokens: self.tokens.or(other.tokens),
+            tool_calls: self.tool_calls.or(other.tool_calls),
+            seconds: self.seconds.or(other.seconds),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        for k in KINDS {
+            if let Some(v) = self.get(k) {
+                m.insert(k.into(), number(k, v));
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// Read back from [`Limits::to_json`] (a task's metadata); what does not parse is unset.
+    pub fn from_json(v: &Value) -> Limits {
+        let mut out = Limits::default();
+        for k in KINDS {
+            if let Some(n) = v.get(k).and_then(Value::as_f64).filter(|n| *n >= 0.0) {
+                out.set(k, n);
+            }
+        }
+        out
+    }
+}
+
+fn number(kind: &str, v: f64) -> Value {
+    if kind == "usd" {
+        json!(v)
+    } else {
+        json!(v as u64)
+    }
+}
+
+/// `usd=5,tokens=2000000,toolCalls=200,seconds=3600` (also `tool_calls`); empty: no limits.
+impl FromStr for Limits {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Limits, String> {
+        let mut out = Limits::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("'{item}' is not KIND=AMOUNT"))?;
+            let kind = match k.trim() {
+                "tool_calls" | "toolCalls" => "toolCalls",
+                k if KINDS.contains(&k) => k,
+                other => {
+                    return Err(format!(
+                        "'{other}' is not one of usd, tokens, toolCalls, seconds"
+                    ))
+                }
+            };
+            let n = amount(kind, &Value::String(v.trim().to_string()), None)?;
+            out.set(kind, n);
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Limits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = KINDS
+            .iter()
+            .filter_map(|k| self.get(k).map(|v| format!("{k}={}", number(k, v))))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl Serialize for Limits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Limits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// One amount: a non-negative number (whole for all but dollars), at most `ceiling`.
+fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, String> {
+    let whole = kind != "usd";
+    let range = match ceiling {
+        Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+        None => "of 0 or more".to_string(),
+    };
+    let what = if whole { "a whole number" } else { "a number" };
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    let n = n
+        .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))
+        .ok_or_else(|| format!("must be {what} {range}"))?;
+    if ceiling.is_some_and(|c| n > c) {
+        return Err(format!("must be {what} {range}"));
+    }
+    Ok(n)
+}
+
+/// A task's budget: its own, its context's, and what happens at the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budget {
+    pub task: Limits,
+    pub context: Limits,
+    /// The request set the context's budget (else a follow-up keeps the one its context has).
+    pub context_named: bool,
+    pub on_budget: OnBudget,
+}
+
+impl Budget {
+    pub fn is_empty(&self) -> bool {
+        self.task.is_empty() && self.context.is_empty()
+    }
+}
+
+/// `metadata.budget`: `{usd, tokens, toolCalls, seconds, context: {...}, onBudget}`, each
+/// checked against the host's ceilings; the kinds left out take the host's defaults.
+pub fn parse(v: &Value, host: &Controls) -> Result<Budget, BadInput> {
+    const FIELD: &str = "metadata.budget";
+    let Value::Object(obj) = v else {
+        return Err(BadInput::new(
+            FIELD,
+            "must be an object {usd, tokens, toolCalls, seconds, context, onBudget}",
+        ));
+    };
+    let task = limits_of(obj, FIELD, &host.ceiling, &["context", "onBudget"])?;
+    let context = match obj.get("context") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(c)) => Some(limits_of(
+            c,
+            &format!("{FIELD}.context"),
+            &host.context_ceiling,
+            &[],
+        )?),
+        Some(_) => {
+            return Err(BadInput::new(
+                format!("{FIELD}.context"),
+                "must be an object {usd, tokens, toolCalls, seconds}",
+            ))
+        }
+    };
+    let on_budget = match obj.get("onBudget") {
+        None | Some(Value::Null) => host.on_budget,
+        Some(w) => {
+            let field = format!("{FIELD}.onBudget");
+            w.as_str()
+                .ok_or_else(|| "must be ask or fail".to_string())
+                .and_then(str::parse)
+                .map_err(|why| BadInput::new(field, why))?
+        }
+    };
+    Ok(Budget {
+        task: task.or(host.default_budget),
+        context: context.unwrap_or_default(),
+        context_named: context.is_some(),
+        on_budget,
+    })
+}
+
+fn limits_of(
+    obj: &Map<String, Value>,
+    field: &str,
+    ceiling: &Limits,
+    other_keys: &[&str],
+) -> Result<Limits, BadInput> {
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !KINDS.contains(&k.as_str()) && !other_keys.contains(&k.as_str()))
+    {
+        return Err(BadInput::new(
+            format!("{field}.{k}"),
+            "unknown key; the budget's keys are usd, tokens, toolCalls, seconds, context and onBudget",
+        ));
+    }
+    let mut out = Limits::default();
+    for k in KINDS {
+        if let Some(v) = obj.get(k).filter(|v| !v.is_null()) {
+            let n = amount(k, v, ceiling.get(k))
+                .map_err(|why| BadInput::new(format!("{field}.{k}"), why))?;
+            out.set(k, n);
+        }
+    }
+    Ok(out)
+}
+
+/// What was spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub usd: f64,
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub seconds: u64,
+}
+
+impl Spent {
+    pub fn get(&self, kind: &str) -> f64 {
+        match kind {
+            "usd" => self.usd,
+            "tokens" => self.tokens as f64,
+            "toolCalls" => self.tool_calls as f64,
+            "seconds" => self.seconds as f64,
+            _ => 0.0,
+        }
+    }
+
+    pub fn plus(self, o: Spent) -> Spent {
+        Spent {
+            usd: self.usd + o.usd,
+            tokens: self.tokens + o.tokens,
+            tool_calls: self.tool_calls + o.tool_calls,
+            seconds: self.seconds + o.seconds,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "usd": (self.usd * 1e6).round() / 1e6,
+            "tokens": self.tokens,
+            "toolCalls": self.tool_calls,
+            "seconds": self.seconds,
+        })
+    }
+
+    /// Read back from [`Spent::to_json`].
+    pub fn from_json(v: &Value) -> Spent {
+        let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Spent {
+            usd: v.get("usd").and_then(Value::as_f64).unwrap_or(0.0),
+            tokens: u("tokens"),
+            tool_calls: u("toolCalls"),
+            seconds: u("seconds"),
+        }
+    }
+
+    /// What a task spent, from its metadata: `budget.spent`, else its `usage`.
+    pub fn of_task(metadata: Option<&Map<String, Value>>) -> Spent {
+        let Some(md) = metadata else {
+            return Spent::default();
+        };
+        if let Some(s) = md.get("budget").and_then(|b| b.get("spent")) {
+            return Spent::from_json(s);
+        }
+        let Some(u) = md.get("usage") else {
+            return Spent::default();
+        };
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Spent {
+            usd: u.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0),
+            tokens: n("inputTokens") + n("outputTokens"),
+            ..Spent::default()
+        }
+    }
+}
+
+/// Which budget was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Task,
+    Context,
+}
+
+impl Scope {
+    pub fn word(self) -> &'static str {
+        match self {
+            Scope::Task => "task",
+            Scope::Context => "context",
+        }
+    }
+}
+
+/// A budget reached: whose, and of which kinds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reached {
+    pub scope: Scope,
+    pub kinds: Vec<&'static str>,
+}
+
+/// Counts one turn's spending against the task's and the context's budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meter {
+    pub budget: Budget,
+    /// The task's spending in its earlier runs (before a pause or a restart).
+    pub before: Spent,
+    /// The context's other tasks' spending.
+    pub context_before: Spent,
+    /// This run's: tool calls counted, dollars and tokens as last reported.
+    run: Spent,
+    /// The first amounts of the task's budget (what "continue" adds by default).
+    pub step: Limits,
+}
+
+impl Meter {
+    pub fn new(budget: Budget, before: Spent, context_before: Spent, step: Limits) -> Meter {
+        Meter {
+            budget,
+            before,
+            context_before,
+            run: Spent::default(),
+            step: if step.is_empty() { budget.task } else { step },
+        }
+    }
+
+    /// Whether there is anything to count against.
+    pub fn active(&self) -> bool {
+        !self.budget.is_empty()
+    }
+
+    /// The task's spending, `secs` into this run.
+    pub fn task_spent(&self, secs: u64) -> Spent {
+        let mut run = self.run;
+        run.seconds = secs;
+        self.before.plus(run)
+    }
+
+    fn reached(&self, secs: u64, tool_call: bool) -> Option<Reached> {
+        let task = self.task_spent(secs);
+        let context = self.context_before.plus(task);
+        for (scope, limits, spent) in [
+            (Scope::Task, &self.budget.task, task),
+            (Scope::Context, &self.budget.context, context),
+        ] {
+            let kinds: Vec<&'static str> = KINDS
+                .into_iter()
+                .filter(|k| {
+                    limits.get(k).is_some_and(|allowed| {
+                        let s = spent.get(k);
+                        match *k {
+                            "toolCalls" => tool_call && s >= allowed,
+                            _ => s >= allowed,
+                        }
+                    })
+                })
+                .collect();
+            if !kinds.is_empty() {
+                return Some(Reached { scope, kinds });
+            }
+        }
+        None
+    }
+
+    /// The agent starts a tool: counted, unless it is one too many (then the budget is
+    /// reached and it is not counted).
+    pub fn on_tool_use(&mut self, secs: u64) -> Option<Reached> {
+        if let Some(r) = self.reached(secs, true) {
+            if r.kinds.contains(&"toolCalls") {
+                return Some(r);
+            }
+        }
+        self.run.tool_calls += 1;
+        None
+    }
+
+    /// The CLI reported its usage so far.
+    pub fn on_usage(&mut self, u: &crate::adapter::Usage, secs: u64) -> Option<Reached> {
+        if let Some(c) = u.cost_usd {
+            self.run.usd = c;
+        }
+        let tokens = u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0);
+        if tokens > 0 {
+            self.run.tokens = tokens;
+        }
+        self.reached(secs, false)
+            .filter(|r| r.kinds.iter().any(|k| *k != "seconds"))
+    }
+
+    /// The clock: the budget's time is up.
+    pub fn on_clock(&self, secs: u64) -> Option<Reached> {
+        self.reached(secs, false)
+            .filter(|r| r.kinds.contains(&"seconds"))
+    }
+
+    /// Seconds this run may still take before a time budget is reached.
+    pub fn seconds_left(&self) -> Option<u64> {
+        let task = self
+            .budget
+            .task
+            .seconds
+            .map(|s| s.saturating_sub(self.before.seconds));
+        let ctx = self
+            .budget
+            .context
+            .seconds
+            .map(|s| s.saturating_sub(self.context_before.seconds + self.before.seconds));
+        match (task, ctx) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The task's metadata `budget`: allowed and spent, for the task and the context.
+    pub fn metadata(&self, secs: u64) -> Value {
+        let task = self.task_spent(secs);
+        let mut v = json!({
+            "allowed": self.budget.task.to_json(),
+            "spent": task.to_json(),
+            "onBudget": self.budget.on_budget.word(),
+            "step": self.step.to_json(),
+        });
+        if !self.budget.context.is_empty() {
+            v["context"] = json!({
+                "allowed": self.budget.context.to_json(),
+                "spent": self.context_before.plus(task).to_json(),
+            });
+        }
+        v
+    }
+
+    /// The question asked at a reached budget (a data part of the approval schema).
+    pub fn question(
+        &self,
+        r: &Reached,
+        secs: u64,
+        id: &str,
+        ceilings: (&Limits, &Limits),
+    ) -> Value {
+        let task = self.task_spent(secs);
+        let (allowed, spent, ceiling) = match r.scope {
+            Scope::Task => (&self.budget.task, task, ceilings.0),
+            Scope::Context => (
+                &self.budget.context,
+                self.context_before.plus(task),
+                ceilings.1,
+            ),
+        };
+        let more = raise_by(allowed, &self.step, &r.kinds, ceiling, None);
+        let mut options = Vec::new();
+        if let Some(more) = &more {
+            options.push(json!({"id": "continue", "label": format!("Continue with {} more", amounts(more, &r.kinds))}));
+        }
+        options.push(
+            json!({"id": "stop", "label": "Stop here (the task completes with what was done)"}),
+        );
+        json!({
+            "approvalId": id,
+            "kind": "budget",
+            "scope": r.scope.word(),
+            "reached": r.kinds,
+            "spent": spent.to_json(),
+            "allowed": allowed.to_json(),
+            "detail": self.reached_text(r, secs),
+            "options": options,
+            "answer": "Reply on this task: 'continue' (or 'continue with N'), or 'stop'; or a data part {\"option\": \"continue\"|\"stop\", \"add\": {KIND: N}}",
+        })
+    }
+
+    /// `The task's budget of 5 tool calls is reached (5 spent)`.
+    pub fn reached_text(&self, r: &Reached, secs: u64) -> String {
+        let task = self.task_spent(secs);
+        let (allowed, spent) = match r.scope {
+            Scope::Task => (&self.budget.task, task),
+            Scope::Context => (&self.budget.context, self.context_before.plus(task)),
+        };
+        let what: Vec<String> = r
+            .kinds
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} ({} spent)",
+                    amount_text(k, allowed.get(k).unwrap_or(0.0)),
+                    amount_text(k, spent.get(k))
+                )
+            })
+            .collect();
+        let whose = match r.scope {
+            Scope::Task => "task's",
+            Scope::Context => "conversation's",
+        };
+        format!("The {whose} budget of {} is reached", what.join(", "))
+    }
+}
+
+fn amount_text(kind: &str, v: f64) -> String {
+    match kind {
+        "usd" => format!("${v:.2}"),
+        "tokens" => format!("{} tokens", v as u64),
+        "toolCalls" => format!("{} tool calls", v as u64),
+        _ => format!("{} s", v as u64),
+    }
+}
+
+fn amounts(l: &Limits, kinds: &[&str]) -> String {
+    kinds
+        .iter()
+        .filter_map(|k| l.get(k).map(|v| amount_text(k, v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How much "continue" adds to each reached kind: `asked` (else the first amount, `step`),
+/// within the ceiling; None when nothing can be added.
+pub fn raise_by(
+    allowed: &Limits,
+    step: &Limits,
+    kinds: &[&str],
+    ceiling: &Limits,
+    asked: Option<&Limits>,
+) -> Option<Limits> {
+    let mut out = Limits::default();
+    for k in kinds {
+        let now = allowed.get(k).unwrap_or(0.0);
+        let want = asked
+            .and_then(|a| a.get(k))
+            .or_else(|| step.get(k))
+            .unwrap_or(now)
+            .max(if *k == "usd" { 0.0 } else { 1.0 });
+        let room = ceiling.get(k).map_or(f64::INFINITY, |c| (c - now).max(0.0));
+        let add = want.min(room);
+        if add > 0.0 {
+            out.set(k, add);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The answer to a budget's question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetAnswer {
+    /// Go on: `add` to each kind it names, else `each` to each reached kind, else the
+    /// first amounts again.
+    Continue {
+        add: Option<Limits>,
+        each: Option<f64>,
+    },
+    Stop,
+}
+
+/// Reads the answer to a budget's question: a data part `{"option": "continue"|"stop",
+/// "add": {KIND: N}}` (or `"decision": "allow"|"deny"`), else the text: `continue`,
+/// `continue with N`, `yes` … or `stop`, `no` ….
+pub fn answer_of(data: Option<&Value>, text: &str) -> Result<BudgetAnswer, String> {
+    const HOW: &str = "the task stopped at its budget: answer 'continue' (or 'continue with N'), or 'stop'; or send a data part {\"option\": \"continue\"|\"stop\", \"add\": {KIND: N}}";
+    if let Some(d) = data.filter(|d| d.get("option").is_some() || d.get("decision").is_some()) {
+        let word = d
+            .get("option")
+            .or_else(|| d.get("decision"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        return match word.as_str() {
+            "continue" | "allow" | "approve" | "yes" => {
+                let add = match d.get("add") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::Object(o)) => Some(
+                        limits_of(o, "add", &Limits::default(), &[])
+                            .map_err(|e| format!("{}: {}", e.field, e.why))?,
+                    ),
+                    Some(_) => return Err("add must be an object {KIND: N}".into()),
+                };
+                Ok(BudgetAnswer::Continue { add, each: None })
+            }
+            "stop" | "deny" | "no" | "reject" => Ok(BudgetAnswer::Stop),
+            _ => Err(HOW.into()),
+        };
+    }
+    let t = text
+        .trim()
+        .trim_end_matches(['.', '!'])
+        .to_ascii_lowercase();
+    let mut words = t.split_whitespace();
+    match words.next() {
+        Some("continue" | "yes" | "y" | "ok" | "go" | "allow") => {
+            let rest: Vec<&str> = words.filter(|w| *w != "with" && *w != "more").collect();
+            let each = match rest.as_slice() {
+                [] => None,
+                [n, ..] => Some(
+                    n.trim_start_matches('$')
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|n| n.is_finite() && *n > 0.0)
+                        .ok_or_else(|| HOW.to_string())?,
+                ),
+            };
+            Ok(BudgetAnswer::Continue { add: None, each })
+        }
+        Some("stop" | "no" | "n" | "deny" | "enough") => Ok(BudgetAnswer::Stop),
+        _ => Err(HOW.into()),
+    }
+}
+
+/// `allowed` with `more` added to each of its kinds.
+pub fn raised(allowed: &Limits, more: &Limits) -> Limits {
+    let mut out = *allowed;
+    for k in KINDS {
+        if let Some(m) = more.get(k) {
+            out.set(k, allowed.get(k).unwrap_or(0.0) + m);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! What a task may do without asking and how much it may spend: approval rules that answer
+//! a program's permission requests without a round trip ([`rules`]), and budgets per task
+//! and per context ([`budget`]). Pure: no I/O; the engine applies both to each turn's events.
+//!
+//! The host's side (named rule sets, the budget ceilings and defaults, `on_budget`) is
+//! [`Controls`]; what one request asks for (`metadata.approvals`, `metadata.budget`) is
+//! checked against it by [`Controls::for_request`], before anything starts.
+
+pub mod budget;
+pub mod config;
+pub mod rules;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+pub use budget::{Budget, Limits, OnBudget, Spent};
+pub use rules::{Policy, RuleSet, Verdict};
+
+/// A request's controls that cannot be used: the field and why (JSON-RPC -32602).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {why}")]
+pub struct BadInput {
+    /// The metadata field, e.g. `metadata.budget.usd`.
+    pub field: String,
+    pub why: String,
+}
+
+impl BadInput {
+    pub fn new(field: impl Into<String>, why: impl Into<String>) -> BadInput {
+        BadInput {
+            field: field.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// The host's controls: its named rule sets and the one used when a request names none,
+/// the budget ceilings and defaults, and what happens at a budget's limit.
+#[derive(Debug, Clone)]
+pub struct Controls {
+    pub sets: BTreeMap<String, Arc<RuleSet>>,
+    /// The set of a request that names none.
+    pub default_set: String,
+    /// Highest task budget a request may set.
+    pub ceiling: Limits,
+    /// Highest context budget a request may set.
+    pub context_ceiling: Limits,
+    /// The task budget of a request that sets none.
+    pub default_budget: Limits,
+    /// What happens at a budget's limit when the request does not say (the adapter's
+    /// `on_budget`, else the host's).
+    pub on_budget: OnBudget,
+}
+
+impl Default for Controls {
+    fn default() -> Self {
+        Controls {
+            sets: rules::shipped_sets(),
+            default_set: rules::ASK_ALL.to_string(),
+            ceiling: Limits::default(),
+            context_ceiling: Limits::default(),
+            default_budget: Limits::default(),
+            on_budget: OnBudget::Ask,
+        }
+    }
+}
+
+/// What one task runs under: its rules and its budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskControls {
+    pub policy: Policy,
+    pub budget: Budget,
+}
+
+impl Controls {
+    /// The controls of a request from its metadata (`approvals`, `budget`; the message's
+    /// wins over the request's), checked against the host's sets and ceilings.
+    pub fn for_request(
+        &self,
+        message: Option<&Map<String, Value>>,
+        request: Option<&Map<String, Value>>,
+    ) -> Result<TaskControls, BadInput> {
+        let pick = |key: &str| {
+            message
+                .and_then(|m| m.get(key))
+                .or_else(|| request.and_then(|m| m.get(key)))
+                .filter(|v| !v.is_null())
+        };
+        let policy = match pick("approvals") {
+            Some(v) => rules::policy_of(v, &self.sets, &self.default_set)?,
+            None => self.default_policy(),
+        };
+        let budget = match pick("budget") {
+            Some(v) => budget::parse(v, self)?,
+            None => Budget {
+                task: self.default_budget,
+                context: Limits::default(),
+                context_named: false,
+                on_budget: self.on_budget,
+            },
+        };
+        Ok(TaskControls { policy, budget })
+    }
+
+    /// The host's default set, with no rules of the request's.
+    pub fn default_policy(&self) -> Policy {
+        let set = self
+            .sets
+            .get(&self.default_set)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(RuleSet::empty(rules::ASK_ALL)));
+        Policy::of(set)
+    }
+
+    /// The card's view: the named sets (with their rules) and the ceilings.
+    pub fn describe(&self) -> Value {
+        let sets: Map<String, Value> = self
+            .sets
+            .iter()
+            .map(|(name, set)| (name.clone(), set.describe()))
+            .collect();
+        serde_json::json!({
+            "ruleSets": sets,
+            "defaultRuleSet": self.default_set,
+            "budgetCeiling": self.ceiling.to_json(),
+            "contextBudgetCeiling": self.context_ceiling.to_json(),
+            "defaultBudget": self.default_budget.to_json(),
+            "onBudget": self.on_budget.word(),
+        })
+    }
+}
