@@ -128,7 +128,7 @@ fn open_workspaces(
     let dir = base.map(|b| if default { b } else { b.join(adapter_id) });
     let mut config = config.clone();
     config.dir = None;
-    let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?;
+    let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
     tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?config.mode, "workspaces");
     Ok(Some(Arc::new(all)))
 }
@@ -236,6 +236,7 @@ async fn start_agent(
         store.clone(),
         settings.retention,
         engine.launch().cwd.clone(),
+        engine.workspaces().cloned(),
     )
     .into_iter()
     .collect();

@@ -17,8 +17,9 @@ use chrono::{DateTime, Utc};
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{StoreError, TaskStore, TerminalTask};
+use crate::store::{ListQuery, StoreError, TaskStore, TerminalTask};
 use crate::units::Dur;
+use crate::workspace::Workspaces;
 
 /// `[retention]`: which terminal tasks are deleted. Each field is one setting: its flag,
 /// environment variable, config file key (the `id`), default and help are declared here
@@ -108,11 +109,82 @@ pub struct Pruned {
     pub tasks: Vec<TerminalTask>,
     /// Attachments folders removed (dry run: that would be).
     pub attachments: Vec<PathBuf>,
+    /// The contexts whose workspace was removed (dry run: would be): every task of theirs
+    /// was deleted.
+    pub workspaces: Vec<String>,
 }
 
 /// Applies `policy` to `store` once. `work_dir` is the working directory of tasks whose
 /// context recorded none. With `dry_run`, nothing is deleted.
 pub async fn prune(
+    store: &dyn TaskStore,
+    policy: &RetentionSettings,
+    work_dir: &Path,
+    dry_run: bool,
+) -> Result<Pruned, StoreError> {
+    prune_with(store, policy, work_dir, None, dry_run).await
+}
+
+/// [`prune`], removing also the workspace of each context left without tasks.
+pub async fn prune_with(
+    store: &dyn TaskStore,
+    policy: &RetentionSettings,
+    work_dir: &Path,
+    workspaces: Option<&Workspaces>,
+    dry_run: bool,
+) -> Result<Pruned, StoreError> {
+    let mut pruned = prune_tasks(store, policy, work_dir, dry_run).await?;
+    if let Some(all) = workspaces {
+        pruned.workspaces = emptied_workspaces(store, all, &pruned.tasks, dry_run).await?;
+    }
+    Ok(pruned)
+}
+
+/// The workspaces of the contexts `deleted` left without a task, removed unless `dry_run`.
+async fn emptied_workspaces(
+    store: &dyn TaskStore,
+    all: &Workspaces,
+    deleted: &[TerminalTask],
+    dry_run: bool,
+) -> Result<Vec<String>, StoreError> {
+    let ids: std::collections::HashSet<&str> = deleted.iter().map(|t| t.id.as_str()).collect();
+    let mut contexts: Vec<&str> = deleted.iter().map(|t| t.context_id.as_str()).collect();
+    contexts.sort_unstable();
+    contexts.dedup();
+    let mut removed = Vec::new();
+    for ctx in contexts {
+        if !matches!(all.get(ctx), Ok(Some(_))) {
+            continue;
+        }
+        let left = store
+            .list(
+                &ListQuery {
+                    context_id: Some(ctx.to_string()),
+                    page_size: 100,
+                    ..ListQuery::default()
+                },
+                false,
+            )
+            .await?;
+        if left.tasks.iter().any(|t| !ids.contains(t.id.as_str())) {
+            continue;
+        }
+        if dry_run {
+            removed.push(ctx.to_string());
+            continue;
+        }
+        match all.remove(ctx) {
+            Ok(true) => removed.push(ctx.to_string()),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(context = %ctx, error = %e, "could not remove a pruned context's workspace")
+            }
+        }
+    }
+    Ok(removed)
+}
+
+async fn prune_tasks(
     store: &dyn TaskStore,
     policy: &RetentionSettings,
     work_dir: &Path,
@@ -147,6 +219,7 @@ pub async fn prune(
                 .filter(|f| is_real_dir(f))
                 .collect(),
             tasks: chosen,
+            workspaces: Vec::new(),
         });
     }
     let ids: Vec<String> = chosen.iter().map(|t| t.id.clone()).collect();
@@ -169,6 +242,7 @@ pub async fn prune(
             .filter(|t| deleted.contains(&t.id))
             .collect(),
         attachments: removed,
+        workspaces: Vec::new(),
     })
 }
 
@@ -194,6 +268,7 @@ pub fn spawn(
     store: Arc<dyn TaskStore>,
     policy: RetentionSettings,
     work_dir: PathBuf,
+    workspaces: Option<Arc<Workspaces>>,
 ) -> Option<tokio::task::JoinHandle<()>> {
     if !policy.is_on() {
         return None;
@@ -208,10 +283,12 @@ pub fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            match prune(store.as_ref(), &policy, &work_dir, false).await {
+            let ws = workspaces.as_deref();
+            match prune_with(store.as_ref(), &policy, &work_dir, ws, false).await {
                 Ok(p) if !p.tasks.is_empty() => tracing::info!(
                     tasks = p.tasks.len(),
                     attachments = p.attachments.len(),
+                    workspaces = p.workspaces.len(),
                     "retention deleted terminal tasks"
                 ),
                 Ok(_) => {}

@@ -319,6 +319,9 @@ fn workspace_checks(settings: &Settings) -> Vec<Check> {
             format!("{} is not in a git repository: the agents' changes cannot be reviewed or undone with git", dir.display()),
         )
     });
+    if let Some(c) = workspaces_check(settings) {
+        out.push(c);
+    }
     for root in &settings.workspace_roots {
         out.push(if root.is_dir() {
             check("workspace root", Status::Pass, root.display().to_string())
@@ -331,6 +334,36 @@ fn workspace_checks(settings: &Settings) -> Vec<Check> {
         });
     }
     out
+}
+
+/// The git workspaces of the default adapter's contexts (in `--workspace-dir`, else beside
+/// the SQLite database): how many, their disk use, against `--max-workspaces`.
+fn workspaces_check(settings: &Settings) -> Option<Check> {
+    let config = &settings.workspace;
+    if config.mode == crate::workspace::WorkspaceMode::Shared {
+        return None;
+    }
+    let dir = match (&config.dir, &settings.store) {
+        (Some(d), _) => d.clone(),
+        (None, StoreChoice::Sqlite(db)) => db.parent()?.join("workspaces"),
+        (None, _) => return None,
+    };
+    if !dir.is_dir() {
+        return None;
+    }
+    let all = crate::workspace::Workspaces::open(config, Some(&dir)).ok()?;
+    let n = all.list().len();
+    let detail = format!("{n} in {} ({})", dir.display(), human_size(all.disk_use()));
+    let max = config.max_workspaces;
+    Some(if max > 0 && n * 10 >= max * 9 {
+        check(
+            "git workspaces",
+            Status::Warn,
+            format!("{detail}: near --max-workspaces {max}; new contexts are refused at the limit"),
+        )
+    } else {
+        check("git workspaces", Status::Pass, detail)
+    })
 }
 
 /// A PostgreSQL store: reachable, and its schema opens (migrated if older).

@@ -95,7 +95,15 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
     };
     let store = SqliteStore::open(&path)?;
     let dry_run = !args.yes;
-    let pruned = crate::retention::prune(&store, &policy, &settings.repo_path, dry_run).await?;
+    let workspaces = default_workspaces(&settings, &path);
+    let pruned = crate::retention::prune_with(
+        &store,
+        &policy,
+        &settings.repo_path,
+        workspaces.as_ref(),
+        dry_run,
+    )
+    .await?;
     if json {
         let tasks: Vec<_> = pruned
             .tasks
@@ -109,6 +117,7 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
             "database": path.display().to_string(),
             "tasks": tasks,
             "attachments": pruned.attachments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "workspaces": pruned.workspaces,
         });
         return Ok(format!("{doc}\n"));
     }
@@ -128,10 +137,33 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
     for a in &pruned.attachments {
         out.push_str(&format!("  {}\n", a.display()));
     }
+    for c in &pruned.workspaces {
+        out.push_str(&format!("  the workspace of context {c}\n"));
+    }
     if dry_run && !pruned.tasks.is_empty() {
         out.push_str("dry run: nothing deleted; add --yes to delete\n");
     }
     Ok(out)
+}
+
+/// The default adapter's workspaces beside the database (or in `--workspace-dir`), when
+/// that folder exists.
+fn default_workspaces(
+    settings: &Settings,
+    db: &std::path::Path,
+) -> Option<crate::workspace::Workspaces> {
+    let config = &settings.workspace;
+    if config.mode == crate::workspace::WorkspaceMode::Shared {
+        return None;
+    }
+    let dir = config
+        .dir
+        .clone()
+        .or_else(|| db.parent().map(|p| p.join("workspaces")))?;
+    if !dir.is_dir() {
+        return None;
+    }
+    crate::workspace::Workspaces::open(config, Some(&dir)).ok()
 }
 
 #[cfg(test)]

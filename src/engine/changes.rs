@@ -119,6 +119,7 @@ pub(super) async fn changes_update(
         };
         let head = all.head(&ws)?;
         let changes = all.changes(&ws)?;
+        all.measure(&ws);
         Ok::<_, WorkspaceError>((committed, head, changes))
     })
     .await;

@@ -301,3 +301,65 @@ async fn a_started_host_applies_retention_in_the_background() {
     assert_eq!(left[0].id, "c");
     drop(app);
 }
+
+/// A git repository with one commit, in `dir`.
+fn repo(dir: &Path) -> PathBuf {
+    let r = dir.join("repo");
+    std::fs::create_dir_all(&r).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&r)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    r
+}
+
+#[tokio::test]
+async fn a_context_left_without_tasks_loses_its_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = repo(dir.path());
+    let config = crate::workspace::WorkspaceConfig {
+        dir: Some(dir.path().join("ws")),
+        ..crate::workspace::WorkspaceConfig::default()
+    };
+    let all = Workspaces::open(&config, None).unwrap();
+    for c in ["c1", "c2"] {
+        assert!(all.for_turn(c, &src, None).unwrap().is_some());
+    }
+    let store = MemoryStore::new();
+    fill(&store).await;
+    // c1's only task is old; c2 keeps a new one.
+    let dry = prune_with(&store, &age(30), dir.path(), Some(&all), true)
+        .await
+        .unwrap();
+    assert_eq!(dry.workspaces, ["c1"]);
+    assert!(
+        all.get("c1").unwrap().is_some(),
+        "a dry run removes nothing"
+    );
+    let done = prune_with(&store, &age(30), dir.path(), Some(&all), false)
+        .await
+        .unwrap();
+    assert_eq!(done.workspaces, ["c1"]);
+    assert!(all.get("c1").unwrap().is_none());
+    assert!(all.get("c2").unwrap().is_some());
+}

@@ -14,6 +14,7 @@
 //! | `agent_host_push_deliveries_total` / `agent_host_push_failures_total` | counter | |
 //! | `agent_host_tokens_total` | counter | adapter, kind (input, output) |
 //! | `agent_host_cost_usd_total` | gauge (only grows) | adapter |
+//! | `agent_host_workspaces`, `agent_host_workspace_bytes` | gauge (as of the last turn's end) | adapter |
 
 use std::sync::OnceLock;
 

@@ -179,6 +179,10 @@ pub struct Workspaces {
     identity: (String, String),
     /// Workspaces being made (counted against the limit).
     making: Mutex<usize>,
+    /// The disk use of each workspace folder as last measured ([`Workspaces::measure`]).
+    sizes: Mutex<std::collections::HashMap<PathBuf, u64>>,
+    /// The adapter whose workspaces these are (the metrics' label).
+    adapter: String,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -210,8 +214,37 @@ impl Workspaces {
             config: config.clone(),
             identity,
             making: Mutex::new(0),
+            sizes: Mutex::new(std::collections::HashMap::new()),
+            adapter: String::new(),
             _temp: temp,
         })
+    }
+
+    /// Names the adapter whose workspaces these are, in the metrics.
+    pub fn for_adapter(mut self, adapter: &str) -> Workspaces {
+        self.adapter = adapter.to_string();
+        self
+    }
+
+    /// Measures `ws` again (every workspace on the first call) and sets the gauges
+    /// `agent_host_workspaces` and `agent_host_workspace_bytes`: how many workspaces there
+    /// are and their disk use, the others as last measured. Returns both.
+    pub fn measure(&self, ws: &Workspace) -> (usize, u64) {
+        let mut sizes = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        if sizes.is_empty() {
+            for d in self.folders() {
+                let n = disk_use(&d);
+                sizes.insert(d, n);
+            }
+        }
+        sizes.insert(ws.dir.clone(), disk_use(&ws.dir));
+        sizes.retain(|d, _| d.join(RECORD).is_file());
+        let (count, bytes) = (sizes.len(), sizes.values().sum::<u64>());
+        drop(sizes);
+        let label = self.adapter.clone();
+        metrics::gauge!("agent_host_workspaces", "adapter" => label.clone()).set(count as f64);
+        metrics::gauge!("agent_host_workspace_bytes", "adapter" => label).set(bytes as f64);
+        (count, bytes)
     }
 
     pub fn root(&self) -> &Path {

@@ -488,3 +488,33 @@ fn a_linked_refs_folder_stops_the_host_from_committing() {
     ));
     assert_eq!(state(&src), before);
 }
+
+#[test]
+fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), settings::DEFAULT_PATCH_LIMIT);
+    let ws = all.for_turn("twenty", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    // 20 files of 1 MiB of text: 20 MiB of change.
+    let mib: String = (0..30_000)
+        .map(|i| format!("{i:>8} of a large change, line by line.\n"))
+        .collect::<String>()
+        .chars()
+        .take(1 << 20)
+        .collect();
+    for n in 0..20 {
+        std::fs::write(co.join(format!("big-{n:02}.txt")), &mib).unwrap();
+    }
+    let ch = all.changes(&ws).unwrap();
+    assert!(ch.truncated);
+    assert_eq!(ch.files.len(), 20, "the list names every file");
+    assert!(ch.patch.len() <= settings::DEFAULT_PATCH_LIMIT);
+    // Whole files only: the kept part applies, and holds 3 of the 1 MiB files.
+    let kept = String::from_utf8_lossy(&ch.patch)
+        .matches("+++ b/big-")
+        .count();
+    assert_eq!(kept, 3, "4 MiB holds three whole 1 MiB files");
+    let tree = applied_tree(&src, &ws.base_commit, &ch.patch, t.path());
+    assert!(!tree.is_empty());
+}

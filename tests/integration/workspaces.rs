@@ -607,6 +607,20 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
         let r = http.get(&unknown).bearer_auth("ws-secret-token");
         assert_eq!(status(r.send().await.unwrap()), 404);
 
+        // The workspaces' count and disk use are in the metrics.
+        let m = http
+            .get(format!("{}/metrics", h.base))
+            .bearer_auth("ws-secret-token");
+        let m = m.send().await.unwrap().text().await.unwrap();
+        assert!(
+            m.contains("agent_host_workspaces{adapter=\"jsonl\"} 1"),
+            "{m}"
+        );
+        assert!(
+            m.contains("agent_host_workspace_bytes{adapter=\"jsonl\"}"),
+            "{m}"
+        );
+
         // A push, with the owner's token: refused, the workspace's branch unchanged.
         git(&mine, &["checkout", "-q", "-b", "work", "fetched"]);
         std::fs::write(mine.join("pushed.txt"), "x\n").unwrap();
@@ -736,6 +750,106 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
             "edit three"
         );
         h.stop().await;
+    })
+    .await;
+}
+
+/// A git repository with one commit, in a fresh folder under the target's scratch space.
+fn small_repo() -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::Builder::new()
+        .prefix("workspaces-hosts")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tempdir");
+    let repo = root.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("shared.txt"), "line 1\nline 2\nline 3\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let repo = std::fs::canonicalize(repo).unwrap();
+    (root, repo)
+}
+
+#[tokio::test]
+async fn a_context_made_on_one_host_is_fetched_and_continued_through_another() {
+    use super::common::{Options, TestServer};
+    limit(async {
+        let Some(db) = super::postgres::Schema::new("ws_hosts").await else {
+            return;
+        };
+        let (root, repo) = small_repo();
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workspaces/edit-agent.sh");
+        let opts = |id: &str| Options {
+            adapter: "jsonl",
+            program: Some(script.clone()),
+            postgres: Some(db.url.clone()),
+            cluster: Some(agent_host::settings::cluster::ClusterSettings {
+                host_id: Some(id.into()),
+                ..Default::default()
+            }),
+            workspace_roots: vec![repo.clone()],
+            ..Options::default()
+        };
+        let a = TestServer::with(opts("ws-host-a")).await;
+        let b = TestServer::with(opts("ws-host-b")).await;
+        let ctx = format!("hosts-{}", super::common::uuid());
+        let cwd = json!({"cwd": repo.display().to_string()});
+        let r = a.rpc("SendMessage", message("edit one", &ctx, cwd)).await;
+        let t1 = &r["result"]["task"];
+        assert_eq!(t1["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+        let (d1, _) = changes_of(t1);
+        let branch = d1["branch"].as_str().unwrap().to_string();
+
+        // Fetched through B: B passes the request to A, which holds the workspace.
+        let mine = root.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        git(&mine, &["init", "-q", "-b", "main"]);
+        let through_b = format!("{}/git/{ctx}", b.base);
+        // The servers run in this test's runtime: git runs beside it.
+        let fetch = |dir: PathBuf, url: String, branch: String| {
+            tokio::task::spawn_blocking(move || git_client(&dir, None, &["fetch", &url, &branch]))
+        };
+        let out = fetch(mine.clone(), through_b.clone(), branch.clone())
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            git(&mine, &["rev-parse", "FETCH_HEAD"]),
+            d1["head"].as_str().unwrap()
+        );
+
+        // Continued through B: the turn runs on A, in the same workspace.
+        let r = b
+            .rpc("SendMessage", message("edit two", &ctx, json!({})))
+            .await;
+        let t2 = &r["result"]["task"];
+        assert_eq!(t2["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+        let (d2, _) = changes_of(t2);
+        assert_eq!(d2["branch"], branch.as_str());
+        assert_eq!(
+            paths(&d2),
+            [
+                ("own-one.txt".to_string(), "added".to_string()),
+                ("own-two.txt".to_string(), "added".to_string()),
+                ("shared.txt".to_string(), "modified".to_string())
+            ]
+        );
+        let out = fetch(mine.clone(), through_b.clone(), branch.clone())
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            git(&mine, &["log", "--format=%s", "FETCH_HEAD"]),
+            "edit two\nedit one\nfirst"
+        );
+        a.shutdown().await;
+        b.shutdown().await;
+        db.drop_now().await;
     })
     .await;
 }
