@@ -9,7 +9,7 @@
 //! same script gets through everywhere, which shows that the probes can succeed. With
 //! `sandbox_network = "open"` the network is the host's, but its Unix sockets stay hidden.
 //!
-//! Needs bubblewrap, a cgroup hierarchy, root and `ip netns`: without them the test says so
+//! Needs bubblewrap, a cgroup hierarchy, root, `ip netns`, curl and perl: without them the test says so
 //! and passes, except under `CI=true`, where a missing piece is a failure.
 
 use std::path::Path;
@@ -51,6 +51,11 @@ impl TestNet {
     async fn create() -> Result<TestNet, String> {
         if !nix::unistd::geteuid().is_root() {
             return Err("root (for ip netns)".into());
+        }
+        for tool in ["ip", "curl", "perl"] {
+            if which::which(tool).is_err() {
+                return Err(format!("{tool} (the probe agent and the test host use it)"));
+            }
         }
         let id = std::process::id();
         let subnet = 20 + id % 200;
