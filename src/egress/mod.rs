@@ -196,8 +196,17 @@ pub fn attach(spec: &mut crate::runner::SpawnSpec, task_id: &str) -> Option<Task
     if policy.mode == crate::runner::sandbox::Mode::Off {
         return None;
     }
-    let net = policy.egress.as_mut()?;
     let relay = crate::runner::sandbox::net::relay_executable()?;
+    // bubblewrap binds the relay in as the sandbox user, who must reach the file.
+    if let Some(u) = policy.run_as.as_ref().filter(|u| !u.can_reach(&relay)) {
+        static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        SAID.get_or_init(|| {
+            tracing::error!(user = %u.name, executable = %relay.display(),
+                "the sandbox user cannot reach agent-host's executable, which runs the egress relay: tasks get no network (install agent-host where the user can read it)");
+        });
+        return None;
+    }
+    let net = policy.egress.as_mut()?;
     let proxy = match TaskProxy::start(net.rules.clone(), task_id) {
         Ok(p) => p,
         Err(e) => {
