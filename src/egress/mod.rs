@@ -23,7 +23,7 @@ pub use allow::{special, Rules, RulesError};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -85,26 +85,27 @@ impl TaskLog {
     }
 }
 
-/// The folder of the tasks' sockets: made once per host process, `0711` so that a sandbox
-/// user's bubblewrap can bind its socket by its (unguessable) name but list none.
-fn socket_dir() -> std::io::Result<&'static Path> {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(d) = DIR.get() {
-        return Ok(d);
+/// The folder of the tasks' sockets: one per host process, `0711` so that a sandbox user's
+/// bubblewrap can bind its socket by its (unguessable) name but list none. Removed when its
+/// last socket goes ([`TaskProxy`]'s drop), made again for the next.
+fn socket_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("agent-host-egress-{}", std::process::id()));
+    match std::fs::DirBuilder::new().mode(0o711).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
     }
-    use std::os::unix::fs::PermissionsExt;
-    let made = tempfile::Builder::new()
-        .prefix("agent-host-egress-")
-        .tempdir()?
-        .keep();
-    std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o711))?;
-    let _ = DIR.set(made.clone());
-    if DIR.get() != Some(&made) {
-        let _ = std::fs::remove_dir(&made);
+    // A folder someone else made under that name (or a link) is not used.
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder of this user",
+            dir.display()
+        )));
     }
-    DIR.get()
-        .map(PathBuf::as_path)
-        .ok_or_else(|| std::io::Error::other("no socket folder"))
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))?;
+    Ok(dir)
 }
 
 /// The proxy of one running task; stops (and removes its socket) when dropped.
@@ -119,8 +120,15 @@ impl TaskProxy {
     pub fn start(rules: Arc<Rules>, task_id: &str) -> std::io::Result<TaskProxy> {
         use std::os::unix::fs::PermissionsExt;
         let name = format!("{}.sock", uuid::Uuid::new_v4().simple());
-        let socket = socket_dir()?.join(name);
-        let listener = tokio::net::UnixListener::bind(&socket)?;
+        let mut socket = socket_dir()?.join(&name);
+        let listener = match tokio::net::UnixListener::bind(&socket) {
+            // The folder went with another task's last socket just now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                socket = socket_dir()?.join(&name);
+                tokio::net::UnixListener::bind(&socket)?
+            }
+            other => other?,
+        };
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))?;
         let log = Arc::new(TaskLog {
             task_id: task_id.to_string(),
@@ -170,6 +178,10 @@ impl Drop for TaskProxy {
     fn drop(&mut self) {
         self.accept.abort();
         let _ = std::fs::remove_file(&self.socket);
+        // Only an empty folder is removed.
+        if let Some(dir) = self.socket.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -196,8 +208,17 @@ pub fn attach(spec: &mut crate::runner::SpawnSpec, task_id: &str) -> Option<Task
     if policy.mode == crate::runner::sandbox::Mode::Off {
         return None;
     }
-    let net = policy.egress.as_mut()?;
     let relay = crate::runner::sandbox::net::relay_executable()?;
+    // bubblewrap binds the relay in as the sandbox user, who must reach the file.
+    if let Some(u) = policy.run_as.as_ref().filter(|u| !u.can_reach(&relay)) {
+        static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        SAID.get_or_init(|| {
+            tracing::error!(user = %u.name, executable = %relay.display(),
+                "the sandbox user cannot reach agent-host's executable, which runs the egress relay: tasks get no network (install agent-host where the user can read it)");
+        });
+        return None;
+    }
+    let net = policy.egress.as_mut()?;
     let proxy = match TaskProxy::start(net.rules.clone(), task_id) {
         Ok(p) => p,
         Err(e) => {

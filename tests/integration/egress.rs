@@ -6,9 +6,10 @@
 //! cloud metadata address, a direct connection without the proxy, DNS (UDP) to a server,
 //! and lists `/run`. Under the defaults each is refused, while the test host, on the
 //! allow-list, answers through the proxy (plain HTTP and CONNECT); with the sandbox off the
-//! same script gets through everywhere, which shows that the probes can succeed.
+//! same script gets through everywhere, which shows that the probes can succeed. With
+//! `sandbox_network = "open"` the network is the host's, but its Unix sockets stay hidden.
 //!
-//! Needs bubblewrap, a cgroup hierarchy, root and `ip netns`: without them the test says so
+//! Needs bubblewrap, a cgroup hierarchy, root, `ip netns`, curl and perl: without them the test says so
 //! and passes, except under `CI=true`, where a missing piece is a failure.
 
 use std::path::Path;
@@ -50,6 +51,11 @@ impl TestNet {
     async fn create() -> Result<TestNet, String> {
         if !nix::unistd::geteuid().is_root() {
             return Err("root (for ip netns)".into());
+        }
+        for tool in ["ip", "curl", "perl"] {
+            if which::which(tool).is_err() {
+                return Err(format!("{tool} (the probe agent and the test host use it)"));
+            }
         }
         let id = std::process::id();
         let subnet = 20 + id % 200;
@@ -157,7 +163,7 @@ struct Host {
 }
 
 impl Host {
-    async fn start(mode: &str, remote: &str) -> Host {
+    async fn start(mode: &str, network: &str, remote: &str) -> Host {
         let root = tempfile::Builder::new()
             .prefix("egress-test")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -187,6 +193,7 @@ impl Host {
             .env("AGENT_HOST_TOKEN", "egress-secret-token")
             .env("AGENT_HOST_RATE_LIMIT", "0")
             .env("AGENT_HOST_SANDBOX", mode)
+            .envs((!network.is_empty()).then_some(("AGENT_HOST_SANDBOX_NETWORK", network)))
             .env(
                 "AGENT_HOST_SANDBOX_ALLOW_HOSTS",
                 format!("allowed.test:8080,{remote}:8080,loopy.test:6379"),
@@ -305,14 +312,25 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
         let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(&name)
             .unwrap();
         let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract socket");
-        for mode in ["auto", "off"] {
-            let host = Host::start(mode, &net.remote).await;
+        for (mode, network) in [("auto", ""), ("off", ""), ("auto", "open")] {
+            let host = Host::start(mode, network, &net.remote).await;
             let prompt = format!("egress {} {} {name}", host.port, net.remote);
             let task = host.run(&prompt).await;
             let text = text_of(&task);
             let metrics = host.metrics().await;
             host.stop().await;
             assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{mode}: {task}");
+            if network == "open" {
+                // The host's network, but still none of its Unix sockets.
+                for p in ["own_port", "postgres", "redis", "direct"] {
+                    assert!(text.contains(&format!("{p}=ok")), "open: {p}: {text}");
+                }
+                let sockets = probes().into_iter().filter(|p| p.ends_with("_socket"));
+                for p in sockets.chain(["run_listed"]) {
+                    assert!(text.contains(&format!("{p}=refused")), "open: {p}: {text}");
+                }
+                continue;
+            }
             for ok in ["allowed_http", "allowed_tunnel"] {
                 assert!(text.contains(&format!("{ok}=ok")), "{mode}: {ok}: {text}");
             }
