@@ -153,7 +153,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) {
     // future, its few hundred bytes would stay in every live task's state to its end.
     let spawning = {
         let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
-        crate::engine::launch::reveal_attachments(&mut spec, &task_id);
+        crate::engine::launch::reveal_attachments(&mut spec, &task_id, &inner.work_dirs());
         if let Some(w) = &workspace {
             crate::engine::launch::mount_workspace(&mut spec, &w.all, &w.ws);
         }
