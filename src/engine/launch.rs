@@ -362,13 +362,29 @@ fn prepare_state_path(p: &str, user: Option<&RunAs>) {
     }
 }
 
-/// Hides every task's attachments in the turn's working directory but `task_id`'s own.
-pub fn reveal_attachments(spec: &mut SpawnSpec, task_id: &str) {
+/// Hides every task's attachments but `task_id`'s own: those saved in the turn's working
+/// directory, in each folder above it, and in every other working directory tasks were given
+/// (`work_dirs`: one in a subfolder of this one, or anywhere else). The sandbox hides only
+/// those that exist.
+pub fn reveal_attachments(spec: &mut SpawnSpec, task_id: &str, work_dirs: &[PathBuf]) {
     let own = crate::engine::input::attachments_dir(&spec.cwd, task_id);
-    if let (Some(p), Some(all)) = (spec.sandbox.as_mut(), own.parent()) {
-        p.hide.push(all.to_path_buf());
-        p.reveal.push(own.clone());
+    let (Some(p), Some(all)) = (spec.sandbox.as_mut(), own.parent()) else {
+        return;
+    };
+    let folder_of = |dir: &Path| {
+        crate::engine::input::attachments_dir(dir, task_id)
+            .parent()
+            .map(Path::to_path_buf)
+    };
+    let mut hide = vec![all.to_path_buf()];
+    let others = spec.cwd.ancestors().skip(1).map(Path::to_path_buf);
+    for dir in others.chain(work_dirs.iter().cloned()) {
+        if let Some(f) = folder_of(&dir).filter(|f| !hide.contains(f)) {
+            hide.push(f);
+        }
     }
+    p.hide.extend(hide);
+    p.reveal.push(own.clone());
 }
 
 /// Shows the task its context's workspace and no other: the checkout writable, the folder

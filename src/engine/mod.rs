@@ -153,6 +153,33 @@ struct Inner {
     cluster: std::sync::OnceLock<ClusterRole>,
     /// Carries commands to the hosts that own their tasks (`forward`), once set.
     forwarder: std::sync::OnceLock<Arc<dyn Forwarder>>,
+    /// Every working directory this engine's tasks were given (the default one, those
+    /// messages chose, those of restored contexts): each turn hides the attachments saved in
+    /// all of them but its own, wherever its own working directory lies.
+    work_dirs: Mutex<std::collections::BTreeSet<std::path::PathBuf>>,
+}
+
+impl Inner {
+    /// Notes a working directory a task was given ([`Inner::work_dirs`]).
+    fn note_work_dir(&self, dir: &std::path::Path) {
+        let mut all = self
+            .work_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !all.contains(dir) {
+            all.insert(dir.to_path_buf());
+        }
+    }
+
+    /// The working directories tasks were given.
+    fn work_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.work_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
 }
 
 /// The task engine. Cheap to clone.
@@ -241,6 +268,7 @@ impl Engine {
                 .collect(),
             secrets: config.secrets.clone(),
         };
+        let launch_cwd = launch.cwd.clone();
         let sched = Scheduler::new(
             config.limits.max_running,
             config.limits.max_queued,
@@ -263,6 +291,7 @@ impl Engine {
                 health: Arc::default(),
                 cluster: std::sync::OnceLock::new(),
                 forwarder: std::sync::OnceLock::new(),
+                work_dirs: Mutex::new(std::iter::once(launch_cwd).collect()),
             }),
         }
     }
@@ -352,6 +381,7 @@ impl Engine {
                 }
                 None => work_dir,
             };
+            self.inner.note_work_dir(&work_dir);
             // The prompt as the turn will have it (attachments named by where they are saved).
             let saved_at = input::attachments_dir(&work_dir, &task_id);
             self.inner

@@ -65,6 +65,9 @@ impl Engine {
         }
         {
             let contexts = store.contexts().await?;
+            for cwd in contexts.iter().filter_map(|c| c.cwd.as_deref()) {
+                self.inner.note_work_dir(std::path::Path::new(cwd));
+            }
             let mut st = lock(&self.inner.state);
             for c in contexts {
                 st.sched.restore_context(c);

@@ -142,3 +142,87 @@ async fn a_child_killed_at_the_memory_limit_is_said_whatever_the_end() {
     })
     .await;
 }
+
+/// Sends `text` with a binary file (`secret.bin`) as a new conversation working in `cwd`,
+/// as the bearer token's caller or (`key`) the API key's; waits for the end.
+async fn send_in(host: &Host, cwd: &Path, text: &str, key: bool) -> serde_json::Value {
+    let mut params = message(text, true);
+    params["message"]["metadata"] = json!({"cwd": cwd.display().to_string()});
+    params["message"]["parts"]
+        .as_array_mut()
+        .expect("parts")
+        .push(
+            json!({"raw": "YW5vdGhlciBjYWxsZXIncyBmaWxl", "filename": "secret.bin",
+            "mediaType": "application/octet-stream"}),
+        );
+    let v = if key {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+        reqwest::Client::new()
+            .post(host.url("/"))
+            .header("X-API-Key", "probe-second-key")
+            .header("A2A-Version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+            .json::<serde_json::Value>()
+            .await
+            .expect("JSON-RPC response")
+    } else {
+        host.rpc("SendMessage", params).await
+    };
+    let task = v["result"]["task"].clone();
+    assert!(task.is_object(), "{v}");
+    task
+}
+
+/// Where `task`'s attachment was saved, working in `cwd`.
+fn saved(cwd: &Path, task: &serde_json::Value) -> PathBuf {
+    cwd.join(".agent-host/attachments")
+        .join(task["id"].as_str().expect("task id"))
+        .join("secret.bin")
+}
+
+/// A task sees its own attachments only, whatever the working directories: one working in a
+/// subfolder of another's (or in its parent) does not read the other's files, across
+/// callers. Without the sandbox it does.
+#[tokio::test]
+async fn a_task_reads_no_other_tasks_attachments_above_or_below_its_folder() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        for mode in ["auto", "off"] {
+            let host = Host::start(mode, &[("AGENT_HOST_API_KEY", "probe-second-key")]).await;
+            let parent = host.path("work").canonicalize().expect("work");
+            let sub = parent.join("sub");
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            let below = send_in(&host, &sub, "hello", false).await;
+            let above = send_in(&host, &parent, "hello", true).await;
+            let (below_file, above_file) = (saved(&sub, &below), saved(&parent, &above));
+            assert!(below_file.is_file() && above_file.is_file(), "saved");
+            // New tasks read the others': from the parent folder into the subfolder's (as
+            // the other caller), and from the subfolder up into the parent's.
+            let down = format!("whoami {}", below_file.display());
+            let down = send_in(&host, &parent, &down, true).await;
+            let up = format!("whoami {}", above_file.display());
+            let up = send_in(&host, &sub, &up, false).await;
+            host.sigterm().await;
+            let read = |t: &serde_json::Value| text_of(t).contains("read=ok");
+            if mode == "auto" {
+                assert!(
+                    text_of(&down).contains("read=refused"),
+                    "parent read the subfolder's: {down}"
+                );
+                assert!(
+                    text_of(&up).contains("read=refused"),
+                    "subfolder read the parent's: {up}"
+                );
+            } else {
+                assert!(read(&down), "off: {down}");
+                assert!(read(&up), "off: {up}");
+            }
+        }
+    })
+    .await;
+}

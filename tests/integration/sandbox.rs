@@ -87,6 +87,10 @@ impl Host {
         panic!("agent-host did not serve its card within 10 s");
     }
 
+    pub(super) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
     pub(super) fn path(&self, p: &str) -> PathBuf {
         self.root.path().join(p)
     }

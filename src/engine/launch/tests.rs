@@ -265,3 +265,35 @@ fn the_default_memory_of_a_task_is_the_machine_shared_by_the_running_tasks() {
         Some(1 << 30)
     );
 }
+
+/// opencode keeps its data where `XDG_DATA_HOME` says (agent-host passes the variable on):
+/// that folder, not `~/.local/share/opencode`, is the one made writable.
+#[test]
+fn opencode_writes_where_its_xdg_folders_are() {
+    let registry = Registry::builtin().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let data = dir.path().join("data");
+    for id in ["opencode", "opencode-json"] {
+        let a = registry.get(id).unwrap();
+        let h = home.display().to_string();
+        let with = env(&[("HOME", &h), ("XDG_DATA_HOME", &data.display().to_string())]);
+        let p = sandbox_policy(a, &SandboxSettings::default(), &with).unwrap();
+        assert!(
+            p.write.contains(&data.join("opencode")),
+            "{id}: {:?}",
+            p.write
+        );
+        assert!(
+            data.join("opencode").is_dir(),
+            "made, so that it can be bound"
+        );
+        let without = env(&[("HOME", &h)]);
+        let p = sandbox_policy(a, &SandboxSettings::default(), &without).unwrap();
+        assert!(
+            p.write.contains(&home.join(".local/share/opencode")),
+            "{id}: {:?}",
+            p.write
+        );
+    }
+}
