@@ -8,8 +8,8 @@
 #
 # Usage: bench/run.sh [--scale F] [--only SCENARIO] [--hosts LIST]
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
-#   --only S    run one scenario (cpu-50x100, cpu-10x1000, cpu-1x2000, latency-1,
-#               latency-100, latency-500, start, live-1000)
+#   --only S    run these scenarios (comma-separated: cpu-50x100, cpu-10x1000, cpu-50x1000,
+#               cpu-1x10000, cpu-1x2000, latency-1, latency-100, latency-500, start, live-1000)
 #   --hosts L   run only these hosts (comma-separated: agent-host, baseline, floor,
 #               agent-host-sqlite, agent-host-postgres, agent-host-postgres-2,
 #               agent-host-detached); a table row needs agent-host (a host left out shows
@@ -22,7 +22,8 @@
 # postgres://root@127.0.0.1:5432/test), on the PostgreSQL store (a fresh schema per run, dropped
 # after it): one host, and two hosts where each task is sent to one and streamed from the other;
 # without a database those rows are skipped with a note. With the database on this machine those
-# rows also give its server's CPU per event.
+# rows also give its server's CPU per event, and a second table puts the stores side by side
+# (PostgreSQL against SQLite, the database server's CPU counted in a total per event).
 #
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli`, the floor
 # `floor-relay` and the load generator `loadgen`) in release mode, installs the baseline's

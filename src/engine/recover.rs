@@ -262,5 +262,10 @@ impl Engine {
                 break;
             }
         }
+        // The progress of the tasks kept for the next start may still be on its way to the
+        // database.
+        if let Err(e) = self.inner.store.flush_writes().await {
+            tracing::error!(error = %e, "could not write the last events to the store");
+        }
     }
 }

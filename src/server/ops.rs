@@ -190,6 +190,31 @@ pub async fn subscribe(
         .into_sse(state, flavor))
 }
 
+/// How long a subscription with an id beyond the stored log waits for the log to reach it.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The task's stream from `from` read on to `after` (the events the client has), when the
+/// log reaches `after` within [`CATCH_UP`]; None otherwise.
+async fn catch_up(
+    state: &AppState,
+    owner: Option<&str>,
+    task_id: &str,
+    from: u64,
+    after: u64,
+) -> Result<Option<EventStream>, A2AError> {
+    let mut events = state.engine.subscribe(task_id, from, owner).await?;
+    let reached = tokio::time::timeout(CATCH_UP, async {
+        while events.cursor() < after {
+            if events.next().await.is_none() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    Ok(matches!(reached, Ok(true)).then_some(events))
+}
+
 /// [`subscribe`] before its encoding.
 pub async fn open_subscription(
     state: &AppState,
@@ -204,9 +229,21 @@ pub async fn open_subscription(
             ))
         })?;
         let snap = state.engine.get_snapshot(task_id, owner).await?;
-        // An id beyond the end of the log (another server's, or a log cut since): the client
-        // gets the task as it is now, then what follows, instead of an empty stream.
         if after > snap.last_seq {
+            // Another host of the same database may have shown the client events it has not
+            // committed yet (its streams see progress at once): they are read here once they
+            // are, within a commit's time.
+            if !snap.task.status.state.is_terminal() {
+                if let Some(events) = catch_up(state, owner, task_id, snap.last_seq, after).await? {
+                    return Ok(TaskStream {
+                        first: None,
+                        events,
+                    });
+                }
+            }
+            // An id beyond the end of the log (another server's, or a log cut since): the
+            // client gets the task as it is now, then what follows, instead of an empty
+            // stream.
             return follow_from_snapshot(state, owner, task_id).await;
         }
         let events = state.engine.subscribe(task_id, after, owner).await?;

@@ -278,4 +278,11 @@ pub trait TaskStore: Send + Sync {
     fn cluster(&self) -> Option<&dyn ClusterStore> {
         None
     }
+
+    /// Waits until every write made so far is in the database, appends that returned before
+    /// their commit included (called when the host stops; a store that writes everything
+    /// before it returns, or on being dropped, has nothing to do).
+    async fn flush_writes(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

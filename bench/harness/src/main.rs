@@ -403,7 +403,7 @@ fn main() {
                 limit: ms(120_000),
                 reps: 10,
             },
-            Sqlite,
+            All,
         ),
         (
             "cpu-10x1000",
@@ -415,6 +415,32 @@ fn main() {
                 stagger: ms(1),
                 limit: ms(180_000),
                 reps: 10,
+            },
+            All,
+        ),
+        (
+            "cpu-50x1000",
+            Measure::CpuPerEvent,
+            Load {
+                streams: sc(50),
+                events: 1000,
+                pause_us: 0,
+                stagger: ms(1),
+                limit: ms(300_000),
+                reps: 2,
+            },
+            All,
+        ),
+        (
+            "cpu-1x10000",
+            Measure::CpuPerEvent,
+            Load {
+                streams: 1,
+                events: sc(10_000),
+                pause_us: 0,
+                stagger: ms(0),
+                limit: ms(300_000),
+                reps: 4,
             },
             All,
         ),
@@ -500,7 +526,10 @@ fn main() {
     ];
     let mut rows: Vec<Row> = Vec::new();
     for (name, measure, load, stores) in scenarios {
-        if only.as_deref().is_some_and(|o| o != name) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x.trim() == name))
+        {
             continue;
         }
         let mut row = Row::new(measure, load);
@@ -550,4 +579,8 @@ fn main() {
         rows.push(row);
     }
     println!("{}", report::table(&rows));
+    let stores = report::stores_table(&rows);
+    if !stores.is_empty() {
+        println!("\n{stores}");
+    }
 }

@@ -80,10 +80,13 @@ fn cpu_per_event(o: &Outcome) -> f64 {
 /// The database server's CPU per event, when measured: `; database server N µs`.
 fn db_cpu(o: &Outcome) -> String {
     match o.db_cpu {
-        Some(d) => format!(
-            "; database server {:.1} µs",
-            d.as_secs_f64() * 1e6 / o.frames.max(1) as f64
-        ),
+        Some(d) => {
+            let db = d.as_secs_f64() * 1e6 / o.frames.max(1) as f64;
+            format!(
+                "; database server {db:.1} µs, host + database {:.1} µs",
+                cpu_per_event(o) + db
+            )
+        }
         None => String::new(),
     }
 }
@@ -564,4 +567,120 @@ fn live(out: &mut String, r: &Row, a: &Outcome) {
             &ratio(per_task(a), val(f, per_task)),
         ],
     );
+}
+
+/// The database server's CPU per event, µs (NaN when not measured).
+fn db_per_event(o: &Outcome) -> f64 {
+    o.db_cpu
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6 / o.frames.max(1) as f64)
+}
+
+/// Host CPU plus the database server's, per event, µs (the host's alone when the server's
+/// was not measured: SQLite's and memory's database is in the host).
+fn total_per_event(o: &Outcome) -> f64 {
+    let db = db_per_event(o);
+    cpu_per_event(o) + if db.is_nan() { 0.0 } else { db }
+}
+
+/// `host / database / total` CPU per event.
+fn cpu3(o: &Outcome) -> String {
+    let db = db_per_event(o);
+    if db.is_nan() {
+        format!("{:.1} µs{}", cpu_per_event(o), problems(o))
+    } else {
+        format!(
+            "{:.1} / {:.1} / {:.1} µs{}",
+            cpu_per_event(o),
+            db,
+            total_per_event(o),
+            problems(o)
+        )
+    }
+}
+
+/// `p50 / p99` event latency.
+fn lat2(o: &Outcome) -> String {
+    format!("{} / {}{}", ms(lat(o, 0.5)), ms(lat(o, 0.99)), problems(o))
+}
+
+/// The stores side by side, for the loads that ran on SQLite and PostgreSQL: CPU per event
+/// (host / database server / total) or latency (p50 / p99), and PostgreSQL ÷ SQLite (host
+/// CPU and total CPU against SQLite's host CPU, which includes its database). Empty when no
+/// load ran on both.
+pub fn stores_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| load | SQLite | PostgreSQL, one host | ÷ SQLite | PostgreSQL, two hosts (stream from B) | ÷ SQLite | two ÷ one host |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
+    let mut any = false;
+    for r in rows {
+        let Some(s) = &r.sqlite else { continue };
+        if r.postgres.is_none() && r.postgres_two.is_none() {
+            continue;
+        }
+        any = true;
+        let (p, p2) = (r.postgres.as_ref(), r.postgres_two.as_ref());
+        let ld = r.load;
+        let cells = match r.measure {
+            Measure::CpuPerEvent => {
+                let base = cpu_per_event(s);
+                let vs = |o: Option<&Outcome>| {
+                    format!(
+                        "{} host, {} total",
+                        ratio(val(o, cpu_per_event), base),
+                        ratio(val(o, total_per_event), base)
+                    )
+                };
+                [
+                    format!(
+                        "CPU / event (host / database / total), {} × {} events back to back",
+                        ld.streams, ld.events
+                    ),
+                    cpu3(s),
+                    cell(p, cpu3),
+                    vs(p),
+                    cell(p2, cpu3),
+                    vs(p2),
+                    ratio(val(p2, cpu_per_event), val(p, cpu_per_event)),
+                ]
+            }
+            Measure::Latency => {
+                let vs = |o: Option<&Outcome>| {
+                    format!(
+                        "{} / {}",
+                        ratio(val(o, |o| lat(o, 0.5)), lat(s, 0.5)),
+                        ratio(val(o, |o| lat(o, 0.99)), lat(s, 0.99))
+                    )
+                };
+                let lat_cpu = |o: &Outcome| format!("{}; {}", lat2(o), cpu3(o));
+                [
+                    format!(
+                        "latency p50 / p99; CPU / event (host / database / total), {} stream(s) × {} events {} ms apart",
+                        ld.streams,
+                        ld.events,
+                        ld.pause_us / 1000
+                    ),
+                    lat_cpu(s),
+                    cell(p, lat_cpu),
+                    vs(p),
+                    cell(p2, lat_cpu),
+                    vs(p2),
+                    format!(
+                        "{} / {}",
+                        ratio(val(p2, |o| lat(o, 0.5)), val(p, |o| lat(o, 0.5))),
+                        ratio(val(p2, |o| lat(o, 0.99)), val(p, |o| lat(o, 0.99)))
+                    ),
+                ]
+            }
+            _ => continue,
+        };
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if any {
+        out
+    } else {
+        String::new()
+    }
 }

@@ -9,6 +9,18 @@
 //! that commits what is queued in one transaction; reads take a pooled connection and are
 //! one statement each ([`read`]). The schema is migrated at open ([`schema`]).
 //!
+//! **What waits for the database** is what waits for the disk in the SQLite store: an append
+//! of streamed progress returns once its events are queued for the writer and in the window
+//! (its subscribers see them at once), and the writer commits it with whatever else is
+//! queued; an append that carries what a client is answered with or was told was taken (an
+//! end, a question, a user's message) returns only after its commit and is not shown before,
+//! nor is a new task, and so is the first append of a task this store does not hold live
+//! (which checks the host still owns it). A task's writes are committed in the order made.
+//! Reads from the database (a task, a listing, events older than the window) first wait for
+//! the queued writes they depend on. A background write that fails is reported at the
+//! task's next append ([`StoreError::Background`]), and the writes of the task queued after
+//! it are not tried.
+//!
 //! As in the SQLite store, memory holds a bounded window of the recent committed events of
 //! the tasks this host writes, from which their live subscribers read: a local stream costs
 //! no query per event. The window is dropped when the task ends, when an append fails, and
@@ -30,13 +42,14 @@ mod writer;
 pub(crate) mod testing;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{mpsc, oneshot};
 
-use self::writer::Write;
+use self::writer::{Queued, Shared, Write};
 use super::memory::decode_token;
 use super::{ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
 use crate::protocol::v1::{StreamResponse, Task};
@@ -60,7 +73,16 @@ struct Live {
     committed_seq: u64,
     state: String,
     window: EventWindow,
+    /// The ticket of the task's last write: all its events are in the database once the
+    /// writer is done with it.
+    ticket: u64,
+    /// Tells this stay in memory from any earlier one (unique in the store): a background
+    /// write that failed fails the later ones of its epoch.
+    epoch: u64,
 }
+
+/// Epochs of [`Live`] entries, unique in the process.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 impl Live {
     fn at(last_seq: u64, state: String) -> Live {
@@ -69,6 +91,8 @@ impl Live {
             committed_seq: last_seq,
             state,
             window: EventWindow::default(),
+            ticket: 0,
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
         }
     }
 }
@@ -76,7 +100,11 @@ impl Live {
 /// The PostgreSQL-backed [`TaskStore`] and [`super::PushStore`].
 pub struct PgStore {
     pool: Pool,
-    writer: mpsc::UnboundedSender<Write>,
+    /// The writer's queue and the last ticket handed out (locked while sending, so tickets
+    /// follow the queue's order).
+    writer: Mutex<(u64, mpsc::UnboundedSender<Queued>)>,
+    /// How far the writer has got, and its failed background writes.
+    shared: Arc<Shared>,
     live: Mutex<HashMap<String, Live>>,
     /// This host's id once registered ([`crate::store::ClusterStore::register`]): the owner
     /// of the tasks and contexts it creates.
@@ -151,10 +179,12 @@ impl PgStore {
             schema::migrate(&mut client).await?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(writer::run(pool.clone(), rx));
+        let shared = Arc::new(Shared::default());
+        tokio::spawn(writer::run(pool.clone(), rx, shared.clone()));
         Ok(PgStore {
             pool,
-            writer: tx,
+            writer: Mutex::new((0, tx)),
+            shared,
             live: Mutex::new(HashMap::new()),
             host: OnceLock::new(),
             listener: listen::Listener::new(None),
@@ -170,6 +200,116 @@ impl PgStore {
     fn forget_live(&self) -> Result<(), StoreError> {
         self.live.lock().map_err(poisoned)?.clear();
         Ok(())
+    }
+
+    /// Queues `w` for the writer; returns its ticket.
+    fn send(&self, w: Write) -> Result<u64, StoreError> {
+        let mut q = self.writer.lock().map_err(poisoned)?;
+        let ticket = q.0 + 1;
+        q.1.send(Queued { ticket, write: w })
+            .map_err(|_| StoreError::WriterStopped)?;
+        q.0 = ticket;
+        Ok(ticket)
+    }
+
+    /// Waits until every write queued so far is finished.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Write::Flush { reply })?;
+        rx.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Waits for the queued writes a read of `task_id` depends on (all of them without a
+    /// task).
+    async fn settle(&self, task_id: Option<&str>) -> Result<(), StoreError> {
+        let done = self.shared.done.load(Ordering::Acquire);
+        let pending = match task_id {
+            Some(id) => self
+                .live
+                .lock()
+                .map_err(poisoned)?
+                .get(id)
+                .is_some_and(|l| l.ticket > done),
+            None => self.writer.lock().map_err(poisoned)?.0 > done,
+        };
+        if pending {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// The failure of a background write of the task in `epoch`, once: the task's position
+    /// is read again from the database at its next append.
+    fn background_failure(&self, task_id: &str, epoch: u64) -> Option<StoreError> {
+        let failed = self
+            .shared
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        failed
+            .get(task_id)
+            .filter(|(e, _)| *e == epoch)
+            .map(|(_, err)| StoreError::Background(err.clone()))
+    }
+
+    /// Numbers, encodes and queues an append of a task held live; returns the receiver of
+    /// its outcome when it waits for its commit (else its events are visible at once), its
+    /// last sequence number and whether it ends the task.
+    #[allow(clippy::type_complexity)]
+    fn queue_append(
+        &self,
+        task_id: &str,
+        events: Vec<TaskEvent>,
+        wait: bool,
+    ) -> Result<(Option<oneshot::Receiver<Result<(), StoreError>>>, u64, bool), StoreError> {
+        let mut live = self.live.lock().map_err(poisoned)?;
+        let l = live
+            .get_mut(task_id)
+            .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
+        let first_seq = l.last_seq + 1;
+        let mut rows = Vec::with_capacity(events.len());
+        let (mut status, mut ended, mut checkpoint) = (None, false, false);
+        for ev in &events {
+            rows.push(serde_json::to_string(ev)?);
+            if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = ev {
+                let state = u.status.state.as_proto_name();
+                if state != l.state {
+                    checkpoint = true;
+                    l.state = state.to_string();
+                }
+                status = Some((
+                    state.to_string(),
+                    u.status.timestamp.clone().unwrap_or_default(),
+                ));
+                ended |= u.status.state.is_terminal();
+            }
+        }
+        for ((seq, ev), json) in (first_seq..).zip(events).zip(&rows) {
+            l.window
+                .keep(json.len(), Arc::new(LoggedEvent::new(seq, ev)));
+        }
+        l.last_seq += rows.len() as u64;
+        let (reply, rx) = if wait {
+            let (reply, rx) = oneshot::channel();
+            (Some(reply), Some(rx))
+        } else {
+            // Streamed progress: visible now, committed in the background.
+            l.committed_seq = l.last_seq;
+            (None, None)
+        };
+        // Sent under the lock, so one task's appends reach the writer in order.
+        l.ticket = self.send(Write::Append {
+            task_id: task_id.to_string(),
+            epoch: l.epoch,
+            first_seq,
+            rows,
+            status,
+            checkpoint,
+            ended,
+            host: self.host.get().cloned(),
+            reply,
+        })?;
+        Ok((rx, l.last_seq, ended))
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -200,17 +340,16 @@ impl TaskStore for PgStore {
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
         let (reply, rx) = oneshot::channel();
-        self.writer
-            .send(Write::Create {
-                task: Box::new(task),
-                first,
-                owner,
-                host: self.host.get().cloned(),
-                reply,
-            })
-            .map_err(|_| StoreError::WriterStopped)?;
+        let ticket = self.send(Write::Create {
+            task: Box::new(task),
+            first,
+            owner,
+            host: self.host.get().cloned(),
+            reply,
+        })?;
         rx.await.map_err(|_| StoreError::WriterStopped)??;
         let mut live = Live::at(1, state);
+        live.ticket = ticket;
         live.window
             .keep(first_len, Arc::new(LoggedEvent::new(1, first_event)));
         self.live.lock().map_err(poisoned)?.insert(id, live);
@@ -223,8 +362,17 @@ impl TaskStore for PgStore {
             .lock()
             .map_err(poisoned)?
             .get(task_id)
-            .map(|l| l.last_seq);
+            .map(|l| (l.last_seq, l.epoch));
+        if let Some((_, epoch)) = known {
+            if let Some(e) = self.background_failure(task_id, epoch) {
+                // Said once: the position is read again from the database next time.
+                self.live.lock().map_err(poisoned)?.remove(task_id);
+                return Err(e);
+            }
+        }
         if known.is_none() {
+            // Writes of an earlier stay in memory may still be queued.
+            self.settle(None).await?;
             let (last, state) = read::position(&*self.client().await?, task_id)
                 .await?
                 .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
@@ -238,51 +386,14 @@ impl TaskStore for PgStore {
                 .or_insert_with(|| Live::at(last, state));
         }
         if events.is_empty() {
-            return Ok(known.unwrap_or_default());
+            return Ok(known.map(|k| k.0).unwrap_or_default());
         }
-        let (rx, last, ended) = {
-            let mut live = self.live.lock().map_err(poisoned)?;
-            let l = live
-                .get_mut(task_id)
-                .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
-            let first_seq = l.last_seq + 1;
-            let mut rows = Vec::with_capacity(events.len());
-            let (mut status, mut ended, mut checkpoint) = (None, false, false);
-            for ev in &events {
-                rows.push(serde_json::to_string(ev)?);
-                if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = ev {
-                    let state = u.status.state.as_proto_name();
-                    if state != l.state {
-                        checkpoint = true;
-                        l.state = state.to_string();
-                    }
-                    status = Some((
-                        state.to_string(),
-                        u.status.timestamp.clone().unwrap_or_default(),
-                    ));
-                    ended |= u.status.state.is_terminal();
-                }
-            }
-            for ((seq, ev), json) in (first_seq..).zip(events).zip(&rows) {
-                l.window
-                    .keep(json.len(), Arc::new(LoggedEvent::new(seq, ev)));
-            }
-            l.last_seq += rows.len() as u64;
-            let (reply, rx) = oneshot::channel();
-            // Sent under the lock, so one task's appends reach the writer in order.
-            self.writer
-                .send(Write::Append {
-                    task_id: task_id.to_string(),
-                    first_seq,
-                    rows,
-                    status,
-                    checkpoint,
-                    ended,
-                    host: self.host.get().cloned(),
-                    reply,
-                })
-                .map_err(|_| StoreError::WriterStopped)?;
-            (rx, l.last_seq, ended)
+        // The first append of a task not held live waits: it finds out whether this host
+        // still owns the task.
+        let wait = known.is_none() || events.iter().any(crate::store::sqlite::must_wait);
+        let (rx, last, ended) = self.queue_append(task_id, events, wait)?;
+        let Some(rx) = rx else {
+            return Ok(last);
         };
         let outcome = rx.await.map_err(|_| StoreError::WriterStopped)?;
         let mut live = self.live.lock().map_err(poisoned)?;
@@ -298,6 +409,7 @@ impl TaskStore for PgStore {
     }
 
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.settle(Some(task_id)).await?;
         let snap = read::load(&*self.client().await?, task_id).await?;
         if let Some(s) = &snap {
             // What the database showed is committed: the window hands it out too, even
@@ -326,6 +438,7 @@ impl TaskStore for PgStore {
                 }
             }
         }
+        self.settle(Some(task_id)).await?;
         let c = self.client().await?;
         let evs = read::events(&c, task_id, after, limit).await?;
         if evs.is_empty() && read::position(&c, task_id).await?.is_none() {
@@ -339,6 +452,7 @@ impl TaskStore for PgStore {
             Some(t) if !t.is_empty() => Some(decode_token(t)?),
             _ => None,
         };
+        self.settle(None).await?;
         let mut c = self.client().await?;
         // The count and the page from one view of the database.
         let tx = c
@@ -353,6 +467,7 @@ impl TaskStore for PgStore {
     }
 
     async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError> {
+        self.settle(None).await?;
         read::unfinished(&**self.client().await?).await
     }
 
@@ -499,6 +614,10 @@ impl TaskStore for PgStore {
 
     fn cluster(&self) -> Option<&dyn crate::store::ClusterStore> {
         Some(self)
+    }
+
+    async fn flush_writes(&self) -> Result<(), StoreError> {
+        self.flush().await
     }
 }
 

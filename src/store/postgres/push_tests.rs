@@ -35,6 +35,8 @@ async fn pending(s: &PgStore, id: &str, events: usize) {
             .unwrap();
     }
     s.put_push(&config(id, "cfg")).await.unwrap();
+    // The streamed appends are committed (the tests write to the rows beside the store).
+    s.flush_writes().await.unwrap();
 }
 
 #[tokio::test]

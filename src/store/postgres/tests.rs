@@ -85,6 +85,8 @@ async fn hosts_starting_together_migrate_once_and_share_the_rows() {
     a.append("t", vec![chunk("t", "from a", false)])
         .await
         .unwrap();
+    // Streamed progress is committed in the background: another host sees it once it is.
+    a.flush_writes().await.unwrap();
     let seen = b.get("t").await.unwrap().unwrap();
     assert_eq!(answer(&seen.task), "from a");
     assert_eq!(b.events_after("t", 0, 10).await.unwrap().len(), 2);

@@ -3,6 +3,13 @@
 //! faster than a commit, the ones that queued meanwhile share the next one. It checkpoints
 //! tasks the way the SQLite writer does (see the [store's module docs](crate::store)).
 //!
+//! Every write has a ticket (1, 2, ... in queue order); the writer publishes how far every
+//! write is finished ([`Shared::done`]) and answers a flush once the writes queued before it
+//! are, so a read can wait for exactly the writes it depends on. A streamed append is written
+//! in the background (nobody waits for it): when it fails, the failure is kept for the task's
+//! next append, and the task's later writes of the same stay in memory (its epoch) are
+//! answered with it untried, so no later event is stored after a missing one.
+//!
 //! A commit that takes long (a slow WAL flush, a database far away) need not hold the next
 //! batch back: once the latest transaction has been under way for [`OVERLAP_AFTER`], another
 //! one starts on another connection, up to [`IN_FLIGHT`] at once (the server flushes
@@ -51,6 +58,13 @@ const OVERLAP_AFTER: Duration = Duration::from_millis(5);
 
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
 
+/// A write as queued: its ticket (1, 2, ... in queue order) and what it writes. A flush
+/// writes nothing: it is answered once every write queued before it is finished.
+pub(super) struct Queued {
+    pub(super) ticket: u64,
+    pub(super) write: Write,
+}
+
 pub(super) enum Write {
     Create {
         task: Box<Task>,
@@ -63,6 +77,9 @@ pub(super) enum Write {
     },
     Append {
         task_id: String,
+        /// The task's epoch in the store ([`Shared::failed`]): a failed background write
+        /// fails the later writes of the same epoch without trying them.
+        epoch: u64,
         /// Sequence number of the first row; the rows follow it one by one.
         first_seq: u64,
         rows: Vec<String>,
@@ -74,14 +91,37 @@ pub(super) enum Write {
         /// The writing host: the append is refused unless it owns the task (a host whose
         /// tasks were taken over never writes to them again).
         host: Option<String>,
+        /// None: written in the background (the append returned at once); a failure is
+        /// kept in [`Shared::failed`] for the task's next append.
+        reply: Option<Reply>,
+    },
+    Flush {
         reply: Reply,
     },
 }
 
 impl Write {
-    fn reply(self) -> Reply {
+    fn answer(self, outcome: Result<(), StoreError>, shared: &Shared) {
         match self {
-            Write::Create { reply, .. } | Write::Append { reply, .. } => reply,
+            Write::Create { reply, .. } | Write::Flush { reply } => {
+                let _ = reply.send(outcome);
+            }
+            Write::Append {
+                reply: Some(reply), ..
+            } => {
+                let _ = reply.send(outcome);
+            }
+            Write::Append {
+                reply: None,
+                task_id,
+                epoch,
+                ..
+            } => {
+                if let Err(e) = outcome {
+                    tracing::warn!(task = %task_id, error = %e, "a background write failed");
+                    shared.fail(task_id, epoch, e);
+                }
+            }
         }
     }
 
@@ -89,16 +129,106 @@ impl Write {
         match self {
             Write::Create { task, .. } => &task.id,
             Write::Append { task_id, .. } => task_id,
+            Write::Flush { .. } => "",
+        }
+    }
+}
+
+/// What the writer shares with the store: how far it has got, and the background writes
+/// that failed.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// Every write with a ticket up to here is finished (committed or failed).
+    pub(super) done: std::sync::atomic::AtomicU64,
+    /// Failed background writes: task → its epoch then and the error. Reported at the
+    /// task's next append; the writes of that epoch queued after it fail without a try.
+    pub(super) failed: std::sync::Mutex<HashMap<String, (u64, std::sync::Arc<StoreError>)>>,
+}
+
+impl Shared {
+    fn fail(&self, task_id: String, epoch: u64, e: StoreError) {
+        let mut f = self
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.entry(task_id)
+            .or_insert_with(|| (epoch, std::sync::Arc::new(e)));
+    }
+
+    /// The failure a write of `task_id` in `epoch` follows, if any.
+    fn failure_of(&self, task_id: &str, epoch: u64) -> Option<std::sync::Arc<StoreError>> {
+        let f = self
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.get(task_id)
+            .filter(|(e, _)| *e == epoch)
+            .map(|(_, err)| err.clone())
+    }
+}
+
+/// Tickets of the writes not finished yet, and the flushes waiting for them.
+#[derive(Default)]
+struct Tickets {
+    unfinished: std::collections::BTreeSet<u64>,
+    /// The highest ticket received.
+    received: u64,
+    flushes: Vec<(u64, Reply)>,
+}
+
+impl Tickets {
+    /// Takes in a queued write: a flush waits (or is answered), a write is counted and
+    /// returned.
+    fn accept(&mut self, q: Queued) -> Option<(u64, Write)> {
+        self.received = self.received.max(q.ticket);
+        match q.write {
+            Write::Flush { reply } => {
+                self.flushes.push((q.ticket, reply));
+                None
+            }
+            w => {
+                self.unfinished.insert(q.ticket);
+                Some((q.ticket, w))
+            }
+        }
+    }
+
+    /// Marks `tickets` finished; publishes how far every write is done and answers the
+    /// flushes that waited for no more.
+    fn finish(&mut self, tickets: &[u64], shared: &Shared) {
+        for t in tickets {
+            self.unfinished.remove(t);
+        }
+        let done = match self.unfinished.first() {
+            Some(first) => first - 1,
+            None => self.received,
+        };
+        shared
+            .done
+            .store(done, std::sync::atomic::Ordering::Release);
+        let mut i = 0;
+        while i < self.flushes.len() {
+            if self.flushes[i].0 <= done + 1 {
+                let (_, reply) = self.flushes.swap_remove(i);
+                let _ = reply.send(Ok(()));
+            } else {
+                i += 1;
+            }
         }
     }
 }
 
 /// Runs the writer until every sender is gone.
-pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
+pub(super) async fn run(
+    pool: Pool,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    shared: std::sync::Arc<Shared>,
+) {
     let mut progress: HashMap<String, Progress> = HashMap::new();
     // Tasks with a write being committed, and writes waiting for them (in queued order).
     let mut busy: HashSet<String> = HashSet::new();
-    let mut waiting: VecDeque<Write> = VecDeque::new();
+    let mut waiting: VecDeque<(u64, Write)> = VecDeque::new();
+    let mut tickets = Tickets::default();
     let mut flights = FuturesUnordered::new();
     let mut open = true;
     let mut started = Instant::now();
@@ -106,11 +236,17 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
         while flights.len() < IN_FLIGHT
             && (flights.is_empty() || started.elapsed() >= OVERLAP_AFTER)
         {
-            let batch = next_batch(&mut rx, &mut waiting, &busy);
+            let batch = next_batch(&mut rx, &mut waiting, &busy, &mut tickets);
+            let (batch, skipped) = skip_failed(batch, &shared);
+            if !skipped.is_empty() {
+                tickets.finish(&skipped, &shared);
+            }
             if batch.is_empty() {
+                // Flushes queued behind nothing are answered.
+                tickets.finish(&[], &shared);
                 break;
             }
-            let ids: Vec<String> = batch.iter().map(|w| w.task_id().to_string()).collect();
+            let ids: Vec<String> = batch.iter().map(|(_, w)| w.task_id().to_string()).collect();
             // Each task's progress goes with its batch and comes back with its outcome.
             let mut mine = HashMap::new();
             for id in &ids {
@@ -120,29 +256,34 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
                 busy.insert(id.clone());
             }
             let pool = pool.clone();
+            let shared = shared.clone();
             flights.push(async move {
-                let mine = settle(&pool, batch, mine).await;
-                (ids, mine)
+                let nums: Vec<u64> = batch.iter().map(|(t, _)| *t).collect();
+                let writes = batch.into_iter().map(|(_, w)| w).collect();
+                let mine = settle(&pool, writes, mine, &shared).await;
+                (ids, nums, mine)
             });
             started = Instant::now();
         }
         if !open && flights.is_empty() && waiting.is_empty() {
+            tickets.finish(&[], &shared);
             return;
         }
         // Writes that could start beside the flights (not those waiting for their task's).
-        let ready = waiting.iter().any(|w| !busy.contains(w.task_id()));
+        let ready = waiting.iter().any(|(_, w)| !busy.contains(w.task_id()));
         tokio::select! {
-            Some((ids, mine)) = flights.next(), if !flights.is_empty() => {
+            Some((ids, nums, mine)) = flights.next(), if !flights.is_empty() => {
                 for id in &ids {
                     busy.remove(id);
                 }
                 progress.extend(mine);
+                tickets.finish(&nums, &shared);
             }
             w = rx.recv(), if open && flights.len() < IN_FLIGHT => match w {
-                Some(w) => {
-                    waiting.push_back(w);
-                    while let Ok(w) = rx.try_recv() {
-                        waiting.push_back(w);
+                Some(q) => {
+                    waiting.extend(tickets.accept(q));
+                    while let Ok(q) = rx.try_recv() {
+                        waiting.extend(tickets.accept(q));
                     }
                 }
                 None => open = false,
@@ -154,18 +295,45 @@ pub(super) async fn run(pool: Pool, mut rx: mpsc::UnboundedReceiver<Write>) {
     }
 }
 
+/// Answers, without trying them, the writes of a batch that follow a failed background
+/// write of their task (same epoch); returns the rest and the tickets answered.
+fn skip_failed(batch: Vec<(u64, Write)>, shared: &Shared) -> (Vec<(u64, Write)>, Vec<u64>) {
+    let mut keep = Vec::with_capacity(batch.len());
+    let mut skipped = Vec::new();
+    for (t, w) in batch {
+        let failure = match &w {
+            Write::Append { task_id, epoch, .. } => shared.failure_of(task_id, *epoch),
+            _ => None,
+        };
+        match failure {
+            Some(e) => {
+                if let Write::Append {
+                    reply: Some(reply), ..
+                } = w
+                {
+                    let _ = reply.send(Err(StoreError::Background(e)));
+                }
+                skipped.push(t);
+            }
+            None => keep.push((t, w)),
+        }
+    }
+    (keep, skipped)
+}
+
 /// The next batch: the waiting writes and then the queued ones, in order, except those of
 /// a task being committed (and every later write of such a task), which wait.
 fn next_batch(
-    rx: &mut mpsc::UnboundedReceiver<Write>,
-    waiting: &mut VecDeque<Write>,
+    rx: &mut mpsc::UnboundedReceiver<Queued>,
+    waiting: &mut VecDeque<(u64, Write)>,
     busy: &HashSet<String>,
-) -> Vec<Write> {
+    tickets: &mut Tickets,
+) -> Vec<(u64, Write)> {
     let mut batch = Vec::new();
-    let mut held: VecDeque<Write> = VecDeque::new();
+    let mut held: VecDeque<(u64, Write)> = VecDeque::new();
     let mut held_ids: HashSet<String> = HashSet::new();
-    let mut take = |w: Write, batch: &mut Vec<Write>| {
-        let id = w.task_id();
+    let mut take = |w: (u64, Write), batch: &mut Vec<(u64, Write)>| {
+        let id = w.1.task_id();
         if batch.len() >= BATCH || busy.contains(id) || held_ids.contains(id) {
             held_ids.insert(id.to_string());
             held.push_back(w);
@@ -178,7 +346,11 @@ fn next_batch(
     }
     while batch.len() < BATCH {
         match rx.try_recv() {
-            Ok(w) => take(w, &mut batch),
+            Ok(q) => {
+                if let Some(w) = tickets.accept(q) {
+                    take(w, &mut batch);
+                }
+            }
             Err(_) => break,
         }
     }
@@ -191,21 +363,31 @@ async fn settle(
     pool: &Pool,
     batch: Vec<Write>,
     mut progress: HashMap<String, Progress>,
+    shared: &Shared,
 ) -> HashMap<String, Progress> {
     match write_all(pool, &batch, &mut progress).await {
         Ok(()) => {
             for w in batch {
-                let _ = w.reply().send(Ok(()));
+                w.answer(Ok(()), shared);
             }
         }
         Err(e) => {
             // One failed write must not fail the others of its batch: each is tried again
-            // alone and answered with its own outcome.
+            // alone and answered with its own outcome (a write after a failed background
+            // one of its task is not tried).
             tracing::debug!(error = %e, writes = batch.len(), "a batch failed; writing one by one");
             progress.clear();
             for w in batch {
-                let outcome = write_all(pool, std::slice::from_ref(&w), &mut progress).await;
-                let _ = w.reply().send(outcome);
+                let outcome = match &w {
+                    Write::Append { task_id, epoch, .. } => {
+                        match shared.failure_of(task_id, *epoch) {
+                            Some(e) => Err(StoreError::Background(e)),
+                            None => write_all(pool, std::slice::from_ref(&w), &mut progress).await,
+                        }
+                    }
+                    _ => write_all(pool, std::slice::from_ref(&w), &mut progress).await,
+                };
+                w.answer(outcome, shared);
             }
         }
     }
@@ -269,23 +451,25 @@ mod tests {
     fn append(task: &str, first_seq: u64) -> Write {
         Write::Append {
             task_id: task.into(),
+            epoch: 0,
             first_seq,
             rows: vec!["{}".into()],
             status: None,
             checkpoint: false,
             ended: false,
             host: None,
-            reply: oneshot::channel().0,
+            reply: Some(oneshot::channel().0),
         }
     }
 
-    fn names(ws: &[Write]) -> Vec<(String, u64)> {
+    fn names(ws: &[(u64, Write)]) -> Vec<(String, u64)> {
         ws.iter()
-            .map(|w| match w {
+            .map(|(_, w)| match w {
                 Write::Append {
                     task_id, first_seq, ..
                 } => (task_id.clone(), *first_seq),
                 Write::Create { task, .. } => (task.id.clone(), 1),
+                Write::Flush { .. } => (String::new(), 0),
             })
             .collect()
     }
@@ -293,19 +477,89 @@ mod tests {
     #[test]
     fn a_task_being_committed_waits_with_its_later_writes_in_order() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        for (t, s) in [("a", 2), ("b", 2), ("a", 3), ("c", 2)] {
-            tx.send(append(t, s)).unwrap();
+        for (i, (t, s)) in [("a", 2), ("b", 2), ("a", 3), ("c", 2)]
+            .into_iter()
+            .enumerate()
+        {
+            tx.send(Queued {
+                ticket: i as u64 + 1,
+                write: append(t, s),
+            })
+            .unwrap();
         }
         let mut waiting = VecDeque::new();
+        let mut tickets = Tickets::default();
         let busy: HashSet<String> = ["a".to_string()].into();
-        let batch = next_batch(&mut rx, &mut waiting, &busy);
+        let batch = next_batch(&mut rx, &mut waiting, &busy, &mut tickets);
         assert_eq!(names(&batch), [("b".into(), 2), ("c".into(), 2)]);
-        tx.send(append("b", 3)).unwrap();
+        tx.send(Queued {
+            ticket: 5,
+            write: append("b", 3),
+        })
+        .unwrap();
         // `b` is being committed now; `a` is free again.
         let busy: HashSet<String> = ["b".to_string(), "c".to_string()].into();
-        let batch = next_batch(&mut rx, &mut waiting, &busy);
+        let batch = next_batch(&mut rx, &mut waiting, &busy, &mut tickets);
         assert_eq!(names(&batch), [("a".into(), 2), ("a".into(), 3)]);
         assert_eq!(names(waiting.make_contiguous()), [("b".into(), 3)]);
+    }
+
+    #[test]
+    fn a_flush_is_answered_once_every_write_queued_before_it_is_finished() {
+        use std::sync::atomic::Ordering;
+        let shared = Shared::default();
+        let mut t = Tickets::default();
+        assert!(t
+            .accept(Queued {
+                ticket: 1,
+                write: append("a", 2),
+            })
+            .is_some());
+        let (reply, mut rx) = oneshot::channel();
+        assert!(t
+            .accept(Queued {
+                ticket: 2,
+                write: Write::Flush { reply },
+            })
+            .is_none());
+        t.accept(Queued {
+            ticket: 3,
+            write: append("b", 2),
+        });
+        // A later write finished first: the flush still waits for the earlier one.
+        t.finish(&[3], &shared);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(shared.done.load(Ordering::Acquire), 0);
+        t.finish(&[1], &shared);
+        assert!(matches!(rx.try_recv(), Ok(Ok(()))));
+        assert_eq!(shared.done.load(Ordering::Acquire), 3);
+    }
+
+    #[test]
+    fn a_failed_background_write_fails_the_later_writes_of_its_epoch_only() {
+        let shared = Shared::default();
+        shared.fail("a".into(), 0, StoreError::WriterStopped);
+        let (reply, mut rx) = oneshot::channel();
+        let waited = Write::Append {
+            task_id: "a".into(),
+            epoch: 0,
+            first_seq: 3,
+            rows: vec!["{}".into()],
+            status: None,
+            checkpoint: false,
+            ended: false,
+            host: None,
+            reply: Some(reply),
+        };
+        let mut later = append("a", 4);
+        if let Write::Append { epoch, .. } = &mut later {
+            *epoch = 1;
+        }
+        let batch = vec![(1, waited), (2, append("b", 2)), (3, later)];
+        let (kept, skipped) = skip_failed(batch, &shared);
+        assert_eq!(skipped, [1]);
+        assert_eq!(names(&kept), [("b".into(), 2), ("a".into(), 4)]);
+        assert!(matches!(rx.try_recv(), Ok(Err(StoreError::Background(_)))));
     }
 
     #[test]

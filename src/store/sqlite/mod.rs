@@ -286,7 +286,7 @@ impl Drop for SqliteStore {
 /// Whether an append must be committed before it returns (and before readers see it): what
 /// a client is answered with (an end, a question) or was told was taken (a user's message).
 /// Streamed progress is committed in the background.
-fn must_wait(ev: &TaskEvent) -> bool {
+pub(crate) fn must_wait(ev: &TaskEvent) -> bool {
     matches!(ev, TaskEvent::UserMessage(_)) || ev.ends_stream()
 }
 

@@ -129,6 +129,7 @@ impl<'a> Plan<'a> {
                         None => p.last.push((task_id, last)),
                     }
                 }
+                Write::Flush { .. } => {}
             }
         }
         Ok(p)
