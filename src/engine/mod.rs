@@ -360,6 +360,7 @@ impl Engine {
             let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
+            let created_at = task::now_timestamp();
             let task = Task {
                 id: task_id.clone(),
                 context_id: context_id.clone(),
@@ -373,9 +374,15 @@ impl Engine {
                             &context_id,
                         )
                     }),
-                    timestamp: Some(task::now_timestamp()),
+                    timestamp: Some(created_at.clone()),
                 },
                 history: vec![msg],
+                // When it was created, for the durations clients show (the status timestamp
+                // moves on with every update).
+                metadata: Some(serde_json::Map::from_iter([(
+                    "createdAt".to_string(),
+                    serde_json::Value::String(created_at),
+                )])),
                 ..Task::default()
             };
             self.inner
