@@ -60,6 +60,9 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
   let task = await rpc('GetTask', { id }, base);
   if (!isCurrent()) return;
   const sticky = stickToEnd(ui.follow);
+  // A task that had ended when the page opened is read from the top, not followed.
+  const followable = !ENDED.has(task.status?.state);
+  sticky.enabled = followable;
   window.addEventListener('scroll', sticky.onScroll, { passive: true });
   signal.addEventListener('abort', () => window.removeEventListener('scroll', sticky.onScroll));
 
@@ -151,7 +154,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     clear(ui.state).append(badge(s));
     task.status = { ...(task.status || {}), state: s };
     cancel.hidden = !(LIVE.has(s) || s === 'TASK_STATE_INPUT_REQUIRED');
-    sticky.enabled = !ENDED.has(s);
+    sticky.enabled = followable && !ENDED.has(s);
     if (!sticky.enabled) ui.follow.hidden = true;
     document.title = `${stateName(s)} · ${firstLine(prompt, 60)} · agent-host`;
     tickElapsed();
