@@ -16,14 +16,23 @@ const ENDED = new Set(['TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_
 
 /** Keeps the window at the live end while the reader has not scrolled away from it. */
 function stickToEnd(button) {
-  const s = { stick: true, scheduled: false, enabled: true };
+  // enabled: follow at all (a page opened on a live task); live: the task still runs (the
+  // button shows only then; the end's last render is still followed).
+  const s = { stick: true, scheduled: false, enabled: true, live: true };
   const atEnd = () => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
+  // Only a move up is the reader leaving the end: a scroll event that arrives after the page
+  // grew (ours, a frame late) must not stop the following.
+  let lastY = 0;
   s.onScroll = () => {
-    s.stick = atEnd();
-    button.hidden = s.stick || !s.enabled;
+    const y = window.scrollY;
+    if (atEnd()) s.stick = true;
+    else if (y < lastY - 4) s.stick = false;
+    lastY = y;
+    button.hidden = s.stick || !s.enabled || !s.live;
   };
   s.toEnd = () => {
     window.scrollTo(0, document.documentElement.scrollHeight);
+    lastY = window.scrollY;
     s.stick = true;
     button.hidden = true;
   };
@@ -154,8 +163,8 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     clear(ui.state).append(badge(s));
     task.status = { ...(task.status || {}), state: s };
     cancel.hidden = !(LIVE.has(s) || s === 'TASK_STATE_INPUT_REQUIRED');
-    sticky.enabled = followable && !ENDED.has(s);
-    if (!sticky.enabled) ui.follow.hidden = true;
+    sticky.live = !ENDED.has(s);
+    if (!sticky.live) ui.follow.hidden = true;
     document.title = `${stateName(s)} · ${firstLine(prompt, 60)} · agent-host`;
     tickElapsed();
     // The header's counts change when a task settles or waits.

@@ -238,9 +238,36 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
         let upstream: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
         let proxy = CuttingProxy::start(upstream, 40_000).await;
         let base = format!("http://{}", proxy.addr);
+        b.client.set_window_size(1280, 500).await.expect("resize");
         start_task(&b, &base, "flood=2000 sleep=2").await;
         b.text_until("#answer", |t| t.contains(" chunk 300")).await;
         b.screenshot("console-task-streaming.png").await;
+        // The page follows the live end of the stream...
+        let at_end = "return window.scrollY > 0 && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80";
+        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
+        while b.js(at_end).await != json!(true) {
+            if tokio::time::Instant::now() > deadline {
+                let where_ = b
+                    .js("return [window.scrollY, window.innerHeight, document.documentElement.scrollHeight]")
+                    .await;
+                panic!("the page does not follow the stream: {where_}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // ...until the reader scrolls up: then it stays where they are while more arrives.
+        let chunks = "return Number(document.getElementById('answer').dataset.chunks)";
+        b.js("window.scrollTo(0, 0); window.dispatchEvent(new Event('scroll')); return 0").await;
+        let before = b.js(chunks).await.as_u64().unwrap();
+        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
+        while b.js(chunks).await.as_u64().unwrap() < before + 50 {
+            let state = b.el("#task-state").await.text().await.unwrap();
+            if state == "completed" {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no more chunks");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(b.js("return window.scrollY").await, json!(0), "the page pulled the reader down");
         b.state_is("completed").await;
         let answer = b
             .js("return document.getElementById('answer').textContent")
