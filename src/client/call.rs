@@ -213,7 +213,7 @@ async fn interrupted<O: Write, E: Write>(
 ) -> i32 {
     let base = client.inner.base.clone();
     let Some(id) = r.task_id.clone() else {
-        r.say(&format!(
+        r.notice(&format!(
             "^C: interrupted before the host named the task; it may have started: \
              agent-host tasks list {base}"
         ));
@@ -223,18 +223,18 @@ async fn interrupted<O: Write, E: Write>(
     if cancel {
         match client.cancel(&id).await {
             Ok(t) if t.status.state == crate::protocol::v1::TaskState::Canceled => {
-                r.say(&format!("^C: canceled task {id}"));
+                r.notice(&format!("^C: canceled task {id}"));
                 return EXIT_INTERRUPTED;
             }
-            Ok(t) => r.say(&format!(
+            Ok(t) => r.notice(&format!(
                 "^C: task {id} was not canceled: it is already {}",
                 super::render::state_word(t.status.state)
             )),
-            Err(e) => r.say(&format!("^C: canceling task {id} failed: {e}")),
+            Err(e) => r.notice(&format!("^C: canceling task {id} failed: {e}")),
         }
         return EXIT_INTERRUPTED;
     }
-    r.say(&format!(
+    r.notice(&format!(
         "^C: detached from task {id}; it goes on running on the host.\n  \
          follow it again: agent-host tasks watch {base} {id}\n  \
          cancel it:       agent-host tasks cancel {base} {id}"

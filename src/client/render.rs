@@ -675,6 +675,11 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.clear_status();
     }
 
+    /// A line on stderr, in JSON mode too (stdout stays the events').
+    pub fn notice(&mut self, s: &str) {
+        self.note(s);
+    }
+
     /// A line on stderr (human mode only).
     pub fn say(&mut self, s: &str) {
         if !self.json {
