@@ -1,6 +1,7 @@
 // The Tasks and New task pages and the header.
 import { el, append, clear, badge, firstLine, when, textOf, stateName } from './dom.js';
 import { rpc, hostInfo, newId } from './a2a.js';
+import { secs, tsOf } from './time.js';
 
 export const host = { info: null };
 
@@ -36,12 +37,14 @@ export function renderHeader() {
   if (!info) return;
   const running = info.adapters.reduce((n, a) => n + a.running, 0);
   const queued = info.adapters.reduce((n, a) => n + a.queued, 0);
+  const waiting = info.adapters.reduce((n, a) => n + (a.waiting || 0), 0);
   append(box, [
     el('span', { class: 'chip' }, `agent-host ${info.version}`),
     ...info.adapters.map((a) => el('span', { class: 'chip adapter', 'data-adapter': a.id },
       `${a.id}${a.cliVersion ? ' ' + a.cliVersion : ''}`)),
     sandboxChip(info.sandbox),
     el('span', { class: 'chip', id: 'load' }, `${running} running · ${queued} queued`),
+    el('span', { class: `chip${waiting ? ' waiting' : ''}`, id: 'waiting-count' }, `${waiting} waiting for input`),
   ]);
 }
 
@@ -62,11 +65,11 @@ function usageText(u) {
   const bits = [];
   if (u.inputTokens !== undefined || u.outputTokens !== undefined) bits.push(`${u.inputTokens ?? 0}→${u.outputTokens ?? 0} tok`);
   if (u.costUsd !== undefined) bits.push(`$${Number(u.costUsd).toFixed(4)}`);
-  if (u.durationMs !== undefined) bits.push(`${(u.durationMs / 1000).toFixed(1)} s`);
   return bits.join(' · ');
 }
 
-function promptOf(task) {
+/** The task's prompt: the text of its first user message. */
+export function promptOf(task) {
   const m = (task.history || []).find((h) => h.role === 'ROLE_USER');
   return textOf(m);
 }
@@ -76,21 +79,34 @@ function cwdOf(task) {
   return a?.parts?.find((p) => p.data)?.data?.cwd || '';
 }
 
+const LIVE = new Set(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING']);
+
+/** From the task's creation to its last update (to now while it runs). */
+function elapsed(task) {
+  const start = tsOf(task.metadata?.createdAt);
+  if (start === null) return '';
+  const end = LIVE.has(task.status?.state) ? Date.now() : tsOf(task.status?.timestamp);
+  return end === null ? '' : secs(end - start);
+}
+
+// A table on a wide screen; on a narrow one the same rows become cards (console.css): the
+// prompt on a line of its own, the state, times and context under it.
 function row(task, adapter) {
   const href = `#/task/${encodeURIComponent(task.id)}${adapter ? '?a=' + encodeURIComponent(adapter) : ''}`;
   return el('tr', { class: 'task-row', 'data-task': task.id, 'data-state': stateName(task.status?.state) },
-    el('td', {}, badge(task.status?.state)),
-    el('td', {}, task.metadata?.adapter || adapter || ''),
+    el('td', { class: 'state-cell' }, badge(task.status?.state)),
     el('td', { class: 'prompt' }, el('a', { href }, firstLine(promptOf(task)) || '(no text)')),
-    el('td', { class: 'cwd' }, cwdOf(task)),
-    el('td', {}, when(task.status?.timestamp)),
-    el('td', {}, usageText(task.metadata?.usage)),
-    el('td', { class: 'ctx' }, el('a', { href: `#/?context=${encodeURIComponent(task.contextId)}` }, task.contextId.slice(0, 8))));
+    el('td', { class: 'adapter', 'data-label': 'adapter' }, task.metadata?.adapter || adapter || ''),
+    el('td', { class: 'cwd', 'data-label': 'in' }, cwdOf(task)),
+    el('td', { class: 'updated', 'data-label': 'updated' }, when(task.status?.timestamp)),
+    el('td', { class: 'elapsed', 'data-label': 'took' }, elapsed(task)),
+    el('td', { class: 'usage', 'data-label': 'usage' }, usageText(task.metadata?.usage)),
+    el('td', { class: 'ctx', 'data-label': 'context' }, el('a', { href: `#/?context=${encodeURIComponent(task.contextId)}` }, task.contextId.slice(0, 8))));
 }
 
 function table(rows) {
   return el('table', { class: 'tasks' },
-    el('thead', {}, el('tr', {}, ...['State', 'Adapter', 'Prompt', 'Working directory', 'Updated', 'Usage', 'Context'].map((h) => el('th', {}, h)))),
+    el('thead', {}, el('tr', {}, ...['State', 'Prompt', 'Adapter', 'Working directory', 'Updated', 'Elapsed', 'Usage', 'Context'].map((h) => el('th', {}, h)))),
     el('tbody', {}, rows));
 }
 

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `auth` | the model API refused the credentials | 401 / 403, "invalid/incorrect API key", "unauthorized", `API_KEY_INVALID`, a missing key variable |
 //! | `rate-limit` | too many requests, or the quota is used up | 429, "rate limit", "quota", `RESOURCE_EXHAUSTED` |
-//! | `model` | the model API failed or refused the request | 5xx, "internal server error", "overloaded", an unknown model, another API error |
+//! | `model` | the model API failed or refused the request | 5xx, "internal server error" (litellm's `InternalServerError`), "overloaded", an unknown model, another API error |
 //! | `network` | the model API could not be reached | "connection refused", "could not resolve", "fetch failed", "network" |
 //! | `session-not-found` | the CLI session to resume is gone | "no conversation found", "no previous sessions", "invalid session identifier" |
 //! | `max-turns`, `budget` | a limit of the CLI ended the turn | the CLI's result subtype |
@@ -107,6 +107,9 @@ const TEXT: &[(&str, &[&str])] = &[
             "504",
             "529",
             "internal server error",
+            // litellm's exception names (aider): `litellm.InternalServerError: ...`.
+            "internalservererror",
+            "serviceunavailableerror",
             "internal error",
             "server error",
             "service unavailable",

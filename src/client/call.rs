@@ -2,7 +2,13 @@
 //! library for a person at a terminal (or, with `--json`, a script).
 //!
 //! Exit codes: 0 completed, 1 failed (or an error), 2 usage error, 3 canceled, 4 input
-//! required (and no terminal to ask on).
+//! required (and no terminal to ask on), 130 interrupted (Ctrl-C).
+//!
+//! Ctrl-C while a task is followed detaches: the task goes on on the host, and the command
+//! says so and prints how to follow it again (`tasks watch`) or cancel it (`tasks cancel`).
+//! With `--cancel-on-interrupt` it cancels the task instead and says whether that worked.
+//! Detaching is the default because the task is the host's, not the terminal's: closing a
+//! laptop lid or a flaky SSH session must not throw away an agent's work.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -11,13 +17,16 @@ use clap::Args;
 use futures::StreamExt;
 
 use super::render::{Outcome, Renderer};
-use super::{Binding, Client, ClientError, EventStream, ProtocolVersion, Request};
+use super::{Approval, Binding, Client, ClientError, EventStream, ProtocolVersion, Request};
 use crate::protocol::v1::{SendMessageResponse, StreamResponse};
 
 pub use super::tasks::{run_tasks, TasksArgs, TasksCommand};
 
 /// Exit code of a usage error.
 pub const EXIT_USAGE: i32 = 2;
+
+/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// How to reach the agent (shared by `call` and `tasks`).
 #[derive(Debug, Clone, Args)]
@@ -63,6 +72,10 @@ pub struct CallArgs {
     /// directory's repository.
     #[arg(long)]
     pub fetch: bool,
+    /// Ctrl-C cancels the task (and says whether that worked) instead of detaching from it
+    /// and leaving it running on the host.
+    #[arg(long)]
+    pub cancel_on_interrupt: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -98,47 +111,143 @@ pub(super) async fn connect(url: &str, c: &ConnectArgs) -> Result<Client, Client
     b.connect().await
 }
 
+/// Ctrl-C, while a command follows a task: what it does then.
+pub(super) struct Interrupt {
+    signal: Option<tokio::signal::unix::Signal>,
+    /// Cancel the task (else detach from it).
+    cancel: bool,
+}
+
+impl Interrupt {
+    /// Catches Ctrl-C from now on (a terminal command); without a handler (`None`), Ctrl-C
+    /// kills the process as usual.
+    pub(super) fn catch(cancel: bool) -> Self {
+        let signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+        Interrupt {
+            signal: signal.ok(),
+            cancel,
+        }
+    }
+
+    /// No handling: an embedding program or test keeps its own.
+    pub(super) fn none() -> Self {
+        Interrupt {
+            signal: None,
+            cancel: false,
+        }
+    }
+
+    /// Waits for Ctrl-C (forever when not caught).
+    async fn recv(&mut self) {
+        match self.signal.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+/// How following a stream ended.
+enum Followed {
+    Ended,
+    Interrupted,
+}
+
 /// Renders a stream to its end; the renderer knows the outcome. A status line ticks on
 /// stderr while nothing arrives.
 async fn follow<O: Write, E: Write>(
     r: &mut Renderer<O, E>,
     mut events: EventStream,
-) -> Result<(), ClientError> {
+    interrupt: &mut Interrupt,
+) -> Result<Followed, ClientError> {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
             ev = events.next() => match ev {
                 Some(Ok(ev)) => r.event(&ev),
                 Some(Err(e)) => return Err(e),
-                None => return Ok(()),
+                None => return Ok(Followed::Ended),
             },
             _ = tick.tick() => r.tick(),
+            () = interrupt.recv() => return Ok(Followed::Interrupted),
         }
     }
 }
 
-/// Asks on the terminal what to answer; None when the user gives nothing.
-async fn ask(outcome: &Outcome) -> Option<String> {
+/// Asks on the terminal what to answer; None when the user gives nothing (or Ctrl-C, then
+/// `interrupted` is set).
+async fn ask(
+    outcome: &Outcome,
+    interrupt: &mut Interrupt,
+    interrupted: &mut bool,
+) -> Option<String> {
     let Outcome::InputRequired { approval, .. } = outcome else {
         return None;
     };
     let decision = approval.as_ref().is_some_and(|a| a.is_decision());
     let prompt = if decision { "Allow? [y/N] " } else { "> " };
-    let line = tokio::task::spawn_blocking(move || {
+    // A thread of its own (not the runtime's blocking pool): on Ctrl-C the command ends
+    // without waiting for the line that never comes.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
         eprint!("{prompt}");
         let _ = std::io::stderr().flush();
         let mut s = String::new();
-        std::io::stdin().read_line(&mut s).ok().map(|_| s)
-    })
-    .await
-    .ok()
-    .flatten()?;
+        let _ = tx.send(std::io::stdin().read_line(&mut s).ok().map(|_| s));
+    });
+    let line = tokio::select! {
+        line = rx => line.ok().flatten()?,
+        () = interrupt.recv() => {
+            *interrupted = true;
+            eprintln!();
+            return None;
+        }
+    };
     let line = line.trim().to_string();
     if decision {
         let yes = matches!(line.to_ascii_lowercase().as_str(), "y" | "yes");
         return Some(if yes { "yes" } else { "no" }.to_string());
     }
     (!line.is_empty()).then_some(line)
+}
+
+/// What Ctrl-C did: the task canceled, or left running with how to follow or cancel it;
+/// the exit code (130).
+async fn interrupted<O: Write, E: Write>(
+    client: &Client,
+    r: &mut Renderer<O, E>,
+    cancel: bool,
+) -> i32 {
+    let base = client.inner.base.clone();
+    let Some(id) = r.task_id.clone() else {
+        r.notice(&format!(
+            "^C: interrupted before the host named the task; it may have started: \
+             agent-host tasks list {base}"
+        ));
+        return EXIT_INTERRUPTED;
+    };
+    r.interrupted();
+    if cancel {
+        match client.cancel(&id).await {
+            Ok(t) if t.status.state == crate::protocol::v1::TaskState::Canceled => {
+                r.notice(&format!("^C: canceled task {id}"));
+                return EXIT_INTERRUPTED;
+            }
+            Ok(t) => r.notice(&format!(
+                "^C: task {id} was not canceled: it is already {}",
+                super::render::state_word(t.status.state)
+            )),
+            Err(e) => r.notice(&format!("^C: canceling task {id} failed: {e}")),
+        }
+        return EXIT_INTERRUPTED;
+    }
+    r.notice(&format!(
+        "^C: detached from task {id}; it goes on running on the host.\n  \
+         follow it again: agent-host tasks watch {base} {id}\n  \
+         cancel it:       agent-host tasks cancel {base} {id}"
+    ));
+    EXIT_INTERRUPTED
 }
 
 /// Writes to stdout. A closed stdout (`agent-host tasks list URL | head -1`) is a normal end
@@ -161,6 +270,8 @@ pub(super) struct Io<O: Write, E: Write> {
     pub(super) interactive: bool,
     /// Draw the live status line (stderr is a terminal).
     pub(super) live: bool,
+    /// The stream follows this answer to an approval (yes: true).
+    pub(super) answer: Option<bool>,
 }
 
 impl Io<std::io::Stdout, std::io::Stderr> {
@@ -170,6 +281,7 @@ impl Io<std::io::Stdout, std::io::Stderr> {
             err: std::io::stderr(),
             interactive: std::io::stdin().is_terminal() && !json,
             live: std::io::stderr().is_terminal(),
+            answer: None,
         }
     }
 }
@@ -181,23 +293,37 @@ pub(super) async fn drive<O: Write, E: Write>(
     events: EventStream,
     json: bool,
     io: Io<O, E>,
+    mut interrupt: Interrupt,
 ) -> i32 {
     let mut r = Renderer::new(io.out, io.err, json, io.live);
+    if let Some(yes) = io.answer {
+        r.answered(yes);
+    }
     let mut events = events;
     loop {
-        if let Err(e) = follow(&mut r, events).await {
-            if r.closed() {
-                return 0;
+        match follow(&mut r, events, &mut interrupt).await {
+            Ok(Followed::Ended) => {}
+            Ok(Followed::Interrupted) => {
+                return interrupted(client, &mut r, interrupt.cancel).await;
             }
-            return fail(&e);
+            Err(e) if !r.closed() => return fail(&e),
+            Err(_) => return 0,
         }
         if r.closed() {
             return 0;
         }
         let outcome = r.outcome();
-        if let Outcome::InputRequired { task_id, .. } = &outcome {
+        if let Outcome::InputRequired { task_id, approval } = &outcome {
             if io.interactive {
-                if let Some(answer) = ask(&outcome).await {
+                let mut stopped = false;
+                let answer = ask(&outcome, &mut interrupt, &mut stopped).await;
+                if stopped {
+                    return interrupted(client, &mut r, interrupt.cancel).await;
+                }
+                if let Some(answer) = answer {
+                    if approval.as_ref().is_some_and(Approval::is_decision) {
+                        r.answered(answer == "yes");
+                    }
                     r.resume();
                     events = match client.answer(task_id, &answer).await {
                         Ok(s) => s,
@@ -237,7 +363,7 @@ pub(super) fn show_task<O: Write, E: Write>(
 /// `agent-host call`: the exit code.
 pub async fn run_call(args: CallArgs) -> i32 {
     let io = Io::terminal(args.connect.json);
-    call_with(args, io).await
+    call_with(args, io, true).await
 }
 
 /// `agent-host call` writing to `out` and `err`, never asking on the terminal (what a
@@ -248,11 +374,22 @@ pub async fn run_call_to<O: Write, E: Write>(args: CallArgs, out: O, err: E) -> 
         err,
         interactive: false,
         live: false,
+        answer: None,
     };
-    call_with(args, io).await
+    call_with(args, io, false).await
 }
 
-async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
+/// The decision an answer gives, when it is one (`yes`, `no`, ...).
+fn decision_of(answer: &str) -> Option<bool> {
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "allow" | "approve" => Some(true),
+        "n" | "no" | "deny" | "reject" => Some(false),
+        _ => None,
+    }
+}
+
+/// `catch`: handle Ctrl-C while the task is followed (a terminal command).
+async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: bool) -> i32 {
     let client = match connect(&args.url, &args.connect).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -263,6 +400,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
     }
     if let Some(t) = &args.task {
         req = req.task(t.clone());
+        io.answer = decision_of(&args.message);
     }
     if let Some(d) = &args.cwd {
         req = req.metadata("cwd", d.clone());
@@ -273,12 +411,14 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
         mut err,
         interactive,
         live,
+        answer,
     } = io;
     let io = Io {
         out: &mut out,
         err: &mut err,
         interactive,
         live,
+        answer,
     };
     // The task the answer is about, for its change afterwards.
     let task_id = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
@@ -296,25 +436,55 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, io: Io<O, E>) -> i32 {
             Err(e) => fail(&e),
         }
     } else {
-        match client.stream(req).await {
-            Ok(events) => {
-                let seen = task_id.clone();
-                let events = events.inspected(move |ev| {
-                    if let Ok(ev) = ev {
-                        note_task(&seen, ev.task_id());
-                    }
-                });
-                drive(&client, events, json, io).await
-            }
-            Err(e) => fail(&e),
-        }
+        stream_answer(&client, &args, req, io, catch, &task_id).await
     };
     let task_id = task_id.lock().ok().and_then(|t| t.clone());
     match task_id {
-        Some(t) if code != EXIT_USAGE => {
+        // Interrupted: detached (the task goes on) or canceled; nothing to apply.
+        Some(t) if code != EXIT_USAGE && code != EXIT_INTERRUPTED => {
             after_answer(&client, &args, &t, code, &mut out, &mut err).await
         }
         _ => code,
+    }
+}
+
+/// The streamed answer, Ctrl-C caught when `catch` (see [`Interrupt`]); the task's id goes
+/// into `task_id` as soon as an event names it.
+async fn stream_answer<O: Write, E: Write>(
+    client: &Client,
+    args: &CallArgs,
+    req: Request,
+    io: Io<O, E>,
+    catch: bool,
+    task_id: &std::sync::Arc<std::sync::Mutex<Option<String>>>,
+) -> i32 {
+    let mut interrupt = if catch {
+        Interrupt::catch(args.cancel_on_interrupt)
+    } else {
+        Interrupt::none()
+    };
+    let opened = tokio::select! {
+        opened = client.stream(req) => opened,
+        () = interrupt.recv() => {
+            let base = &client.inner.base;
+            eprintln!(
+                "^C: interrupted while sending; the task may have started: \
+                 agent-host tasks list {base}"
+            );
+            return EXIT_INTERRUPTED;
+        }
+    };
+    match opened {
+        Ok(events) => {
+            let seen = task_id.clone();
+            let events = events.inspected(move |ev| {
+                if let Ok(ev) = ev {
+                    note_task(&seen, ev.task_id());
+                }
+            });
+            drive(client, events, args.connect.json, io, interrupt).await
+        }
+        Err(e) => fail(&e),
     }
 }
 

@@ -1,14 +1,19 @@
 //! How `agent-host call` shows a task to a person (or, with `--json`, to a program).
 //!
-//! Human mode: the agent's text on stdout as it streams, a compact `→ Tool: target` line per
-//! tool use, the answer at the end when nothing streamed; on stderr the task ids, a live
-//! status line (spinner, state, tool in use, elapsed time; only when stderr is a terminal)
-//! and a closing summary. JSON mode: one v1.0 `StreamResponse` per line on stdout.
+//! Human mode: the agent's text on stdout as it streams, one line per tool use saying what
+//! became of it (`✓ Bash: ls` ran, `✗ Bash: ls · error` failed, `⊘ Bash: ls · refused` was
+//! denied at its approval, `→ Bash: ls · running` when other output comes while it runs),
+//! printed once that is known, so a tool that waits for an approval never reads as if it had
+//! run; the answer at the end when nothing streamed; on stderr the task ids, a live status line
+//! (spinner, state, tool in use, elapsed time; only when stderr is a terminal) and a closing
+//! summary whose duration counts from the task's creation (its `createdAt` metadata), not from
+//! when this command started. JSON mode: one v1.0 `StreamResponse` per line on stdout.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::request::Approval;
@@ -46,6 +51,18 @@ impl Outcome {
     }
 }
 
+/// A tool use whose end is not known yet.
+#[derive(Debug, Clone)]
+struct PendingTool {
+    id: String,
+    /// `Bash: ls`.
+    label: String,
+    /// An approval asked about it.
+    asked: bool,
+    /// Already shown as running.
+    shown: bool,
+}
+
 pub struct Renderer<O: Write, E: Write> {
     out: O,
     err: E,
@@ -67,6 +84,22 @@ pub struct Renderer<O: Write, E: Write> {
     frame: usize,
     outcome: Option<Outcome>,
     usage: Option<Value>,
+    /// Tool uses that have not reported their result, oldest first.
+    pending: Vec<PendingTool>,
+    /// The answer given to the approval this stream follows (yes: true); a tool then
+    /// pending reads as approved or, failing, refused.
+    answer: Option<bool>,
+    /// When the host created the task (its `createdAt` metadata).
+    created_at: Option<DateTime<Utc>>,
+    /// The host's time of the latest status seen.
+    last_status_at: Option<DateTime<Utc>>,
+}
+
+/// A task or status timestamp.
+fn parse_ts(s: Option<&str>) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s?)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// The first line of a text, at most `max` characters.
@@ -96,7 +129,7 @@ fn tool_target(input: Option<&Value>) -> String {
         .unwrap_or_default()
 }
 
-fn state_word(s: TaskState) -> &'static str {
+pub(super) fn state_word(s: TaskState) -> &'static str {
     match s {
         TaskState::Submitted => "submitted",
         TaskState::Working => "working",
@@ -163,7 +196,30 @@ impl<O: Write, E: Write> Renderer<O, E> {
             frame: 0,
             outcome: None,
             usage: None,
+            pending: Vec::new(),
+            answer: None,
+            created_at: None,
+            last_status_at: None,
         }
+    }
+
+    /// The answer given to an approval: `false` (no) makes a tool that fails next read as
+    /// refused.
+    pub fn answered(&mut self, yes: bool) {
+        self.answer = Some(yes);
+    }
+
+    /// How long the task has taken: from its creation to its latest status (the host's
+    /// clock), else to now; without `createdAt`, since this command started.
+    fn took(&self, ended: bool) -> Duration {
+        let Some(start) = self.created_at else {
+            return self.started.elapsed();
+        };
+        let end = match self.last_status_at {
+            Some(t) if ended => t,
+            _ => Utc::now(),
+        };
+        (end - start).to_std().unwrap_or_default()
     }
 
     pub fn outcome(&self) -> Outcome {
@@ -195,7 +251,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
             .as_ref()
             .map(|t| format!(" · {t}"))
             .unwrap_or_default();
-        let secs = self.started.elapsed().as_secs_f64();
+        let secs = self.took(false).as_secs_f64();
         let _ = write!(
             self.err,
             "\r\x1b[2K{} {state}{tool} · {secs:.1}s",
@@ -230,6 +286,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
         if s.is_empty() {
             return;
         }
+        self.show_running();
         self.clear_status();
         self.put(s);
         self.at_line_start = s.ends_with('\n');
@@ -322,8 +379,47 @@ impl<O: Write, E: Write> Renderer<O, E> {
                 if s.metadata.as_ref().and_then(|m| m.get("usage")).is_some() {
                     self.usage = s.metadata.as_ref().and_then(|m| m.get("usage")).cloned();
                 }
+                if let Some(ts) = parse_ts(s.status.timestamp.as_deref()) {
+                    self.last_status_at = Some(ts);
+                }
                 self.status(s.status.state, s.status.message.as_ref());
             }
+        }
+    }
+
+    /// The tool uses a task frame's history shows without their result yet, and the tool an
+    /// approval it waits on (or was just answered) names: a stream that opens after the
+    /// question (`--task ID yes`) still says what became of that tool.
+    fn seed_tools(&mut self, t: &Task) {
+        let mut open: Vec<(&str, &str, Option<&Value>)> = Vec::new();
+        let mut asked: Option<(Option<&str>, Option<&str>)> = None;
+        for m in &t.history {
+            if let Some(d) = m.parts.iter().find_map(|p| p.data.as_ref()) {
+                if d.get("approvalId").is_some() {
+                    let field = |k: &str| d.get(k).and_then(Value::as_str);
+                    asked = Some((field("tool"), field("target")));
+                }
+            }
+            let Some(md) = m.metadata.as_ref() else {
+                continue;
+            };
+            let id = md.get("toolUseId").and_then(Value::as_str).unwrap_or("");
+            match md.get("toolName").and_then(Value::as_str) {
+                Some(name) => open.push((id, name, md.get("toolInput"))),
+                None => open.retain(|(o, _, _)| *o != id),
+            }
+        }
+        for (id, name, input) in open {
+            if !id.is_empty() {
+                self.tool_started(id, name, input);
+            }
+        }
+        let waits = self.answer.is_some() || t.status.state.is_interrupted();
+        if let (true, Some((tool, target))) = (waits, asked) {
+            self.tool_asked(tool, target);
+        }
+        if t.status.state.is_interrupted() {
+            self.tool = None;
         }
     }
 
@@ -333,6 +429,12 @@ impl<O: Write, E: Write> Renderer<O, E> {
         if let Some(u) = t.metadata.as_ref().and_then(|m| m.get("usage")) {
             self.usage = Some(u.clone());
         }
+        let created = t.metadata.as_ref().and_then(|m| m.get("createdAt"));
+        if let Some(c) = parse_ts(created.and_then(Value::as_str)) {
+            self.created_at = Some(c);
+        }
+        self.last_status_at = parse_ts(t.status.timestamp.as_deref()).or(self.last_status_at);
+        self.seed_tools(t);
         // The text the task already carries (a stream that starts with the task: an answer,
         // a subscription) is printed here, the chunks that follow by the artifact updates.
         if !self.json {
@@ -357,21 +459,17 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.state = Some(st);
         let md = msg.and_then(|m| m.metadata.as_ref());
         if let Some(name) = md.and_then(|m| m.get("toolName")).and_then(Value::as_str) {
-            self.tool = Some(name.to_string());
-            if !self.json {
-                let target = tool_target(md.and_then(|m| m.get("toolInput")));
-                let sep = if target.is_empty() { "" } else { ": " };
-                self.line(&format!("→ {name}{sep}{target}"));
-            }
+            let id = md
+                .and_then(|m| m.get("toolUseId"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            self.tool_started(id, name, md.and_then(|m| m.get("toolInput")));
             return;
         }
-        if md.and_then(|m| m.get("toolUseId")).is_some() {
+        if let Some(id) = md.and_then(|m| m.get("toolUseId")) {
             let failed = md.and_then(|m| m.get("isError")) == Some(&Value::Bool(true));
-            if failed && !self.json {
-                let t = msg.map(Message::text).unwrap_or_default();
-                self.line(&format!("  ✗ {}", short(&t, 100)));
-            }
-            self.tool = None;
+            let text = msg.map(Message::text).unwrap_or_default();
+            self.tool_ended(id.as_str().unwrap_or_default(), failed, &text);
             return;
         }
         let text = msg.map(Message::text).unwrap_or_default();
@@ -399,6 +497,9 @@ impl<O: Write, E: Write> Renderer<O, E> {
                         timestamp: None,
                     })
                 });
+                if let Some(a) = &approval {
+                    self.tool_asked(a.tool.as_deref(), a.target.as_deref());
+                }
                 let task_id = self.task_id.clone().unwrap_or_default();
                 self.finish(Outcome::InputRequired { task_id, approval }, None);
             }
@@ -406,9 +507,112 @@ impl<O: Write, E: Write> Renderer<O, E> {
         }
     }
 
+    /// A tool use begins: shown once its end (or an approval, or other output) says more.
+    fn tool_started(&mut self, id: &str, name: &str, input: Option<&Value>) {
+        let target = tool_target(input);
+        let sep = if target.is_empty() { "" } else { ": " };
+        let label = format!("{name}{sep}{target}");
+        self.tool = Some(label.clone());
+        if self.pending.iter().any(|p| p.id == id && !id.is_empty()) {
+            return; // the same tool use again (a task frame's history, then the stream)
+        }
+        self.pending.push(PendingTool {
+            id: id.to_string(),
+            label,
+            asked: false,
+            shown: false,
+        });
+    }
+
+    /// An approval asks about a tool: the newest pending use of it (or the newest one);
+    /// when this command saw none begin (an agent that asks before it says it uses the tool,
+    /// a stream that opens after the question), the tool the approval names.
+    fn tool_asked(&mut self, tool: Option<&str>, target: Option<&str>) {
+        let hit = self
+            .pending
+            .iter()
+            .rposition(|p| tool.is_some_and(|t| p.label.starts_with(t)))
+            .or(self.pending.len().checked_sub(1));
+        match (hit, tool) {
+            (Some(i), _) => self.pending[i].asked = true,
+            (None, Some(name)) => {
+                let target = target.map(|t| short(t, 80)).unwrap_or_default();
+                let sep = if target.is_empty() { "" } else { ": " };
+                self.pending.push(PendingTool {
+                    id: String::new(),
+                    label: format!("{name}{sep}{target}"),
+                    asked: true,
+                    shown: false,
+                });
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// A tool use reports its result: one line saying what became of it.
+    fn tool_ended(&mut self, id: &str, failed: bool, text: &str) {
+        self.tool = None;
+        let pos = (self.pending.iter().position(|p| p.id == id))
+            .or_else(|| self.pending.iter().position(|p| p.id.is_empty() && p.asked));
+        let Some(p) = pos.map(|i| self.pending.remove(i)) else {
+            // A use this command did not see begin.
+            if failed && !self.json {
+                self.line(&format!("✗ {}", short(text, 100)));
+            }
+            return;
+        };
+        if self.json {
+            return;
+        }
+        let why = short(text.trim_start_matches("Tool result: "), 100);
+        let line = match (failed, p.asked) {
+            (true, true) if self.answer == Some(false) => format!("⊘ {} · refused", p.label),
+            (true, _) => format!("✗ {} · {why}", p.label),
+            (false, true) => format!("✓ {} · approved", p.label),
+            (false, false) => format!("✓ {}", p.label),
+        };
+        self.line(&line);
+    }
+
+    /// Other output comes while tools run: they are shown as running first (once).
+    fn show_running(&mut self) {
+        if self.json {
+            return;
+        }
+        let running: Vec<String> = self
+            .pending
+            .iter_mut()
+            .filter(|p| !p.shown && !p.asked)
+            .map(|p| {
+                p.shown = true;
+                format!("→ {} · running", p.label)
+            })
+            .collect();
+        for l in running {
+            self.line(&l);
+        }
+    }
+
+    /// At the end, the tool uses that never reported a result.
+    fn flush_pending(&mut self) {
+        for p in std::mem::take(&mut self.pending) {
+            if self.json {
+                continue;
+            }
+            if p.asked && self.answer == Some(false) {
+                self.line(&format!("⊘ {} · refused", p.label));
+            } else {
+                self.line(&format!("→ {} · no result", p.label));
+            }
+        }
+    }
+
     fn finish(&mut self, outcome: Outcome, _why: Option<&str>) {
         if self.outcome.is_some() {
             return;
+        }
+        if !matches!(outcome, Outcome::InputRequired { .. }) {
+            self.flush_pending();
         }
         self.end_text_line();
         self.clear_status();
@@ -417,7 +621,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
         if self.json {
             return;
         }
-        let took = self.started.elapsed();
+        let took = self.took(true);
         let usage = self.usage_words();
         match &outcome {
             Outcome::Completed => self.note(&format!("✓ completed in {}{usage}", secs(took))),
@@ -461,6 +665,19 @@ impl<O: Write, E: Write> Renderer<O, E> {
             s.push_str(&format!(" · ${c:.4}"));
         }
         s
+    }
+
+    /// The user stopped following (Ctrl-C): the text line ends, the tools still running are
+    /// shown as such, the status line goes.
+    pub fn interrupted(&mut self) {
+        self.show_running();
+        self.end_text_line();
+        self.clear_status();
+    }
+
+    /// A line on stderr, in JSON mode too (stdout stays the events').
+    pub fn notice(&mut self, s: &str) {
+        self.note(s);
     }
 
     /// A line on stderr (human mode only).
@@ -567,6 +784,74 @@ mod tests {
             completed("Second turn."),
         ];
         assert_eq!(render(&again), "I looked. All fine.Second turn.\n");
+    }
+
+    fn working(md: Value, text: &str) -> Event {
+        ev(
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_WORKING",
+            "message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": text}],
+                        "metadata": md}}}}),
+        )
+    }
+
+    fn asks() -> Event {
+        ev(
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [
+                {"text": "Allow Bash: ls?"},
+                {"data": {"approvalId": "a1", "kind": "command", "tool": "Bash", "target": "ls",
+                          "detail": "run ls", "options": [{"id": "allow"}, {"id": "deny"}]}}]}}}}),
+        )
+    }
+
+    #[test]
+    fn a_tool_that_waits_for_its_approval_is_not_shown_as_run() {
+        let use_ls = working(
+            json!({"toolName": "Bash", "toolUseId": "u1", "toolInput": {"command": "ls"}}),
+            "Using tool: Bash",
+        );
+        let mut out = Vec::new();
+        let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+        r.event(&use_ls);
+        r.event(&asks());
+        assert!(matches!(r.outcome(), Outcome::InputRequired { .. }));
+        drop(r);
+        assert_eq!(String::from_utf8(out).expect("utf-8"), "");
+
+        for (yes, ok, line) in [
+            (true, true, "✓ Bash: ls · approved\n"),
+            (false, false, "⊘ Bash: ls · refused\n"),
+        ] {
+            let mut out = Vec::new();
+            let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+            r.event(&use_ls);
+            r.event(&asks());
+            r.resume();
+            r.answered(yes);
+            r.event(&working(
+                json!({"toolUseId": "u1", "isError": !ok}),
+                "denied",
+            ));
+            drop(r);
+            assert_eq!(String::from_utf8(out).expect("utf-8"), line);
+        }
+
+        // Text while a tool runs shows it as running; its end then says how it ended.
+        let mut out = Vec::new();
+        let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+        r.event(&use_ls);
+        r.event(&chunk("Looking.\n", false));
+        r.event(&working(
+            json!({"toolUseId": "u1", "isError": true}),
+            "Tool result: boom",
+        ));
+        drop(r);
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            "→ Bash: ls · running\nLooking.\n✗ Bash: ls · boom\n"
+        );
     }
 
     /// A writer that is closed, like a pipe whose reader has gone.

@@ -1,7 +1,7 @@
 //! `agent-host tasks list|get|cancel|watch`: the tasks of an A2A agent, for a person (a
 //! table, a followed stream) or, with `--json`, a script.
 
-use super::call::{connect, drive, fail, print_stdout, show_task, ConnectArgs, Io};
+use super::call::{connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io};
 use super::ClientError;
 use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
 use crate::task::mapping::METADATA_ARTIFACT;
@@ -175,8 +175,10 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
             id, last_event_id, ..
         } => {
             let io = Io::terminal(json);
+            // Ctrl-C stops watching; the task goes on (and the command says so).
+            let interrupt = Interrupt::catch(false);
             match client.subscribe_from(&id, last_event_id.as_deref()).await {
-                Ok(events) => drive(&client, events, json, io).await,
+                Ok(events) => drive(&client, events, json, io, interrupt).await,
                 // The task has ended (a server only streams a task that has not): show how.
                 Err(ClientError::Remote(r))
                     if r.reason.as_deref() == Some("UNSUPPORTED_OPERATION") =>

@@ -396,7 +396,17 @@ impl Engine {
             let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
-            let metadata = self.controls_metadata(&controls, &context_id).await;
+            let created_at = task::now_timestamp();
+            // When it was created, for the durations clients show (the status timestamp
+            // moves on with every update), beside the budgets and rules it runs under.
+            let mut metadata = self
+                .controls_metadata(&controls, &context_id)
+                .await
+                .unwrap_or_default();
+            metadata.insert(
+                "createdAt".to_string(),
+                serde_json::Value::String(created_at.clone()),
+            );
             let task = Task {
                 id: task_id.clone(),
                 context_id: context_id.clone(),
@@ -410,10 +420,10 @@ impl Engine {
                             &context_id,
                         )
                     }),
-                    timestamp: Some(task::now_timestamp()),
+                    timestamp: Some(created_at.clone()),
                 },
                 history: vec![msg],
-                metadata,
+                metadata: Some(metadata),
                 ..Task::default()
             };
             self.inner

@@ -18,7 +18,7 @@
 //! `sandbox` is the shape of the extended card's `runtime.sandbox` (`{"mode", "inForce",
 //! "missing"}`) where the host sandboxes its tasks, else null.
 //!
-//! The files are embedded with `include_str!`: five small files need no embedding crate
+//! The files are embedded with `include_str!`: ten small files need no embedding crate
 //! (`rust-embed` and its proc macros would buy only a directory walk).
 
 use std::sync::{Arc, OnceLock};
@@ -81,6 +81,21 @@ const ASSETS: &[Asset] = &[
         name: "dom.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../ui/dom.js"),
+    },
+    Asset {
+        name: "markdown.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../ui/markdown.js"),
+    },
+    Asset {
+        name: "changes.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../ui/changes.js"),
+    },
+    Asset {
+        name: "time.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../ui/time.js"),
     },
 ];
 
@@ -185,6 +200,8 @@ async fn host(State(agents): State<Arc<[AppState]>>) -> Response {
         .map(|(i, a)| {
             let launch = a.engine.launch();
             let (running, queued) = a.engine.load();
+            // The live tasks neither running nor queued wait for input (they hold no slot).
+            let waiting = a.engine.live_count().saturating_sub(running + queued);
             json!({
                 "id": launch.adapter.id,
                 "name": launch.adapter.name,
@@ -193,6 +210,7 @@ async fn host(State(agents): State<Arc<[AppState]>>) -> Response {
                 "cliVersion": a.card.cli_version.get(),
                 "running": running,
                 "queued": queued,
+                "waiting": waiting,
             })
         })
         .collect();

@@ -32,6 +32,7 @@ fn call_args(base: &str, message: &str, task: Option<&str>) -> CallArgs {
         no_stream: false,
         apply: false,
         fetch: false,
+        cancel_on_interrupt: false,
         connect: ConnectArgs {
             token: None,
             binding: None,
@@ -55,10 +56,12 @@ async fn answer_one(s: &TestServer, client: &Client, prompt: &str) -> (String, S
     assert_eq!(code, 0, "{err}");
     let task = client.get_task(&id).await.expect("get");
     assert_eq!(task.status.state, TaskState::Completed);
-    (
-        String::from_utf8_lossy(&out).into_owned(),
-        result_text(&task),
-    )
+    // The approved tool's line (`✓ Bash: ls · approved`) comes on a line of its own (the
+    // text before it ended with a line break): without both, the text alone.
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let tool_line = regex::Regex::new(r"(?m)(^|\n)✓ [^\n]* · approved\n").expect("re");
+    let text = tool_line.replace_all(&out, "").into_owned();
+    (text, result_text(&task))
 }
 
 /// Answers `n` approvals (at most 8 at a time); each run whose printed text is not the

@@ -358,6 +358,77 @@ async fn agent_host(args: &[&str]) -> Run {
     }
 }
 
+/// The task id `call` names on stderr.
+fn task_id(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("task "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("task id on stderr")
+        .to_string()
+}
+
+/// The seconds of `call`'s closing `✓ completed in N.Ns`.
+fn took(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("✓ completed in "))
+        .and_then(|l| l.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a completed line")
+}
+
+/// `call URL hang` (plus `extra`) interrupted with SIGINT once it names its task: the task
+/// id, the exit code and stderr.
+async fn interrupt_call(base: &str, extra: &[&str]) -> (String, i32, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(["call", base, "hang"])
+        .args(extra)
+        .env_remove("A2A_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agent-host");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    err.read_line(&mut first).await.expect("read stderr");
+    let id = task_id(&first);
+    let pid = nix::unistd::Pid::from_raw(child.id().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).await.expect("read stderr");
+    let status = child.wait().await.expect("wait");
+    (id, status.code().unwrap_or(-1), rest)
+}
+
+#[tokio::test]
+async fn ctrl_c_detaches_and_says_how_to_follow_or_cancel_or_cancels_when_asked() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        let (id, code, err) = interrupt_call(&s.base, &[]).await;
+        assert_eq!(code, 130, "{err}");
+        assert!(err.contains(&format!("detached from task {id}")), "{err}");
+        assert!(err.contains("goes on running"), "{err}");
+        let watch = format!("agent-host tasks watch {} {id}", s.base);
+        let cancel = format!("agent-host tasks cancel {} {id}", s.base);
+        assert!(err.contains(&watch) && err.contains(&cancel), "{err}");
+        let t = c.get_task(&id).await.expect("get");
+        assert_eq!(t.status.state, TaskState::Working, "it goes on");
+        c.cancel(&id).await.expect("cancel");
+
+        let (id, code, err) = interrupt_call(&s.base, &["--cancel-on-interrupt"]).await;
+        assert_eq!(code, 130, "{err}");
+        assert!(err.contains(&format!("canceled task {id}")), "{err}");
+        let t = c.get_task(&id).await.expect("get");
+        assert_eq!(t.status.state, TaskState::Canceled);
+    })
+    .await;
+}
+
 /// Ids and timings out, for snapshots.
 fn redact(s: &str) -> String {
     let uuid = regex::Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -454,9 +525,22 @@ async fn call_exit_codes_failed_input_required_canceled_usage() {
             .and_then(|l| l.split_whitespace().next())
             .expect("task id on stderr")
             .to_string();
+        // Nothing says the tool ran before it was allowed.
+        assert!(!r.stdout.contains("Bash"), "{}", r.stdout);
+        // The answer comes later; the duration still counts from the task's start.
+        tokio::time::sleep(Duration::from_millis(400)).await;
         let r = agent_host(&["call", &s.base, "yes", "--task", &task]).await;
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("Everything looks fine"));
+        assert!(r.stdout.contains("✓ Bash: ls · approved"), "{}", r.stdout);
+        assert!(took(&r.stderr) >= 0.4, "from the start: {}", r.stderr);
+
+        // Refused: the tool line says so.
+        let r = agent_host(&["call", &s.base, "approval"]).await;
+        let task = task_id(&r.stderr);
+        let r = agent_host(&["call", &s.base, "no", "--task", &task]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("⊘ Bash: ls · refused"), "{}", r.stdout);
 
         // Canceled meanwhile by `tasks cancel`.
         let base = s.base.clone();

@@ -147,7 +147,7 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         b.click("#waiting td.prompt a").await;
         b.click("#approve-allow").await;
         b.state_is("completed").await;
-        let result = b.text_until("#final-result", |t| !t.is_empty()).await;
+        let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("Everything looks fine"), "{result}");
         b.screenshot("console-task-done.png").await;
         assert!(b
@@ -170,7 +170,7 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         b.type_into("#answer-text", "README.md").await;
         b.click("#answer-send").await;
         b.state_is("completed").await;
-        let result = b.text_until("#final-result", |t| !t.is_empty()).await;
+        let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("README.md"), "{result}");
         b.close().await;
         s.shutdown().await;
@@ -238,9 +238,36 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
         let upstream: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
         let proxy = CuttingProxy::start(upstream, 40_000).await;
         let base = format!("http://{}", proxy.addr);
+        b.client.set_window_size(1280, 500).await.expect("resize");
         start_task(&b, &base, "flood=2000 sleep=2").await;
         b.text_until("#answer", |t| t.contains(" chunk 300")).await;
         b.screenshot("console-task-streaming.png").await;
+        // The page follows the live end of the stream...
+        let at_end = "return window.scrollY > 0 && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80";
+        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
+        while b.js(at_end).await != json!(true) {
+            if tokio::time::Instant::now() > deadline {
+                let where_ = b
+                    .js("return [window.scrollY, window.innerHeight, document.documentElement.scrollHeight]")
+                    .await;
+                panic!("the page does not follow the stream: {where_}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // ...until the reader scrolls up: then it stays where they are while more arrives.
+        let chunks = "return Number(document.getElementById('answer').dataset.chunks)";
+        b.js("window.scrollTo(0, 0); window.dispatchEvent(new Event('scroll')); return 0").await;
+        let before = b.js(chunks).await.as_u64().unwrap();
+        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
+        while b.js(chunks).await.as_u64().unwrap() < before + 50 {
+            let state = b.el("#task-state").await.text().await.unwrap();
+            if state == "completed" {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no more chunks");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(b.js("return window.scrollY").await, json!(0), "the page pulled the reader down");
         b.state_is("completed").await;
         let answer = b
             .js("return document.getElementById('answer').textContent")
@@ -257,14 +284,11 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
             2000,
             "duplicates in the answer"
         );
-        let result = b
-            .js("return document.getElementById('final-result').textContent")
+        // The final result repeats the streamed answer: it is not shown a second time.
+        let second = b
+            .js("return document.getElementById('final-result') === null")
             .await;
-        assert_eq!(
-            result.as_str(),
-            Some(answer),
-            "the answer is the final result"
-        );
+        assert_eq!(second, json!(true), "the answer shown twice");
         assert!(
             proxy.cuts.load(std::sync::atomic::Ordering::SeqCst) >= 1,
             "the proxy never cut the stream, so resuming was not tested"
@@ -398,7 +422,7 @@ async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
         let evil = "<img src=x onerror=alert(1)> echo";
         start_task(&b, &s.base, evil).await;
         b.state_is("completed").await;
-        let answer = b.text_until("#final-result", |t| !t.is_empty()).await;
+        let answer = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(answer.contains("<img src=x onerror=alert(1)>"), "{answer}");
         let imgs = b.js("return document.querySelectorAll('img').length").await;
         assert_eq!(imgs, json!(0), "agent text became HTML");
@@ -450,10 +474,10 @@ async fn a_new_task_takes_a_root_as_working_directory_and_an_attachment() {
         b.type_into("#new-files", &file.display().to_string()).await;
         b.click("#new-submit").await;
         b.state_is("completed").await;
-        let result = b.text_until("#final-result", |t| !t.is_empty()).await;
+        let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("Attached file shot.bin"), "{result}");
         let id = b
-            .js("return document.querySelector('h1 code').textContent")
+            .js("return document.getElementById('task-id').textContent")
             .await;
         let saved = root
             .join(".agent-host/attachments")
@@ -462,6 +486,139 @@ async fn a_new_task_takes_a_root_as_working_directory_and_an_attachment() {
         assert_eq!(std::fs::read(&saved).unwrap(), [0u8, 1, 2, 255]);
         let cwd = b.el("#task-meta").await.text().await.unwrap();
         assert!(cwd.contains(&root.display().to_string()), "{cwd}");
+        b.close().await;
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// Makes the server's folder a git repository with one commit, so that a task works in a
+/// workspace of its own and brings back a `changes` artifact.
+fn git_repo(dir: &std::path::Path) {
+    for args in [
+        &["init", "-q"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+}
+
+/// True when the page has no horizontal scroll (nothing wider than the window).
+async fn fits(b: &Browser) -> bool {
+    b.js("return document.documentElement.scrollWidth <= window.innerWidth")
+        .await
+        == json!(true)
+}
+
+#[tokio::test]
+async fn a_task_reads_for_people_title_timeline_changes_markdown_banner_and_narrow_list() {
+    limit_to(BROWSER_LIMIT, async {
+        let Some(b) = Browser::start().await else {
+            return;
+        };
+        let s = TestServer::start().await;
+        git_repo(s.dir());
+
+        // Titled with its prompt; its steps with durations; the change it made.
+        start_task(&b, &s.base, "edit=notes.txt add a note\nsecond line").await;
+        b.state_is("completed").await;
+        let title = b.el("#task-title").await.text().await.unwrap();
+        assert_eq!(title, "edit=notes.txt add a note");
+        let doc_title = b.js("return document.title").await;
+        assert!(
+            doc_title.as_str().unwrap().contains("edit=notes.txt add a note"),
+            "{doc_title}"
+        );
+        let id = b.el("#task-id").await.text().await.unwrap();
+        assert!(!doc_title.as_str().unwrap().contains(&id), "{doc_title}");
+        let tools = b
+            .js("return [...document.querySelectorAll('.step-tool')].map(r => [r.dataset.status, r.querySelector('.dur').textContent])")
+            .await;
+        let tools = tools.as_array().unwrap();
+        assert!(tools.len() >= 2, "{tools:?}");
+        for t in tools {
+            assert_eq!(t[0], "done", "{tools:?}");
+            assert!(t[1].as_str().unwrap().ends_with(" s"), "a duration: {tools:?}");
+        }
+        let files = b.text_until("#changes-files", |t| t.contains("notes.txt")).await;
+        assert!(files.contains("+1"), "{files}");
+        let added = b
+            .js("return [...document.querySelectorAll('#diff .dl-add')].map(d => d.textContent)")
+            .await;
+        assert_eq!(added, json!(["+- edit=notes.txt add a note"]), "the added line marked");
+        let link = b
+            .js("const a = document.getElementById('patch-download'); return [a.getAttribute('download'), a.href.slice(0, 5)]")
+            .await;
+        assert_eq!(link, json!(["changes.patch", "blob:"]));
+        // The diff shows the patch the link downloads, line by line (the strict CSP keeps
+        // the page itself from reading the blob back).
+        let patch = b
+            .js("return [...document.querySelectorAll('#diff .dl')].map(d => d.textContent).join('\\n')")
+            .await;
+        assert!(
+            patch.as_str().unwrap().starts_with("diff --git a/notes.txt b/notes.txt"),
+            "{patch}"
+        );
+        b.screenshot("console-task-changes-1280.png").await;
+        b.client.set_window_size(400, 900).await.expect("resize");
+        assert!(fits(&b).await, "the task page scrolls sideways at 400 px");
+        b.screenshot("console-task-changes-400.png").await;
+        b.client.set_window_size(1280, 900).await.expect("resize");
+
+        // The answer as Markdown; HTML in it stays text and no script runs.
+        let md = "Render this echo\n## Plan\n**bold** and `code` <script>window.pwned = 1</script>\n- one\n- two\n[bad](javascript:window.pwned=2) [good](https://example.com)";
+        start_task(&b, &s.base, md).await;
+        b.state_is("completed").await;
+        b.text_until("#answer strong", |t| t == "bold").await;
+        let shape = b
+            .js("const a = document.getElementById('answer'); return [a.querySelector('h4')?.textContent, a.querySelector('code')?.textContent, a.querySelectorAll('li').length, a.querySelectorAll('script').length, [...a.querySelectorAll('a')].map(x => x.href), window.pwned === undefined, a.textContent.includes('<script>window.pwned = 1</script>')]")
+            .await;
+        assert_eq!(
+            shape,
+            json!(["Plan", "code", 2, 0, ["https://example.com/"], true, true])
+        );
+        assert!(b.client.get_alert_text().await.is_err(), "a script ran");
+        b.screenshot("console-task-markdown-1280.png").await;
+
+        // A failure: the reason and its kind in a banner above the steps.
+        start_task(&b, &s.base, "fail").await;
+        b.state_is("failed").await;
+        let banner = b.text_until("#banner", |t| !t.is_empty()).await;
+        assert!(banner.contains("Failed") && banner.contains("simulated failure"), "{banner}");
+        let above = b
+            .js("return document.getElementById('banner').getBoundingClientRect().top < document.getElementById('timeline').getBoundingClientRect().top")
+            .await;
+        assert_eq!(above, json!(true));
+        b.el("#error-kind").await;
+        b.screenshot("console-task-failed-1280.png").await;
+
+        // The list at 400 px: cards, no sideways scroll.
+        b.goto(&format!("{}/ui/#/", s.base)).await;
+        b.el("#list tr.task-row").await;
+        b.client.set_window_size(400, 900).await.expect("resize");
+        let display = b
+            .js("return getComputedStyle(document.querySelector('#list tr.task-row')).display")
+            .await;
+        assert_eq!(display, json!("flex"), "rows become cards");
+        assert!(fits(&b).await, "the list scrolls sideways at 400 px");
+        let header = b.el("#waiting-count").await.text().await.unwrap();
+        assert!(header.contains("waiting for input"), "{header}");
+        b.screenshot("console-tasks-400.png").await;
         b.close().await;
         s.shutdown().await;
     })

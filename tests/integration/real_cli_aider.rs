@@ -168,3 +168,17 @@ async fn aider_long_prompt_from_a_file() {
     })
     .await;
 }
+
+/// A model API that answers every request with a 500: aider fails the task with the API's
+/// error and `errorKind: model`, as every other adapter does. `AGENT_FORCE` answers aider's
+/// first-run questions.
+#[tokio::test]
+#[ignore = "needs the real CLI (pip install -r tests/clis/requirements.txt); run with --include-ignored"]
+async fn aider_server_error() {
+    let program = find_cli("aider", "AIDER_PATH");
+    limit_to(SUITE_LIMIT, async {
+        let rig = aider_rig(program, true).await;
+        server_error(&rig).await;
+    })
+    .await;
+}

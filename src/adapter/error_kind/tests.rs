@@ -15,6 +15,8 @@ fn recorded_error_texts_get_their_kind() {
         (r#"Attempt 1 failed with status 500. Retrying with backoff... _ApiError: {"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}"#, MODEL),
         // aider-auth-401.txt (the pty's last lines)
         ("litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect \nAPI key provided: sk-test.", AUTH),
+        // aider-server-error-500.txt (the line the aider adapter fails on)
+        ("litellm.InternalServerError: InternalServerError: OpenAIException - Scripted ", MODEL),
         // qwen's result line error.message (issue 17)
         ("[API Error: 401 Incorrect API key provided: sk-bad.]", AUTH),
         ("[API Error: 500 The server had an error]", MODEL),

@@ -358,3 +358,38 @@ fn a_question_must_end_its_line() {
         matches!(&parse(&mut g, "Overwrite? [y/N] ")[..], [AgentEvent::ApprovalRequired { id, .. }] if id == "prompt-2")
     );
 }
+
+/// aider 0.86.2 against a model API answering every request with HTTP 500 (the scripted
+/// model server's `ServerError` body): litellm names the error `InternalServerError`, one
+/// word, and the task's `errorKind` is `model`, as for every other adapter's 500.
+#[test]
+fn golden_aider_http_500_is_a_model_error() {
+    use crate::task::{ExitReason, TurnMapper};
+    let mut p = TextParser::new(&adapter("aider"));
+    let events = golden::events(&mut p, "aider/0.86.2/aider-server-error-500.txt");
+    let mut m = TurnMapper::new("t", "c");
+    m.started();
+    let mut out = Vec::new();
+    for e in events {
+        out.extend(m.on_event(e));
+    }
+    out.extend(m.on_exit(ExitReason::Exited {
+        code: Some(1),
+        signal: None,
+        stderr_tail: String::new(),
+    }));
+    let failed = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .find(|v| v["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED")
+        .expect("a failed status");
+    let status = &failed["statusUpdate"];
+    let text = status["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("litellm.InternalServerError") && text.contains("Scripted"),
+        "{text}"
+    );
+    assert_eq!(status["metadata"]["errorKind"], "model", "{failed}");
+}
