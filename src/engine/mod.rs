@@ -277,6 +277,11 @@ impl Engine {
         &self.inner.launch
     }
 
+    /// The approval rule sets and budgets this engine applies.
+    pub fn controls(&self) -> &crate::policy::Controls {
+        &self.inner.config.controls
+    }
+
     /// The host's limits this engine applies.
     pub fn host_limits(&self) -> &HostLimits {
         &self.inner.config.limits

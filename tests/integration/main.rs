@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod browser;
+mod budgets;
 mod card_sign;
 mod cli_tool;
 mod client;
