@@ -17,6 +17,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     answer: el('pre', { id: 'answer', class: 'answer', 'data-chunks': '0' }),
     result: el('section', { id: 'result' }),
     usage: el('p', { id: 'usage', class: 'meta' }),
+    budget: el('p', { id: 'budget', class: 'meta' }),
     ask: el('section', { id: 'ask' }),
     actions: el('p', { class: 'actions' }),
     next: el('section', { id: 'next' }),
@@ -40,7 +41,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     el('h1', {}, 'Task ', el('code', {}, id), ' ', ui.state),
     ui.meta, ui.earlier,
     el('h2', {}, 'This turn'), ui.turn, ui.ask,
-    el('h3', {}, 'Answer'), ui.answer, ui.result, ui.usage, ui.actions, ui.next,
+    el('h3', {}, 'Answer'), ui.answer, ui.result, ui.usage, ui.budget, ui.actions, ui.next,
   ]);
 
   // Earlier tasks of the same context, collapsed.
@@ -70,6 +71,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
   const meta = (m) => {
     if (!m) return;
     if (m.usage) ui.usage.textContent = usageLine(m.usage);
+    if (m.budget) ui.budget.textContent = budgetLine(m.budget);
   };
 
   // One message of the turn: user text, tool use, tool result, thinking, or agent text.
@@ -223,6 +225,15 @@ function usageLine(u) {
   if (u.costUsd !== undefined) bits.push(`cost $${Number(u.costUsd).toFixed(4)}`);
   if (u.durationMs !== undefined) bits.push(`${(u.durationMs / 1000).toFixed(1)} s`);
   return `Usage: ${bits.join(', ')}`;
+}
+
+/** Spent against the task's budget (and the conversation's): "Budget: toolCalls 3 of 5, ...". */
+function budgetLine(b) {
+  const line = (spent, allowed) => Object.keys(allowed || {})
+    .map((k) => `${k} ${(spent || {})[k] ?? 0} of ${allowed[k]}`).join(', ');
+  const bits = [line(b.spent, b.allowed)];
+  if (b.context) bits.push(`conversation: ${line(b.context.spent, b.context.allowed)}`);
+  return `Budget: ${bits.filter((x) => x).join('; ')}`;
 }
 
 /** What an input-required status asks, in the cross-CLI shape, with its answer controls. */

@@ -29,6 +29,10 @@ fn call_args(base: &str, message: &str, task: Option<&str>) -> CallArgs {
         context: None,
         task: task.map(str::to_string),
         cwd: None,
+        budget: None,
+        context_budget: None,
+        on_budget: None,
+        approvals: None,
         no_stream: false,
         connect: ConnectArgs {
             token: None,
