@@ -37,6 +37,7 @@ mod real_cli_aider;
 mod real_cli_gemini;
 mod real_cli_mcp;
 mod real_cli_qwen;
+mod real_cli_rules;
 mod rest;
 mod restart;
 mod sandbox;
