@@ -370,7 +370,10 @@ impl Engine {
             let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
-            let metadata = self.controls_metadata(&controls, &context_id).await;
+            let known_context = ticket.new_context.is_none();
+            let metadata = self
+                .controls_metadata(&controls, &context_id, known_context)
+                .await;
             let task = Task {
                 id: task_id.clone(),
                 context_id: context_id.clone(),
