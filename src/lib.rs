@@ -16,6 +16,11 @@
 //!   the normalized [`adapter::AgentEvent`], one parser per CLI output format in
 //!   [`adapter::wire`] (the native `agent-host-jsonl` protocol first), and the one table from
 //!   a CLI's error text to the task's `errorKind` ([`adapter::error_kind`]).
+//! - [`policy`]: what a task may do without asking and spend (pure, no I/O): approval rule
+//!   sets (`[approvals]`, `metadata.approvals`, first match wins, a request only narrows)
+//!   and budgets per task and per context (`metadata.budget`, the ceilings and defaults of
+//!   `[limits]`) with the meter a turn counts its events against; see
+//!   `docs/budgets-and-rules.md`.
 //! - [`task`]: the task model: [`task::TaskEvent`]s applied to a task in place, the event log
 //!   entry, id rules, and [`task::TurnMapper`] (AgentEvent → A2A updates, exactly one terminal
 //!   state per turn); a context's earlier turns as text ([`task::history`]).

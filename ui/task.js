@@ -59,6 +59,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     result: el('section', { id: 'result' }),
     changes: el('section', { id: 'changes', hidden: true }),
     usage: el('p', { id: 'usage', class: 'meta' }),
+    budget: el('p', { id: 'budget', class: 'meta' }),
     ask: el('section', { id: 'ask' }),
     actions: el('p', { class: 'actions' }),
     next: el('section', { id: 'next' }),
@@ -96,7 +97,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
     ui.meta, ui.banner, ui.earlier,
     el('h2', {}, 'Steps'), ui.timeline,
     el('h2', {}, 'Answer'), ui.answer, ui.result,
-    ui.changes, ui.ask, ui.usage, ui.actions, ui.next,
+    ui.changes, ui.ask, ui.usage, ui.budget, ui.actions, ui.next,
   ]);
 
   // Earlier tasks of the same context, collapsed.
@@ -174,6 +175,7 @@ export async function taskPage(view, id, query, isCurrent, navigate, signal) {
   const meta = (m) => {
     if (!m) return;
     if (m.usage) ui.usage.textContent = usageLine(m.usage);
+    if (m.budget) ui.budget.textContent = budgetLine(m.budget);
     if (m.createdAt && start === null) { start = tsOf(m.createdAt); metaLine(); }
     if (m.errorKind) task.metadata = { ...(task.metadata || {}), errorKind: m.errorKind };
     if (m.exitCode !== undefined) task.metadata = { ...(task.metadata || {}), exitCode: m.exitCode };
@@ -411,6 +413,15 @@ function usageLine(u) {
   if (u.costUsd !== undefined) bits.push(`cost $${Number(u.costUsd).toFixed(4)}`);
   if (u.durationMs !== undefined) bits.push(`agent time ${(u.durationMs / 1000).toFixed(1)} s`);
   return `Usage: ${bits.join(', ')}`;
+}
+
+/** Spent against the task's budget (and the conversation's): "Budget: toolCalls 3 of 5, ...". */
+function budgetLine(b) {
+  const line = (spent, allowed) => Object.keys(allowed || {})
+    .map((k) => `${k} ${(spent || {})[k] ?? 0} of ${allowed[k]}`).join(', ');
+  const bits = [line(b.spent, b.allowed)];
+  if (b.context) bits.push(`conversation: ${line(b.context.spent, b.context.allowed)}`);
+  return `Budget: ${bits.filter((x) => x).join('; ')}`;
 }
 
 /** What an input-required status asks, in the cross-CLI shape, with its answer controls. */

@@ -61,6 +61,19 @@ pub struct CallArgs {
     /// Working directory for the agent (sent as message metadata `cwd`).
     #[arg(long)]
     pub cwd: Option<String>,
+    /// The task's budget, e.g. usd=2,tokens=500000,toolCalls=50,seconds=1200 (metadata `budget`).
+    #[arg(long, value_name = "LIMITS")]
+    pub budget: Option<crate::policy::Limits>,
+    /// The conversation's budget, the sum over its tasks (metadata `budget.context`).
+    #[arg(long, value_name = "LIMITS")]
+    pub context_budget: Option<crate::policy::Limits>,
+    /// At the budget's limit: ask (the task asks whether to continue) or fail.
+    #[arg(long, value_name = "ask|fail")]
+    pub on_budget: Option<crate::policy::OnBudget>,
+    /// The approval rule set the host answers the agent's requests with (metadata
+    /// `approvals`): read-only, workspace-write, ask-all or one of the host's.
+    #[arg(long, value_name = "SET")]
+    pub approvals: Option<String>,
     /// Blocking send: no streaming, print the task when it has ended or waits for input.
     #[arg(long)]
     pub no_stream: bool,
@@ -388,6 +401,24 @@ fn decision_of(answer: &str) -> Option<bool> {
     }
 }
 
+/// `metadata.budget` from --budget, --context-budget and --on-budget.
+fn budget_metadata(args: &CallArgs) -> Option<serde_json::Value> {
+    if args.budget.is_none() && args.context_budget.is_none() && args.on_budget.is_none() {
+        return None;
+    }
+    let mut b = args
+        .budget
+        .map(|l| l.to_json())
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(c) = &args.context_budget {
+        b["context"] = c.to_json();
+    }
+    if let Some(o) = args.on_budget {
+        b["onBudget"] = serde_json::json!(o.word());
+    }
+    Some(b)
+}
+
 /// `catch`: handle Ctrl-C while the task is followed (a terminal command).
 async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: bool) -> i32 {
     let client = match connect(&args.url, &args.connect).await {
@@ -404,6 +435,12 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
     }
     if let Some(d) = &args.cwd {
         req = req.metadata("cwd", d.clone());
+    }
+    if let Some(b) = budget_metadata(&args) {
+        req = req.metadata("budget", b);
+    }
+    if let Some(a) = &args.approvals {
+        req = req.metadata("approvals", a.clone());
     }
     let json = args.connect.json;
     let Io {

@@ -51,11 +51,13 @@ impl Engine {
     }
 
     /// The new task's metadata for its controls: its rules (when any) and its budget (a
-    /// follow-up that sets no budget for its context keeps the one its context has).
+    /// follow-up, in a `known_context`, that sets no budget for its context keeps the one
+    /// its context has).
     pub(super) async fn controls_metadata(
         &self,
         tc: &TaskControls,
         context_id: &str,
+        known_context: bool,
     ) -> Option<Map<String, Value>> {
         let mut md = Map::new();
         if !tc.policy.is_empty() {
@@ -70,7 +72,7 @@ impl Engine {
                 json!({"set": tc.policy.set.name, "rules": rules}),
             );
         }
-        let context = if tc.budget.context_named {
+        let context = if tc.budget.context_named || !known_context {
             tc.budget.context
         } else {
             self.context_budget(context_id).await

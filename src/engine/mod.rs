@@ -307,6 +307,11 @@ impl Engine {
         &self.inner.launch
     }
 
+    /// The approval rule sets and budgets this engine applies.
+    pub fn controls(&self) -> &crate::policy::Controls {
+        &self.inner.config.controls
+    }
+
     /// The host's limits this engine applies.
     pub fn host_limits(&self) -> &HostLimits {
         &self.inner.config.limits
@@ -397,10 +402,11 @@ impl Engine {
             let prompt = input::prompt_of(&msg, Some(&attachments));
             let message_id = msg.message_id.clone();
             let created_at = task::now_timestamp();
+            let known_context = ticket.new_context.is_none();
             // When it was created, for the durations clients show (the status timestamp
             // moves on with every update), beside the budgets and rules it runs under.
             let mut metadata = self
-                .controls_metadata(&controls, &context_id)
+                .controls_metadata(&controls, &context_id, known_context)
                 .await
                 .unwrap_or_default();
             metadata.insert(

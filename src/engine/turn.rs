@@ -461,6 +461,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
                 Some(limit) => ExitReason::LimitReached(limit),
                 None => exited(exit, &stderr_tail),
             };
+            if let Some(b) = controls.metadata() {
+                mapper.add_metadata("budget", b);
+            }
             let ev = mapper.on_exit(reason);
             ends.publish(inner, ev, &mut held, true).await;
         }
@@ -489,6 +492,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
                 },
                 other => other,
             };
+            if let Some(b) = controls.metadata() {
+                mapper.add_metadata("budget", b);
+            }
             let ev = mapper.on_exit(reason);
             parked = parked && mapper.state() == crate::protocol::v1::TaskState::InputRequired;
             ends.publish(inner, ev, &mut held, true).await;

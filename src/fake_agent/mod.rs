@@ -79,6 +79,9 @@ Keywords in the prompt (case-insensitive words, may combine):
                     tool_result, then run until killed
     ignore-sigterm  ignore SIGTERM, print init and a text line, then sleep forever
     echo            the answer is the prompt itself
+    tools=N         make N `ls` tool calls in all (tool-1..tool-N), 100 ms apart; a session
+                    resumed with --resume keeps making them when its prompt names no tools=
+                    (the count is kept per session under the system's temporary directory)
 
 Exit: 0 done, 1 fail, 2 usage error or stdin closed while waiting, N for exit=N.
 "#;
@@ -174,6 +177,8 @@ struct Keywords {
     echo: bool,
     /// `edit` / `edit=FILE`: the file the session adds a line to.
     edit: Option<String>,
+    /// `tools=N`: tool calls to make in all.
+    tools: Option<usize>,
 }
 
 fn parse_keywords(prompt: &str) -> Keywords {
@@ -197,6 +202,7 @@ fn parse_keywords(prompt: &str) -> Keywords {
             ("slow", None) => k.sleep_ms = k.sleep_ms.or(Some(300)),
             ("sleep", Some(n)) => k.sleep_ms = Some(n),
             ("flood", Some(n)) => k.flood = usize::try_from(n).ok(),
+            ("tools", Some(n)) => k.tools = usize::try_from(n).ok(),
             ("noise", None) => k.noise = true,
             ("stderr", None) => k.stderr = true,
             ("long-line", Some(n)) => k.long_line = usize::try_from(n).ok(),
@@ -330,12 +336,13 @@ fn run_session(
     out: &mut Out,
     input: &mut dyn BufRead,
 ) -> io::Result<End> {
-    let kw = parse_keywords(prompt);
+    let mut kw = parse_keywords(prompt);
     let session_id = args
         .session_id
         .clone()
         .or_else(|| args.resume.clone())
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    kw.tools = session_tools(&session_id, kw.tools);
     out.emit(&json!({
         "type": "init",
         "session_id": session_id,
@@ -430,6 +437,14 @@ fn run_session(
     let files = listing(cwd);
     let entries = files.lines().count();
     out.emit(&json!({"type": "tool_result", "id": "tool-1", "output": files, "is_error": false}))?;
+    for i in 2..=kw.tools.unwrap_or(1) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let id = format!("tool-{i}");
+        out.emit(
+            &json!({"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}),
+        )?;
+        out.emit(&json!({"type": "tool_result", "id": id, "output": files, "is_error": false}))?;
+    }
 
     if kw.grandchild {
         out.emit(&json!({"type": "tool_use", "id": "tool-2", "name": "Bash", "input": {"command": "sleep 600 &"}}))?;
@@ -491,6 +506,26 @@ fn run_session(
         }
     }
     finish(out, &chunks.concat())
+}
+
+/// The `tools=N` of a session: the prompt's (kept for the session's later turns), else
+/// what an earlier turn of the session kept.
+fn session_tools(session_id: &str, asked: Option<usize>) -> Option<usize> {
+    let safe: String = session_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let path = std::env::temp_dir()
+        .join("agent-host-fake-agent")
+        .join(format!("{safe}.tools"));
+    if let Some(n) = asked {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&path, n.to_string());
+        return Some(n);
+    }
+    std::fs::read_to_string(&path).ok()?.trim().parse().ok()
 }
 
 /// usage (its duration the time since the program started) + done, exit 0.

@@ -569,11 +569,13 @@ impl Meter {
 }
 
 fn amount_text(kind: &str, v: f64) -> String {
+    let n = v as u64;
+    let s = if n == 1 { "" } else { "s" };
     match kind {
         "usd" => format!("${v:.2}"),
-        "tokens" => format!("{} tokens", v as u64),
-        "toolCalls" => format!("{} tool calls", v as u64),
-        _ => format!("{} s", v as u64),
+        "tokens" => format!("{n} token{s}"),
+        "toolCalls" => format!("{n} tool call{s}"),
+        _ => format!("{n} s"),
     }
 }
 

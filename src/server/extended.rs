@@ -77,6 +77,8 @@ pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Val
             "maxLineBytes": launch.max_line_bytes,
         },
         "sandbox": sandbox_json(launch.sandbox.as_ref()),
+        // The named approval rule sets, the budget ceilings and defaults.
+        "controls": state.engine.controls().describe(),
     });
     let serde_json::Value::Object(params) = params else {
         // `json!({...})` is always an object.
@@ -87,7 +89,7 @@ pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Val
     card.capabilities.extensions.push(AgentExtension {
         uri: RUNTIME_EXTENSION.into(),
         description: Some(
-            "Runtime details of this host (extended card only): adapter, program, CLI version, limits."
+            "Runtime details of this host (extended card only): adapter, program, CLI version, limits, approval rule sets and budget ceilings."
                 .into(),
         ),
         required: false,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod browser;
+mod budgets;
 mod card_sign;
 mod cli_tool;
 mod client;
@@ -39,6 +40,7 @@ mod real_cli_gemini;
 mod real_cli_mcp;
 mod real_cli_opencode;
 mod real_cli_qwen;
+mod real_cli_rules;
 mod rest;
 mod restart;
 mod sandbox;

@@ -108,6 +108,11 @@ impl TurnControls {
         let reached = match ev {
             AgentEvent::ToolUse { .. } => self.meter.on_tool_use(secs),
             AgentEvent::Usage(u) => self.meter.on_usage(u, secs),
+            // The turn ends: what it spent goes with its last status.
+            AgentEvent::Done { .. }
+            | AgentEvent::Error { .. }
+            | AgentEvent::Message { .. }
+            | AgentEvent::Rejected { .. } => None,
             _ => return None,
         };
         match reached {

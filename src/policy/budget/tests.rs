@@ -186,3 +186,15 @@ fn answers_to_the_budget_question() {
         BudgetAnswer::Stop
     );
 }
+
+#[test]
+fn the_card_lists_the_rule_sets_and_the_ceilings() {
+    let d = host().describe();
+    assert_eq!(d["defaultRuleSet"], "ask-all");
+    assert!(d["ruleSets"]["read-only"].as_array().unwrap().len() > 3);
+    assert_eq!(d["ruleSets"]["ask-all"], json!([]));
+    assert_eq!(d["budgetCeiling"]["usd"], 5.0);
+    assert_eq!(d["contextBudgetCeiling"]["usd"], 20.0);
+    assert_eq!(d["defaultBudget"]["seconds"], 600);
+    assert_eq!(d["onBudget"], "ask");
+}

@@ -54,10 +54,12 @@ pub struct StartTask {
     /// Git ref the context's workspace starts from (message metadata `baseRef`).
     #[serde(default)]
     pub base_ref: Option<String>,
-    /// Budget of the task (message metadata `budget`), passed on as given.
+    /// Budget of the task (message metadata `budget`): {usd, tokens, toolCalls, seconds,
+    /// context: {...}, onBudget: "ask"|"fail"}; above the host's ceilings it is refused.
     #[serde(default)]
     pub budget: Option<Value>,
-    /// Approval rule set (message metadata `approvals`), passed on as given.
+    /// Approval rules (message metadata `approvals`): a rule set's name ("read-only",
+    /// "workspace-write", ...) or {set, rules} whose rules may only deny or ask.
     #[serde(default)]
     pub approvals: Option<Value>,
     /// Wait until the task has ended or asks for input (default: answer at once with the

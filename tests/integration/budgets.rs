@@ -1,0 +1,255 @@
+//! Budgets and approval rules through the server: the demo agent making tool calls in a loop
+//! (`tools=N`), stopped at its budget; "continue with 5" runs 5 more in the same session,
+//! "stop" completes it; `onBudget: "fail"` fails it. The same question over v0.3 and gRPC;
+//! rule sets answering the agent's request; bad input refused with -32602.
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+/// A v1.0 send of `text` with message metadata `md` (and `taskId`, for an answer).
+fn send_md(text: &str, md: Value, task: Option<&str>) -> Value {
+    let mut p = send_params(text);
+    p["message"]["metadata"] = md;
+    if let Some(t) = task {
+        p["message"]["taskId"] = json!(t);
+    }
+    p
+}
+
+/// The last task state among the frames, and the task's id.
+fn last(frames: &[Frame]) -> (String, String) {
+    let state = states(frames).last().cloned().unwrap_or_default();
+    let id = frames
+        .iter()
+        .find_map(|f| {
+            let r = &f.data["result"];
+            r["task"]["id"]
+                .as_str()
+                .or(r["statusUpdate"]["taskId"].as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    (state, id)
+}
+
+/// The data part of the task's status message.
+fn question(task: &Value) -> Value {
+    task["status"]["message"]["parts"]
+        .as_array()
+        .and_then(|ps| ps.iter().find_map(|p| p.get("data").cloned()))
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_looping_agent_stops_at_its_tool_calls_continues_and_stops() {
+    limit(async {
+        let s = TestServer::start().await;
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("tools=20", json!({"budget": {"toolCalls": 5}}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        let q = question(&task);
+        assert_eq!(q["kind"], "budget");
+        assert_eq!(q["spent"]["toolCalls"], 5);
+        assert_eq!(q["allowed"]["toolCalls"], 5);
+        assert_eq!(task["metadata"]["budget"]["spent"]["toolCalls"], 5);
+        let session = task["metadata"]["sessionId"].clone();
+
+        // Continue with 5: the same session, 5 more tool calls.
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("continue with 5", json!({}), Some(&id)),
+            )
+            .await;
+        assert_eq!(last(&frames).0, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(question(&task)["spent"]["toolCalls"], 10);
+        assert_eq!(question(&task)["allowed"]["toolCalls"], 10);
+        assert_eq!(task["metadata"]["sessionId"], session);
+        let resumed = frames.iter().any(|f| {
+            f.data
+                .to_string()
+                .contains("Continuing the agent's session with the raised budget")
+        });
+        assert!(resumed, "{frames:?}");
+
+        // Stop: completed with what was done.
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("stop", json!({}), Some(&id)),
+            )
+            .await;
+        assert_eq!(last(&frames).0, "TASK_STATE_COMPLETED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(task["metadata"]["budget"]["spent"]["toolCalls"], 10);
+
+        // onBudget "fail": failed, errorKind budget, the figures in the metadata.
+        let md = json!({"budget": {"toolCalls": 5, "onBudget": "fail"}});
+        let frames = s
+            .stream("SendStreamingMessage", send_md("tools=20", md, None))
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_FAILED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(task["metadata"]["errorKind"], "budget");
+        assert_eq!(task["metadata"]["budget"]["spent"]["toolCalls"], 5);
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_budgets_and_rule_sets_get_invalid_params_naming_the_field() {
+    limit(async {
+        let s = TestServer::start().await;
+        for (md, field) in [
+            (json!({"budget": {"usd": -1}}), "metadata.budget.usd"),
+            (json!({"budget": {"toolCalls": "many"}}), "metadata.budget.toolCalls"),
+            (json!({"approvals": "anything-goes"}), "metadata.approvals"),
+            (
+                json!({"approvals": {"set": "read-only", "rules": [{"decision": "allow", "kind": "command"}]}}),
+                "metadata.approvals.rules[0].decision",
+            ),
+        ] {
+            let r = s.rpc("SendMessage", send_md("hi", md.clone(), None)).await;
+            assert_eq!(r["error"]["code"], -32602, "{md}: {r}");
+            let text = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(text.contains(field), "{md}: {r}");
+        }
+        let listed = s.rpc("ListTasks", json!({})).await;
+        assert_eq!(listed["result"]["tasks"], json!([]), "nothing started");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_budget_question_is_the_same_over_v03() {
+    limit(async {
+        let s = TestServer::start().await;
+        let mut p = send_params03("tools=20");
+        p["message"]["metadata"] = json!({"budget": {"toolCalls": 3}});
+        let r = s.rpc03("message/send", p).await;
+        let id = r["result"]["id"].as_str().expect("a task").to_string();
+        let task = loop {
+            let t = s.rpc03("tasks/get", json!({"id": id})).await["result"].clone();
+            if t["status"]["state"] == "input-required" {
+                break t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        };
+        let q = question(&task);
+        assert_eq!(q["kind"], "budget");
+        assert_eq!(q["spent"]["toolCalls"], 3);
+        let mut stop = send_params03("stop");
+        stop["message"]["taskId"] = json!(id);
+        s.rpc03("message/send", stop).await;
+        let t = loop {
+            let t = s.rpc03("tasks/get", json!({"id": id})).await["result"].clone();
+            if t["status"]["state"] == "completed" {
+                break t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        };
+        assert_eq!(t["metadata"]["budget"]["spent"]["toolCalls"], 3);
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_budget_question_is_the_same_over_grpc() {
+    use agent_host::server::grpc::pb;
+    use agent_host::server::grpc::wkt::{value::Kind, Struct, Value as PbValue};
+    limit(async {
+        let (s, mut c) = crate::grpc::grpc_server(Options::default()).await;
+        let num = |n: f64| PbValue {
+            kind: Some(Kind::NumberValue(n)),
+        };
+        let budget = Struct {
+            fields: [("toolCalls".to_string(), num(3.0))].into_iter().collect(),
+        };
+        let mut req = crate::grpc::send("tools=20", true);
+        if let Some(m) = req.message.as_mut() {
+            m.metadata = Some(Struct {
+                fields: [(
+                    "budget".to_string(),
+                    PbValue {
+                        kind: Some(Kind::StructValue(budget)),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            });
+        }
+        let task = crate::grpc::task_of(c.send_message(req).await.expect("send").into_inner());
+        let t = crate::grpc::wait_state(&mut c, &task.id, pb::TaskState::InputRequired).await;
+        let json = s.rpc("GetTask", json!({"id": t.id})).await["result"].clone();
+        assert_eq!(question(&json)["kind"], "budget");
+        assert_eq!(question(&json)["spent"]["toolCalls"], 3);
+        let mut again = crate::grpc::send("continue with 2", true);
+        if let Some(m) = again.message.as_mut() {
+            m.task_id = t.id.clone();
+        }
+        c.send_message(again).await.expect("answer");
+        crate::grpc::wait_state(&mut c, &t.id, pb::TaskState::InputRequired).await;
+        let json = loop {
+            let j = s.rpc("GetTask", json!({"id": t.id})).await["result"].clone();
+            if question(&j)["spent"]["toolCalls"] == 5 {
+                break j;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        };
+        assert_eq!(question(&json)["allowed"]["toolCalls"], 5);
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn workspace_write_answers_the_demo_agents_ls_without_asking_and_read_only_asks() {
+    limit(async {
+        let s = TestServer::start().await;
+        // The demo agent asks before its `ls` (a command): read-only asks it, a set that
+        // allows it answers without a round trip.
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("approval", json!({"approvals": "read-only"}), None),
+            )
+            .await;
+        assert_eq!(last(&frames).0, "TASK_STATE_INPUT_REQUIRED");
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("approval", json!({"approvals": "workspace-write"}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_COMPLETED", "{frames:?}");
+        let task = s
+            .rpc("GetTask", json!({"id": id, "historyLength": 100}))
+            .await["result"]
+            .clone();
+        let decided: Vec<&Value> = task["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap().iter())
+            .filter(|p| p["data"]["kind"] == "rule-decision")
+            .collect();
+        assert_eq!(decided.len(), 1, "{task}");
+        assert_eq!(decided[0]["data"]["decision"], "allow");
+        assert_eq!(decided[0]["data"]["request"]["target"], "ls");
+        s.shutdown().await;
+    })
+    .await;
+}
