@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod prune;
+pub mod workspaces;
 
 use clap::{Parser, Subcommand};
 
@@ -53,6 +54,10 @@ pub enum Command {
     Call(crate::client::call::CallArgs),
     /// List, show, cancel or follow the tasks of an A2A agent.
     Tasks(crate::client::call::TasksArgs),
+    /// List the git workspaces of this machine's contexts (context, branch, base, disk use,
+    /// checkout) or remove one (`rm CONTEXT`; refused while a host has the database open).
+    /// Exit: 0 done, 1 failed, 2 usage.
+    Workspaces(workspaces::WorkspacesArgs),
     /// MCP over stdio, for an MCP client that starts its servers as local processes: relays
     /// the client's messages to a running host's /mcp endpoint (local or remote) with the
     /// credentials given here (see docs/mcp.md).

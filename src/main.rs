@@ -165,6 +165,18 @@ async fn run(
         }
         Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
         Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),
+        Command::Workspaces(args) => {
+            return Ok(match cli::workspaces::run(&args) {
+                Ok(text) => {
+                    print_stdout(&text);
+                    0
+                }
+                Err(e) => {
+                    eprintln!("agent-host: {e}");
+                    e.exit_code()
+                }
+            })
+        }
         Command::Mcp(args) => {
             // stdout carries the protocol; diagnostics go to stderr only.
             agent_host::client::mcp_bridge::run(args).await?;

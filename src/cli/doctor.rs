@@ -453,7 +453,7 @@ fn side_files(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = bytes as f64;
     let mut unit = 0;

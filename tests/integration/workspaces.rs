@@ -159,6 +159,11 @@ impl Host {
     }
 
     async fn stop(mut self) {
+        self.kill().await;
+    }
+
+    /// Stops the host, keeping its folder.
+    async fn kill(&mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }
@@ -850,6 +855,76 @@ async fn a_context_made_on_one_host_is_fetched_and_continued_through_another() {
         a.shutdown().await;
         b.shutdown().await;
         db.drop_now().await;
+    })
+    .await;
+}
+
+/// `agent-host workspaces [ARGS]` on the data folder of the host in `root`; exit code, stdout,
+/// stderr.
+async fn workspaces_cmd(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let db = format!("sqlite:{}", root.join("data/agent-host.db").display());
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .arg("workspaces")
+        .args(args)
+        .args(["--store", &db])
+        .env("HOME", root.join("home"))
+        .env_remove("AGENT_HOST_CONFIG")
+        .env_remove("AGENT_HOST_WORKSPACE_DIR")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("agent-host workspaces runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `agent-host workspaces` lists each context's workspace (context, branch, base, disk use,
+/// checkout; `--json` too) and `rm CONTEXT` removes one, refused while the host has the
+/// database open (the host would make the context a new workspace at its next turn); an
+/// unknown context is an error.
+#[tokio::test]
+async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
+    limit(async {
+        let mut h = Host::start(&[]).await;
+        let root = h.root.path().to_path_buf();
+        let ctx = format!("listed-{}", super::common::uuid());
+        h.run("edit one", &ctx, json!({})).await;
+        let checkout = h.checkout_of(&ctx);
+        let (code, out, err) = workspaces_cmd(&root, &[]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let branch = format!("agent-host/{}", &ctx[..8]);
+        assert!(
+            out.contains(&ctx) && out.contains(&branch) && out.contains("HEAD@"),
+            "{out}"
+        );
+        assert!(out.contains("1 workspace(s)"), "{out}");
+        let (code, out, _) = workspaces_cmd(&root, &["list", "--json"]).await;
+        assert_eq!(code, 0);
+        let doc: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(doc["workspaces"][0]["contextId"], ctx.as_str(), "{doc}");
+        assert!(
+            doc["workspaces"][0]["bytes"].as_u64().unwrap_or(0) > 0,
+            "{doc}"
+        );
+
+        // While the host runs: refused, and the workspace is still there.
+        let (code, _, err) = workspaces_cmd(&root, &["rm", &ctx]).await;
+        assert_eq!(code, 1, "{err}");
+        assert!(checkout.is_dir(), "{err}");
+
+        h.kill().await;
+        let (code, out, err) = workspaces_cmd(&root, &["rm", &ctx]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(!checkout.exists(), "the checkout is gone");
+        let (code, out, _) = workspaces_cmd(&root, &[]).await;
+        assert_eq!(code, 0);
+        assert!(out.contains("0 workspace(s)"), "{out}");
+        let (code, _, err) = workspaces_cmd(&root, &["rm", &ctx]).await;
+        assert_eq!(code, 1);
+        assert!(err.contains("has no workspace"), "{err}");
     })
     .await;
 }
