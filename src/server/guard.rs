@@ -516,7 +516,8 @@ fn is_jsonrpc_path(path: &str) -> bool {
         Some(r) => r.split_once('/').map_or("", |(_, tail)| tail),
         None => p.trim_start_matches('/'),
     };
-    matches!(rest.trim_end_matches('/'), "" | "a2a" | "a2a/jsonrpc")
+    let rest = format!("/{}", rest.trim_end_matches('/'));
+    super::route::JSONRPC_PATHS.contains(&rest.as_str())
 }
 
 /// Why the guard refused a caller.

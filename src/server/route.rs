@@ -27,7 +27,7 @@ pub struct Routes {
 }
 
 /// Root paths of the JSON-RPC endpoint.
-const JSONRPC_PATHS: [&str; 3] = ["/", "/a2a", "/a2a/jsonrpc"];
+pub(super) const JSONRPC_PATHS: [&str; 3] = ["/", "/a2a", "/a2a/jsonrpc"];
 
 /// The middleware: rewrites the URI of a root request that belongs to another adapter.
 pub async fn route(
