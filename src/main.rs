@@ -80,8 +80,14 @@ fn main() {
     }
     // The demo agent gets its arguments exactly as given: clap would take a `--` (which the
     // adapters put before the prompt) for its own end of options.
+    // Run as `fake-agent` (a link to this binary under that name, as the tests make it: one
+    // program the sandbox shows wherever the build lies), the arguments are all the agent's.
     let mut argv = std::env::args_os();
-    if argv.nth(1).is_some_and(|a| a == "fake-agent") {
+    let invoked_as = argv.next().map(std::path::PathBuf::from);
+    if invoked_as.is_some_and(|p| p.file_name().is_some_and(|n| n == "fake-agent")) {
+        agent_host::fake_agent::main_with(argv.filter_map(|a| a.into_string().ok()));
+    }
+    if argv.next().is_some_and(|a| a == "fake-agent") {
         agent_host::fake_agent::main_with(argv.filter_map(|a| a.into_string().ok()));
     }
     // Old variable names (AGENT_ADAPTER, PORT, AGENT_TIMEOUT_MS, ...) are set under their

@@ -178,21 +178,20 @@ pub struct TestServer {
 }
 
 /// A program that runs the demo agent (`agent-host fake-agent ARGS...`), for the adapters that
-/// take a plain program (jsonl): a two-line script in the test's scratch directory.
+/// run a program of their own: a link named `fake-agent` to the test build's binary, which
+/// runs the demo agent when called by that name. A link (not a script that execs the binary)
+/// so that the sandbox, which shows the program and what its links lead to, shows the binary
+/// too wherever the clone lies (`/tmp` included).
 pub fn fake_agent() -> PathBuf {
     static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         let path = dir.join("fake-agent");
         let tmp = dir.join(format!("fake-agent.{}", std::process::id()));
-        let script = format!(
-            "#!/bin/sh\nexec '{}' fake-agent \"$@\"\n",
-            env!("CARGO_BIN_EXE_agent-host")
-        );
-        std::fs::write(&tmp, script).expect("write the fake-agent script");
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        std::fs::rename(&tmp, &path).expect("rename the fake-agent script");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_agent-host"), &tmp)
+            .expect("link fake-agent to the test binary");
+        std::fs::rename(&tmp, &path).expect("rename the fake-agent link");
         path
     })
     .clone()

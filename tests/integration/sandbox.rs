@@ -311,9 +311,7 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
         .as_str()
         .expect("task id")
         .to_string();
-    while with_mark(&m2).len() < 5 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    said(&host, &id, "spawned").await;
     let c = host.rpc("CancelTask", json!({"id": id})).await;
     assert!(c["result"].is_object(), "{c}");
     let cancel = left_with_mark(&m2).await;
@@ -321,11 +319,11 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
     // 3. The host stopped with SIGTERM while the task runs.
     eprintln!("{mode}: sigterm");
     let m3 = format!("{m}2");
-    host.rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
+    let v = host
+        .rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
         .await;
-    while with_mark(&m3).len() < 5 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let id = v["result"]["task"]["id"].as_str().expect("task id");
+    said(&host, id, "spawned").await;
     host.sigterm().await;
     let sigterm = left_with_mark(&m3).await;
     kill_all(&[exit.clone(), cancel.clone(), sigterm.clone()].concat());
@@ -335,6 +333,20 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
         sigterm,
         zombies,
     }
+}
+
+/// Waits until task `id` has said `word` (the probe says "spawned" once every escaper has
+/// left or stayed in the process group: counting processes would also count the short-lived
+/// ones on the way, and a stop then would come before the escapes).
+async fn said(host: &Host, id: &str, word: &str) {
+    for _ in 0..400 {
+        let v = host.rpc("GetTask", json!({"id": id})).await;
+        if v["result"].to_string().contains(word) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id} did not say {word:?} within 20 s");
 }
 
 /// Zombie children of `parent` still there after a few seconds.
