@@ -400,6 +400,7 @@ pub fn mount_workspace(
         p.workspace = Some(crate::runner::sandbox::WorkspaceMount {
             root: all.root().to_path_buf(),
             checkout: ws.checkout(),
+            borrowed: Some(ws.source_git.join("objects")),
         });
     }
 }

@@ -134,7 +134,21 @@ impl Rig {
     /// Sends a message on the streaming method and reads the stream to its end (a final or
     /// an interrupted state); returns the frames and the task as GetTask shows it then.
     pub async fn turn(&self, ctx: &str, task: Option<&str>, text: &str) -> (Vec<Frame>, Value) {
+        self.turn_in(ctx, task, text, None).await
+    }
+
+    /// [`Rig::turn`] with the agent working in `cwd` (`metadata.cwd`).
+    pub async fn turn_in(
+        &self,
+        ctx: &str,
+        task: Option<&str>,
+        text: &str,
+        cwd: Option<&Path>,
+    ) -> (Vec<Frame>, Value) {
         let mut p = send_params(text);
+        if let Some(dir) = cwd {
+            p["message"]["metadata"] = json!({"cwd": dir});
+        }
         p["message"]["contextId"] = json!(ctx);
         if let Some(t) = task {
             p["message"]["taskId"] = json!(t);
@@ -392,6 +406,57 @@ pub async fn approval(rig: &Rig, answer: &str, deny: Deny) {
     }
 }
 
+/// A task that creates a file in a git repository: it works in a workspace of its own (the
+/// source stays as it was), and its `changes` artifact names the file, with a patch that
+/// `git apply` takes onto a clean checkout of the base.
+pub async fn change(rig: &Rig) {
+    use crate::workspaces::{applied_tree, changes_of, git, paths};
+    let (name, m) = (rig.name, &rig.model);
+    let repo = rig.server.dir().join(format!("repo-{}", &uuid()[..8]));
+    std::fs::create_dir(&repo).unwrap();
+    std::fs::write(repo.join("README.md"), "a repository\n").unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    m.set_scenario(Scenario::Write);
+    m.clear();
+    let ctx = uuid();
+    let (_, mut t) = rig
+        .turn_in(&ctx, None, "Create the file please", Some(&repo))
+        .await;
+    // The CLIs that ask before a command are told yes.
+    for _ in 0..3 {
+        if state(&t) != "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        let id = t["id"].as_str().unwrap().to_string();
+        t = rig.turn(&ctx, Some(&id), "yes").await.1;
+    }
+    assert_eq!(state(&t), "TASK_STATE_COMPLETED", "{name}: {t}");
+    let (data, patch) = changes_of(&t);
+    let files = paths(&data);
+    eprintln!(
+        "[{name}] change: {files:?}, patch {} bytes, base {}, head {}",
+        patch.len(),
+        data["base"]["commit"],
+        data["head"]
+    );
+    assert!(
+        files.contains(&("fake_created.txt".to_string(), "added".to_string())),
+        "{name}: the changes name the file: {data}"
+    );
+    assert_eq!(data["base"]["commit"], base.as_str(), "{name}: {data}");
+    assert!(
+        !repo.join("fake_created.txt").exists(),
+        "{name}: the source repository is unchanged"
+    );
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tree = applied_tree(&repo, &base, &patch, scratch.path());
+    let base_tree = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+    assert_ne!(tree, base_tree, "{name}: the patch changes the tree");
+}
+
 /// Scenario 5: cancel mid-turn: the task is canceled and nothing of the CLI is left.
 pub async fn cancel(rig: &Rig) {
     let (name, m, s) = (rig.name, &rig.model, &rig.server);
@@ -464,6 +529,7 @@ pub async fn run_scenarios(rig: &Rig, deny: Deny) {
     follow_up(rig, &ctx, &session, &marker).await;
     approval(rig, "yes", deny).await;
     approval(rig, "no", deny).await;
+    change(rig).await;
     cancel(rig).await;
     auth_error(rig).await;
 }

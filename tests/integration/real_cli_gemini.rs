@@ -124,6 +124,7 @@ async fn gemini() {
         let deny = Deny::ToModel("canceled by the user");
         approval(&rig, "yes", deny).await;
         approval(&rig, "no", deny).await;
+        change(&rig).await;
         cancel(&rig).await;
         auth_error(&rig).await;
         // Gemini CLI retries a failing request with backoff for minutes; the adapter's

@@ -71,6 +71,7 @@ async fn opencode() {
             let deny = Deny::EndsTurn(FIRST_TEXT);
             approval(&rig, "yes", deny).await;
             approval(&rig, "no", deny).await;
+            change(&rig).await;
         }
         with_xdg_data_home(&program).await;
         eprintln!("[opencode] all scenarios in {:?}", started.elapsed());

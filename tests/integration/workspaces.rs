@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::common::{limit, limit_to};
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -175,7 +175,7 @@ fn message(text: &str, context: &str, metadata: Value) -> Value {
 }
 
 /// The `changes` artifact's data part and patch.
-fn changes_of(task: &Value) -> (Value, Vec<u8>) {
+pub(super) fn changes_of(task: &Value) -> (Value, Vec<u8>) {
     let arts = task["artifacts"].as_array().expect("artifacts");
     let a = arts
         .iter()
@@ -196,7 +196,7 @@ fn changes_of(task: &Value) -> (Value, Vec<u8>) {
     (data, patch)
 }
 
-fn paths(data: &Value) -> Vec<(String, String)> {
+pub(super) fn paths(data: &Value) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = data["files"]
         .as_array()
         .unwrap()
@@ -213,7 +213,7 @@ fn paths(data: &Value) -> Vec<(String, String)> {
 }
 
 /// The tree `patch` gives applied onto a fresh clone of `src` at `base`.
-fn applied_tree(src: &Path, base: &str, patch: &[u8], scratch: &Path) -> String {
+pub(super) fn applied_tree(src: &Path, base: &str, patch: &[u8], scratch: &Path) -> String {
     let clean = scratch.join(format!("clean-{}", super::common::uuid()));
     git(
         scratch,

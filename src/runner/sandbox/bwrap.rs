@@ -116,6 +116,9 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
     if let Some(ws) = &policy.workspace {
         push(&["--tmpfs", &text(&ws.root)]);
         push(&["--bind", &text(&ws.checkout), &text(&ws.checkout)]);
+        if let Some(objects) = ws.borrowed.as_deref().filter(|o| o.is_dir()) {
+            push(&["--ro-bind", &text(objects), &text(objects)]);
+        }
         for h in policy.hide.iter().filter(|h| h.starts_with(&ws.checkout)) {
             if h.is_dir() {
                 push(&["--tmpfs", &text(h)]);
@@ -179,10 +182,14 @@ mod tests {
         let own = attachments.join("t1");
         std::fs::create_dir_all(&own).unwrap();
         std::fs::create_dir_all(root.join("bbb/repo")).unwrap();
+        // The source repository, under a folder the sandbox hides (as /tmp is).
+        let objects = dir.path().join("data/src/.git/objects");
+        std::fs::create_dir_all(&objects).unwrap();
         let policy = SandboxPolicy {
             hide: vec![dir.path().join("data"), attachments.clone()],
             reveal: vec![own.clone()],
             workspace: Some(crate::runner::sandbox::WorkspaceMount {
+                borrowed: Some(objects.clone()),
                 root: root.clone(),
                 checkout: mine.clone(),
             }),
@@ -200,6 +207,11 @@ mod tests {
         assert!(op("--tmpfs", &dir.path().join("data")) < op("--tmpfs", &root));
         assert!(op("--tmpfs", &root) < op("--bind", &mine));
         assert!(op("--bind", &mine) < op("--tmpfs", &attachments));
+        // The objects the checkout borrows, read-only, after the folder that hid them.
+        assert!(op("--tmpfs", &dir.path().join("data")) < op("--ro-bind", &objects));
+        assert!(!a
+            .windows(2)
+            .any(|w| w[0] == "--bind" && w[1] == text(&objects)));
         assert!(op("--tmpfs", &attachments) < op("--bind", &own));
         assert!(!a.iter().any(|x| x.contains("bbb")));
     }

@@ -187,6 +187,10 @@ pub struct WorkspaceMount {
     pub root: PathBuf,
     /// The task's own checkout.
     pub checkout: PathBuf,
+    /// The source repository's objects, which the checkout borrows (`git clone --shared`):
+    /// shown read-only, also where the sandbox would hide them (a repository under `/tmp`),
+    /// or git in the checkout finds no object of the base.
+    pub borrowed: Option<PathBuf>,
 }
 
 /// What this machine offers, probed once per host.
