@@ -63,6 +63,17 @@ pub fn find_cli(name: &str, env_var: &str) -> PathBuf {
     })
 }
 
+/// Where the CLIs' HOMEs are made: the build's scratch folder, or `/var/tmp` when that lies in
+/// the temporary directory (a clone under `/tmp`), which Codex refuses for its helpers.
+pub fn home_parent() -> PathBuf {
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if scratch.starts_with(std::env::temp_dir()) {
+        PathBuf::from("/var/tmp")
+    } else {
+        scratch
+    }
+}
+
 /// One CLI behind agent-host, with its model server and HOME.
 pub struct Rig {
     pub name: &'static str,
@@ -96,7 +107,7 @@ impl Rig {
         // Not under /tmp: Codex refuses to create its helper binaries (the `codex-linux-sandbox`
         // alias its own bubblewrap sandbox execs) under a temporary directory, and then every
         // shell call fails where bubblewrap is installed. A real HOME is not under /tmp either.
-        let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let home = tempfile::tempdir_in(home_parent()).unwrap();
         let mut o = setup(&model.base, home.path());
         o.program = Some(program);
         o.home = Some(home.path().to_path_buf());
