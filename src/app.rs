@@ -114,10 +114,12 @@ async fn open_store(
 fn open_workspaces(
     settings: &Settings,
     adapter_id: &str,
+    adapter_mode: Option<crate::workspace::WorkspaceMode>,
     default: bool,
 ) -> Result<Option<Arc<crate::workspace::Workspaces>>, StartError> {
     let config = &settings.workspace;
-    if config.mode == crate::workspace::WorkspaceMode::Shared {
+    let mode = crate::workspace::WorkspaceMode::resolve(config.mode, adapter_mode);
+    if mode == crate::workspace::WorkspaceMode::Shared {
         return Ok(None);
     }
     let base = match (&config.dir, &settings.store) {
@@ -128,8 +130,9 @@ fn open_workspaces(
     let dir = base.map(|b| if default { b } else { b.join(adapter_id) });
     let mut config = config.clone();
     config.dir = None;
+    config.mode = Some(mode);
     let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
-    tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?config.mode, "workspaces");
+    tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?mode, "workspaces");
     Ok(Some(Arc::new(all)))
 }
 
@@ -156,6 +159,7 @@ async fn start_agent(
     let launch = launch_for(settings, adapter)?;
     let id = launch.adapter.id.clone();
     let adapter_on_budget = launch.adapter.on_budget;
+    let adapter_workspace = launch.adapter.workspace;
     tracing::info!(adapter = %id, default, "agent");
     tracing::debug!(program = %launch.program.display(), cwd = %launch.cwd.display(), "agent program");
     if settings.store == StoreChoice::Memory {
@@ -170,7 +174,7 @@ async fn start_agent(
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
-            workspaces: open_workspaces(settings, &id, default)?,
+            workspaces: open_workspaces(settings, &id, adapter_workspace, default)?,
             controls: Arc::new(controls_for(settings, adapter_on_budget)),
         },
     );

@@ -9,6 +9,7 @@ pub mod event;
 pub mod retry;
 pub mod sandbox;
 pub mod wire;
+mod workspace;
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use serde::Deserialize;
 
 pub use event::{AgentEvent, ApprovalOption, Usage};
 pub use sandbox::{ByteSize, SandboxSpec};
+pub use workspace::WorkspaceMode;
 
 /// How the prompt reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
@@ -152,6 +154,10 @@ pub struct AdapterSpec {
     /// unset: the host's `[limits] on_budget`. A request's `metadata.budget.onBudget` wins.
     #[serde(default)]
     pub on_budget: Option<crate::policy::OnBudget>,
+    /// Where this adapter's contexts work (`auto`, `isolated`, `shared`) when the host's
+    /// `[workspace] mode` does not choose.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceMode>,
     /// The CLI's own limit flags, given the task's budget: `{max_turns}` (the budget's
     /// tool calls) is substituted; a flag whose placeholder has no value is left out with
     /// its neighbours up to the previous flag (`["--max-turns", "{max_turns}"]`).

@@ -340,7 +340,7 @@ fn workspace_checks(settings: &Settings) -> Vec<Check> {
 /// the SQLite database): how many, their disk use, against `--max-workspaces`.
 fn workspaces_check(settings: &Settings) -> Option<Check> {
     let config = &settings.workspace;
-    if config.mode == crate::workspace::WorkspaceMode::Shared {
+    if config.mode == Some(crate::workspace::WorkspaceMode::Shared) {
         return None;
     }
     let dir = match (&config.dir, &settings.store) {

@@ -153,7 +153,7 @@ fn default_workspaces(
     db: &std::path::Path,
 ) -> Option<crate::workspace::Workspaces> {
     let config = &settings.workspace;
-    if config.mode == crate::workspace::WorkspaceMode::Shared {
+    if config.mode == Some(crate::workspace::WorkspaceMode::Shared) {
         return None;
     }
     let dir = config

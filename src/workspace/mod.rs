@@ -255,6 +255,11 @@ impl Workspaces {
         &self.config
     }
 
+    /// Where this adapter's contexts work (as resolved at start; `auto` when unset).
+    fn mode(&self) -> WorkspaceMode {
+        self.config.mode.unwrap_or_default()
+    }
+
     /// The workspace a turn of `context_id` runs in: the context's own (made now from the
     /// repository `dir` lies in, at `base_ref` or its `HEAD`, on the first turn), or `None`
     /// when the turn shares `dir` (`shared`, or `auto` outside a git repository).
@@ -264,14 +269,14 @@ impl Workspaces {
         dir: &Path,
         base_ref: Option<&str>,
     ) -> Result<Option<Workspace>, WorkspaceError> {
-        if self.config.mode == WorkspaceMode::Shared {
+        if self.mode() == WorkspaceMode::Shared {
             return Ok(None);
         }
         if let Some(ws) = self.get(context_id)? {
             return Ok(Some(ws));
         }
         let Some(source) = source_top(dir)? else {
-            return match self.config.mode {
+            return match self.mode() {
                 WorkspaceMode::Isolated => Err(WorkspaceError::NotARepository {
                     dir: dir.to_path_buf(),
                 }),
@@ -283,7 +288,7 @@ impl Workspaces {
             // no base to start from, so the turn shares the folder, as outside a repository.
             // A `baseRef` the caller named is still refused.
             Err(WorkspaceError::NoCommits { .. })
-                if self.config.mode == WorkspaceMode::Auto && base_ref.is_none() =>
+                if self.mode() == WorkspaceMode::Auto && base_ref.is_none() =>
             {
                 Ok(None)
             }
@@ -294,23 +299,21 @@ impl Workspaces {
     /// Checks, without making anything, that a first turn in `dir` at `base_ref` can have a
     /// workspace (the repository, its commits, the ref).
     pub fn check_base(&self, dir: &Path, base_ref: Option<&str>) -> Result<(), WorkspaceError> {
-        if self.config.mode == WorkspaceMode::Shared {
+        if self.mode() == WorkspaceMode::Shared {
             return Ok(());
         }
         match source_top(dir)? {
             Some(source) => match resolve_base(&source, base_ref) {
                 Err(WorkspaceError::NoCommits { .. })
-                    if self.config.mode == WorkspaceMode::Auto && base_ref.is_none() =>
+                    if self.mode() == WorkspaceMode::Auto && base_ref.is_none() =>
                 {
                     Ok(())
                 }
                 checked => checked.map(|_| ()),
             },
-            None if self.config.mode == WorkspaceMode::Isolated => {
-                Err(WorkspaceError::NotARepository {
-                    dir: dir.to_path_buf(),
-                })
-            }
+            None if self.mode() == WorkspaceMode::Isolated => Err(WorkspaceError::NotARepository {
+                dir: dir.to_path_buf(),
+            }),
             None => Ok(()),
         }
     }

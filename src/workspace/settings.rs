@@ -6,18 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a context's turns run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum WorkspaceMode {
-    /// Its own workspace when the task's folder is in a git repository, else the folder.
-    #[default]
-    Auto,
-    /// Always its own workspace; a task whose folder is not in a git repository is refused.
-    Isolated,
-    /// The task's folder itself, shared by every context (no `changes` artifact).
-    Shared,
-}
+pub use crate::adapter::WorkspaceMode;
 
 /// Whether each turn's change is committed on the context's branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -44,16 +33,16 @@ pub const DEFAULT_AUTHOR: &str = "agent-host <agent-host@localhost>";
 pub struct WorkspaceConfig {
     /// Where a context's turns run: auto (its own git workspace when the task's folder is in a
     /// git repository, else the folder), isolated (always its own; refused outside a
-    /// repository), shared (the folder itself, for every context)
+    /// repository), shared (the folder itself, for every context); unset: the adapter's
+    /// `workspace`, else auto
     #[arg(
         id = "workspace.mode",
         long = "workspace",
         env = "AGENT_HOST_WORKSPACE",
-        default_value = "auto",
         value_name = "MODE",
         value_enum
     )]
-    pub mode: WorkspaceMode,
+    pub mode: Option<WorkspaceMode>,
     /// turn: a turn that changed the workspace is committed on the context's branch
     /// (agent-host/<first 8 of the context id>); off: left uncommitted
     #[arg(
@@ -117,7 +106,7 @@ pub struct WorkspaceConfig {
 impl Default for WorkspaceConfig {
     fn default() -> Self {
         WorkspaceConfig {
-            mode: WorkspaceMode::Auto,
+            mode: None,
             commit: CommitMode::Turn,
             patch_limit: DEFAULT_PATCH_LIMIT,
             dir: None,

@@ -162,7 +162,7 @@ fn no_repository_no_commits_and_a_dirty_source() {
     );
     let isolated = Workspaces::open(
         &WorkspaceConfig {
-            mode: WorkspaceMode::Isolated,
+            mode: Some(WorkspaceMode::Isolated),
             dir: Some(t.path().join("ws2")),
             ..Default::default()
         },
@@ -206,7 +206,7 @@ fn no_repository_no_commits_and_a_dirty_source() {
     );
     let shared = Workspaces::open(
         &WorkspaceConfig {
-            mode: WorkspaceMode::Shared,
+            mode: Some(WorkspaceMode::Shared),
             dir: Some(t.path().join("ws3")),
             ..Default::default()
         },

@@ -928,3 +928,59 @@ async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
     })
     .await;
 }
+
+/// An adapter's `workspace` key chooses for its tasks when the host's settings do not: a
+/// `shared` adapter edits the folder itself (no `changes` artifact); the host's
+/// `AGENT_HOST_WORKSPACE=isolated` wins over it.
+#[tokio::test]
+async fn an_adapter_chooses_its_workspace_unless_the_host_does() {
+    limit_to(Duration::from_secs(60), async {
+        let adapters = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let jsonl = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/jsonl.toml"),
+        )
+        .unwrap()
+        .replacen(
+            "id = \"jsonl\"",
+            "id = \"in-place\"\nworkspace = \"shared\"",
+            1,
+        );
+        assert!(jsonl.contains("workspace = \"shared\""));
+        std::fs::write(adapters.path().join("in-place.toml"), jsonl).unwrap();
+        let dir = adapters.path().to_str().unwrap();
+        let base = [
+            ("AGENT_HOST_ADAPTERS_DIR", dir),
+            ("AGENT_ADAPTER", "in-place"),
+        ];
+
+        let h = Host::start(&base).await;
+        let task = h.run("edit s1", &super::common::uuid(), json!({})).await;
+        let arts = task["artifacts"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !arts.iter().any(|a| a["artifactId"] == "changes"),
+            "a shared folder has no changes artifact: {task}"
+        );
+        let shared = std::fs::read_to_string(h.work().join("shared.txt")).unwrap();
+        assert!(shared.contains("from s1"), "edited in place: {shared}");
+        h.stop().await;
+
+        let host_says = [base[0], base[1], ("AGENT_HOST_WORKSPACE", "isolated")];
+        let h = Host::start(&host_says).await;
+        let ctx = super::common::uuid();
+        let task = h.run("edit s2", &ctx, json!({})).await;
+        let (data, _) = changes_of(&task);
+        assert_eq!(
+            paths(&data),
+            [
+                ("own-s2.txt".to_string(), "added".to_string()),
+                ("shared.txt".to_string(), "modified".to_string())
+            ]
+        );
+        assert!(
+            !h.work().join("own-s2.txt").exists(),
+            "the source is unchanged"
+        );
+        h.stop().await;
+    })
+    .await;
+}
