@@ -13,12 +13,16 @@ bounded by a timeout so a misbehaving server cannot hang CI.
 """
 
 import asyncio
+import os
+import subprocess
 import sys
+import tempfile
 import uuid
 
 import grpc
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
+from google.protobuf.json_format import MessageToDict
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -82,6 +86,46 @@ def message(text, task_id=None):
 
 def artifact_text(task):
     return ''.join(p.text for a in task.artifacts for p in a.parts if p.text)
+
+
+async def check_change(client, version, binding):
+    repo = os.environ.get('CHANGES_REPO')
+    check(repo, 'change: CHANGES_REPO (a git repository the server may work in) is not set')
+    name = f'from-sdk-{uuid.uuid4().hex[:8]}.txt'
+    msg = message(f'edit={name}')
+    msg.metadata.update({'cwd': repo})
+    events = await drain(client.send_message(SendMessageRequest(message=msg)), 'change')
+    check(len(events) == 1 and events[0].HasField('task'), f'change: expected a task, got {[describe(e) for e in events]}')
+    task = events[0].task
+    check(
+        task.status.state == TaskState.TASK_STATE_COMPLETED,
+        f'change: expected TASK_STATE_COMPLETED, got {state_name(task.status.state)}',
+    )
+    changes = [a for a in task.artifacts if a.artifact_id == 'changes']
+    check(changes, f'change: no changes artifact among {[a.artifact_id for a in task.artifacts]}')
+    parts = changes[0].parts
+    data = next((MessageToDict(p.data) for p in parts if p.HasField('data')), None)
+    check(data, 'change: the changes artifact has no data part')
+    files = [(f.get('path'), f.get('status')) for f in data.get('files', [])]
+    check((name, 'added') in files, f'change: the data part does not name {name} as added: {files}')
+    patch = next((p.raw for p in parts if p.filename == 'changes.patch'), b'')
+    check(patch, 'change: no changes.patch file part')
+    if version == '0.3' and binding == 'HTTP+JSON':
+        # a2a-sdk's v0.3 HTTP+JSON transport takes a file part's `fileWithBytes` (base64 of the
+        # bytes, as protobuf's JSON has it and the JS SDK reads it) for base64 of base64 text
+        # (a2a/compat/v0_3/proto_utils.py) and decodes it twice: no file part arrives intact
+        # over that one binding. The data part above did.
+        step('change', f'{files}; the patch is not readable through this SDK binding (see docs/workspaces.md)')
+        return
+    with tempfile.TemporaryDirectory() as clean:
+        subprocess.run(['git', 'clone', '-q', repo, clean], check=True, timeout=TIMEOUT)
+        applied = subprocess.run(
+            ['git', '-C', clean, 'apply', '-'], input=patch, capture_output=True, timeout=TIMEOUT
+        )
+        check(applied.returncode == 0, f'change: git apply refused the patch: {applied.stderr.decode()}')
+        check(os.path.isfile(os.path.join(clean, name)), f'change: {name} is not there after git apply')
+    check(not os.path.exists(os.path.join(repo, name)), 'change: the source repository was changed')
+    step('change', f'{files}, patch {len(patch)} bytes applied with git apply')
 
 
 def describe(ev):
@@ -237,6 +281,11 @@ async def main(base, version, binding):
         events = await drain(streaming.subscribe(SubscribeToTaskRequest(id=slow.id)), 'subscribe')
         _, kinds = check_stream(events, 'subscribe', task_id=slow.id)
         step('subscribe', f'{len(events)} events: {kinds[0]}, ..., {kinds[-1]}')
+
+        # 8. the change: a task that edits a file in a git repository carries a `changes`
+        #    artifact (a data part naming the file, a file part changes.patch), and the
+        #    patch applies onto a clean clone of the repository with git apply.
+        await check_change(plain, version, binding)
     finally:
         await http.aclose()
 

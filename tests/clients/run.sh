@@ -77,6 +77,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# A git repository inside the server's folder: the Python clients' task that edits a file
+# there gets its change back as the `changes` artifact and applies its patch.
+changes_repo="$work/changes-repo"
+mkdir -p "$changes_repo"
+git -C "$changes_repo" init -q
+echo "a repository for the change test" >"$changes_repo/README.md"
+git -C "$changes_repo" add README.md
+git -C "$changes_repo" -c user.name=t -c user.email=t@t -c commit.gpgSign=false commit -q -m base
+export CHANGES_REPO="$changes_repo"
+
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 grpc_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port"
