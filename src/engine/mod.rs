@@ -26,6 +26,7 @@ mod deadline;
 mod forward;
 pub mod input;
 pub mod launch;
+mod proxy;
 mod publish;
 mod query;
 mod recover;
@@ -47,7 +48,7 @@ use crate::task;
 pub use cluster::ClusterRole;
 pub use forward::{Forwarder, Relay};
 pub use launch::{Launch, PromptRoute, SessionArgs};
-pub use recover::{Recovery, RESTART_PROMPT};
+pub use recover::Recovery;
 pub use stream::EventStream;
 
 use crate::task::Redactor;

@@ -168,7 +168,7 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         let limits = controls::budget_args(&launch.adapter.budget_args, &controls.meter);
         spec.args.splice(0..0, limits);
         crate::engine::launch::reveal_attachments(&mut spec, &task_id, &inner.work_dirs());
-        let egress = crate::egress::attach(&mut spec, &task_id);
+        let egress = super::proxy::attach(&mut spec, &task_id);
         if let Some(w) = &workspace {
             crate::engine::launch::mount_workspace(&mut spec, &w.all, &w.ws);
         }
