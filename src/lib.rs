@@ -5,8 +5,22 @@
 //!
 //! # Layout
 //!
-//! Dependencies point inward: [`protocol`] ← [`task`], [`adapter`] (pure, no I/O) ←
-//! [`runner`], [`store`], [`engine`], [`push`], [`server`] (I/O at the edges).
+//! Dependencies point inward. The modules in layers, lowest first; a module uses only the
+//! modules of the layers below its own, and below the top no two modules of one parent use
+//! each other (the `layering` unit test reads this list and checks both on the code):
+//!
+//! 1. [`units`], [`protocol`], [`telemetry`], [`fake_agent`] (pure values and wire types;
+//!    the OpenTelemetry exporter and the demo agent stand alone).
+//! 2. [`adapter`] (pure).
+//! 3. [`task`], [`policy`] (pure).
+//! 4. [`egress`], [`workspace`], [`client`] (the first I/O: sockets, `git`, HTTP).
+//! 5. [`runner`], [`store`].
+//! 6. [`engine`], [`push`] (no HTTP).
+//! 7. [`retention`].
+//! 8. [`server`].
+//! 9. [`settings`] (the sections of the modules below, as one command line and file).
+//! 10. [`app`] (the composition root).
+//! 11. [`cli`] (one module per command).
 //!
 //! - [`protocol`]: A2A wire types. v1.0 ([`protocol::v1`]) is the internal model; v0.3
 //!   ([`protocol::v03`]) is converted at the edge; the agent card; error codes
@@ -85,11 +99,10 @@
 //!   metadata addresses; the relay inside the task's network namespace
 //!   ([`egress::relay`], a hidden mode of the binary). See `docs/network.md`.
 //! - [`telemetry`]: OpenTelemetry export of the task spans (the `otel` cargo feature).
-//! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
-//!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
-//!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`],
-//!   [`client::tasks`]); `agent-host mcp`, MCP over stdio relayed to a host's `/mcp`
-//!   ([`client::mcp_bridge`]).
+//! - [`client`]: an A2A client library for orchestrators (card discovery and interface
+//!   choice, send, stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0
+//!   and v0.3, one v1.0 model); the server's [`server::peer`] forwards with it, and the
+//!   `call` and `tasks` commands are built on it.
 //! - [`app`]: the composition root: [`app::App::start`] turns [`settings::Settings`] into
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
@@ -108,10 +121,12 @@
 //!   sizes (`4MiB`).
 //! - [`retention`]: which terminal tasks are deleted (age, count) and deleting them with
 //!   their attachments; run in the background by [`app`] and once by `tasks prune`.
-//! - [`cli`]: the `serve`, `adapters`, `card`, `doctor` ([`cli::doctor`]), `completions` and
-//!   `man` commands (`call` and `tasks` are in [`client`]; `tasks prune` is [`cli::prune`];
-//!   `src/main.rs` only parses and logs). [`cli_extras`]: `--color`, the `adapters` flags,
-//!   `completions` and `man`.
+//! - [`cli`]: the command line, one module per command: [`cli::serve`],
+//!   [`cli::adapters`], [`cli::card`] (and `card verify`), [`cli::call`] (its terminal
+//!   output in `cli::render`, `--apply`/`--fetch` in [`cli::changes`]), [`cli::tasks`]
+//!   (`tasks prune` in [`cli::prune`]), [`cli::workspaces`], [`cli::doctor`], [`cli::mcp`]
+//!   (MCP over stdio relayed to a host's `/mcp`), [`cli::completions`] (and `man`);
+//!   `src/main.rs` only parses, sets up logging and calls them.
 //!
 //! One binary, `agent-host` (`src/main.rs`); its hidden `fake-agent` subcommand is the demo
 //! agent and test double CLI that speaks the native protocol ([`fake_agent`]).
@@ -158,20 +173,22 @@
 pub mod adapter;
 pub mod app;
 pub mod cli;
-pub mod cli_extras;
 pub mod client;
 pub mod egress;
-pub mod engine;
+pub(crate) mod engine;
 pub mod fake_agent;
-pub mod policy;
+pub(crate) mod policy;
 pub mod protocol;
 pub mod push;
-pub mod retention;
+pub(crate) mod retention;
 pub mod runner;
 pub mod server;
 pub mod settings;
 pub mod store;
 pub mod task;
 pub mod telemetry;
-pub mod units;
-pub mod workspace;
+pub(crate) mod units;
+pub(crate) mod workspace;
+
+#[cfg(test)]
+mod layering;

@@ -134,22 +134,24 @@ async fn run(
 ) -> anyhow::Result<i32> {
     // Output goes through print_stdout: a closed stdout (`| head -1`) ends a command
     // normally instead of panicking.
-    use agent_host::client::call::print_stdout;
+    use agent_host::cli::call::print_stdout;
     match command {
         Command::Serve(args) => {
             let settings = Settings::resolve(&args)?;
             let _telemetry = init_logging(settings.log_format, color)?;
             log_old_names(aliases, &settings);
-            cli::serve(settings).await?;
+            cli::serve::serve(settings).await?;
         }
         Command::Adapters(args) => {
             let settings = Settings::resolve(&args.serve_args()?)?;
-            print_stdout(&cli::list_adapters(&settings).await?);
+            print_stdout(&cli::adapters::list_adapters(&settings).await?);
         }
         Command::Completions { shell } => {
-            print_stdout(&String::from_utf8_lossy(&cli::completions(shell)));
+            print_stdout(&String::from_utf8_lossy(&cli::completions::completions(
+                shell,
+            )));
         }
-        Command::Man => print_stdout(&String::from_utf8_lossy(&cli::man_page()?)),
+        Command::Man => print_stdout(&String::from_utf8_lossy(&cli::completions::man_page()?)),
         Command::Doctor(args) => {
             let settings = Settings::resolve(&args.serve)?;
             let checks = cli::doctor::run(&settings, &args).await;
@@ -164,13 +166,13 @@ async fn run(
         Command::Card(cli::CardArgs {
             command: Some(cli::CardCommand::Verify(v)),
             ..
-        }) => return Ok(agent_host::client::card_verify::run(v).await),
+        }) => return Ok(cli::card::run(v).await),
         Command::Card(cli::CardArgs { serve: args, .. }) => {
             let settings = Settings::resolve(&args)?;
-            print_stdout(&format!("{}\n", cli::print_card(&settings)?));
+            print_stdout(&format!("{}\n", cli::card::print_card(&settings)?));
         }
-        Command::Call(args) => return Ok(agent_host::client::call::run_call(args).await),
-        Command::Tasks(args) => return Ok(agent_host::client::call::run_tasks(args).await),
+        Command::Call(args) => return Ok(cli::call::run_call(args).await),
+        Command::Tasks(args) => return Ok(cli::tasks::run_tasks(args).await),
         Command::Workspaces(args) => {
             return Ok(match cli::workspaces::run(&args) {
                 Ok(text) => {
@@ -185,7 +187,7 @@ async fn run(
         }
         Command::Mcp(args) => {
             // stdout carries the protocol; diagnostics go to stderr only.
-            agent_host::client::mcp_bridge::run(args).await?;
+            cli::mcp::run(args).await?;
         }
         Command::FakeAgent { args } => agent_host::fake_agent::main_with(args.into_iter()),
     }

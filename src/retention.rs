@@ -7,7 +7,7 @@
 //! (`<working dir>/.agent-host/attachments/<task id>`) goes with it.
 //!
 //! [`spawn`] runs it in the background of a host (the composition root starts one per
-//! store, and stops it at shutdown); [`prune`] runs it once (`agent-host tasks prune`).
+//! store, and stops it at shutdown); [`prune_with`] runs it once (`agent-host tasks prune`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,18 +114,9 @@ pub struct Pruned {
     pub workspaces: Vec<String>,
 }
 
-/// Applies `policy` to `store` once. `work_dir` is the working directory of tasks whose
+/// Applies `policy` to `store` once, removing also the workspace of each context left
+/// without tasks (with `workspaces`). `work_dir` is the working directory of tasks whose
 /// context recorded none. With `dry_run`, nothing is deleted.
-pub async fn prune(
-    store: &dyn TaskStore,
-    policy: &RetentionSettings,
-    work_dir: &Path,
-    dry_run: bool,
-) -> Result<Pruned, StoreError> {
-    prune_with(store, policy, work_dir, None, dry_run).await
-}
-
-/// [`prune`], removing also the workspace of each context left without tasks.
 pub async fn prune_with(
     store: &dyn TaskStore,
     policy: &RetentionSettings,

@@ -4,10 +4,10 @@
 //! the config overrides by `id`). [`AdapterSpec`] is its schema; `adapters/README.md`
 //! documents it. [`wire`] holds one parser per output format, producing [`AgentEvent`]s.
 
-pub mod error_kind;
-pub mod event;
-pub mod retry;
-pub mod sandbox;
+pub(crate) mod error_kind;
+pub(crate) mod event;
+pub(crate) mod retry;
+pub(crate) mod sandbox;
 pub mod wire;
 mod workspace;
 
@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use event::{AgentEvent, ApprovalOption, Usage};
-pub use sandbox::{ByteSize, SandboxSpec};
+pub use sandbox::SandboxSpec;
 pub use workspace::WorkspaceMode;
+
+use crate::units::ByteSize;
 
 /// How the prompt reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
@@ -153,7 +155,7 @@ pub struct AdapterSpec {
     /// What happens when a task of this adapter reaches its budget (`ask` or `fail`);
     /// unset: the host's `[limits] on_budget`. A request's `metadata.budget.onBudget` wins.
     #[serde(default)]
-    pub on_budget: Option<crate::policy::OnBudget>,
+    pub on_budget: Option<OnBudget>,
     /// Where this adapter's contexts work (`auto`, `isolated`, `shared`) when the host's
     /// `[workspace] mode` does not choose.
     #[serde(default)]
@@ -423,6 +425,37 @@ impl Registry {
 
     pub fn all(&self) -> &[AdapterSpec] {
         &self.adapters
+    }
+}
+
+/// What happens when a budget is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBudget {
+    /// Stop the program (keeping its session) and ask whether to continue.
+    #[default]
+    Ask,
+    /// Stop the program; the task fails.
+    Fail,
+}
+
+impl OnBudget {
+    pub fn word(self) -> &'static str {
+        match self {
+            OnBudget::Ask => "ask",
+            OnBudget::Fail => "fail",
+        }
+    }
+}
+
+impl std::str::FromStr for OnBudget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OnBudget, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "ask" => Ok(OnBudget::Ask),
+            "fail" => Ok(OnBudget::Fail),
+            other => Err(format!("'{other}' is not one of ask, fail")),
+        }
     }
 }
 

@@ -1,5 +1,4 @@
-//! The `[sandbox]` table of an adapter (what its CLI must be able to write) and the byte
-//! sizes used by the task limits (`task_memory = "2G"`).
+//! The `[sandbox]` table of an adapter (what its CLI must be able to write).
 
 use serde::Deserialize;
 
@@ -20,78 +19,6 @@ pub struct SandboxSpec {
     /// sight: `/run`, `/var/run` and `/tmp` are empty there). `~` and variables as in `write`.
     #[serde(default)]
     pub sockets: Vec<String>,
-}
-
-/// A number of bytes: an integer, or a string with a unit (`512M`, `2 GiB`, `1g`); `0`,
-/// `"none"` or `"unlimited"` lift the limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteSize(pub u64);
-
-impl ByteSize {
-    pub fn parse(s: &str) -> Result<ByteSize, String> {
-        let t = s.trim().to_ascii_lowercase();
-        if t == "none" || t == "unlimited" {
-            return Ok(ByteSize(0));
-        }
-        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let n: u64 = num
-            .parse()
-            .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 2G, 1073741824)"))?;
-        let shift = match unit.trim().trim_end_matches('b').trim_end_matches('i') {
-            "" => 0,
-            "k" => 10,
-            "m" => 20,
-            "g" => 30,
-            "t" => 40,
-            _ => return Err(format!("'{s}' has an unknown unit (use K, M, G or T)")),
-        };
-        n.checked_mul(1 << shift)
-            .map(ByteSize)
-            .ok_or_else(|| format!("'{s}' is too large"))
-    }
-}
-
-impl std::str::FromStr for ByteSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ByteSize, String> {
-        ByteSize::parse(s)
-    }
-}
-
-impl std::fmt::Display for ByteSize {
-    /// In the largest binary unit that divides it (`4MiB`, `16GiB`), else in bytes.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0;
-        let unit = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")]
-            .into_iter()
-            .find(|(shift, _)| n != 0 && n.is_multiple_of(1u64 << shift));
-        match unit {
-            Some((shift, name)) => write!(f, "{}{name}", n >> shift),
-            None => write!(f, "{n}"),
-        }
-    }
-}
-
-impl serde::Serialize for ByteSize {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ByteSize {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(ByteSize(n)),
-            Raw::Text(s) => ByteSize::parse(&s).map_err(serde::de::Error::custom),
-        }
-    }
 }
 
 /// `path` with `${NAME:-default}`, `$NAME` (from `env`) and a leading `~` (`home`) replaced.
@@ -123,20 +50,6 @@ pub fn expand_path(path: &str, env: &[(String, String)], home: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_with_and_without_units() {
-        assert_eq!(ByteSize::parse("256M").unwrap().0, 256 << 20);
-        assert_eq!(ByteSize::parse("2 GiB").unwrap().0, 2 << 30);
-        assert_eq!(ByteSize::parse("1gb").unwrap().0, 1 << 30);
-        assert_eq!(ByteSize::parse("4096").unwrap().0, 4096);
-        assert_eq!(ByteSize::parse("none").unwrap().0, 0);
-        assert!(ByteSize::parse("lots").unwrap_err().contains("not a size"));
-        assert!(ByteSize::parse("3X").unwrap_err().contains("unit"));
-        for shown in ["4MiB", "16GiB", "1000", "0"] {
-            assert_eq!(ByteSize::parse(shown).unwrap().to_string(), shown);
-        }
-    }
 
     #[test]
     fn state_paths_expand_variables_and_home() {

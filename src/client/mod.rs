@@ -21,20 +21,15 @@
 //! - [`card`]: card discovery (ETag caching) and interface selection;
 //! - [`transport`]: the wire of each binding and version;
 //! - [`stream`]: [`EventStream`] and its resubscribe logic;
-//! - [`sse`]: the SSE parser; [`request`]: building messages, reading approvals;
-//! - [`call`]: the `agent-host call` command; [`tasks`]: `agent-host tasks`.
+//! - [`sse`]: the SSE parser; [`request`]: building messages, reading approvals.
+//!
+//! The `agent-host call` and `tasks` commands are built on it in [`crate::cli`].
 
-pub mod call;
 pub mod card;
-pub mod card_verify;
-pub mod changes;
 pub mod error;
-pub mod mcp_bridge;
-mod render;
 pub mod request;
 pub mod sse;
 pub mod stream;
-pub mod tasks;
 mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -330,6 +325,11 @@ impl Client {
             headers: Vec::new(),
             http: None,
         }
+    }
+
+    /// The agent's base URL, as given to [`Client::builder`].
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
     }
 
     /// Connects with the defaults.

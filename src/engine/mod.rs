@@ -26,6 +26,7 @@ mod deadline;
 mod forward;
 pub mod input;
 pub mod launch;
+mod proxy;
 mod publish;
 mod query;
 mod recover;
@@ -47,7 +48,7 @@ use crate::task;
 pub use cluster::ClusterRole;
 pub use forward::{Forwarder, Relay};
 pub use launch::{Launch, PromptRoute, SessionArgs};
-pub use recover::{Recovery, RESTART_PROMPT};
+pub use recover::Recovery;
 pub use stream::EventStream;
 
 use crate::task::Redactor;
@@ -232,6 +233,19 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A new task being created: what [`Engine::send`] checked and reserved for it.
+struct NewTask<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    /// The working directory the request asked for, checked.
+    cwd: Option<&'a PathBuf>,
+    ticket: &'a schedule::Ticket,
+    /// The request's metadata.
+    request: Option<&'a crate::protocol::v1::Metadata>,
+    controls: &'a crate::policy::TaskControls,
+    owner: Owner<'a>,
+}
+
 impl Engine {
     /// An engine with the default limits, whose agents work in the adapter's directory.
     pub fn new(store: Arc<dyn TaskStore>, launch: Launch) -> Engine {
@@ -341,9 +355,10 @@ impl Engine {
         if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
             return self.answer(&waiting, msg, owner, opts).await;
         }
+        let request = req.metadata.as_ref();
         // The rules and budget it asks for: checked before anything starts.
-        let controls = self.request_controls(&msg, req.metadata.as_ref())?;
-        let cwd = match input::requested_cwd(&msg, req.metadata.as_ref()) {
+        let controls = self.request_controls(&msg, request)?;
+        let cwd = match input::requested_cwd(&msg, request) {
             Some(raw) => Some(self.check_cwd(&raw)?),
             None => None,
         };
@@ -366,125 +381,158 @@ impl Engine {
         let task_id = uuid::Uuid::new_v4().to_string();
         msg.task_id = Some(task_id.clone());
         msg.context_id = Some(context_id.clone());
-        let stored = async {
-            // A conversation's directory is checked again at every turn: replaced by a
-            // symbolic link since, it would lead the turn outside the roots.
-            let work_dir = match (&cwd, &ticket.context_cwd) {
-                (Some(c), _) => c.clone(),
-                (None, Some(c)) => self.recheck_cwd(c)?,
-                (None, None) => self.default_cwd(),
-            };
-            // A new context's workspace is made now: a bad base is refused before anything
-            // starts. The attachments are saved in the folder the turn will work in.
-            let work_dir = match &self.inner.config.workspaces {
-                Some(all) => {
-                    let base = input::requested_base_ref(&msg, req.metadata.as_ref());
-                    match changes::workspace_for(all, &context_id, &work_dir, base).await? {
-                        Some(ws) => ws.map_cwd(&work_dir),
-                        None => work_dir,
-                    }
-                }
-                None => work_dir,
-            };
-            self.inner.note_work_dir(&work_dir);
-            // The prompt as the turn will have it (attachments named by where they are saved).
-            let saved_at = input::attachments_dir(&work_dir, &task_id);
-            self.inner
-                .launch
-                .check_prompt(&input::prompt_of(&msg, Some(&saved_at)))?;
-            let run_as = self
-                .inner
-                .launch
-                .sandbox
-                .as_ref()
-                .and_then(|p| p.run_as.as_ref());
-            let attachments = attach::save(&work_dir, &task_id, &msg, run_as).await?;
-            let prompt = input::prompt_of(&msg, Some(&attachments));
-            let message_id = msg.message_id.clone();
-            let created_at = task::now_timestamp();
-            let known_context = ticket.new_context.is_none();
-            // When it was created, for the durations clients show (the status timestamp
-            // moves on with every update), beside the budgets and rules it runs under.
-            let mut metadata = self
-                .controls_metadata(&controls, &context_id, known_context)
-                .await
-                .unwrap_or_default();
-            metadata.insert(
-                "createdAt".to_string(),
-                serde_json::Value::String(created_at.clone()),
-            );
-            let task = Task {
-                id: task_id.clone(),
-                context_id: context_id.clone(),
-                status: crate::protocol::v1::TaskStatus {
-                    state: TaskState::Submitted,
-                    // What it waits for, when it does not start at once.
-                    message: ticket.wait.as_ref().map(|w| {
-                        crate::protocol::v1::Message::agent(
-                            vec![crate::protocol::v1::Part::text(why_it_waits(w))],
-                            &task_id,
-                            &context_id,
-                        )
-                    }),
-                    timestamp: Some(created_at.clone()),
-                },
-                history: vec![msg],
-                metadata: Some(metadata),
-                ..Task::default()
-            };
-            self.inner
-                .store
-                .create_owned(task, owner.map(str::to_string))
-                .await
-                .map_err(store_err)?;
-            Ok::<_, A2AError>((prompt, message_id))
-        }
-        .await;
-        let (prompt, message_id) = match stored {
-            Ok(v) => v,
+        let new = NewTask {
+            task_id: &task_id,
+            context_id: &context_id,
+            cwd: cwd.as_ref(),
+            ticket: &ticket,
+            request,
+            controls: &controls,
+            owner,
+        };
+        match self.create_task(&new, msg).await {
+            Ok((prompt, message_id)) => {
+                let pending = Pending {
+                    task_id: task_id.clone(),
+                    prompt,
+                    traceparent: opts.traceparent.clone(),
+                    tool_trace: opts.tool_trace,
+                    message_id,
+                    continuing: false,
+                };
+                self.enqueue_new(ticket, pending, &context_id).await;
+                Ok(Accepted {
+                    task_id,
+                    from_seq: 0,
+                    new_task: true,
+                    elsewhere: false,
+                })
+            }
             Err(e) => {
+                // Its place given back: the turns it held back may start.
                 let turns = {
                     let mut st = lock(&self.inner.state);
                     let starts = st.sched.release(ticket);
                     self.inner.prepare(&mut st, starts)
                 };
                 self.inner.spawn(turns);
-                return Err(e);
+                Err(e)
             }
+        }
+    }
+
+    /// Stores the new task of `msg`: its working directory (and a new context's workspace)
+    /// made, its prompt checked, its attachments saved. The turn's prompt and message id.
+    async fn create_task(
+        &self,
+        new: &NewTask<'_>,
+        msg: crate::protocol::v1::Message,
+    ) -> Result<(String, String), A2AError> {
+        let (task_id, context_id) = (new.task_id, new.context_id);
+        let work_dir = self.work_dir_of(new, &msg).await?;
+        self.inner.note_work_dir(&work_dir);
+        // The prompt as the turn will have it (attachments named by where they are saved).
+        let saved_at = input::attachments_dir(&work_dir, task_id);
+        self.inner
+            .launch
+            .check_prompt(&input::prompt_of(&msg, Some(&saved_at)))?;
+        let run_as = self
+            .inner
+            .launch
+            .sandbox
+            .as_ref()
+            .and_then(|p| p.run_as.as_ref());
+        let attachments = attach::save(&work_dir, task_id, &msg, run_as).await?;
+        let prompt = input::prompt_of(&msg, Some(&attachments));
+        let message_id = msg.message_id.clone();
+        let created_at = task::now_timestamp();
+        let known_context = new.ticket.new_context.is_none();
+        // When it was created, for the durations clients show (the status timestamp
+        // moves on with every update), beside the budgets and rules it runs under.
+        let mut metadata = self
+            .controls_metadata(new.controls, context_id, known_context)
+            .await
+            .unwrap_or_default();
+        metadata.insert(
+            "createdAt".to_string(),
+            serde_json::Value::String(created_at.clone()),
+        );
+        let task = Task {
+            id: task_id.to_string(),
+            context_id: context_id.to_string(),
+            status: crate::protocol::v1::TaskStatus {
+                state: TaskState::Submitted,
+                // What it waits for, when it does not start at once.
+                message: new.ticket.wait.as_ref().map(|w| {
+                    crate::protocol::v1::Message::agent(
+                        vec![crate::protocol::v1::Part::text(why_it_waits(w))],
+                        task_id,
+                        context_id,
+                    )
+                }),
+                timestamp: Some(created_at),
+            },
+            history: vec![msg],
+            metadata: Some(metadata),
+            ..Task::default()
         };
+        self.inner
+            .store
+            .create_owned(task, new.owner.map(str::to_string))
+            .await
+            .map_err(store_err)?;
+        Ok((prompt, message_id))
+    }
+
+    /// The folder a new task's turn works in: the requested one, else its context's
+    /// (checked again: replaced by a symbolic link since, it would lead the turn outside the
+    /// roots), else the adapter's; in a workspace, the same place in the context's checkout
+    /// (a new context's workspace is made now, so a bad base is refused before anything
+    /// starts).
+    async fn work_dir_of(
+        &self,
+        new: &NewTask<'_>,
+        msg: &crate::protocol::v1::Message,
+    ) -> Result<PathBuf, A2AError> {
+        let work_dir = match (new.cwd, &new.ticket.context_cwd) {
+            (Some(c), _) => c.clone(),
+            (None, Some(c)) => self.recheck_cwd(c)?,
+            (None, None) => self.default_cwd(),
+        };
+        let Some(all) = &self.inner.config.workspaces else {
+            return Ok(work_dir);
+        };
+        let base = input::requested_base_ref(msg, new.request);
+        Ok(
+            match changes::workspace_for(all, new.context_id, &work_dir, base).await? {
+                Some(ws) => ws.map_cwd(&work_dir),
+                None => work_dir,
+            },
+        )
+    }
+
+    /// Queues a stored new task's turn (it starts now when its context and the limits let
+    /// it) and stores the context it created.
+    async fn enqueue_new(&self, ticket: schedule::Ticket, pending: Pending, context_id: &str) {
         metrics::counter!("agent_host_tasks_created_total", "adapter" => self.inner.launch.adapter.id.clone())
             .increment(1);
         let new_context = ticket.new_context.clone();
+        let task_id = pending.task_id.clone();
         let turns = {
             let mut st = lock(&self.inner.state);
             st.live.insert(task_id.clone(), Live::new(1));
-            let pending = Pending {
-                task_id: task_id.clone(),
-                prompt,
-                traceparent: opts.traceparent.clone(),
-                tool_trace: opts.tool_trace,
-                message_id,
-                continuing: false,
-            };
             let starts = st.sched.enqueue(ticket, pending);
             if !starts.iter().any(|s| s.pending.task_id == task_id) {
                 tracing::info!(task = %task_id, context = %context_id, "waiting for the context's running turn or a free slot");
             }
             self.inner.prepare(&mut st, starts)
         };
-
         if let Some(record) = new_context.filter(|r| r.owner.is_some() || r.cwd.is_some()) {
             if let Err(e) = self.inner.store.put_context(&record).await {
                 tracing::error!(error = %e, "could not store a context");
             }
         }
         self.inner.spawn(turns);
-        Ok(Accepted {
-            task_id,
-            from_seq: 0,
-            new_task: true,
-            elsewhere: false,
-        })
     }
 
     /// The adapter's working directory, canonical.

@@ -6,6 +6,7 @@
 //! terminal state (the mapper guarantees at most one; `on_exit` at least one).
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,7 +89,9 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
 }
 
 /// Runs the turn to its terminal state; true when it stopped at a budget that asks (the
-/// task waits for the answer with no program: parked).
+/// task waits for the answer with no program: parked). The steps: announce the turn, start
+/// the program, open its session, run the loop of its event sources until one of them ends
+/// the turn, then the teardown.
 async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     let Turn {
         task_id,
@@ -103,7 +106,6 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         traceparent,
         tool_trace,
     } = *turn;
-    let launch = &inner.launch;
     let (workspace, cwd) =
         changes::turn_workspace(inner.config.workspaces.as_ref(), &context_id, &cwd).await;
     let ends = Ends {
@@ -115,18 +117,71 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     };
     // A terminal update reported before the program exited, held for the `changes` artifact.
     let mut held = Vec::new();
-    let mut mapper = TurnMapper::new(&task_id, &context_id)
+    let (mut mapper, controls) = announce(inner, &ends, tool_trace, continuing).await;
+    let how = HowToStart {
+        message_id: &message_id,
+        session: &session,
+        cwd: &cwd,
+        traceparent: traceparent.as_deref(),
+    };
+    let started = match start_program(inner, &ends, &how, &controls, &mut mapper).await {
+        Ok(s) => s,
+        Err(why) => {
+            let ev = mapper.on_exit(ExitReason::SpawnFailed(why));
+            ends.publish(inner, ev, &mut held, true).await;
+            return false;
+        }
+    };
+    let launch = &inner.launch;
+    let mut running = Running {
+        inner,
+        ends: &ends,
+        held,
+        retry_watch: crate::adapter::retry::RetryWatch::new(&launch.adapter),
+        deadlines: Deadlines {
+            idle: Instant::now() + launch.idle_timeout,
+            hard: Instant::now() + launch.timeout,
+            linger: None,
+            drain: None,
+            input: None,
+            budget: controls.deadline(),
+        },
+        mapper,
+        controls,
+        started,
+        cwd: cwd.to_string_lossy().into_owned(),
+        stderr_tail: VecDeque::new(),
+        events: Vec::new(),
+        reply: Vec::new(),
+        asking: false,
+        session_recorded: false,
+        drain_until: Instant::now(),
+        drain_quiet: 0,
+    };
+    running.open(&session, continuing).await;
+    let end = running.run(&mut control).await;
+    running.teardown(end).await
+}
+
+/// The mapper of a turn and its budget and rules, with the turn's first update published.
+async fn announce(
+    inner: &Arc<Inner>,
+    ends: &Ends<'_>,
+    tool_trace: bool,
+    continuing: bool,
+) -> (TurnMapper, controls::TurnControls) {
+    let mut mapper = TurnMapper::new(ends.task_id, ends.context_id)
         .with_redactor(inner.redactor.clone())
         .with_output_limit(inner.config.limits.max_output_bytes)
         .with_tool_trace(tool_trace);
-    mapper.add_metadata("adapter", serde_json::json!(launch.adapter.id));
-    let mut controls = controls::TurnControls::load(inner, &task_id, &context_id).await;
+    mapper.add_metadata("adapter", serde_json::json!(inner.launch.adapter.id));
+    let controls = controls::TurnControls::load(inner, ends.task_id, ends.context_id).await;
     if let Some(b) = controls.metadata() {
         mapper.add_metadata("budget", b);
     }
     let started = if continuing {
         mapper.continue_answer();
-        mapper.resumed(if prompt == controls::CONTINUE_PROMPT {
+        mapper.resumed(if ends.prompt == controls::CONTINUE_PROMPT {
             "Continuing the agent's session with the raised budget"
         } else {
             "Resuming the agent's session after an agent-host restart"
@@ -134,28 +189,51 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     } else {
         mapper.started()
     };
-    inner.publish(&task_id, &notify, started).await;
+    inner.publish(ends.task_id, ends.notify, started).await;
+    (mapper, controls)
+}
 
-    let Some(mut parser) = parser_for(&launch.adapter) else {
-        let ev = mapper.on_exit(ExitReason::SpawnFailed(format!(
-            "unknown wire format '{}'",
-            launch.adapter.wire
-        )));
-        ends.publish(inner, ev, &mut held, true).await;
-        return false;
+/// What starting a turn's program takes besides the turn's ids and prompt.
+struct HowToStart<'a> {
+    message_id: &'a str,
+    session: &'a SessionArgs,
+    cwd: &'a std::path::Path,
+    traceparent: Option<&'a str>,
+}
+
+/// A turn's program, started, and what lives as long as it.
+struct Started {
+    parser: Box<dyn WireParser>,
+    proc: Box<dyn Child>,
+    egress: Option<crate::egress::TaskProxy>,
+    /// Removed when the turn is over (dropped with the turn, after the program is reaped).
+    _prompt_file: Option<PromptFile>,
+}
+
+/// Starts the turn's program: its parser, the prompt's file when the prompt goes in one, the
+/// spawn spec (budget flags, attachments, egress proxy, workspace, trace context). The
+/// error is the task's failure message.
+async fn start_program(
+    inner: &Arc<Inner>,
+    ends: &Ends<'_>,
+    how: &HowToStart<'_>,
+    controls: &controls::TurnControls,
+    mapper: &mut TurnMapper,
+) -> Result<Started, String> {
+    let launch = &inner.launch;
+    let Some(parser) = parser_for(&launch.adapter) else {
+        return Err(format!("unknown wire format '{}'", launch.adapter.wire));
     };
-
+    let (task_id, prompt) = (ends.task_id, ends.prompt);
     // A long prompt that goes in a file: written now, removed when the turn ends.
-    let _prompt_file = if launch.prompt_route(&prompt) == PromptRoute::File {
-        match PromptFile::write(launch, &cwd, &task_id, &prompt).await {
+    let prompt_file = if launch.prompt_route(prompt) == PromptRoute::File {
+        match PromptFile::write(launch, how.cwd, task_id, prompt).await {
             Ok(f) => Some(f),
             Err(e) => {
                 tracing::error!(error = %e, "could not write the prompt's file for the agent");
-                let ev = mapper.on_exit(ExitReason::SpawnFailed(
+                return Err(
                     "the prompt could not be written for the agent (see the host log)".into(),
-                ));
-                ends.publish(inner, ev, &mut held, true).await;
-                return false;
+                );
             }
         }
     } else {
@@ -164,349 +242,493 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     // The spec is built and handed over in a block of its own: kept in a local of this
     // future, its few hundred bytes would stay in every live task's state to its end.
     let (spawning, egress) = {
-        let mut spec = launch.spawn_spec_in(&prompt, &message_id, &session, &cwd, &task_id);
+        let mut spec = launch.spawn_spec_in(prompt, how.message_id, how.session, how.cwd, task_id);
         let limits = controls::budget_args(&launch.adapter.budget_args, &controls.meter);
         spec.args.splice(0..0, limits);
-        crate::engine::launch::reveal_attachments(&mut spec, &task_id, &inner.work_dirs());
-        let egress = crate::egress::attach(&mut spec, &task_id);
-        if let Some(w) = &workspace {
+        crate::engine::launch::reveal_attachments(&mut spec, task_id, &inner.work_dirs());
+        let egress = super::proxy::attach(&mut spec, task_id);
+        if let Some(w) = ends.workspace {
             crate::engine::launch::mount_workspace(&mut spec, &w.all, &w.ws);
         }
-        if let Some(tp) = &traceparent {
+        if let Some(tp) = how.traceparent {
             spec.env.retain(|(k, _)| k != "TRACEPARENT");
-            spec.env.push(("TRACEPARENT".into(), tp.clone()));
+            spec.env.push(("TRACEPARENT".into(), tp.to_string()));
             mapper.add_metadata("traceparent", serde_json::json!(tp));
         }
         (inner.spawner.spawn(spec), egress)
     };
-    let mut proc = match spawning.await {
+    let proc = match spawning.await {
         Ok(p) => p,
         Err(SpawnError::Runner(e)) => {
             metrics::counter!("agent_host_spawn_failures_total", "adapter" => launch.adapter.id.clone())
                 .increment(1);
             tracing::warn!(error = %e, "could not start the agent");
-            let ev = mapper.on_exit(ExitReason::SpawnFailed(
-                "the agent's program could not be started (see the host log)".into(),
-            ));
-            ends.publish(inner, ev, &mut held, true).await;
-            return false;
+            return Err("the agent's program could not be started (see the host log)".into());
         }
         Err(e @ SpawnError::Internal(_)) => {
             tracing::error!(error = %e, "spawn task failed");
-            let ev = mapper.on_exit(ExitReason::SpawnFailed("internal error".into()));
-            ends.publish(inner, ev, &mut held, true).await;
-            return false;
+            return Err("internal error".into());
         }
     };
     tracing::info!(pid = proc.pid(), "agent started");
-    let pid = proc.pid();
-    if let Err(e) = inner
-        .store
-        .record_process(&task_id, pid, proc.start_ticks())
-        .await
-    {
-        tracing::warn!(error = %e, "could not record the agent's process group");
-    }
-    let (session_id, resume) = match &session {
-        SessionArgs::New(s) => (Some(s.as_str()), false),
-        SessionArgs::Resume(s) => (Some(s.as_str()), true),
-        SessionArgs::None => (None, false),
-    };
-    if resume || continuing {
-        let earlier = earlier_tasks(inner, &context_id, &task_id).await;
-        if !earlier.is_empty() {
-            parser.set_history(&crate::task::history::earlier_turns(&earlier));
-        }
-    }
-    let mut retry_watch = crate::adapter::retry::RetryWatch::new(&launch.adapter);
-    let cwd = cwd.to_string_lossy();
-    let opening = parser.start(&TurnStart {
-        prompt: &prompt,
-        session_id,
-        resume,
-        cwd: &cwd,
-        model: launch.model.as_deref(),
-    });
-    if !opening.is_empty() {
-        if let Err(e) = proc.write_stdin(&opening).await {
-            tracing::warn!(error = %e, "could not write the opening message to the agent");
-        }
-    }
+    Ok(Started {
+        parser,
+        proc,
+        egress,
+        _prompt_file: prompt_file,
+    })
+}
 
-    let grace = launch.cancel_grace;
-    let mut stderr_tail: VecDeque<String> = VecDeque::new();
-    let mut events: Vec<AgentEvent> = Vec::new();
-    let mut reply: Vec<u8> = Vec::new();
-    let idle = launch.idle_timeout;
-    // After the CLI reported the end of its turn it gets `grace` to exit by itself (`linger`).
-    let mut deadlines = Deadlines {
-        idle: Instant::now() + idle,
-        hard: Instant::now() + launch.timeout,
-        linger: None,
-        drain: None,
-        input: None,
-        budget: controls.deadline(),
-    };
-    // The agent waits for an answer: its slot is given back meanwhile (see `schedule`).
-    let mut asking = false;
-    let timer = tokio::time::sleep_until(deadlines.next(true));
-    tokio::pin!(timer);
-    let mut session_recorded = false;
-    let mut drain_until = Instant::now();
-    let mut drain_quiet = 0u32;
+/// A turn whose program runs: the state its event sources' handlers share. Each handler
+/// (`on_control`, `on_output`, `on_timer`) says whether the turn goes on or how it ends;
+/// [`Running::teardown`] is the one place a turn ends.
+struct Running<'a> {
+    inner: &'a Arc<Inner>,
+    ends: &'a Ends<'a>,
+    held: Vec<StreamResponse>,
+    mapper: TurnMapper,
+    controls: controls::TurnControls,
+    started: Started,
+    retry_watch: Option<crate::adapter::retry::RetryWatch>,
+    /// The working directory, as the rules match paths against it.
+    cwd: String,
+    stderr_tail: VecDeque<String>,
+    /// Reused for each output line: the events parsed from it, and the parser's reply.
+    events: Vec<AgentEvent>,
+    reply: Vec<u8>,
+    /// After the CLI reported the end of its turn it gets the cancel grace to exit by itself
+    /// (`linger`).
+    deadlines: Deadlines,
+    /// The agent waits for an answer: its slot is given back meanwhile (see `schedule`).
+    asking: bool,
+    session_recorded: bool,
+    drain_until: Instant,
+    drain_quiet: u32,
+}
 
-    let end = loop {
-        let lingering = deadlines.linger.is_some();
-        let leader_exited = deadlines.drain.is_some();
-        // The idle timeout counts while the agent works (not while it waits for an answer,
-        // nor once it ended its turn).
-        let idle_counts = !mapper.state().is_interrupted() && !lingering;
-        if let Some(at) = deadlines.reset_to(timer.deadline(), timer.is_elapsed(), idle_counts) {
-            timer.as_mut().reset(at);
-        }
-        tokio::select! {
-            ctl = control.recv() => match ctl {
-                Some(Control::Reply(msg, ack)) => {
-                    let res = if mapper.pending_approval().is_some() || mapper.state().is_terminal() {
-                        deliver_answer(proc.as_mut(), parser.as_mut(), &mut mapper, &msg).await.map(Some)
-                    } else {
-                        deliver_message(proc.as_mut(), parser.as_mut(), &task_id, &msg).await.map(|()| None)
-                    };
-                    match res {
-                        Ok(note) => {
-                            let mut ev = vec![TaskEvent::UserMessage(*msg)];
-                            if let Some(note) = note {
-                                ev.extend(mapper.resumed(&note).into_iter().map(TaskEvent::Stream));
-                            }
-                            let stored = inner.publish_events(&task_id, &notify, ev).await;
-                            deadlines.idle = Instant::now() + idle;
-                            asking = inner.track_question(&task_id, asking, mapper.state(), &mut deadlines);
-                            let _ = ack.send(stored.ok_or_else(|| A2AError::Internal(
-                                "the answer reached the agent but could not be stored".into(),
-                            )));
-                        }
-                        Err(e) => {
-                            let _ = ack.send(Err(e));
-                        }
-                    }
-                }
-                Some(Control::Cancel(ack)) => break End::Stopped(ExitReason::Canceled, Some(ack)),
-                Some(Control::Shutdown) | None => break End::Stopped(ExitReason::Shutdown, None),
-            },
-            out = proc.next_or_exit() => {
-                let output = matches!(out, Ok(Some(_)));
-                match out {
-                    Err(exit) => {
-                        tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
-                        drain_until = Instant::now() + DRAIN_MAX;
-                        deadlines.drain = Some(Instant::now() + DRAIN_TICK);
-                    }
-                    Ok(Some(Output::Line(line))) => {
-                        deadlines.idle = Instant::now() + idle;
-                        events.clear();
-                        reply.clear();
-                        parser.parse_line(&line, &mut events, &mut reply);
-                        // The events own what they need of it: a long line is not held twice
-                        // while they are stored.
-                        drop(line);
-                        note_refusals(egress.as_ref(), &mut mapper);
-                        let was_terminal = mapper.state().is_terminal();
-                        let mut updates = Vec::new();
-                        let mut budget_stop = None;
-                        for ev in events.drain(..) {
-                            // At a budget the program is stopped: what it reported after
-                            // the event that reached it is not mapped.
-                            if budget_stop.is_some() {
-                                continue;
-                            }
-                            if !mapper.state().is_terminal() {
-                                budget_stop = controls.on_event(&ev, &mut mapper);
-                            }
-                            if budget_stop.is_some() {
-                                continue;
-                            }
-                            if let Some(ruled) = controls.rule(&ev, &cwd) {
-                                if let Some(bytes) = parser.encode_decision(&ruled.answer) {
-                                    if let Err(e) = proc.write_stdin(&bytes).await {
-                                        tracing::debug!(error = %e, "could not answer the agent");
-                                    }
-                                    updates.extend(mapper.rule_decided(&ruled.text, ruled.data));
-                                    continue;
-                                }
-                            }
-                            match &ev {
-                                AgentEvent::Init { session_id: Some(s), .. } if !session_recorded => {
-                                    inner.set_session(&context_id, s).await;
-                                    session_recorded = true;
-                                }
-                                AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
-                                AgentEvent::Usage(u) => count_usage(&launch.adapter.id, u),
-                                AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
-                                _ => {}
-                            }
-                            updates.extend(mapper.on_event(ev));
-                        }
-                        if !was_terminal && mapper.state().is_terminal() {
-                            note_limit(proc.as_ref(), &mut updates);
-                        }
-                        if !ends.publish(inner, updates, &mut held, false).await && !mapper.state().is_terminal() {
-                            // What the agent does can no longer be kept: stop it, and end the task.
-                            break End::Stopped(ExitReason::StoreFailed(inner.health.failure()), None);
-                        }
-                        if let Some(reason) = budget_stop {
-                            break End::Stopped(reason, None);
-                        }
-                        asking = inner.track_question(&task_id, asking, mapper.state(), &mut deadlines);
-                        if !reply.is_empty() {
-                            if let Err(e) = proc.write_stdin(&reply).await {
-                                tracing::debug!(error = %e, "could not answer the agent");
-                            }
-                        }
-                        if mapper.state().is_terminal() && !lingering {
-                            proc.close_stdin();
-                            deadlines.linger = Some(Instant::now() + grace);
-                        }
-                    }
-                    // Stderr is progress (some CLIs report their work only there), except the
-                    // retries CLIs print there while they are stuck (Gemini retries a failing
-                    // API for minutes).
-                    Ok(Some(Output::Stderr(line))) => {
-                        tracing::debug!(stderr = %line);
-                        if crate::adapter::retry::is_progress(retry_watch.as_ref(), &line) {
-                            deadlines.idle = Instant::now() + idle;
-                        }
-                        if stderr_tail.len() == STDERR_TAIL_LINES {
-                            stderr_tail.pop_front();
-                        }
-                        stderr_tail.push_back(truncate(&line, STDERR_LINE_MAX));
-                        // A CLI that keeps retrying a failing model request: the adapter's
-                        // retry limit ends the turn with the CLI's own error.
-                        if let Some(ev) = retry_watch.as_mut().and_then(|w| w.on_line(&line)) {
-                            if !mapper.state().is_terminal() {
-                                let updates = mapper.on_event(ev);
-                                ends.publish(inner, updates, &mut held, false).await;
-                                if mapper.state().is_terminal() {
-                                    break End::Stopped(exited(ExitInfo { code: None, signal: None }, &stderr_tail), None);
-                                }
-                            }
-                        }
-                    }
-                    Ok(Some(Output::TooLong { bytes })) => {
-                        deadlines.idle = Instant::now() + idle;
-                        tracing::warn!(bytes, "the agent printed a line longer than the limit; skipped");
-                    }
-                    Ok(None) => break End::Eof,
-                }
-                if output && leader_exited {
-                    // Handled: the quiet count starts now (storing the line may have taken
-                    // longer than the whole wait while more lines were waiting).
-                    drain_quiet = 0;
-                    deadlines.drain = Some(Instant::now() + DRAIN_TICK);
-                }
-            },
-            () = &mut timer => {
-                let now = Instant::now();
-                match deadlines.due(now, idle_counts) {
-                    Some(Due::Drain) => {
-                        let tick = deadlines.drain.unwrap_or(now);
-                        // A late tick: the host was not running, so this was no quiet of the output.
-                        if now.saturating_duration_since(tick) < DRAIN_TICK {
-                            drain_quiet += 1;
-                        }
-                        if drain_quiet >= DRAIN_TICKS || now >= drain_until {
-                            tracing::debug!("the agent exited but something it started still holds its output");
-                            break End::Eof;
-                        }
-                        deadlines.drain = Some(now + DRAIN_TICK);
-                    }
-                    Some(Due::Linger) => {
-                        tracing::debug!("the agent finished its turn but did not exit; stopping it");
-                        let exit = proc.terminate(grace).await;
-                        break End::Stopped(exited(exit, &stderr_tail), None);
-                    }
-                    Some(Due::Hard) => {
-                        break End::Stopped(ExitReason::HardTimeout { secs: launch.timeout.as_secs() }, None);
-                    }
-                    Some(Due::Idle) => {
-                        break End::Stopped(ExitReason::IdleTimeout { secs: idle.as_secs() }, None);
-                    }
-                    Some(Due::Input) => {
-                        let secs = inner.config.limits.input_timeout.as_secs();
-                        break End::Stopped(ExitReason::InputExpired { secs }, None);
-                    }
-                    Some(Due::Budget) => {
-                        deadlines.budget = None;
-                        if let Some(reason) = controls.on_clock() {
-                            break End::Stopped(reason, None);
-                        }
-                    }
-                    // A deadline moved later (output came): the timer is set again above.
-                    None => {}
-                }
-            }
-        }
-    };
-
-    note_refusals(egress.as_ref(), &mut mapper);
-    drop(egress);
-    let mut parked = false;
-    match end {
-        End::Eof => {
-            let exit = match tokio::time::timeout(grace, proc.wait(grace)).await {
-                Ok(exit) => exit,
-                Err(_) => proc.terminate(grace).await,
-            };
-            tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent exited");
-            let reason = match proc.limit_hit() {
-                Some(limit) => ExitReason::LimitReached(limit),
-                None => exited(exit, &stderr_tail),
-            };
-            if let Some(b) = controls.metadata() {
-                mapper.add_metadata("budget", b);
-            }
-            let ev = mapper.on_exit(reason);
-            ends.publish(inner, ev, &mut held, true).await;
-        }
-        End::Stopped(ExitReason::Shutdown, _)
-            if inner.keeps_on_shutdown(&context_id, mapper.state()) =>
+impl Running<'_> {
+    /// Records the program's process group, tells the parser the context's earlier turns
+    /// when the session is resumed, and writes the parser's opening message.
+    async fn open(&mut self, session: &SessionArgs, continuing: bool) {
+        let (inner, ends) = (self.inner, self.ends);
+        let proc = &mut self.started.proc;
+        if let Err(e) = inner
+            .store
+            .record_process(ends.task_id, proc.pid(), proc.start_ticks())
+            .await
         {
-            // Left exactly as a crash would leave it: the next start resumes the session
-            // (or keeps waiting for the answer).
-            let exit = proc.terminate(grace).await;
-            tracing::info!(code = ?exit.code, signal = ?exit.signal, state = ?mapper.state(), "agent stopped; the task is kept for the next start");
+            tracing::warn!(error = %e, "could not record the agent's process group");
         }
-        End::Stopped(reason, ack) => {
-            tracing::info!(reason = ?reason, "stopping the agent");
-            parked = matches!(reason, ExitReason::BudgetPaused { .. });
-            // A program still starting would read the interrupt only once it runs.
-            if let Some(bytes) = parser.interrupt().filter(|_| !proc.starting()) {
-                interrupt(proc.as_mut(), &bytes, grace).await;
+        let (session_id, resume) = match session {
+            SessionArgs::New(s) => (Some(s.as_str()), false),
+            SessionArgs::Resume(s) => (Some(s.as_str()), true),
+            SessionArgs::None => (None, false),
+        };
+        let parser = &mut self.started.parser;
+        if resume || continuing {
+            let earlier = earlier_tasks(inner, ends.context_id, ends.task_id).await;
+            if !earlier.is_empty() {
+                parser.set_history(&crate::task::history::earlier_turns(&earlier));
             }
-            let exit = proc.terminate(grace).await;
-            tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
-            let reason = match reason {
-                // The turn may have finished properly just before being stopped.
-                ExitReason::Exited { .. } => match proc.limit_hit() {
-                    Some(limit) => ExitReason::LimitReached(limit),
-                    None => exited(exit, &stderr_tail),
-                },
-                other => other,
+        }
+        let opening = parser.start(&TurnStart {
+            prompt: ends.prompt,
+            session_id,
+            resume,
+            cwd: &self.cwd,
+            model: inner.launch.model.as_deref(),
+        });
+        if !opening.is_empty() {
+            if let Err(e) = proc.write_stdin(&opening).await {
+                tracing::warn!(error = %e, "could not write the opening message to the agent");
+            }
+        }
+    }
+
+    /// The loop: waits for the first of the control channel, the program's output and the
+    /// timer, and hands it to its handler, until one ends the turn.
+    async fn run(&mut self, control: &mut mpsc::UnboundedReceiver<Control>) -> End {
+        let timer = tokio::time::sleep_until(self.deadlines.next(true));
+        tokio::pin!(timer);
+        loop {
+            // The idle timeout counts while the agent works (not while it waits for an
+            // answer, nor once it ended its turn).
+            let idle_counts =
+                !self.mapper.state().is_interrupted() && self.deadlines.linger.is_none();
+            if let Some(at) =
+                self.deadlines
+                    .reset_to(timer.deadline(), timer.is_elapsed(), idle_counts)
+            {
+                timer.as_mut().reset(at);
+            }
+            let step = tokio::select! {
+                ctl = control.recv() => self.on_control(ctl).await,
+                out = self.started.proc.next_or_exit() => self.on_output(out).await,
+                () = &mut timer => self.on_timer(idle_counts).await,
             };
-            if let Some(b) = controls.metadata() {
-                mapper.add_metadata("budget", b);
-            }
-            let ev = mapper.on_exit(reason);
-            parked = parked && mapper.state() == crate::protocol::v1::TaskState::InputRequired;
-            ends.publish(inner, ev, &mut held, true).await;
-            if let Some(ack) = ack {
-                let _ = ack.send(());
+            if let ControlFlow::Break(end) = step {
+                return end;
             }
         }
     }
-    if let Err(e) = inner.store.forget_process(&task_id).await {
-        tracing::warn!(error = %e, "could not forget the agent's process group");
+
+    async fn publish(&mut self, updates: Vec<StreamResponse>, exited: bool) -> bool {
+        self.ends
+            .publish(self.inner, updates, &mut self.held, exited)
+            .await
     }
-    parked
+
+    fn idle_again(&mut self) {
+        self.deadlines.idle = Instant::now() + self.inner.launch.idle_timeout;
+    }
+
+    /// A command for the task: a message for the program, a cancel, the host's shutdown.
+    async fn on_control(&mut self, ctl: Option<Control>) -> ControlFlow<End> {
+        match ctl {
+            Some(Control::Reply(msg, ack)) => {
+                let _ = ack.send(self.on_reply(*msg).await);
+                ControlFlow::Continue(())
+            }
+            Some(Control::Cancel(ack)) => {
+                ControlFlow::Break(End::Stopped(ExitReason::Canceled, Some(ack)))
+            }
+            Some(Control::Shutdown) | None => {
+                ControlFlow::Break(End::Stopped(ExitReason::Shutdown, None))
+            }
+        }
+    }
+
+    /// Passes a message to the program (the answer to its question, or a message while it
+    /// works) and stores it; the stored message's sequence number.
+    async fn on_reply(&mut self, msg: crate::protocol::v1::Message) -> Result<u64, A2AError> {
+        let (proc, parser) = (self.started.proc.as_mut(), self.started.parser.as_mut());
+        let note = if self.mapper.pending_approval().is_some() || self.mapper.state().is_terminal()
+        {
+            Some(deliver_answer(proc, parser, &mut self.mapper, &msg).await?)
+        } else {
+            deliver_message(proc, parser, self.ends.task_id, &msg).await?;
+            None
+        };
+        let mut ev = vec![TaskEvent::UserMessage(msg)];
+        if let Some(note) = note {
+            ev.extend(
+                self.mapper
+                    .resumed(&note)
+                    .into_iter()
+                    .map(TaskEvent::Stream),
+            );
+        }
+        let stored = self
+            .inner
+            .publish_events(self.ends.task_id, self.ends.notify, ev)
+            .await;
+        self.idle_again();
+        self.track_question();
+        stored.ok_or_else(|| {
+            A2AError::Internal("the answer reached the agent but could not be stored".into())
+        })
+    }
+
+    fn track_question(&mut self) {
+        self.asking = self.inner.track_question(
+            self.ends.task_id,
+            self.asking,
+            self.mapper.state(),
+            &mut self.deadlines,
+        );
+    }
+
+    /// What the program printed, or its exit (its output is then drained).
+    async fn on_output(&mut self, out: Result<Option<Output>, ExitInfo>) -> ControlFlow<End> {
+        let output = matches!(out, Ok(Some(_)));
+        let leader_exited = self.deadlines.drain.is_some();
+        let step = match out {
+            Err(exit) => {
+                tracing::debug!(code = ?exit.code, signal = ?exit.signal, "the agent exited; draining its output");
+                self.drain_until = Instant::now() + DRAIN_MAX;
+                self.deadlines.drain = Some(Instant::now() + DRAIN_TICK);
+                ControlFlow::Continue(())
+            }
+            Ok(Some(Output::Line(line))) => self.on_line(line).await,
+            Ok(Some(Output::Stderr(line))) => self.on_stderr(&line).await,
+            Ok(Some(Output::TooLong { bytes })) => {
+                self.idle_again();
+                tracing::warn!(
+                    bytes,
+                    "the agent printed a line longer than the limit; skipped"
+                );
+                ControlFlow::Continue(())
+            }
+            Ok(None) => ControlFlow::Break(End::Eof),
+        };
+        if step.is_continue() && output && leader_exited {
+            // Handled: the quiet count starts now (storing the line may have taken longer
+            // than the whole wait while more lines were waiting).
+            self.drain_quiet = 0;
+            self.deadlines.drain = Some(Instant::now() + DRAIN_TICK);
+        }
+        step
+    }
+
+    /// A line of the program's output: parsed, mapped, published, answered.
+    async fn on_line(&mut self, line: String) -> ControlFlow<End> {
+        let lingering = self.deadlines.linger.is_some();
+        self.idle_again();
+        let (mut events, mut reply) = (
+            std::mem::take(&mut self.events),
+            std::mem::take(&mut self.reply),
+        );
+        events.clear();
+        reply.clear();
+        self.started
+            .parser
+            .parse_line(&line, &mut events, &mut reply);
+        // The events own what they need of it: a long line is not held twice while they
+        // are stored.
+        drop(line);
+        note_refusals(self.started.egress.as_ref(), &mut self.mapper);
+        let was_terminal = self.mapper.state().is_terminal();
+        let mut updates = Vec::new();
+        let mut budget_stop = None;
+        for ev in events.drain(..) {
+            // At a budget the program is stopped: what it reported after the event that
+            // reached it is not mapped.
+            if budget_stop.is_none() {
+                budget_stop = self.map_event(ev, &mut updates).await;
+            }
+        }
+        self.events = events;
+        if !was_terminal && self.mapper.state().is_terminal() {
+            note_limit(self.started.proc.as_ref(), &mut updates);
+        }
+        if !self.publish(updates, false).await && !self.mapper.state().is_terminal() {
+            // What the agent does can no longer be kept: stop it, and end the task.
+            let reason = ExitReason::StoreFailed(self.inner.health.failure());
+            return ControlFlow::Break(End::Stopped(reason, None));
+        }
+        if let Some(reason) = budget_stop {
+            return ControlFlow::Break(End::Stopped(reason, None));
+        }
+        self.track_question();
+        let proc = &mut self.started.proc;
+        if !reply.is_empty() {
+            if let Err(e) = proc.write_stdin(&reply).await {
+                tracing::debug!(error = %e, "could not answer the agent");
+            }
+        }
+        self.reply = reply;
+        if self.mapper.state().is_terminal() && !lingering {
+            proc.close_stdin();
+            self.deadlines.linger = Some(Instant::now() + self.inner.launch.cancel_grace);
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// One event of the program into `updates`, unless a rule answers it; the reason to
+    /// stop the program when the event reached a budget.
+    async fn map_event(
+        &mut self,
+        ev: AgentEvent,
+        updates: &mut Vec<StreamResponse>,
+    ) -> Option<ExitReason> {
+        if !self.mapper.state().is_terminal() {
+            if let Some(stop) = self.controls.on_event(&ev, &mut self.mapper) {
+                return Some(stop);
+            }
+        }
+        if let Some(ruled) = self.controls.rule(&ev, &self.cwd) {
+            if let Some(bytes) = self.started.parser.encode_decision(&ruled.answer) {
+                if let Err(e) = self.started.proc.write_stdin(&bytes).await {
+                    tracing::debug!(error = %e, "could not answer the agent");
+                }
+                updates.extend(self.mapper.rule_decided(&ruled.text, ruled.data));
+                return None;
+            }
+        }
+        match &ev {
+            AgentEvent::Init {
+                session_id: Some(s),
+                ..
+            } if !self.session_recorded => {
+                self.inner.set_session(self.ends.context_id, s).await;
+                self.session_recorded = true;
+            }
+            AgentEvent::Thinking { text } => tracing::trace!(thinking = %text),
+            AgentEvent::Usage(u) => count_usage(&self.inner.launch.adapter.id, u),
+            AgentEvent::Warning { message } => tracing::debug!(%message, "agent output"),
+            _ => {}
+        }
+        updates.extend(self.mapper.on_event(ev));
+        None
+    }
+
+    /// A line of the program's stderr: progress (some CLIs report their work only there),
+    /// except the retries CLIs print there while they are stuck (Gemini retries a failing
+    /// API for minutes); kept for the failure message.
+    async fn on_stderr(&mut self, line: &str) -> ControlFlow<End> {
+        tracing::debug!(stderr = %line);
+        if crate::adapter::retry::is_progress(self.retry_watch.as_ref(), line) {
+            self.idle_again();
+        }
+        if self.stderr_tail.len() == STDERR_TAIL_LINES {
+            self.stderr_tail.pop_front();
+        }
+        self.stderr_tail.push_back(truncate(line, STDERR_LINE_MAX));
+        // A CLI that keeps retrying a failing model request: the adapter's retry limit ends
+        // the turn with the CLI's own error.
+        let Some(ev) = self.retry_watch.as_mut().and_then(|w| w.on_line(line)) else {
+            return ControlFlow::Continue(());
+        };
+        if !self.mapper.state().is_terminal() {
+            let updates = self.mapper.on_event(ev);
+            self.publish(updates, false).await;
+            if self.mapper.state().is_terminal() {
+                let exit = ExitInfo {
+                    code: None,
+                    signal: None,
+                };
+                return ControlFlow::Break(End::Stopped(exited(exit, &self.stderr_tail), None));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// A deadline: the drain's quiet tick, the linger after the turn's end, a timeout, the
+    /// budget's clock.
+    async fn on_timer(&mut self, idle_counts: bool) -> ControlFlow<End> {
+        let now = Instant::now();
+        let launch = &self.inner.launch;
+        let stop = |reason| ControlFlow::Break(End::Stopped(reason, None));
+        match self.deadlines.due(now, idle_counts) {
+            Some(Due::Drain) => {
+                let tick = self.deadlines.drain.unwrap_or(now);
+                // A late tick: the host was not running, so this was no quiet of the output.
+                if now.saturating_duration_since(tick) < DRAIN_TICK {
+                    self.drain_quiet += 1;
+                }
+                if self.drain_quiet >= DRAIN_TICKS || now >= self.drain_until {
+                    tracing::debug!(
+                        "the agent exited but something it started still holds its output"
+                    );
+                    return ControlFlow::Break(End::Eof);
+                }
+                self.deadlines.drain = Some(now + DRAIN_TICK);
+                ControlFlow::Continue(())
+            }
+            Some(Due::Linger) => {
+                tracing::debug!("the agent finished its turn but did not exit; stopping it");
+                let exit = self.started.proc.terminate(launch.cancel_grace).await;
+                stop(exited(exit, &self.stderr_tail))
+            }
+            Some(Due::Hard) => stop(ExitReason::HardTimeout {
+                secs: launch.timeout.as_secs(),
+            }),
+            Some(Due::Idle) => stop(ExitReason::IdleTimeout {
+                secs: launch.idle_timeout.as_secs(),
+            }),
+            Some(Due::Input) => stop(ExitReason::InputExpired {
+                secs: self.inner.config.limits.input_timeout.as_secs(),
+            }),
+            Some(Due::Budget) => {
+                self.deadlines.budget = None;
+                match self.controls.on_clock() {
+                    Some(reason) => stop(reason),
+                    None => ControlFlow::Continue(()),
+                }
+            }
+            // A deadline moved later (output came): the timer is set again by the loop.
+            None => ControlFlow::Continue(()),
+        }
+    }
+
+    /// The one place a turn ends: the program reaped (or stopped), the terminal update
+    /// published, the process group forgotten. True when the task is parked at a budget.
+    async fn teardown(mut self, end: End) -> bool {
+        note_refusals(self.started.egress.as_ref(), &mut self.mapper);
+        self.started.egress = None;
+        let parked = match end {
+            End::Eof => {
+                let reason = self.reap().await;
+                self.finish_with(reason).await;
+                false
+            }
+            End::Stopped(ExitReason::Shutdown, _)
+                if self
+                    .inner
+                    .keeps_on_shutdown(self.ends.context_id, self.mapper.state()) =>
+            {
+                // Left exactly as a crash would leave it: the next start resumes the session
+                // (or keeps waiting for the answer).
+                let exit = self
+                    .started
+                    .proc
+                    .terminate(self.inner.launch.cancel_grace)
+                    .await;
+                tracing::info!(code = ?exit.code, signal = ?exit.signal, state = ?self.mapper.state(), "agent stopped; the task is kept for the next start");
+                false
+            }
+            End::Stopped(reason, ack) => {
+                let parked = matches!(reason, ExitReason::BudgetPaused { .. });
+                let reason = self.stop(reason).await;
+                self.finish_with(reason).await;
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+                parked && self.mapper.state() == crate::protocol::v1::TaskState::InputRequired
+            }
+        };
+        if let Err(e) = self.inner.store.forget_process(self.ends.task_id).await {
+            tracing::warn!(error = %e, "could not forget the agent's process group");
+        }
+        parked
+    }
+
+    /// Waits for the program that closed its output to exit (stops it after the grace);
+    /// why the turn ended.
+    async fn reap(&mut self) -> ExitReason {
+        let grace = self.inner.launch.cancel_grace;
+        let proc = &mut self.started.proc;
+        let exit = match tokio::time::timeout(grace, proc.wait(grace)).await {
+            Ok(exit) => exit,
+            Err(_) => proc.terminate(grace).await,
+        };
+        tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent exited");
+        match proc.limit_hit() {
+            Some(limit) => ExitReason::LimitReached(limit),
+            None => exited(exit, &self.stderr_tail),
+        }
+    }
+
+    /// Stops the program the host ends the turn of (asking it first to end its turn, where
+    /// its protocol can); why the turn ended.
+    async fn stop(&mut self, reason: ExitReason) -> ExitReason {
+        tracing::info!(reason = ?reason, "stopping the agent");
+        let grace = self.inner.launch.cancel_grace;
+        let proc = &mut self.started.proc;
+        // A program still starting would read the interrupt only once it runs.
+        if let Some(bytes) = self.started.parser.interrupt().filter(|_| !proc.starting()) {
+            interrupt(proc.as_mut(), &bytes, grace).await;
+        }
+        let exit = proc.terminate(grace).await;
+        tracing::info!(code = ?exit.code, signal = ?exit.signal, "agent stopped");
+        match reason {
+            // The turn may have finished properly just before being stopped.
+            ExitReason::Exited { .. } => match proc.limit_hit() {
+                Some(limit) => ExitReason::LimitReached(limit),
+                None => exited(exit, &self.stderr_tail),
+            },
+            other => other,
+        }
+    }
+
+    /// Publishes the turn's terminal update for `reason`, with the budget's final figures.
+    async fn finish_with(&mut self, reason: ExitReason) {
+        if let Some(b) = self.controls.metadata() {
+            self.mapper.add_metadata("budget", b);
+        }
+        let ev = self.mapper.on_exit(reason);
+        self.publish(ev, true).await;
+    }
 }
 
 /// The connections the task's egress proxy refused so far, in the task's metadata

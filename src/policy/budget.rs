@@ -15,36 +15,8 @@ use serde_json::{json, Map, Value};
 
 use super::{BadInput, Controls};
 
-/// What happens when a budget is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnBudget {
-    /// Stop the program (keeping its session) and ask whether to continue.
-    #[default]
-    Ask,
-    /// Stop the program; the task fails.
-    Fail,
-}
-
-impl OnBudget {
-    pub fn word(self) -> &'static str {
-        match self {
-            OnBudget::Ask => "ask",
-            OnBudget::Fail => "fail",
-        }
-    }
-}
-
-impl FromStr for OnBudget {
-    type Err = String;
-    fn from_str(s: &str) -> Result<OnBudget, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "ask" => Ok(OnBudget::Ask),
-            "fail" => Ok(OnBudget::Fail),
-            other => Err(format!("'{other}' is not one of ask, fail")),
-        }
-    }
-}
+/// Declared by adapters too (`on_budget` in an adapter's file), so defined with them.
+pub use crate::adapter::OnBudget;
 
 /// Amounts of each kind, each optional (unset: no limit of that kind).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -95,7 +67,7 @@ impl Limits {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         let mut m = Map::new();
         for k in KINDS {
             if let Some(v) = self.get(k) {
@@ -311,7 +283,7 @@ impl Spent {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({
             "usd": (self.usd * 1e6).round() / 1e6,
             "tokens": self.tokens,

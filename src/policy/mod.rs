@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 pub use budget::{Budget, Limits, OnBudget, Spent};
-pub use rules::{Policy, RuleSet, Verdict};
+pub use rules::{Policy, RuleSet};
 
 /// A request's controls that cannot be used: the field and why (JSON-RPC -32602).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -90,7 +90,25 @@ impl TaskState {
         }
         match s {
             "TASK_STATE_CANCELLED" => Some(TaskState::Canceled),
-            _ => crate::protocol::v03::TaskState03::parse(s).map(Into::into),
+            _ => all.into_iter().find(|st| st.v03_name() == s),
+        }
+    }
+
+    /// The state's v0.3 JSON-RPC name (`input-required`; `unknown` for `Unspecified`). Kept
+    /// here, with the model, so that reading the v0.3 names leniently needs nothing of the
+    /// v0.3 module, which converts to and from this model; its state type takes its names
+    /// from here.
+    pub fn v03_name(self) -> &'static str {
+        match self {
+            TaskState::Unspecified => "unknown",
+            TaskState::Submitted => "submitted",
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input-required",
+            TaskState::Completed => "completed",
+            TaskState::Canceled => "canceled",
+            TaskState::Failed => "failed",
+            TaskState::Rejected => "rejected",
+            TaskState::AuthRequired => "auth-required",
         }
     }
 }

@@ -19,10 +19,10 @@
 //! created through any host, so the host that can claim a config's work starts at once
 //! rather than at its next scan.
 
-pub mod config;
+pub(crate) mod config;
 mod deliver;
-pub mod guard;
-pub mod seal;
+pub(crate) mod guard;
+pub(crate) mod seal;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

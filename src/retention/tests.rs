@@ -5,6 +5,16 @@ use crate::protocol::v1::{StreamResponse, Task, TaskState, TaskStatus, TaskStatu
 use crate::store::{ContextRecord, MemoryStore, PushRecord, PushStore, SqliteStore};
 use crate::task::TaskEvent;
 
+/// Applies `policy` once, without workspaces.
+async fn prune(
+    store: &dyn TaskStore,
+    policy: &RetentionSettings,
+    work_dir: &Path,
+    dry_run: bool,
+) -> Result<Pruned, StoreError> {
+    prune_with(store, policy, work_dir, None, dry_run).await
+}
+
 fn ts(days_ago: i64) -> String {
     (Utc::now() - chrono::Duration::days(days_ago))
         .format("%Y-%m-%dT%H:%M:%S%.3fZ")

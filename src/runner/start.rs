@@ -17,6 +17,10 @@ use super::{
 
 impl Process {
     /// Start the child. Must be called inside a tokio runtime.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the start in the order it must happen (sandbox, command, stdio of the mode, pid, stdin writer), each step using what the one before made; split, the steps would pass half a dozen values along"
+    )]
     pub fn spawn(spec: SpawnSpec) -> Result<Process, RunnerError> {
         let mut prepared = match &spec.sandbox {
             Some(policy) if policy.mode != sandbox::Mode::Off => {

@@ -149,8 +149,8 @@ pub fn build(
     let mut interfaces = vec![
         iface(base_url.to_string(), "JSONRPC", "1.0"),
         iface(base_url.to_string(), "JSONRPC", "0.3"),
-        iface(rest(super::rest::V1_BASE), "HTTP+JSON", "1.0"),
-        iface(rest(super::rest::V03_BASE), "HTTP+JSON", "0.3"),
+        iface(rest(super::paths::V1_BASE), "HTTP+JSON", "1.0"),
+        iface(rest(super::paths::V03_BASE), "HTTP+JSON", "0.3"),
     ];
     if let Some(grpc) = grpc_interface(base_url, cs, &adapter.id) {
         interfaces.push(grpc);
@@ -168,7 +168,7 @@ pub fn build(
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(push),
-            extended_agent_card: Some(super::extended::offered(security)),
+            extended_agent_card: Some(extended_offered(security)),
             extensions: super::extensions::card_entries(&cs.required_extensions),
         },
         security_schemes,
@@ -221,6 +221,12 @@ fn security_of(security: &Security) -> (serde_json::Map<String, Value>, Vec<Valu
         .map(|k| json!({"schemes": {k.as_str(): {"list": []}}}))
         .collect();
     (schemes, requirements)
+}
+
+/// Whether a host with these credentials serves an extended card (announced in the card,
+/// served by [`super::extended`]).
+pub fn extended_offered(security: &Security) -> bool {
+    !security.credentials.is_empty()
 }
 
 /// The base URL of this server as the client reached it.

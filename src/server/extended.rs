@@ -7,7 +7,7 @@
 use axum::http::HeaderMap;
 use serde_json::{json, Value};
 
-use super::card::{base_url, build};
+use super::card::{base_url, build, extended_offered};
 use super::AppState;
 use crate::protocol::card::AgentExtension;
 use crate::protocol::A2AError;
@@ -28,15 +28,10 @@ pub(super) fn sandbox_json(policy: Option<&crate::runner::SandboxPolicy>) -> Val
     })
 }
 
-/// Whether a host with these credentials serves an extended card.
-pub fn offered(security: &crate::server::config::Security) -> bool {
-    !security.credentials.is_empty()
-}
-
 /// The extended card as JSON (`legacy_v03`: with the v0.3 top-level fields), or the
 /// version's "not configured" error.
 pub fn card_json(state: &AppState, headers: &HeaderMap, v03: bool) -> Result<Value, A2AError> {
-    if !offered(state.guard.security()) {
+    if !extended_offered(state.guard.security()) {
         return Err(if v03 {
             A2AError::ExtendedAgentCardNotConfigured
         } else {

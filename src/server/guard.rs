@@ -25,7 +25,7 @@ use crate::server::config::{Secret, Security};
 /// Paths anyone may read: the public card, the health check and the console's files.
 fn is_public(path: &str) -> bool {
     path == "/health"
-        || super::ui::is_public_file(path)
+        || super::paths::is_public_file(path)
         || path.ends_with("/.well-known/agent-card.json")
         || path.ends_with("/.well-known/agent.json")
 }
@@ -517,7 +517,7 @@ fn is_jsonrpc_path(path: &str) -> bool {
         None => p.trim_start_matches('/'),
     };
     let rest = format!("/{}", rest.trim_end_matches('/'));
-    super::route::JSONRPC_PATHS.contains(&rest.as_str())
+    super::paths::JSONRPC_PATHS.contains(&rest.as_str())
 }
 
 /// Why the guard refused a caller.

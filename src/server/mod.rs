@@ -4,26 +4,27 @@
 //! [`app`] builds the router (testable without a socket); [`serve`] runs it on a listener
 //! until a shutdown signal, then ends every task before returning.
 
-pub mod card;
+pub(crate) mod card;
 pub mod config;
-pub mod extended;
-pub mod extensions;
-pub mod git;
+pub(crate) mod extended;
+pub(crate) mod extensions;
+pub(crate) mod git;
 pub mod grpc;
-pub mod guard;
+pub(crate) mod guard;
 mod index;
 mod jsonrpc;
-pub mod listen;
-pub mod mcp;
-pub mod metrics;
+pub(crate) mod listen;
+pub(crate) mod mcp;
+pub(crate) mod metrics;
 mod negotiate;
 mod ops;
-pub mod peer;
+mod paths;
+pub(crate) mod peer;
 mod push_rpc;
-pub mod rest;
-pub mod route;
+pub(crate) mod rest;
+pub(crate) mod route;
 pub mod sse;
-pub mod ui;
+pub(crate) mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -140,10 +141,10 @@ async fn health(axum::extract::State(state): axum::extract::State<AppState>) -> 
 
 async fn not_found(method: Method, uri: Uri) -> Response {
     let path = uri.path();
-    if path == rest::V1_BASE
-        || path.starts_with(&format!("{}/", rest::V1_BASE))
-        || path == rest::V03_BASE
-        || path.starts_with(&format!("{}/", rest::V03_BASE))
+    if path == paths::V1_BASE
+        || path.starts_with(&format!("{}/", paths::V1_BASE))
+        || path == paths::V03_BASE
+        || path.starts_with(&format!("{}/", paths::V03_BASE))
     {
         return rest::route_not_found(&method, path);
     }

@@ -26,9 +26,6 @@ pub struct Routes {
     pub guard: Option<std::sync::Arc<crate::server::guard::Guard>>,
 }
 
-/// Root paths of the JSON-RPC endpoint.
-pub(super) const JSONRPC_PATHS: [&str; 3] = ["/", "/a2a", "/a2a/jsonrpc"];
-
 /// The middleware: rewrites the URI of a root request that belongs to another adapter.
 pub async fn route(
     State(routes): State<std::sync::Arc<Routes>>,
@@ -52,7 +49,7 @@ pub async fn route(
         p => p,
     };
     let needs_body = req.method() == Method::POST
-        && (JSONRPC_PATHS.contains(&trimmed)
+        && (super::paths::JSONRPC_PATHS.contains(&trimmed)
             || path.ends_with("message:send")
             || path.ends_with("message:stream"));
     let (parts, body) = req.into_parts();

@@ -238,11 +238,6 @@ async fn host(State(agents): State<Arc<[AppState]>>) -> Response {
     resp
 }
 
-/// Whether `path` is one of the console's public files (not its API).
-pub fn is_public_file(path: &str) -> bool {
-    path == "/ui" || (path.starts_with("/ui/") && !path.starts_with("/ui/api/"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,11 +276,5 @@ mod tests {
             assert!(!a.body.contains("innerHTML"), "{} uses innerHTML", a.name);
             assert!(!a.body.contains("eval("), "{} uses eval", a.name);
         }
-    }
-
-    #[test]
-    fn only_files_are_public() {
-        assert!(is_public_file("/ui") && is_public_file("/ui/main.js"));
-        assert!(!is_public_file("/ui/api/host") && !is_public_file("/uix"));
     }
 }

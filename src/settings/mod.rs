@@ -18,9 +18,10 @@ use std::time::Duration;
 use crate::adapter::PromptVia;
 
 mod args;
-pub mod file;
+pub(crate) mod file;
 pub mod legacy;
-pub mod reference;
+#[cfg(test)]
+mod reference;
 mod resolve;
 mod store;
 

@@ -667,6 +667,7 @@ fn card_signer(
 
 /// Each section's name, keys (as the config file spells them) and file-only keys with their
 /// help, from the declarations (for the reference page and its test).
+#[cfg(test)]
 pub fn section_keys() -> Result<Vec<SectionKeys>, SettingsError> {
     let args =
         ServeArgs::from_flags(std::iter::empty::<String>()).map_err(|e| invalid(e.to_string()))?;
@@ -700,6 +701,7 @@ pub fn section_keys() -> Result<Vec<SectionKeys>, SettingsError> {
     ])
 }
 
+#[cfg(test)]
 /// One section's keys; see [`section_keys`].
 #[derive(Debug, Clone)]
 pub struct SectionKeys {

@@ -110,7 +110,8 @@ impl DataLock {
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    fn path(&self) -> &Path {
         &self.0.path
     }
 }

@@ -32,17 +32,17 @@
 //! by several hosts: its store has a [`ClusterStore`] part ([`TaskStore::cluster`]; see
 //! docs/several-hosts.md).
 
-pub mod cluster;
-pub mod config;
-pub mod files;
-pub mod lock;
-pub mod memory;
-pub mod postgres;
-pub mod push;
-pub mod sqlite;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod files;
+pub(crate) mod lock;
+pub(crate) mod memory;
+pub(crate) mod postgres;
+pub(crate) mod push;
+pub(crate) mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
-pub mod window;
+pub(crate) mod window;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -235,7 +235,8 @@ impl TurnMapper {
         vec![self.status(TaskState::Working, Some(self.agent_text(note)))]
     }
 
-    /// Maps one event. After a terminal state, further events produce nothing.
+    /// Maps one event, each kind by a method of its own. After a terminal state, further
+    /// events produce nothing.
     pub fn on_event(&mut self, ev: AgentEvent) -> Vec<StreamResponse> {
         if self.state.is_terminal() {
             return Vec::new();
@@ -246,116 +247,20 @@ impl TurnMapper {
                 model,
                 cwd,
                 tools,
-            } => {
-                let mut data = Map::new();
-                if let Some(s) = &session_id {
-                    self.pending_metadata.insert("sessionId".into(), json!(s));
-                    data.insert("sessionId".into(), json!(s));
-                }
-                if let Some(m) = &model {
-                    self.pending_metadata.insert("model".into(), json!(m));
-                    data.insert("model".into(), json!(m));
-                }
-                if let Some(c) = cwd {
-                    data.insert("cwd".into(), json!(c));
-                }
-                data.insert("tools".into(), json!(tools));
-                vec![
-                    self.status(TaskState::Working, None),
-                    self.artifact(METADATA_ARTIFACT, Part::data(Value::Object(data)), false),
-                ]
-            }
-            AgentEvent::Text { text, delta } => {
-                if text.is_empty() {
-                    return Vec::new();
-                }
-                self.answer_bytes = self.answer_bytes.saturating_add(text.len());
-                if self.answer_bytes > self.output_limit {
-                    if self.truncated {
-                        return Vec::new();
-                    }
-                    self.truncated = true;
-                    self.pending_metadata
-                        .insert("outputTruncated".into(), json!(true));
-                    let note = format!(
-                        "The agent's output passed the limit of {} bytes kept per task; the rest is not kept",
-                        self.output_limit
-                    );
-                    let msg = self.agent_text(&note);
-                    return vec![self.status(TaskState::Working, Some(msg))];
-                }
-                let mut chunk = text;
-                if !delta && self.answer_started {
-                    // In place: a chunk may be megabytes, and is not copied.
-                    chunk.insert_str(0, "\n\n");
-                }
-                // Only the first MiB is kept here (the artifact has it all).
-                let room = ANSWER_KEEP_MAX.saturating_sub(self.answer.len());
-                if room > 0 {
-                    self.answer.push_str(prefix(&chunk, room));
-                }
-                let append = self.answer_started;
-                self.answer_started = true;
-                let mut out = Vec::new();
-                if self.state != TaskState::Working {
-                    out.push(self.status(TaskState::Working, None));
-                }
-                out.push(self.artifact(ANSWER_ARTIFACT, Part::text(chunk), append));
-                out
-            }
-            AgentEvent::Thinking { text } if self.tool_trace && !text.is_empty() => {
-                let mut part = Part::text(text);
-                part.metadata = Some(obj(json!({"thought": true})));
-                let mut msg = self.agent_text("");
-                msg.parts = vec![part];
-                vec![self.status(TaskState::Working, Some(msg))]
-            }
-            AgentEvent::Thinking { .. } | AgentEvent::Warning { .. } => Vec::new(),
+            } => self.on_init(session_id, model, cwd, tools),
+            AgentEvent::Text { text, delta } => self.on_text(text, delta),
+            AgentEvent::Thinking { text } => self.on_thinking(text),
+            AgentEvent::Warning { .. } => Vec::new(),
             AgentEvent::SessionReplaced {
                 reason,
                 history_told,
-            } => {
-                // Said in the task's metadata: the agent's own memory of the context is gone,
-                // and what it knows of it is what it was told.
-                self.pending_metadata.insert(
-                    "sessionReplaced".into(),
-                    json!({"reason": self.redactor.clean(&reason), "historyTold": history_told}),
-                );
-                Vec::new()
-            }
-            AgentEvent::ToolUse { id, name, input } => {
-                let mut msg = self.agent_text(&format!("Using tool: {name}"));
-                if self.tool_trace {
-                    let mut part =
-                        Part::data(json!({"id": id, "name": name, "args": input.clone()}));
-                    part.metadata = Some(obj(json!({"type": "function_call"})));
-                    msg.parts.push(part);
-                }
-                msg.metadata = Some(obj(
-                    json!({"toolUseId": id, "toolName": name, "toolInput": input}),
-                ));
-                vec![self.status(TaskState::Working, Some(msg))]
-            }
+            } => self.on_session_replaced(&reason, history_told),
+            AgentEvent::ToolUse { id, name, input } => self.on_tool_use(&id, &name, input),
             AgentEvent::ToolResult {
                 id,
                 output,
                 is_error,
-            } => {
-                let output = match output {
-                    Some(o) if is_error => Some(self.redactor.clean(&o)),
-                    other => other,
-                };
-                let shown = output.map(|o| truncate_chars(&o, TOOL_OUTPUT_MAX));
-                let mut msg = self.agent_text(&tool_result_text(shown.as_deref(), is_error));
-                if self.tool_trace {
-                    let mut part =
-                        Part::data(json!({"id": id, "response": shown, "isError": is_error}));
-                    part.metadata = Some(obj(json!({"type": "function_response"})));
-                    msg.parts.push(part);
-                }
-                msg.metadata = Some(obj(json!({"toolUseId": id, "isError": is_error})));
-                vec![self.status(TaskState::Working, Some(msg))]
-            }
+            } => self.on_tool_result(&id, output, is_error),
             AgentEvent::ApprovalRequired {
                 id,
                 kind,
@@ -374,33 +279,13 @@ impl TurnMapper {
                     detail.as_deref(),
                     &options,
                 );
-                self.pending_approval = Some((id, kind));
-                let msg = Message::agent(
-                    vec![Part::text(what), Part::data(data)],
-                    &self.task_id,
-                    &self.context_id,
-                );
-                vec![self.status(TaskState::InputRequired, Some(msg))]
+                self.on_approval_required(id, kind, what, data)
             }
             AgentEvent::Usage(u) => {
                 self.pending_metadata.insert("usage".into(), usage_json(&u));
                 Vec::new()
             }
-            AgentEvent::Done { result, is_error } => {
-                let text = result
-                    .filter(|r| !r.is_empty())
-                    .unwrap_or_else(|| self.answer.clone());
-                if is_error {
-                    let text = self.redactor.clean(&text);
-                    let msg = self.agent_text(if text.is_empty() {
-                        "The agent reported an error"
-                    } else {
-                        &text
-                    });
-                    return vec![self.status(TaskState::Failed, Some(msg))];
-                }
-                self.complete(text)
-            }
+            AgentEvent::Done { result, is_error } => self.on_done(result, is_error),
             AgentEvent::Artifact {
                 artifact_id,
                 name,
@@ -408,43 +293,224 @@ impl TurnMapper {
                 append,
                 last_chunk,
             } => {
-                self.own_artifacts = true;
-                let mut out = Vec::new();
-                if self.state != TaskState::Working {
-                    out.push(self.status(TaskState::Working, None));
-                }
-                out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: self.task_id.clone(),
-                    context_id: self.context_id.clone(),
-                    artifact: Artifact {
-                        artifact_id,
-                        name,
-                        parts,
-                        ..Artifact::default()
-                    },
-                    append,
-                    last_chunk,
-                    metadata: None,
-                }));
-                out
+                let artifact = Artifact {
+                    artifact_id,
+                    name,
+                    parts,
+                    ..Artifact::default()
+                };
+                self.on_artifact(artifact, append, last_chunk)
             }
-            AgentEvent::Message { text } => {
-                self.pending_metadata
-                    .insert(DIRECT_MESSAGE_KEY.into(), json!(true));
-                let msg = self.agent_text(&text);
-                vec![self.status(TaskState::Completed, Some(msg))]
-            }
+            AgentEvent::Message { text } => self.on_message(&text),
             AgentEvent::Rejected { message } => {
                 let msg = self.agent_text(&self.redactor.clean(&message));
                 vec![self.status(TaskState::Rejected, Some(msg))]
             }
-            AgentEvent::Error { message, kind } => {
-                let k = error_kind::kind_of(kind.as_deref(), &message);
-                self.pending_metadata.insert("errorKind".into(), json!(k));
-                let msg = self.agent_text(&self.redactor.clean(&message));
-                vec![self.status(TaskState::Failed, Some(msg))]
-            }
+            AgentEvent::Error { message, kind } => self.on_error(&message, kind.as_deref()),
         }
+    }
+
+    /// The CLI's session, model, working directory and tools: the metadata artifact.
+    fn on_init(
+        &mut self,
+        session_id: Option<String>,
+        model: Option<String>,
+        cwd: Option<String>,
+        tools: Vec<String>,
+    ) -> Vec<StreamResponse> {
+        let mut data = Map::new();
+        if let Some(s) = &session_id {
+            self.pending_metadata.insert("sessionId".into(), json!(s));
+            data.insert("sessionId".into(), json!(s));
+        }
+        if let Some(m) = &model {
+            self.pending_metadata.insert("model".into(), json!(m));
+            data.insert("model".into(), json!(m));
+        }
+        if let Some(c) = cwd {
+            data.insert("cwd".into(), json!(c));
+        }
+        data.insert("tools".into(), json!(tools));
+        vec![
+            self.status(TaskState::Working, None),
+            self.artifact(METADATA_ARTIFACT, Part::data(Value::Object(data)), false),
+        ]
+    }
+
+    /// A piece of the answer (`delta`: the continuation of the previous one): the answer
+    /// artifact, up to the output limit.
+    fn on_text(&mut self, text: String, delta: bool) -> Vec<StreamResponse> {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        self.answer_bytes = self.answer_bytes.saturating_add(text.len());
+        if self.answer_bytes > self.output_limit {
+            return self.over_output_limit();
+        }
+        let mut chunk = text;
+        if !delta && self.answer_started {
+            // In place: a chunk may be megabytes, and is not copied.
+            chunk.insert_str(0, "\n\n");
+        }
+        // Only the first MiB is kept here (the artifact has it all).
+        let room = ANSWER_KEEP_MAX.saturating_sub(self.answer.len());
+        if room > 0 {
+            self.answer.push_str(prefix(&chunk, room));
+        }
+        let append = self.answer_started;
+        self.answer_started = true;
+        let mut out = Vec::new();
+        if self.state != TaskState::Working {
+            out.push(self.status(TaskState::Working, None));
+        }
+        out.push(self.artifact(ANSWER_ARTIFACT, Part::text(chunk), append));
+        out
+    }
+
+    /// The answer passed the output limit: said once, the rest dropped.
+    fn over_output_limit(&mut self) -> Vec<StreamResponse> {
+        if self.truncated {
+            return Vec::new();
+        }
+        self.truncated = true;
+        self.pending_metadata
+            .insert("outputTruncated".into(), json!(true));
+        let note = format!(
+            "The agent's output passed the limit of {} bytes kept per task; the rest is not kept",
+            self.output_limit
+        );
+        let msg = self.agent_text(&note);
+        vec![self.status(TaskState::Working, Some(msg))]
+    }
+
+    /// The agent's reasoning: a thought part, with the tool-trace extension only.
+    fn on_thinking(&mut self, text: String) -> Vec<StreamResponse> {
+        if !self.tool_trace || text.is_empty() {
+            return Vec::new();
+        }
+        let mut part = Part::text(text);
+        part.metadata = Some(obj(json!({"thought": true})));
+        let mut msg = self.agent_text("");
+        msg.parts = vec![part];
+        vec![self.status(TaskState::Working, Some(msg))]
+    }
+
+    /// The CLI started a new session instead of resuming its own: said in the task's
+    /// metadata, since the agent's own memory of the context is gone and what it knows of it
+    /// is what it was told.
+    fn on_session_replaced(&mut self, reason: &str, history_told: bool) -> Vec<StreamResponse> {
+        self.pending_metadata.insert(
+            "sessionReplaced".into(),
+            json!({"reason": self.redactor.clean(reason), "historyTold": history_told}),
+        );
+        Vec::new()
+    }
+
+    fn on_tool_use(&mut self, id: &str, name: &str, input: Value) -> Vec<StreamResponse> {
+        let mut msg = self.agent_text(&format!("Using tool: {name}"));
+        if self.tool_trace {
+            let mut part = Part::data(json!({"id": id, "name": name, "args": input.clone()}));
+            part.metadata = Some(obj(json!({"type": "function_call"})));
+            msg.parts.push(part);
+        }
+        msg.metadata = Some(obj(
+            json!({"toolUseId": id, "toolName": name, "toolInput": input}),
+        ));
+        vec![self.status(TaskState::Working, Some(msg))]
+    }
+
+    fn on_tool_result(
+        &mut self,
+        id: &str,
+        output: Option<String>,
+        is_error: bool,
+    ) -> Vec<StreamResponse> {
+        let output = match output {
+            Some(o) if is_error => Some(self.redactor.clean(&o)),
+            other => other,
+        };
+        let shown = output.map(|o| truncate_chars(&o, TOOL_OUTPUT_MAX));
+        let mut msg = self.agent_text(&tool_result_text(shown.as_deref(), is_error));
+        if self.tool_trace {
+            let mut part = Part::data(json!({"id": id, "response": shown, "isError": is_error}));
+            part.metadata = Some(obj(json!({"type": "function_response"})));
+            msg.parts.push(part);
+        }
+        msg.metadata = Some(obj(json!({"toolUseId": id, "isError": is_error})));
+        vec![self.status(TaskState::Working, Some(msg))]
+    }
+
+    /// The agent asks (`what`, and `data` for a program): `input-required`.
+    fn on_approval_required(
+        &mut self,
+        id: String,
+        kind: String,
+        what: String,
+        data: Value,
+    ) -> Vec<StreamResponse> {
+        self.pending_approval = Some((id, kind));
+        let msg = Message::agent(
+            vec![Part::text(what), Part::data(data)],
+            &self.task_id,
+            &self.context_id,
+        );
+        vec![self.status(TaskState::InputRequired, Some(msg))]
+    }
+
+    /// The agent ended its turn: completed with its result (or the answer so far), or failed.
+    fn on_done(&mut self, result: Option<String>, is_error: bool) -> Vec<StreamResponse> {
+        let text = result
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| self.answer.clone());
+        if is_error {
+            let text = self.redactor.clean(&text);
+            let msg = self.agent_text(if text.is_empty() {
+                "The agent reported an error"
+            } else {
+                &text
+            });
+            return vec![self.status(TaskState::Failed, Some(msg))];
+        }
+        self.complete(text)
+    }
+
+    /// An artifact of the agent's own (the native protocol).
+    fn on_artifact(
+        &mut self,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Vec<StreamResponse> {
+        self.own_artifacts = true;
+        let mut out = Vec::new();
+        if self.state != TaskState::Working {
+            out.push(self.status(TaskState::Working, None));
+        }
+        out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact,
+            append,
+            last_chunk,
+            metadata: None,
+        }));
+        out
+    }
+
+    /// A direct answer with no task work: the task completes with it as its message.
+    fn on_message(&mut self, text: &str) -> Vec<StreamResponse> {
+        self.pending_metadata
+            .insert(DIRECT_MESSAGE_KEY.into(), json!(true));
+        let msg = self.agent_text(text);
+        vec![self.status(TaskState::Completed, Some(msg))]
+    }
+
+    /// The agent's error: failed, with its `errorKind`.
+    fn on_error(&mut self, message: &str, kind: Option<&str>) -> Vec<StreamResponse> {
+        let k = error_kind::kind_of(kind, message);
+        self.pending_metadata.insert("errorKind".into(), json!(k));
+        let msg = self.agent_text(&self.redactor.clean(message));
+        vec![self.status(TaskState::Failed, Some(msg))]
     }
 
     /// A permission request the host's rules answered without asking: a `working` status
@@ -467,147 +533,164 @@ impl TurnMapper {
         if self.state.is_terminal() {
             return Vec::new();
         }
-        let reason = match reason {
+        let (state, text) = match reason {
             ExitReason::BudgetPaused {
                 text,
                 question,
                 budget,
-            } => {
-                self.pending_approval = None;
-                self.pending_metadata.insert("budget".into(), budget);
-                let msg = Message::agent(
-                    vec![Part::text(text), Part::data(question)],
-                    &self.task_id,
-                    &self.context_id,
-                );
-                return vec![self.status(TaskState::InputRequired, Some(msg))];
-            }
-            other => other,
-        };
-        let (state, text) = match reason {
-            // A program that asked a question and exited without waiting for the answer did
-            // not finish its turn: what it asked for never happened.
+            } => return self.budget_question(text, question, budget),
             ExitReason::Exited {
                 code: Some(0),
                 signal: None,
                 ..
-            } if self.pending_approval.is_some() => {
-                self.pending_metadata
-                    .insert("exitCode".into(), json!(0));
-                (
-                    TaskState::Failed,
-                    "The agent asked for input and then exited without waiting for the answer".to_string(),
-                )
-            }
-            ExitReason::Exited {
-                code: Some(0),
-                signal: None,
-                ..
-            } => return self.complete(self.answer.clone()),
+            } if self.pending_approval.is_none() => return self.complete(self.answer.clone()),
             ExitReason::Exited {
                 code,
                 signal,
                 stderr_tail,
-            } => {
-                self.pending_metadata.insert("exitCode".into(), json!(code));
-                if let Some(s) = signal {
-                    self.pending_metadata.insert("signal".into(), json!(s));
-                }
-                let how = match (code, signal) {
-                    (_, Some(s)) => format!("The agent was killed by signal {s}"),
-                    (Some(c), None) => format!("The agent exited with code {c}"),
-                    (None, None) => "The agent exited".to_string(),
-                };
-                // On a pty stderr is merged into stdout: the last output lines are the
-                // program's own error text then.
-                let tail = if stderr_tail.trim().is_empty() {
-                    last_lines(&self.answer, EXIT_TAIL_LINES)
-                } else {
-                    stderr_tail
-                };
-                let tail = self.redactor.clean(tail.trim());
-                let tail = tail.trim();
-                self.pending_metadata.insert(
-                    "errorKind".into(),
-                    json!(error_kind::kind_of(None, tail)),
-                );
-                let text = if tail.is_empty() {
-                    format!("{how} before finishing its turn")
-                } else {
-                    format!("{how} before finishing its turn: {tail}")
-                };
-                (TaskState::Failed, text)
-            }
-            ExitReason::SpawnFailed(why) => (
-                {
-                    self.pending_metadata
-                        .insert("errorKind".into(), json!(error_kind::CONFIG));
-                    TaskState::Failed
-                },
-                format!(
-                    "The agent could not be started: {}",
-                    self.redactor.clean(&why)
-                ),
-            ),
-            ExitReason::IdleTimeout { secs } => (
-                {
-                    self.pending_metadata
-                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
-                    TaskState::Failed
-                },
-                format!("The agent printed nothing for {secs} s and was stopped (idle timeout)"),
-            ),
-            ExitReason::HardTimeout { secs } => (
-                {
-                    self.pending_metadata
-                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
-                    TaskState::Failed
-                },
-                format!("The task ran longer than its limit of {secs} s and was stopped"),
-            ),
-            ExitReason::InputExpired { secs } => (
-                {
-                    self.pending_metadata
-                        .insert("errorKind".into(), json!(error_kind::TIMEOUT));
-                    TaskState::Failed
-                },
-                format!("No answer came within {secs} s, so the question expired and the task was stopped (input timeout); send the message again"),
-            ),
-            ExitReason::LimitReached(limit) => (
-                {
-                    self.pending_metadata
-                        .insert(LIMIT_REACHED.into(), json!(limit_name(&limit)));
-                    TaskState::Failed
-                },
-                format!("The task reached {limit} and was stopped"),
-            ),
-            ExitReason::StoreFailed(why) => (
+            } => (
                 TaskState::Failed,
-                format!("The task store failed, so the task was stopped: {why}"),
+                self.exited_early(code, signal, stderr_tail),
             ),
-            ExitReason::BudgetFailed { text, budget } => {
-                self.pending_metadata.insert("budget".into(), budget);
-                self.pending_metadata
-                    .insert("errorKind".into(), json!(error_kind::BUDGET));
-                (TaskState::Failed, text)
-            }
-            ExitReason::BudgetPaused { .. } => (TaskState::Failed, String::new()),
-            ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
-            ExitReason::Shutdown => (
-                TaskState::Failed,
-                "agent-host shut down before the task finished".to_string(),
-            ),
-            ExitReason::HostLost(host) => (
-                TaskState::Failed,
-                format!("agent-host host {host}, which was running this task, was lost (its lease expired), so the task was stopped; send the message again"),
-            ),
-            ExitReason::Restarted => (
-                TaskState::Failed,
-                "agent-host restarted while this task was running, and the agent's session cannot be resumed; send the message again".to_string(),
-            ),
+            other => self.stopped(other),
         };
         let msg = self.agent_text(&text);
         vec![self.status(state, Some(msg))]
+    }
+
+    /// The turn stopped at a budget that asks: the question, `input-required`.
+    fn budget_question(
+        &mut self,
+        text: String,
+        question: Value,
+        budget: Value,
+    ) -> Vec<StreamResponse> {
+        self.pending_approval = None;
+        self.pending_metadata.insert("budget".into(), budget);
+        let msg = Message::agent(
+            vec![Part::text(text), Part::data(question)],
+            &self.task_id,
+            &self.context_id,
+        );
+        vec![self.status(TaskState::InputRequired, Some(msg))]
+    }
+
+    /// The program exited before it ended its turn (or, having asked a question, without
+    /// waiting for the answer): the failure's text, with the program's own error text.
+    fn exited_early(
+        &mut self,
+        code: Option<i32>,
+        signal: Option<i32>,
+        stderr_tail: String,
+    ) -> String {
+        if code == Some(0) && signal.is_none() {
+            // It asked a question and exited without waiting for the answer: it did not
+            // finish its turn, and what it asked for never happened.
+            self.pending_metadata.insert("exitCode".into(), json!(0));
+            return "The agent asked for input and then exited without waiting for the answer"
+                .to_string();
+        }
+        self.pending_metadata.insert("exitCode".into(), json!(code));
+        if let Some(s) = signal {
+            self.pending_metadata.insert("signal".into(), json!(s));
+        }
+        let how = match (code, signal) {
+            (_, Some(s)) => format!("The agent was killed by signal {s}"),
+            (Some(c), None) => format!("The agent exited with code {c}"),
+            (None, None) => "The agent exited".to_string(),
+        };
+        // On a pty stderr is merged into stdout: the last output lines are the
+        // program's own error text then.
+        let tail = if stderr_tail.trim().is_empty() {
+            last_lines(&self.answer, EXIT_TAIL_LINES)
+        } else {
+            stderr_tail
+        };
+        let tail = self.redactor.clean(tail.trim());
+        let tail = tail.trim();
+        self.pending_metadata
+            .insert("errorKind".into(), json!(error_kind::kind_of(None, tail)));
+        if tail.is_empty() {
+            format!("{how} before finishing its turn")
+        } else {
+            format!("{how} before finishing its turn: {tail}")
+        }
+    }
+
+    /// A turn the host stopped (or could not start): the end state and its text.
+    fn stopped(&mut self, reason: ExitReason) -> (TaskState, String) {
+        match reason {
+        ExitReason::SpawnFailed(why) => (
+            {
+                self.pending_metadata
+                    .insert("errorKind".into(), json!(error_kind::CONFIG));
+                TaskState::Failed
+            },
+            format!(
+                "The agent could not be started: {}",
+                self.redactor.clean(&why)
+            ),
+        ),
+        ExitReason::IdleTimeout { secs } => (
+            {
+                self.pending_metadata
+                    .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                TaskState::Failed
+            },
+            format!("The agent printed nothing for {secs} s and was stopped (idle timeout)"),
+        ),
+        ExitReason::HardTimeout { secs } => (
+            {
+                self.pending_metadata
+                    .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                TaskState::Failed
+            },
+            format!("The task ran longer than its limit of {secs} s and was stopped"),
+        ),
+        ExitReason::InputExpired { secs } => (
+            {
+                self.pending_metadata
+                    .insert("errorKind".into(), json!(error_kind::TIMEOUT));
+                TaskState::Failed
+            },
+            format!("No answer came within {secs} s, so the question expired and the task was stopped (input timeout); send the message again"),
+        ),
+        ExitReason::LimitReached(limit) => (
+            {
+                self.pending_metadata
+                    .insert(LIMIT_REACHED.into(), json!(limit_name(&limit)));
+                TaskState::Failed
+            },
+            format!("The task reached {limit} and was stopped"),
+        ),
+        ExitReason::StoreFailed(why) => (
+            TaskState::Failed,
+            format!("The task store failed, so the task was stopped: {why}"),
+        ),
+        ExitReason::BudgetFailed { text, budget } => {
+            self.pending_metadata.insert("budget".into(), budget);
+            self.pending_metadata
+                .insert("errorKind".into(), json!(error_kind::BUDGET));
+            (TaskState::Failed, text)
+        }
+        // Handled by on_exit.
+        ExitReason::BudgetPaused { .. } | ExitReason::Exited { .. } => {
+            (TaskState::Failed, String::new())
+        }
+        ExitReason::Canceled => (TaskState::Canceled, "The task was canceled".to_string()),
+        ExitReason::Shutdown => (
+            TaskState::Failed,
+            "agent-host shut down before the task finished".to_string(),
+        ),
+        ExitReason::HostLost(host) => (
+            TaskState::Failed,
+            format!("agent-host host {host}, which was running this task, was lost (its lease expired), so the task was stopped; send the message again"),
+        ),
+        ExitReason::Restarted => (
+            TaskState::Failed,
+            "agent-host restarted while this task was running, and the agent's session cannot be resumed; send the message again".to_string(),
+        ),
+        }
     }
 
     fn complete(&mut self, text: String) -> Vec<StreamResponse> {

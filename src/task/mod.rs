@@ -5,9 +5,9 @@
 //! task's log with a sequence number and applied to the stored task in place: an update costs
 //! the size of the update, never a copy of the whole task.
 
-pub mod history;
-pub mod mapping;
-pub mod redact;
+pub(crate) mod history;
+pub(crate) mod mapping;
+pub(crate) mod redact;
 
 use std::sync::OnceLock;
 

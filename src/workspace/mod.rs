@@ -57,7 +57,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-pub use changes::{Changes, FileChange, FileStatus};
+pub use changes::Changes;
 pub use settings::{CommitMode, WorkspaceConfig, WorkspaceMode};
 
 use git::Git;

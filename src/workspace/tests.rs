@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::*;
+use crate::workspace::changes::FileStatus;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

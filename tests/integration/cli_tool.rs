@@ -6,7 +6,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use agent_host::client::call::{run_call_to, CallArgs, ConnectArgs};
+use agent_host::cli::call::{run_call_to, CallArgs, ConnectArgs};
 use agent_host::client::{collect, Client, Request};
 use agent_host::protocol::v1::{SendMessageResponse, Task, TaskState};
 use futures::StreamExt;

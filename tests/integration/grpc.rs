@@ -138,6 +138,10 @@ pub(crate) fn reason(st: &Status) -> Option<(String, String)> {
     st.get_details_error_info().map(|i| (i.reason, i.domain))
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario through every gRPC method in order, each step on the task the earlier ones made"
+)]
 #[tokio::test]
 async fn every_method_answers_over_grpc() {
     limit(async {

@@ -54,12 +54,3 @@ fn a_specific_parser_kind_wins_and_a_generic_one_gives_way() {
     assert_eq!(kind_of(None, "segfault"), EXECUTION);
     assert_eq!(kind_of(Some(""), ""), EXECUTION);
 }
-
-#[test]
-fn statuses() {
-    assert_eq!(of_status(401), AUTH);
-    assert_eq!(of_status(403), AUTH);
-    assert_eq!(of_status(429), RATE_LIMIT);
-    assert_eq!(of_status(500), MODEL);
-    assert_eq!(of_status(400), MODEL);
-}

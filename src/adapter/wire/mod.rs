@@ -1,17 +1,17 @@
 //! One parser per CLI output format. A parser turns one line of output into zero or more
 //! [`AgentEvent`]s and knows how to phrase answers on the CLI's stdin.
 
-pub mod acp;
-pub mod claude;
-pub mod codex_app_server;
-pub mod codex_exec;
-pub mod cursor;
+pub(crate) mod acp;
+pub(crate) mod claude;
+pub(crate) mod codex_app_server;
+pub(crate) mod codex_exec;
+pub(crate) mod cursor;
 mod error;
-pub mod gemini;
-pub mod native;
-pub mod opencode;
-pub mod rules;
-pub mod text;
+pub(crate) mod gemini;
+pub(crate) mod native;
+pub(crate) mod opencode;
+pub(crate) mod rules;
+pub(crate) mod text;
 
 use super::{AdapterSpec, AgentEvent};
 pub use error::{OptionsError, RuleProblem};

@@ -62,17 +62,7 @@ impl TaskState03 {
 
     /// The wire name, e.g. `input-required`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState03::Submitted => "submitted",
-            TaskState03::Working => "working",
-            TaskState03::InputRequired => "input-required",
-            TaskState03::Completed => "completed",
-            TaskState03::Canceled => "canceled",
-            TaskState03::Failed => "failed",
-            TaskState03::Rejected => "rejected",
-            TaskState03::AuthRequired => "auth-required",
-            TaskState03::Unknown => "unknown",
-        }
+        v1::TaskState::from(self).v03_name()
     }
 
     /// Parses an exact v0.3 JSON-RPC state name; None for anything else.

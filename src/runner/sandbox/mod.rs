@@ -16,15 +16,15 @@
 //! Pieces can be left unused on purpose (`sandbox_disable`, [`Piece`]): to run the weaker
 //! tiers where the stronger exist (tests), or to step around a piece that misbehaves.
 
-pub mod bwrap;
-pub mod cgroup;
-pub mod config;
+pub(crate) mod bwrap;
+pub(crate) mod cgroup;
+pub(crate) mod config;
 mod landlock;
-pub mod net;
-pub mod program;
-pub mod reaper;
+pub(crate) mod net;
+pub(crate) mod program;
+pub(crate) mod reaper;
 pub mod setup;
-pub mod user;
+pub(crate) mod user;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

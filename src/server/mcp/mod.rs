@@ -1,6 +1,6 @@
 //! The MCP binding: agent-host as a Model Context Protocol server, over Streamable HTTP at
 //! `/mcp` on the host's port (and over stdio through `agent-host mcp`, a bridge to that
-//! endpoint: [`crate::client::mcp_bridge`]).
+//! endpoint: [`crate::cli::mcp`]).
 //!
 //! Like the gRPC binding it is a thin layer: each tool calls the engine operations the A2A
 //! bindings call ([`Engine::send`], [`Engine::get_snapshot`], [`Engine::list`],
@@ -44,7 +44,7 @@ use crate::store::Snapshot;
 pub use params::{
     CancelTask, Decision, GetChanges, GetTask, ListTasks, Parameters, Reply, StartTask,
 };
-pub use view::{ChangesView, EventView, TaskView, CHANGES_ARTIFACT};
+pub use view::{ChangesView, EventView, TaskView};
 
 /// The MCP endpoint's path on the host's port.
 pub const PATH: &str = "/mcp";

@@ -29,10 +29,7 @@ use super::negotiate::{
 use super::AppState;
 use crate::protocol::A2AError;
 
-/// Interface URL path of the v1.0 HTTP+JSON binding.
-pub const V1_BASE: &str = "/a2a/rest";
-/// Interface URL path of the v0.3 HTTP+JSON binding (its routes add `/v1/...`).
-pub const V03_BASE: &str = "/a2a/rest03";
+use super::paths::{V03_BASE, V1_BASE};
 
 /// Every REST route.
 pub fn routes() -> Router<AppState> {

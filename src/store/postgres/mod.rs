@@ -56,7 +56,8 @@ use crate::protocol::v1::{StreamResponse, Task};
 use crate::store::window::EventWindow;
 use crate::task::{LoggedEvent, TaskEvent};
 
-pub use schema::{migrate, migrate_to, SCHEMA_VERSION};
+#[cfg(test)]
+use schema::{migrate, migrate_to, SCHEMA_VERSION};
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 8;
@@ -151,7 +152,8 @@ fn pool_of(config: tokio_postgres::Config) -> Result<Pool, StoreError> {
 }
 
 /// A pool on `url`, its connections confined to `schema` when given (created if missing).
-pub async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+#[cfg(test)]
+async fn pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
     pool_of(config(url, schema).await?)
 }
 

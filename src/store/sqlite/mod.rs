@@ -42,10 +42,11 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use self::queue::Write;
 use self::queue::{Queue, HIGH_WATER};
 use self::recent::{Ended, KnownOwner, Recent};
 use self::rows::encode;
-use self::writer::{Failures, Write};
+use self::writer::Failures;
 use super::lock::DataLock;
 use super::memory::decode_token;
 use super::{
@@ -54,13 +55,12 @@ use super::{
 use crate::protocol::v1::{StreamResponse, Task};
 use crate::task::{LoggedEvent, TaskEvent};
 
-pub use queue::LINGER;
-pub use schema::{migrate, SCHEMA_VERSION};
 pub(crate) use writer::Progress;
-pub use writer::{CHECKPOINT_MIN_BYTES, FEW_EVENTS, LARGE_EVENTS_BYTES};
 
 use crate::store::window::EventWindow;
-pub use crate::store::window::{WINDOW, WINDOW_BYTES};
+use crate::store::window::WINDOW_BYTES;
+#[cfg(test)]
+use schema::SCHEMA_VERSION;
 /// Reader connections kept open.
 const READERS: usize = 4;
 
@@ -229,7 +229,7 @@ impl SqliteStore {
     }
 
     /// Sends a write and waits for its commit.
-    async fn write(&self, w: impl FnOnce(writer::Reply) -> Write) -> Result<(), StoreError> {
+    async fn write(&self, w: impl FnOnce(queue::Reply) -> Write) -> Result<(), StoreError> {
         let (reply, rx) = oneshot::channel();
         self.queue.push(w(reply), true)?;
         rx.await.map_err(|_| StoreError::WriterStopped)?

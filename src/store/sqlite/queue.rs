@@ -11,11 +11,70 @@
 //! each batch it has finished, so a reader can tell whether the writes it depends on are in
 //! the database yet.
 
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::writer::Write;
+use tokio::sync::oneshot;
+
+use crate::protocol::v1::Task;
 use crate::store::StoreError;
+use crate::task::LoggedEvent;
+
+/// How a write is answered: once it is committed (or failed).
+pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+pub(super) enum Write {
+    Create {
+        task: Box<Task>,
+        /// The first event (the task as created), encoded.
+        first: String,
+        owner: Option<String>,
+        reply: Reply,
+    },
+    Append {
+        task_id: Arc<str>,
+        /// The task's failure epoch when the append was made (see [`super::writer::Failures`]).
+        epoch: u32,
+        /// Each event (its sequence number in it) with its stored JSON.
+        rows: Vec<(Arc<LoggedEvent>, String)>,
+        /// New state and status timestamp, when the events changed the status.
+        status: Option<(String, String)>,
+        /// Checkpoint now (the task now waits for its client).
+        checkpoint: bool,
+        /// The task ended: nothing more will be appended.
+        ended: bool,
+        /// None: written in the background, nobody waits.
+        reply: Option<Reply>,
+    },
+    /// Deletes these tasks, where terminal, with their rows and orphaned contexts.
+    Delete { ids: Vec<String>, reply: Reply },
+    /// Any other statement.
+    Exec {
+        sql: &'static str,
+        args: Vec<rusqlite::types::Value>,
+        reply: Reply,
+    },
+    /// Nothing to write: answered once everything queued before it is committed.
+    Flush { reply: Reply },
+}
+
+impl Write {
+    fn reply(self) -> Option<Reply> {
+        match self {
+            Write::Create { reply, .. }
+            | Write::Delete { reply, .. }
+            | Write::Exec { reply, .. }
+            | Write::Flush { reply } => Some(reply),
+            Write::Append { reply, .. } => reply,
+        }
+    }
+
+    pub(super) fn answer(self, outcome: Result<(), StoreError>) {
+        if let Some(r) = self.reply() {
+            let _ = r.send(outcome);
+        }
+    }
+}
 
 /// Writes that make a batch worth committing at once.
 pub(super) const BATCH: usize = 512;

@@ -217,12 +217,16 @@ pub(super) fn unfinished(conn: &Connection) -> Result<Vec<Snapshot>, StoreError>
     Ok(out)
 }
 
+/// The states in which a task never changes again (as stored, proto names).
+pub(super) const TERMINAL: &str =
+    "('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')";
+
 /// Every terminal task, newest status first.
 pub(super) fn terminal_tasks(conn: &mut Connection) -> Result<Vec<TerminalTask>, StoreError> {
     let sql = format!(
         "SELECT id, context_id, status_ts FROM tasks WHERE state IN {}
          ORDER BY status_ts DESC, id DESC",
-        super::writer::TERMINAL
+        TERMINAL
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map([], |r| {
@@ -242,7 +246,7 @@ pub(super) fn which_terminal(
 ) -> Result<Vec<String>, StoreError> {
     let sql = format!(
         "SELECT 1 FROM tasks WHERE id = ?1 AND state IN {}",
-        super::writer::TERMINAL
+        TERMINAL
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut out = Vec::new();

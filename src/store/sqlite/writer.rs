@@ -12,10 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction};
-use tokio::sync::oneshot;
 
-use super::queue::{Queue, StopGuard};
-use super::read::load_task;
+use super::queue::{Queue, StopGuard, Write};
+use super::read::{load_task, TERMINAL};
 use super::rows::{pack, Row};
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
@@ -31,61 +30,6 @@ const KEEP_TASK_BYTES: usize = 1024 * 1024;
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
 /// are written at doubling sizes, and their total cost stays proportional to the task).
 pub const CHECKPOINT_MIN_BYTES: usize = 256 * 1024;
-
-pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
-
-pub(super) enum Write {
-    Create {
-        task: Box<Task>,
-        /// The first event (the task as created), encoded.
-        first: String,
-        owner: Option<String>,
-        reply: Reply,
-    },
-    Append {
-        task_id: Arc<str>,
-        /// The task's failure epoch when the append was made (see [`Failures`]).
-        epoch: u32,
-        /// Each event (its sequence number in it) with its stored JSON.
-        rows: Vec<(Arc<LoggedEvent>, String)>,
-        /// New state and status timestamp, when the events changed the status.
-        status: Option<(String, String)>,
-        /// Checkpoint now (the task now waits for its client).
-        checkpoint: bool,
-        /// The task ended: nothing more will be appended.
-        ended: bool,
-        /// None: written in the background, nobody waits.
-        reply: Option<Reply>,
-    },
-    /// Deletes these tasks, where terminal, with their rows and orphaned contexts.
-    Delete { ids: Vec<String>, reply: Reply },
-    /// Any other statement.
-    Exec {
-        sql: &'static str,
-        args: Vec<rusqlite::types::Value>,
-        reply: Reply,
-    },
-    /// Nothing to write: answered once everything queued before it is committed.
-    Flush { reply: Reply },
-}
-
-impl Write {
-    fn reply(self) -> Option<Reply> {
-        match self {
-            Write::Create { reply, .. }
-            | Write::Delete { reply, .. }
-            | Write::Exec { reply, .. }
-            | Write::Flush { reply } => Some(reply),
-            Write::Append { reply, .. } => reply,
-        }
-    }
-
-    fn answer(self, outcome: Result<(), StoreError>) {
-        if let Some(r) = self.reply() {
-            let _ = r.send(outcome);
-        }
-    }
-}
 
 /// Background writes that failed, by task: the task's epoch at the time, and the error.
 /// An append made in that epoch is not tried; the store reports the error once, at the
@@ -399,10 +343,6 @@ fn write_all(
     tx.commit()?;
     Ok(())
 }
-
-/// The states in which a task never changes again (as stored, proto names).
-pub(super) const TERMINAL: &str =
-    "('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')";
 
 /// Deletes task `id` and everything kept for it when it is terminal, then its context when
 /// no other task belongs to it.

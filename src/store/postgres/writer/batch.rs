@@ -178,6 +178,10 @@ const CHECKPOINT: &str = "INSERT INTO snapshots (task_id, seq, json)
      SELECT * FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[])
      ON CONFLICT (task_id) DO UPDATE SET seq = EXCLUDED.seq, json = EXCLUDED.json";
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one transaction: its statements in the order they run, each with the arrays it binds"
+)]
 pub(super) async fn write_in(
     client: &Object,
     batch: &[Write],

@@ -2,7 +2,7 @@
 //! table, a followed stream) or, with `--json`, a script.
 
 use super::call::{connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io};
-use super::ClientError;
+use crate::client::ClientError;
 use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
 use crate::task::mapping::METADATA_ARTIFACT;
 use clap::{Args, Subcommand};
@@ -69,7 +69,7 @@ pub enum TasksCommand {
     /// and/or count; a dry run that lists them unless --yes. Never deletes a task that is
     /// not terminal. Refuses while a host has the database open (it applies [retention]
     /// itself). Exit: 0 done, 1 failed, 2 usage.
-    Prune(crate::cli::prune::PruneArgs),
+    Prune(super::prune::PruneArgs),
 }
 
 /// The longest prompt shown in a `tasks list` row.
@@ -83,7 +83,7 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
         | TasksCommand::Cancel { url, .. }
         | TasksCommand::Watch { url, .. } => (url.clone(), args.connect.json),
         TasksCommand::Prune(p) => {
-            return match crate::cli::prune::run(p, args.connect.json).await {
+            return match super::prune::run(p, args.connect.json).await {
                 Ok(text) => {
                     print_stdout(&text);
                     0

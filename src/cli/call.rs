@@ -17,10 +17,10 @@ use clap::Args;
 use futures::StreamExt;
 
 use super::render::{Outcome, Renderer};
-use super::{Approval, Binding, Client, ClientError, EventStream, ProtocolVersion, Request};
+use crate::client::{
+    Approval, Binding, Client, ClientError, Event, EventStream, ProtocolVersion, Request,
+};
 use crate::protocol::v1::{SendMessageResponse, StreamResponse};
-
-pub use super::tasks::{run_tasks, TasksArgs, TasksCommand};
 
 /// Exit code of a usage error.
 pub const EXIT_USAGE: i32 = 2;
@@ -232,7 +232,7 @@ async fn interrupted<O: Write, E: Write>(
     r: &mut Renderer<O, E>,
     cancel: bool,
 ) -> i32 {
-    let base = client.inner.base.clone();
+    let base = client.base_url().to_string();
     let Some(id) = r.task_id.clone() else {
         r.notice(&format!(
             "^C: interrupted before the host named the task; it may have started: \
@@ -345,7 +345,7 @@ pub(super) async fn drive<O: Write, E: Write>(
                     continue;
                 }
             } else {
-                r.say(&answer_hint(&client.inner.base, task_id));
+                r.say(&answer_hint(client.base_url(), task_id));
             }
         }
         return outcome.exit_code();
@@ -360,7 +360,7 @@ pub(super) fn show_task<O: Write, E: Write>(
     json: bool,
     io: Io<O, E>,
 ) -> i32 {
-    let ev = super::Event { id: None, response };
+    let ev = Event { id: None, response };
     let mut r = Renderer::new(io.out, io.err, json, false);
     r.event(&ev);
     if r.closed() {
@@ -368,7 +368,7 @@ pub(super) fn show_task<O: Write, E: Write>(
     }
     let outcome = r.outcome();
     if let Outcome::InputRequired { task_id, .. } = &outcome {
-        r.say(&answer_hint(&client.inner.base, task_id));
+        r.say(&answer_hint(client.base_url(), task_id));
     }
     outcome.exit_code()
 }
@@ -466,7 +466,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
                     SendMessageResponse::Task(t) => StreamResponse::Task(t),
                     SendMessageResponse::Message(m) => StreamResponse::Message(m),
                 };
-                let ev = super::Event { id: None, response };
+                let ev = Event { id: None, response };
                 note_task(&task_id, ev.task_id());
                 show_task(&client, ev.response, json, io)
             }
@@ -503,7 +503,7 @@ async fn stream_answer<O: Write, E: Write>(
     let opened = tokio::select! {
         opened = client.stream(req) => opened,
         () = interrupt.recv() => {
-            let base = &client.inner.base;
+            let base = client.base_url();
             eprintln!(
                 "^C: interrupted while sending; the task may have started: \
                  agent-host tasks list {base}"

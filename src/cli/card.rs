@@ -1,9 +1,49 @@
-//! `agent-host card verify URL`: fetches an agent card and checks its JWS signatures.
+//! `agent-host card`: the agent card the server would serve; `agent-host card verify URL`
+//! fetches an agent card and checks its JWS signatures.
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::app::{card_settings, choose_adapter, host_env, registry, StartError};
 use crate::protocol::jws::{self, Alg, JwsError};
+use crate::server;
+use crate::settings::{ServeArgs, Settings};
+
+/// `agent-host card [verify URL]`.
+#[derive(Debug, clap::Args)]
+pub struct CardArgs {
+    #[command(subcommand)]
+    pub command: Option<CardCommand>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CardCommand {
+    /// Fetch an agent card and verify its signatures (RFC 8785 canonical JSON, JWS HS256,
+    /// ES256 or RS256); one line per signature. Exit: 0 all verified (at least one), 1 not,
+    /// 2 usage.
+    Verify(CardVerifyArgs),
+}
+
+/// `agent-host card`: the card as served at the configured address.
+pub fn print_card(settings: &Settings) -> Result<String, StartError> {
+    let registry = registry(settings)?;
+    let adapter = choose_adapter(settings, &registry, &host_env())?;
+    let base = settings
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}/", settings.bind));
+    let cs = card_settings(settings);
+    let card = server::card::build(
+        &adapter,
+        &cs,
+        &base,
+        settings.push.is_some(),
+        &settings.security,
+    );
+    Ok(serde_json::to_string_pretty(&server::card::served_json(&card, &cs)).unwrap_or_default())
+}
 
 /// Arguments of `agent-host card verify`.
 #[derive(Debug, Clone, Args)]

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::request::Approval;
-use super::stream::Event;
+use crate::client::{Approval, Event};
 use crate::protocol::v1::{Artifact, Message, StreamResponse, Task, TaskState};
 use crate::task::mapping::{METADATA_ARTIFACT, RESULT_ARTIFACT};
 
