@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::limit;
+use super::common::{answers, eventually, limit, ready, until, WAIT};
 
 /// One agent-host process serving the probe agent, with a SQLite store and a push key in a
 /// data folder, a HOME and a working directory of its own (outside /tmp, which the sandbox
@@ -72,19 +72,8 @@ impl Host {
             .spawn()
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            if client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await
-                .is_ok()
-            {
-                return Host { child, base, root };
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("agent-host did not serve its card within 10 s");
+        answers(&format!("{base}/.well-known/agent-card.json")).await;
+        Host { child, base, root }
     }
 
     pub(super) fn url(&self, path: &str) -> String {
@@ -191,13 +180,29 @@ pub(super) fn with_mark(mark: &str) -> Vec<u32> {
 
 /// Waits (a few seconds at most) until no process with `mark` is left; returns those left.
 pub(super) async fn left_with_mark(mark: &str) -> Vec<u32> {
-    for _ in 0..100 {
-        if with_mark(mark).is_empty() {
-            return Vec::new();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    with_mark(mark)
+    let left = until(SETTLE, async || {
+        let left = with_mark(mark);
+        ready(left.is_empty(), left)
+    })
+    .await;
+    left.unwrap_or_else(|left| left)
+}
+
+/// How long a test gives processes to end before it names those left (a protection off
+/// leaves them running).
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Returns once the five processes the agent's `spawn MARK` starts are running.
+async fn five_run(mark: &str) {
+    eventually(
+        &format!("the five processes of {mark} run"),
+        WAIT,
+        async || {
+            let found = with_mark(mark);
+            ready(found.len() >= 5, found)
+        },
+    )
+    .await;
 }
 
 pub(super) fn kill_all(pids: &[u32]) {
@@ -311,9 +316,7 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
         .as_str()
         .expect("task id")
         .to_string();
-    while with_mark(&m2).len() < 5 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    five_run(&m2).await;
     let c = host.rpc("CancelTask", json!({"id": id})).await;
     assert!(c["result"].is_object(), "{c}");
     let cancel = left_with_mark(&m2).await;
@@ -323,9 +326,7 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
     let m3 = format!("{m}2");
     host.rpc("SendMessage", message(&format!("spawn {m3} wait"), false))
         .await;
-    while with_mark(&m3).len() < 5 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    five_run(&m3).await;
     host.sigterm().await;
     let sigterm = left_with_mark(&m3).await;
     kill_all(&[exit.clone(), cancel.clone(), sigterm.clone()].concat());
@@ -357,13 +358,12 @@ async fn zombies_of(parent: u32) -> Vec<u32> {
         }
         out
     };
-    for _ in 0..100 {
-        if find().is_empty() {
-            return Vec::new();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    find()
+    let zombies = until(SETTLE, async || {
+        let found = find();
+        ready(found.is_empty(), found)
+    })
+    .await;
+    zombies.unwrap_or_else(|left| left)
 }
 
 #[tokio::test]
