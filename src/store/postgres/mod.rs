@@ -622,6 +622,4 @@ impl TaskStore for PgStore {
 }
 
 #[cfg(test)]
-mod cluster_tests;
-#[cfg(test)]
 mod tests;
