@@ -293,7 +293,7 @@ impl AdapterSpec {
         }
         if let Err(message) = wire::validate(&spec)
             .map_err(|e| e.to_string())
-            .and_then(|()| retry::validate(&spec))
+            .and_then(|()| retry::validate(&spec).map_err(|e| e.to_string()))
         {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
