@@ -142,8 +142,12 @@
 //!   builds on Linux.
 //! - `config/agent-host.toml`: an annotated config file with every key;
 //!   `contrib/agent-host.service`: a systemd unit.
+//! - Unit tests sit beside their module, in `MODULE/tests.rs` (several files:
+//!   `MODULE/tests/*.rs`, declared by `tests.rs`).
 //! - `tests/integration/`: the one integration test binary (`tests/integration/main.rs` lists
-//!   its modules); `tests/fixtures/`: recorded CLI transcripts, scenarios, keys, databases;
+//!   its modules; `common/` is the harness: the server, HTTP and SSE helpers, the agents'
+//!   processes, and `eventually`, with which a test waits for an event, never a fixed time);
+//!   `tests/fixtures/`: recorded CLI transcripts, scenarios, keys, databases;
 //!   `tests/clis/`: the pins of the real CLIs the ignored tests drive; `tests/clients/`: the
 //!   official SDKs against agent-host. `.ci/run` is what CI runs.
 //! - `benches/`: criterion benchmarks (parsing, mapping, SSE frames, the stores); `bench/`:

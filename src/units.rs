@@ -118,8 +118,19 @@ impl<'de> Deserialize<'de> for Dur {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
+/// A size that does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ByteSizeError {
+    #[error("'{0}' is not a size (e.g. 512M, 2G, 1073741824)")]
+    NotASize(String),
+    #[error("'{0}' has an unknown unit (use K, M, G or T)")]
+    Unit(String),
+    #[error("'{0}' is too large")]
+    TooLarge(String),
+}
+
 impl ByteSize {
-    pub fn parse(s: &str) -> Result<ByteSize, String> {
+    pub fn parse(s: &str) -> Result<ByteSize, ByteSizeError> {
         let t = s.trim().to_ascii_lowercase();
         if t == "none" || t == "unlimited" {
             return Ok(ByteSize(0));
@@ -128,24 +139,24 @@ impl ByteSize {
         let (num, unit) = t.split_at(split);
         let n: u64 = num
             .parse()
-            .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 2G, 1073741824)"))?;
+            .map_err(|_| ByteSizeError::NotASize(s.to_string()))?;
         let shift = match unit.trim().trim_end_matches('b').trim_end_matches('i') {
             "" => 0,
             "k" => 10,
             "m" => 20,
             "g" => 30,
             "t" => 40,
-            _ => return Err(format!("'{s}' has an unknown unit (use K, M, G or T)")),
+            _ => return Err(ByteSizeError::Unit(s.to_string())),
         };
         n.checked_mul(1 << shift)
             .map(ByteSize)
-            .ok_or_else(|| format!("'{s}' is too large"))
+            .ok_or_else(|| ByteSizeError::TooLarge(s.to_string()))
     }
 }
 
 impl std::str::FromStr for ByteSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ByteSize, String> {
+    type Err = ByteSizeError;
+    fn from_str(s: &str) -> Result<ByteSize, ByteSizeError> {
         ByteSize::parse(s)
     }
 }
@@ -196,8 +207,11 @@ mod tests {
         assert_eq!(ByteSize::parse("1gb").unwrap().0, 1 << 30);
         assert_eq!(ByteSize::parse("4096").unwrap().0, 4096);
         assert_eq!(ByteSize::parse("none").unwrap().0, 0);
-        assert!(ByteSize::parse("lots").unwrap_err().contains("not a size"));
-        assert!(ByteSize::parse("3X").unwrap_err().contains("unit"));
+        assert!(matches!(
+            ByteSize::parse("lots"),
+            Err(ByteSizeError::NotASize(_))
+        ));
+        assert!(matches!(ByteSize::parse("3X"), Err(ByteSizeError::Unit(_))));
         for shown in ["4MiB", "16GiB", "1000", "0"] {
             assert_eq!(ByteSize::parse(shown).unwrap().to_string(), shown);
         }

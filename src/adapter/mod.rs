@@ -301,7 +301,7 @@ impl AdapterSpec {
         }
         if let Err(message) = wire::validate(&spec)
             .map_err(|e| e.to_string())
-            .and_then(|()| retry::validate(&spec))
+            .and_then(|()| retry::validate(&spec).map_err(|e| e.to_string()))
         {
             return Err(AdapterError::Invalid {
                 source_name: source_name.to_string(),
@@ -448,13 +448,18 @@ impl OnBudget {
     }
 }
 
+/// An `on_budget` value that is neither `ask` nor `fail`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not one of ask, fail")]
+pub struct BadOnBudget(pub String);
+
 impl std::str::FromStr for OnBudget {
-    type Err = String;
-    fn from_str(s: &str) -> Result<OnBudget, String> {
+    type Err = BadOnBudget;
+    fn from_str(s: &str) -> Result<OnBudget, BadOnBudget> {
         match s.trim().to_ascii_lowercase().as_str() {
             "ask" => Ok(OnBudget::Ask),
             "fail" => Ok(OnBudget::Fail),
-            other => Err(format!("'{other}' is not one of ask, fail")),
+            other => Err(BadOnBudget(other.to_string())),
         }
     }
 }

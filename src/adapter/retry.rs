@@ -33,12 +33,15 @@ pub struct RetryWatch {
     seen: u32,
 }
 
+/// An adapter's `retry_pattern` that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("limits.retry_pattern: {0}")]
+pub struct BadRetryPattern(#[from] regex::Error);
+
 /// Checks the adapter's `retry_pattern` (at load time).
-pub fn validate(spec: &AdapterSpec) -> Result<(), String> {
+pub fn validate(spec: &AdapterSpec) -> Result<(), BadRetryPattern> {
     match &spec.limits.retry_pattern {
-        Some(p) => Regex::new(p)
-            .map(|_| ())
-            .map_err(|e| format!("limits.retry_pattern: {e}")),
+        Some(p) => Ok(Regex::new(p).map(drop)?),
         None => Ok(()),
     }
 }
@@ -197,6 +200,7 @@ mod tests {
         let mut spec = Registry::builtin().unwrap().get("generic").unwrap().clone();
         assert!(RetryWatch::new(&spec).is_none());
         spec.limits.retry_pattern = Some("(".into());
-        assert!(validate(&spec).unwrap_err().contains("retry_pattern"));
+        let e = validate(&spec).unwrap_err().to_string();
+        assert!(e.contains("retry_pattern"), "{e}");
     }
 }

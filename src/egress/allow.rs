@@ -6,6 +6,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// The ports a host entry without a port allows: HTTPS and HTTP.
 const DEFAULT_PORTS: [u16; 2] = [443, 80];
 
+/// Why a connection to an address is refused.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum AddrRefused {
+    #[error("{kind} address {ip}")]
+    Special { kind: &'static str, ip: IpAddr },
+    #[error("not on the allow-list")]
+    NotListed,
+}
+
 /// Why an allow-list or resolve entry cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RulesError {
@@ -183,13 +192,13 @@ impl Rules {
     /// Whether a connection to `ip:port` may be made: a special address ([`special`]) only
     /// when the list names it with its port; any other address when the name it came from
     /// was allowed (`by_name`) or the list names the address.
-    pub fn check_addr(&self, ip: IpAddr, port: u16, by_name: bool) -> Result<(), String> {
+    pub fn check_addr(&self, ip: IpAddr, port: u16, by_name: bool) -> Result<(), AddrRefused> {
         let ip = canonical(ip);
         if let Some(kind) = special(ip) {
             return if self.names_exactly(ip, port) {
                 Ok(())
             } else {
-                Err(format!("{kind} address {ip}"))
+                Err(AddrRefused::Special { kind, ip })
             };
         }
         let listed = self.entries.iter().any(
@@ -198,7 +207,7 @@ impl Rules {
         if by_name || listed {
             Ok(())
         } else {
-            Err("not on the allow-list".into())
+            Err(AddrRefused::NotListed)
         }
     }
 

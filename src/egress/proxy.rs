@@ -137,7 +137,7 @@ async fn open(host: &str, port: u16, ctx: &Ctx) -> Result<TcpStream, Fail> {
     match (last_err, refused) {
         (Some(e), _) => Err(Fail::Unreachable(e)),
         (None, Some(why)) => Err(Fail::Refused(if host.parse::<IpAddr>().is_ok() {
-            why
+            why.to_string()
         } else {
             format!("resolves to a {why}")
         })),

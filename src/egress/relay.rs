@@ -47,37 +47,55 @@ pub fn args(socket: &str, listen: u16, forward: &[SocketAddr]) -> Vec<String> {
     a
 }
 
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
+/// Why the relay mode cannot start.
+#[derive(Debug, thiserror::Error)]
+enum RelayError {
+    #[error("{0} needs a value")]
+    NoValue(&'static str),
+    #[error("{flag} {value}")]
+    BadValue { flag: &'static str, value: String },
+    #[error("unknown argument {0}")]
+    Unknown(String),
+    #[error("no program after --")]
+    NoProgram,
+    #[error("no -- before the program")]
+    NoSeparator,
+    #[error("fork: {0}")]
+    Fork(#[from] nix::Error),
+}
+
+fn parse(args: Vec<OsString>) -> Result<Args, RelayError> {
     let mut out = Args::default();
     let mut it = args.into_iter();
-    let value = |it: &mut std::vec::IntoIter<OsString>, flag: &str| {
+    let value = |it: &mut std::vec::IntoIter<OsString>, flag: &'static str| {
         it.next()
             .and_then(|v| v.into_string().ok())
-            .ok_or_else(|| format!("{flag} needs a value"))
+            .ok_or(RelayError::NoValue(flag))
     };
+    let bad = |flag: &'static str, value: String| RelayError::BadValue { flag, value };
     while let Some(a) = it.next() {
         match a.to_str() {
             Some("--") => {
                 out.command = it.collect();
                 if out.command.is_empty() {
-                    return Err("no program after --".into());
+                    return Err(RelayError::NoProgram);
                 }
                 return Ok(out);
             }
             Some("--socket") => out.socket = PathBuf::from(value(&mut it, "--socket")?),
             Some("--listen") => {
                 let v = value(&mut it, "--listen")?;
-                out.listen = v.parse().map_err(|_| format!("--listen {v}"))?;
+                out.listen = v.parse().map_err(|_| bad("--listen", v))?;
             }
             Some("--forward") => {
                 let v = value(&mut it, "--forward")?;
                 out.forward
-                    .push(v.parse().map_err(|_| format!("--forward {v}"))?);
+                    .push(v.parse().map_err(|_| bad("--forward", v))?);
             }
-            _ => return Err(format!("unknown argument {}", a.to_string_lossy())),
+            _ => return Err(RelayError::Unknown(a.to_string_lossy().into_owned())),
         }
     }
-    Err("no -- before the program".into())
+    Err(RelayError::NoSeparator)
 }
 
 /// The relay mode: when this process was started as `EXE __egress-relay ...`, sets the relay
@@ -97,7 +115,7 @@ fn run(argv: Vec<OsString>) -> i32 {
     };
     let args = match parse(argv) {
         Ok(a) => a,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let mut listeners = Vec::new();
     let proxy_at = SocketAddr::from(([127, 0, 0, 1], args.listen));
@@ -110,7 +128,7 @@ fn run(argv: Vec<OsString>) -> i32 {
         }
     }
     if let Err(e) = spawn_relay(listeners, args.socket) {
-        return fail(e);
+        return fail(e.to_string());
     }
     let Some((program, rest)) = args.command.split_first() else {
         return fail("no program".into());
@@ -133,11 +151,11 @@ fn run(argv: Vec<OsString>) -> i32 {
 fn spawn_relay(
     listeners: Vec<(std::net::TcpListener, Option<SocketAddr>)>,
     socket: PathBuf,
-) -> Result<(), String> {
+) -> Result<(), RelayError> {
     use nix::unistd::{fork, ForkResult};
     // SAFETY: this process runs no other thread (the relay mode starts before anything in
     // `main`); the children only make system calls and start their own runtime.
-    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+    match unsafe { fork() }? {
         ForkResult::Parent { child } => {
             let _ = nix::sys::wait::waitpid(child, None);
             drop(listeners);

@@ -255,12 +255,19 @@ impl LimitsConfig {
 pub struct Words(pub Vec<String>);
 
 impl std::str::FromStr for Words {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Words, String> {
-        shell_words::split(s)
-            .map(Words)
-            .map_err(|e| format!("cannot be split into words: {e}"))
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Words, ValueError> {
+        Ok(Words(shell_words::split(s)?))
     }
+}
+
+/// A value of the agent's settings that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error("cannot be split into words: {0}")]
+    Words(#[from] shell_words::ParseError),
+    #[error("'{0}' is not one of arg, stdin, protocol")]
+    PromptVia(String),
 }
 
 impl<'de> Deserialize<'de> for Words {
@@ -278,12 +285,12 @@ impl<'de> Deserialize<'de> for Words {
     }
 }
 
-fn parse_prompt_via(s: &str) -> Result<PromptVia, String> {
+fn parse_prompt_via(s: &str) -> Result<PromptVia, ValueError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "arg" | "argument" => Ok(PromptVia::Arg),
         "stdin" => Ok(PromptVia::Stdin),
         "protocol" => Ok(PromptVia::Protocol),
-        other => Err(format!("'{other}' is not one of arg, stdin, protocol")),
+        other => Err(ValueError::PromptVia(other.to_string())),
     }
 }
 

@@ -126,7 +126,8 @@ impl Engine {
         opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
         let data = msg.parts.iter().find_map(|p| p.data.as_ref());
-        let answer = answer_of(data, &msg.text()).map_err(A2AError::InvalidParams)?;
+        let answer =
+            answer_of(data, &msg.text()).map_err(|e| A2AError::InvalidParams(e.to_string()))?;
         match answer {
             BudgetAnswer::Stop => self.stop_at_budget(snap, msg).await,
             BudgetAnswer::Continue { add, each } => {

@@ -563,7 +563,4 @@ mod route;
 pub use route::PromptRoute;
 
 #[cfg(test)]
-mod long_prompts;
-
-#[cfg(test)]
 mod tests;

@@ -18,6 +18,37 @@ use super::{BadInput, Controls};
 /// Declared by adapters too (`on_budget` in an adapter's file), so defined with them.
 pub use crate::adapter::OnBudget;
 
+/// A budget setting (`usd=5,toolCalls=200`, `ask`) or a budget question's answer that does
+/// not read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BudgetError {
+    #[error(transparent)]
+    OnBudget(#[from] crate::adapter::BadOnBudget),
+    #[error("'{0}' is not KIND=AMOUNT")]
+    NotKindAmount(String),
+    #[error("'{0}' is not one of usd, tokens, toolCalls, seconds")]
+    Kind(String),
+    #[error(transparent)]
+    Amount(#[from] BadAmount),
+    /// An answer's `add` names amounts that do not read.
+    #[error(transparent)]
+    Add(#[from] BadInput),
+    #[error("add must be an object {{KIND: N}}")]
+    AddNotAnObject,
+    #[error("the task stopped at its budget: answer 'continue' (or 'continue with N'), or 'stop'; or send a data part {{\"option\": \"continue\"|\"stop\", \"add\": {{KIND: N}}}}")]
+    Answer,
+}
+
+/// An amount out of its kind's range: "must be a whole number of 0 or more", ...
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("must be {what} {range}")]
+pub struct BadAmount {
+    /// "a number" or "a whole number".
+    what: &'static str,
+    /// "of 0 or more", or up to the host's ceiling.
+    range: String,
+}
+
 /// Amounts of each kind, each optional (unset: no limit of that kind).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Limits {
@@ -99,21 +130,17 @@ fn number(kind: &str, v: f64) -> Value {
 
 /// `usd=5,tokens=2000000,toolCalls=200,seconds=3600` (also `tool_calls`); empty: no limits.
 impl FromStr for Limits {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Limits, String> {
+    type Err = BudgetError;
+    fn from_str(s: &str) -> Result<Limits, BudgetError> {
         let mut out = Limits::default();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (k, v) = item
                 .split_once('=')
-                .ok_or_else(|| format!("'{item}' is not KIND=AMOUNT"))?;
+                .ok_or_else(|| BudgetError::NotKindAmount(item.to_string()))?;
             let kind = match k.trim() {
                 "tool_calls" | "toolCalls" => "toolCalls",
                 k if KINDS.contains(&k) => k,
-                other => {
-                    return Err(format!(
-                        "'{other}' is not one of usd, tokens, toolCalls, seconds"
-                    ))
-                }
+                other => return Err(BudgetError::Kind(other.to_string())),
             };
             let n = amount(kind, &Value::String(v.trim().to_string()), None)?;
             out.set(kind, n);
@@ -147,13 +174,15 @@ impl<'de> Deserialize<'de> for Limits {
 }
 
 /// One amount: a non-negative number (whole for all but dollars), at most `ceiling`.
-fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, String> {
+fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, BadAmount> {
     let whole = kind != "usd";
-    let range = match ceiling {
-        Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
-        None => "of 0 or more".to_string(),
+    let bad = || BadAmount {
+        what: if whole { "a whole number" } else { "a number" },
+        range: match ceiling {
+            Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+            None => "of 0 or more".to_string(),
+        },
     };
-    let what = if whole { "a whole number" } else { "a number" };
     let n = match v {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.trim().parse::<f64>().ok(),
@@ -161,9 +190,9 @@ fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, String> {
     };
     let n = n
         .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))
-        .ok_or_else(|| format!("must be {what} {range}"))?;
+        .ok_or_else(bad)?;
     if ceiling.is_some_and(|c| n > c) {
-        return Err(format!("must be {what} {range}"));
+        return Err(bad());
     }
     Ok(n)
 }
@@ -214,10 +243,11 @@ pub fn parse(v: &Value, host: &Controls) -> Result<Budget, BadInput> {
         None | Some(Value::Null) => host.on_budget,
         Some(w) => {
             let field = format!("{FIELD}.onBudget");
-            w.as_str()
-                .ok_or_else(|| "must be ask or fail".to_string())
-                .and_then(str::parse)
-                .map_err(|why| BadInput::new(field, why))?
+            let word = w
+                .as_str()
+                .ok_or_else(|| BadInput::new(&field, "must be ask or fail"))?;
+            word.parse()
+                .map_err(|why: crate::adapter::BadOnBudget| BadInput::new(field, why.to_string()))?
         }
     };
     Ok(Budget {
@@ -247,7 +277,7 @@ fn limits_of(
     for k in KINDS {
         if let Some(v) = obj.get(k).filter(|v| !v.is_null()) {
             let n = amount(k, v, ceiling.get(k))
-                .map_err(|why| BadInput::new(format!("{field}.{k}"), why))?;
+                .map_err(|why| BadInput::new(format!("{field}.{k}"), why.to_string()))?;
             out.set(k, n);
         }
     }
@@ -600,8 +630,7 @@ pub enum BudgetAnswer {
 /// Reads the answer to a budget's question: a data part `{"option": "continue"|"stop",
 /// "add": {KIND: N}}` (or `"decision": "allow"|"deny"`), else the text: `continue`,
 /// `continue with N`, `yes` … or `stop`, `no` ….
-pub fn answer_of(data: Option<&Value>, text: &str) -> Result<BudgetAnswer, String> {
-    const HOW: &str = "the task stopped at its budget: answer 'continue' (or 'continue with N'), or 'stop'; or send a data part {\"option\": \"continue\"|\"stop\", \"add\": {KIND: N}}";
+pub fn answer_of(data: Option<&Value>, text: &str) -> Result<BudgetAnswer, BudgetError> {
     if let Some(d) = data.filter(|d| d.get("option").is_some() || d.get("decision").is_some()) {
         let word = d
             .get("option")
@@ -613,16 +642,13 @@ pub fn answer_of(data: Option<&Value>, text: &str) -> Result<BudgetAnswer, Strin
             "continue" | "allow" | "approve" | "yes" => {
                 let add = match d.get("add") {
                     None | Some(Value::Null) => None,
-                    Some(Value::Object(o)) => Some(
-                        limits_of(o, "add", &Limits::default(), &[])
-                            .map_err(|e| format!("{}: {}", e.field, e.why))?,
-                    ),
-                    Some(_) => return Err("add must be an object {KIND: N}".into()),
+                    Some(Value::Object(o)) => Some(limits_of(o, "add", &Limits::default(), &[])?),
+                    Some(_) => return Err(BudgetError::AddNotAnObject),
                 };
                 Ok(BudgetAnswer::Continue { add, each: None })
             }
             "stop" | "deny" | "no" | "reject" => Ok(BudgetAnswer::Stop),
-            _ => Err(HOW.into()),
+            _ => Err(BudgetError::Answer),
         };
     }
     let t = text
@@ -640,13 +666,13 @@ pub fn answer_of(data: Option<&Value>, text: &str) -> Result<BudgetAnswer, Strin
                         .parse::<f64>()
                         .ok()
                         .filter(|n| n.is_finite() && *n > 0.0)
-                        .ok_or_else(|| HOW.to_string())?,
+                        .ok_or(BudgetError::Answer)?,
                 ),
             };
             Ok(BudgetAnswer::Continue { add: None, each })
         }
         Some("stop" | "no" | "n" | "deny" | "enough") => Ok(BudgetAnswer::Stop),
-        _ => Err(HOW.into()),
+        _ => Err(BudgetError::Answer),
     }
 }
 

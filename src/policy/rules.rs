@@ -89,9 +89,9 @@ impl PartialEq for Rule {
 
 impl Rule {
     /// Compiles a rule; the error says which pattern does not parse.
-    pub fn new(spec: RuleSpec) -> Result<Rule, String> {
+    pub fn new(spec: RuleSpec) -> Result<Rule, RuleError> {
         if spec.target.is_some() && spec.target_regex.is_some() {
-            return Err("give target or target_regex, not both".into());
+            return Err(RuleError::TwoTargets);
         }
         let tool = match &spec.tool {
             Some(g) => Some(compile(&format!("(?i){}", glob_regex(g)), "tool")?),
@@ -158,9 +158,20 @@ impl Rule {
     }
 }
 
-fn compile(pattern: &str, field: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| format!("{field} does not parse as a pattern: {e}"))
+/// A rule that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    #[error("give target or target_regex, not both")]
+    TwoTargets,
+    #[error("{field} does not parse as a pattern: {source}")]
+    Pattern {
+        field: &'static str,
+        source: regex::Error,
+    },
+}
+
+fn compile(pattern: &str, field: &'static str) -> Result<Regex, RuleError> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|source| RuleError::Pattern { field, source })
 }
 
 /// A glob as a regular expression (unanchored: [`compile`] anchors it).
@@ -256,7 +267,9 @@ impl RuleSet {
         let rules = specs
             .into_iter()
             .enumerate()
-            .map(|(i, s)| Rule::new(s).map_err(|why| BadInput::new(format!("{field}[{i}]"), why)))
+            .map(|(i, s)| {
+                Rule::new(s).map_err(|why| BadInput::new(format!("{field}[{i}]"), why.to_string()))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RuleSet {
             name: name.to_string(),
@@ -284,13 +297,13 @@ pub fn shipped_sets() -> BTreeMap<String, Arc<RuleSet>> {
 }
 
 /// Sets in their TOML form: `[NAME]` tables with a `rules` list.
-fn parse_sets(text: &str) -> Result<BTreeMap<String, Vec<RuleSpec>>, String> {
+fn parse_sets(text: &str) -> Result<BTreeMap<String, Vec<RuleSpec>>, toml::de::Error> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Set {
         rules: Vec<RuleSpec>,
     }
-    let sets: BTreeMap<String, Set> = toml::from_str(text).map_err(|e| e.to_string())?;
+    let sets: BTreeMap<String, Set> = toml::from_str(text)?;
     Ok(sets.into_iter().map(|(k, v)| (k, v.rules)).collect())
 }
 
@@ -428,7 +441,7 @@ fn own_rules(v: Option<&Value>) -> Result<Vec<Rule>, BadInput> {
                     "a request may only narrow its rule set: deny or ask, not allow",
                 ));
             }
-            Rule::new(spec).map_err(|why| BadInput::new(field, why))
+            Rule::new(spec).map_err(|why| BadInput::new(field, why.to_string()))
         })
         .collect()
 }

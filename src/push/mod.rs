@@ -400,4 +400,4 @@ impl PushService {
 }
 
 #[cfg(test)]
-mod shared_tests;
+mod tests;

@@ -19,6 +19,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::common::{eventually, ready};
+
 /// Browser tests run one at a time (two cores, one Chromium each).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -112,20 +114,15 @@ impl Browser {
 
     /// Waits until the text of `css` satisfies `ok`; returns it.
     pub async fn text_until(&self, css: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let mut last = String::new();
-        while tokio::time::Instant::now() < deadline {
-            if let Ok(e) = self.client.find(Locator::Css(css)).await {
-                if let Ok(t) = e.text().await {
-                    if ok(&t) {
-                        return t;
-                    }
-                    last = t;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{css} never got the expected text; last: {last:?}");
+        eventually(&format!("{css} gets the expected text"), WAIT, async || {
+            let e = self.client.find(Locator::Css(css)).await;
+            let t = match e {
+                Ok(e) => e.text().await.map_err(|e| e.to_string())?,
+                Err(e) => return Err(e.to_string()),
+            };
+            ready(ok(&t), t)
+        })
+        .await
     }
 
     /// Waits for the task's state badge to read `state`.
@@ -141,34 +138,26 @@ impl Browser {
     /// Clicks `css`, finding it again if the page replaced it in between (a live page
     /// re-renders its lists and boxes).
     pub async fn click(&self, css: &str) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
+        eventually(&format!("click {css}"), WAIT, async || {
             match self.el(css).await.click().await {
-                Ok(()) => return,
-                Err(e)
-                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(e) if e.is_stale_element_reference() => Err(e.to_string()),
                 Err(e) => panic!("click {css}: {e}"),
+                Ok(()) => Ok(()),
             }
-        }
+        })
+        .await
     }
 
     /// Types into `css` (found again if the page replaced it).
     pub async fn type_into(&self, css: &str, text: &str) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
+        eventually(&format!("type into {css}"), WAIT, async || {
             match self.el(css).await.send_keys(text).await {
-                Ok(()) => return,
-                Err(e)
-                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(e) if e.is_stale_element_reference() => Err(e.to_string()),
                 Err(e) => panic!("type into {css}: {e}"),
+                Ok(()) => Ok(()),
             }
-        }
+        })
+        .await
     }
 
     pub async fn screenshot(&self, name: &str) {
@@ -203,21 +192,14 @@ impl Drop for Browser {
 }
 
 async fn connect(url: &str, caps: serde_json::Map<String, serde_json::Value>) -> Client {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let what = "chromedriver starts a WebDriver session";
+    eventually(what, Duration::from_secs(20), async || {
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        match ClientBuilder::new(connector)
-            .capabilities(caps.clone())
-            .connect(url)
-            .await
-        {
-            Ok(c) => return c,
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                panic!("cannot start a WebDriver session: {e}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
+        let mut builder = ClientBuilder::new(connector);
+        builder.capabilities(caps.clone());
+        builder.connect(url).await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 /// A TCP proxy in front of `upstream` that cuts the first connection carrying a

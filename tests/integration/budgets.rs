@@ -131,6 +131,15 @@ async fn bad_budgets_and_rule_sets_get_invalid_params_naming_the_field() {
     .await;
 }
 
+/// The v0.3 task (`tasks/get`) once its state is `want`.
+async fn task03_in(s: &TestServer, id: &str, want: &str) -> Value {
+    eventually(&format!("task {id} becomes {want}"), WAIT, async || {
+        let t = s.rpc03("tasks/get", json!({"id": id})).await["result"].clone();
+        ready(t["status"]["state"] == want, t)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn the_budget_question_is_the_same_over_v03() {
     limit(async {
@@ -139,26 +148,14 @@ async fn the_budget_question_is_the_same_over_v03() {
         p["message"]["metadata"] = json!({"budget": {"toolCalls": 3}});
         let r = s.rpc03("message/send", p).await;
         let id = r["result"]["id"].as_str().expect("a task").to_string();
-        let task = loop {
-            let t = s.rpc03("tasks/get", json!({"id": id})).await["result"].clone();
-            if t["status"]["state"] == "input-required" {
-                break t;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        };
+        let task = task03_in(&s, &id, "input-required").await;
         let q = question(&task);
         assert_eq!(q["kind"], "budget");
         assert_eq!(q["spent"]["toolCalls"], 3);
         let mut stop = send_params03("stop");
         stop["message"]["taskId"] = json!(id);
         s.rpc03("message/send", stop).await;
-        let t = loop {
-            let t = s.rpc03("tasks/get", json!({"id": id})).await["result"].clone();
-            if t["status"]["state"] == "completed" {
-                break t;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        };
+        let t = task03_in(&s, &id, "completed").await;
         assert_eq!(t["metadata"]["budget"]["spent"]["toolCalls"], 3);
         s.shutdown().await;
     })
@@ -191,7 +188,7 @@ async fn the_budget_question_is_the_same_over_grpc() {
             });
         }
         let task = crate::grpc::task_of(c.send_message(req).await.expect("send").into_inner());
-        let t = crate::grpc::wait_state(&mut c, &task.id, pb::TaskState::InputRequired).await;
+        let t = crate::grpc::task_in(&mut c, &task.id, pb::TaskState::InputRequired).await;
         let json = s.rpc("GetTask", json!({"id": t.id})).await["result"].clone();
         assert_eq!(question(&json)["kind"], "budget");
         assert_eq!(question(&json)["spent"]["toolCalls"], 3);
@@ -200,14 +197,10 @@ async fn the_budget_question_is_the_same_over_grpc() {
             m.task_id = t.id.clone();
         }
         c.send_message(again).await.expect("answer");
-        crate::grpc::wait_state(&mut c, &t.id, pb::TaskState::InputRequired).await;
-        let json = loop {
-            let j = s.rpc("GetTask", json!({"id": t.id})).await["result"].clone();
-            if question(&j)["spent"]["toolCalls"] == 5 {
-                break j;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        };
+        crate::grpc::task_in(&mut c, &t.id, pb::TaskState::InputRequired).await;
+        let json = s
+            .task_when(&t.id, |j| question(j)["spent"]["toolCalls"] == 5)
+            .await;
         assert_eq!(question(&json)["allowed"]["toolCalls"], 5);
         s.shutdown().await;
     })

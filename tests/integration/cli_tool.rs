@@ -11,7 +11,7 @@ use agent_host::client::{collect, Client, Request};
 use agent_host::protocol::v1::{SendMessageResponse, Task, TaskState};
 use futures::StreamExt;
 
-use crate::common::{limit, limit_to, Options, TestServer};
+use crate::common::{limit, limit_to, until, Options, TestServer, WAIT};
 
 /// The `result` artifact's text.
 fn result_text(t: &Task) -> String {
@@ -464,14 +464,8 @@ async fn serve_once(db: &std::path::Path, dir: &std::path::Path) -> String {
         .spawn()
         .expect("spawn agent-host");
     let card = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
-    let mut up = false;
-    for _ in 0..200 {
-        if reqwest::get(&card).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Not `answers`: when the host does not come up, its log says why.
+    let up = until(WAIT, async || reqwest::get(&card).await.map(drop)).await;
     if let Some(pid) = child.id() {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
@@ -480,7 +474,7 @@ async fn serve_once(db: &std::path::Path, dir: &std::path::Path) -> String {
     }
     let out = child.wait_with_output().await.expect("wait");
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(up, "agent-host did not serve its card: {log}");
+    assert!(up.is_ok(), "agent-host did not serve its card: {log}");
     log
 }
 

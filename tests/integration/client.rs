@@ -11,7 +11,7 @@ use agent_host::client::{
 use agent_host::protocol::v1::{ListTasksRequest, SendMessageResponse, StreamResponse, TaskState};
 use futures::StreamExt;
 
-use crate::common::{limit, TestServer};
+use crate::common::{eventually, limit, time_passes, TestServer, WAIT};
 
 const COMBOS: [(Binding, ProtocolVersion); 4] = [
     (Binding::JsonRpc, ProtocolVersion::V1),
@@ -528,7 +528,7 @@ async fn call_exit_codes_failed_input_required_canceled_usage() {
         // Nothing says the tool ran before it was allowed.
         assert!(!r.stdout.contains("Bash"), "{}", r.stdout);
         // The answer comes later; the duration still counts from the task's start.
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        time_passes(Duration::from_millis(400)).await;
         let r = agent_host(&["call", &s.base, "yes", "--task", &task]).await;
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("Everything looks fine"));
@@ -546,22 +546,15 @@ async fn call_exit_codes_failed_input_required_canceled_usage() {
         let base = s.base.clone();
         let call = tokio::spawn(async move { agent_host(&["call", &base, "hang"]).await });
         let c = Client::connect(&s.base).await.expect("connect");
-        let mut hung = None;
-        for _ in 0..200 {
-            let l = c
-                .list_tasks(ListTasksRequest {
-                    status: Some(TaskState::Working),
-                    ..ListTasksRequest::default()
-                })
-                .await
-                .expect("list");
-            if let Some(t) = l.tasks.first() {
-                hung = Some(t.id.clone());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        let hung = hung.expect("the hanging task is listed");
+        let hung = eventually("the hanging task is listed", WAIT, async || {
+            let working = ListTasksRequest {
+                status: Some(TaskState::Working),
+                ..ListTasksRequest::default()
+            };
+            let l = c.list_tasks(working).await.expect("list");
+            l.tasks.first().map(|t| t.id.clone()).ok_or(l.tasks.len())
+        })
+        .await;
         let r = agent_host(&["tasks", "cancel", &s.base, &hung]).await;
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("canceled"));

@@ -239,7 +239,7 @@ async fn a_working_agent_that_takes_no_messages_refuses_them() {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
             .await;
         let mut again = send_params("also this");
         again["message"]["taskId"] = json!(id);

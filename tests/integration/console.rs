@@ -204,24 +204,18 @@ async fn a_hanging_task_is_canceled_from_the_page_and_its_process_is_gone() {
         let marker = format!("hang-{}", uuid::Uuid::new_v4());
         start_task(&b, &s.base, &format!("hang {marker}")).await;
         b.state_is("working").await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while processes_with(&marker).is_empty() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the agent never started"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("the agent starts", WAIT, async || {
+            let found = processes_with(&marker);
+            ready(!found.is_empty(), found)
+        })
+        .await;
         b.click("#cancel").await;
         b.state_is("canceled").await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while !processes_with(&marker).is_empty() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the agent outlived its cancel"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually("the agent ends with its cancel", WAIT, async || {
+            let found = processes_with(&marker);
+            ready(found.is_empty(), found)
+        })
+        .await;
         b.close().await;
         s.shutdown().await;
     })
@@ -244,29 +238,23 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
         b.screenshot("console-task-streaming.png").await;
         // The page follows the live end of the stream...
         let at_end = "return window.scrollY > 0 && window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80";
-        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
-        while b.js(at_end).await != json!(true) {
-            if tokio::time::Instant::now() > deadline {
-                let where_ = b
-                    .js("return [window.scrollY, window.innerHeight, document.documentElement.scrollHeight]")
-                    .await;
-                panic!("the page does not follow the stream: {where_}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let where_ =
+            "return [window.scrollY, window.innerHeight, document.documentElement.scrollHeight]";
+        eventually("the page follows the stream", crate::browser::WAIT, async || {
+            let at = b.js(at_end).await == json!(true);
+            ready(at, b.js(where_).await)
+        })
+        .await;
         // ...until the reader scrolls up: then it stays where they are while more arrives.
         let chunks = "return Number(document.getElementById('answer').dataset.chunks)";
         b.js("window.scrollTo(0, 0); window.dispatchEvent(new Event('scroll')); return 0").await;
         let before = b.js(chunks).await.as_u64().unwrap();
-        let deadline = tokio::time::Instant::now() + crate::browser::WAIT;
-        while b.js(chunks).await.as_u64().unwrap() < before + 50 {
+        eventually("more chunks arrive", crate::browser::WAIT, async || {
+            let n = b.js(chunks).await.as_u64().unwrap();
             let state = b.el("#task-state").await.text().await.unwrap();
-            if state == "completed" {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no more chunks");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            ready(n >= before + 50 || state == "completed", (n, state))
+        })
+        .await;
         assert_eq!(b.js("return window.scrollY").await, json!(0), "the page pulled the reader down");
         b.state_is("completed").await;
         let answer = b

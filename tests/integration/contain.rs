@@ -6,11 +6,10 @@
 //! except under `CI=true`, where a missing piece is a failure.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::limit;
+use super::common::{answers, limit};
 use super::sandbox::{message, sandbox_available, text_of, Host};
 
 /// A folder of its own directly under `/tmp` (where the sandbox puts an empty tmpfs), as
@@ -76,23 +75,7 @@ async fn the_host_under_tmp_serves_the_demo_agent_in_the_sandbox() {
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
         let client = reqwest::Client::new();
-        let mut up = false;
-        for _ in 0..200 {
-            if client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await
-                .is_ok()
-            {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(
-            up,
-            "agent-host under /tmp did not serve its card within 10 s"
-        );
+        answers(&format!("{base}/.well-known/agent-card.json")).await;
         let v: serde_json::Value = client
             .post(format!("{base}/"))
             .header("A2A-Version", "1.0")

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::limit;
+use super::common::{answers, limit};
 use super::sandbox::{message, sandbox_available, text_of};
 
 /// A test host in a network namespace of its own, joined to the machine by a veth pair:
@@ -206,19 +206,15 @@ impl Host {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn agent-host");
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            let card = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
-            if client.get(card).send().await.is_ok() {
-                return Host {
-                    child,
-                    port,
-                    _root: root,
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        answers(&format!(
+            "http://127.0.0.1:{port}/.well-known/agent-card.json"
+        ))
+        .await;
+        Host {
+            child,
+            port,
+            _root: root,
         }
-        panic!("agent-host did not serve its card within 10 s");
     }
 
     async fn run(&self, prompt: &str) -> Value {

@@ -30,7 +30,7 @@ async fn a_reply_naming_only_the_context_answers_the_waiting_task() {
     limit(async {
         let s = TestServer::start().await;
         let (id, ctx) = start_task(&s, "approval: clean the build directory").await;
-        s.wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+        s.task_when(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
             .await;
         let mut p = send_params("yes");
         p["message"]["contextId"] = json!(ctx);
@@ -42,7 +42,7 @@ async fn a_reply_naming_only_the_context_answers_the_waiting_task() {
             "the reply answered the waiting task: {r}"
         );
         let t = s
-            .wait_task(&id, |t| {
+            .task_when(&id, |t| {
                 matches!(state(t), "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
             })
             .await;
@@ -65,7 +65,7 @@ async fn a_last_event_id_beyond_the_log_gives_the_current_state() {
     limit(async {
         let s = TestServer::start().await;
         let (id, _) = start_task(&s, "hello").await;
-        s.wait_task(&id, |t| state(t) == "TASK_STATE_COMPLETED")
+        s.task_when(&id, |t| state(t) == "TASK_STATE_COMPLETED")
             .await;
         let mut r = s
             .open_stream("SubscribeToTask", json!({"id": id}), Some(1_000_000))
@@ -89,12 +89,12 @@ async fn a_replay_goes_past_an_answered_question() {
     limit(async {
         let s = TestServer::start().await;
         let (id, _) = start_task(&s, "approval: clean the build directory").await;
-        s.wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+        s.task_when(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
             .await;
         let mut p = send_params("yes");
         p["message"]["taskId"] = json!(id);
         s.rpc("SendMessage", p).await;
-        s.wait_task(&id, |t| state(t) == "TASK_STATE_COMPLETED")
+        s.task_when(&id, |t| state(t) == "TASK_STATE_COMPLETED")
             .await;
         let mut r = s
             .open_stream("SubscribeToTask", json!({"id": id}), Some(0))
@@ -124,7 +124,7 @@ async fn a_prompt_too_long_for_an_argument_goes_to_stdin_or_is_refused() {
         let s = TestServer::start().await;
         let (id, _) = start_task(&s, &long).await;
         let t = s
-            .wait_task(&id, |t| {
+            .task_when(&id, |t| {
                 matches!(state(t), "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
             })
             .await;

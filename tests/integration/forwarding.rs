@@ -9,8 +9,6 @@
 //! `postgres://root@127.0.0.1:5432/test`); each test has a schema of its own. Unreachable: a
 //! failure under `CI=true`, a loud skip elsewhere.
 
-use std::time::Duration;
-
 use agent_host::settings::cluster::ClusterSettings;
 use agent_host::settings::{Credential, Secret, Security};
 use serde_json::{json, Value};
@@ -68,25 +66,9 @@ async fn start(s: &TestServer, text: &str, headers: &[(&str, &str)]) -> String {
         .to_string()
 }
 
-fn grandchild_pid(task: &Value) -> Option<u32> {
-    task.to_string()
-        .split("grandchild pid ")
-        .nth(1)?
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Waits (at most 5 s) until the process is gone.
-async fn gone(pid: u32) -> bool {
-    for _ in 0..200 {
-        if !process_alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
+/// The pid of the grandchild a task names.
+fn pid_of(task: &Value) -> Option<u32> {
+    grandchild_pid(&task.to_string())
 }
 
 #[tokio::test]
@@ -98,15 +80,15 @@ async fn a_cancel_sent_to_another_host_stops_the_program_where_it_runs() {
         let a = TestServer::with(host(&db, "host-a")).await;
         let b = TestServer::with(host(&db, "host-b")).await;
         let id = start(&a, "grandchild", &[]).await;
-        let t = a.wait_task(&id, |t| grandchild_pid(t).is_some()).await;
-        let pid = grandchild_pid(&t).expect("pid");
+        let t = a.task_when(&id, |t| pid_of(t).is_some()).await;
+        let pid = pid_of(&t).expect("pid");
         assert!(process_alive(pid));
         // Sent to B, which does not run it: B passes it to A and answers with A's result.
         let r = b.rpc("CancelTask", json!({"id": id})).await;
         assert_eq!(r["result"]["id"], id.as_str(), "{r}");
         assert_eq!(state(&r["result"]), "TASK_STATE_CANCELED", "{r}");
         // A stopped its program, everything it started included.
-        assert!(gone(pid).await, "the program on A outlived the cancel");
+        process_ends("the program on A ends with the cancel", pid).await;
         let on_a = a.rpc("GetTask", json!({"id": id})).await;
         assert_eq!(state(&on_a["result"]), "TASK_STATE_CANCELED");
         // Once more, through B: the ended task is not cancelable, as A would say.
@@ -129,7 +111,7 @@ async fn an_approval_asked_on_one_host_is_answered_through_another() {
         let b = TestServer::with(host(&db, "host-b")).await;
         // The demo agent on A asks before running `ls`; denied, it says so and lists nothing.
         let id = start(&a, "approval", &[]).await;
-        b.wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+        b.task_when(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
             .await;
         // A blocking answer sent to B: A's program gets it, and B answers with the task
         // once it settled on A.
@@ -150,7 +132,7 @@ async fn an_approval_asked_on_one_host_is_answered_through_another() {
         // A question on A, answered by a streamed reply to B naming only the context.
         let id = start(&a, "question", &[]).await;
         let asked = b
-            .wait_task(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
+            .task_when(&id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED")
             .await;
         let ctx = asked["contextId"].as_str().expect("context").to_string();
         let mut p = send_params("src/lib.rs");
@@ -251,8 +233,8 @@ async fn an_owner_out_of_reach_is_an_error_and_a_passed_on_command_is_not_passed
         let a = TestServer::with(host(&db, "host-a")).await;
         let b = TestServer::with(host(&db, "host-b")).await;
         let id = start(&a, "grandchild", &[]).await;
-        let t = a.wait_task(&id, |t| grandchild_pid(t).is_some()).await;
-        let pid = grandchild_pid(&t).expect("pid");
+        let t = a.task_when(&id, |t| pid_of(t).is_some()).await;
+        let pid = pid_of(&t).expect("pid");
         // A command that says another host passed it on is carried out here or refused,
         // never passed on: B names A instead.
         let r = call(
@@ -297,7 +279,7 @@ async fn an_owner_out_of_reach_is_an_error_and_a_passed_on_command_is_not_passed
         assert_eq!(state(&on_a["result"]), "TASK_STATE_WORKING");
         let r = a.rpc("CancelTask", json!({"id": id})).await;
         assert_eq!(state(&r["result"]), "TASK_STATE_CANCELED");
-        assert!(gone(pid).await);
+        process_ends("the program ends", pid).await;
         a.shutdown().await;
         b.shutdown().await;
         db.drop_now().await;
@@ -336,13 +318,11 @@ async fn a_passed_on_command_carries_the_callers_credentials() {
         let id = start(&a, "approval", &[ALICE]).await;
         let mut answer = send_params("yes");
         answer["message"]["taskId"] = json!(id);
-        for _ in 0..400 {
+        eventually("Alice's task asks, seen through B", WAIT, async || {
             let t = call(&b, "GetTask", json!({"id": id}), &[ALICE]).await;
-            if state(&t["result"]) == "TASK_STATE_INPUT_REQUIRED" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            ready(state(&t["result"]) == "TASK_STATE_INPUT_REQUIRED", t)
+        })
+        .await;
         // Bob's answer or cancel through B: Alice's task does not exist for him.
         let r = call(&b, "SendMessage", answer.clone(), &[BOB]).await;
         assert_eq!(r["error"]["code"], -32001, "{r}");
@@ -389,7 +369,7 @@ async fn the_push_config_of_a_passed_on_message_is_delivered_once_by_the_owner()
         let id = t["id"].as_str().expect("id");
         // Every update of the task, in order, once each: one host delivers them.
         let log = crate::push::log_of(&a, id).await;
-        let hits = crate::push::wait_hits(&rx, log.len()).await;
+        let hits = crate::push::received(&rx, log.len()).await;
         let bodies: Vec<Value> = hits.iter().map(|h| h.body.clone()).collect();
         assert_eq!(bodies, log);
         assert!(hits.iter().all(|h| h.token.as_deref() == Some("tok-f")));
@@ -411,8 +391,8 @@ async fn a_grpc_cancel_sent_to_another_host_stops_the_program_where_it_runs() {
         let a = TestServer::with(host(&db, "host-a")).await;
         let (b, mut on_b) = grpc_server(host(&db, "host-b")).await;
         let id = start(&a, "grandchild", &[]).await;
-        let t = a.wait_task(&id, |t| grandchild_pid(t).is_some()).await;
-        let pid = grandchild_pid(&t).expect("pid");
+        let t = a.task_when(&id, |t| pid_of(t).is_some()).await;
+        let pid = pid_of(&t).expect("pid");
         assert!(process_alive(pid));
         // CancelTask over gRPC to B, which does not run the task: B passes it to A (over
         // A's JSON-RPC endpoint) and answers with A's result as a gRPC Task.
@@ -426,7 +406,7 @@ async fn a_grpc_cancel_sent_to_another_host_stops_the_program_where_it_runs() {
             .into_inner();
         assert_eq!(canceled.id, id);
         assert_eq!(task_state(&canceled), pb::TaskState::Canceled);
-        assert!(gone(pid).await, "the program on A outlived the cancel");
+        process_ends("the program on A ends with the cancel", pid).await;
         let on_a = a.rpc("GetTask", json!({"id": id})).await;
         assert_eq!(state(&on_a["result"]), "TASK_STATE_CANCELED");
         // Once more: the ended task is not cancelable, as A would say, as a gRPC status.

@@ -2,8 +2,6 @@
 //! method, errors as statuses with ErrorInfo, authentication (streams: `grpc_streams.rs`).
 //! The helpers here serve both files.
 
-use std::time::Duration;
-
 use agent_host::server::grpc::pb;
 use agent_host::server::grpc::pb::a2a_service_client::A2aServiceClient;
 use agent_host::server::grpc::pb::stream_response::Payload;
@@ -115,22 +113,17 @@ pub(crate) fn task_state(t: &pb::Task) -> pb::TaskState {
     pb::TaskState::try_from(t.status.as_ref().expect("status").state).expect("state")
 }
 
-pub(crate) async fn wait_state(c: &mut Client, id: &str, want: pb::TaskState) -> pb::Task {
-    for _ in 0..400 {
-        let t = c
-            .get_task(pb::GetTaskRequest {
-                id: id.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("get")
-            .into_inner();
-        if task_state(&t) == want {
-            return t;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {id} never reached {want:?}");
+/// The task once its state is `want` (GetTask over gRPC).
+pub(crate) async fn task_in(c: &mut Client, id: &str, want: pb::TaskState) -> pb::Task {
+    eventually(&format!("task {id} reaches {want:?}"), WAIT, async || {
+        let req = pb::GetTaskRequest {
+            id: id.into(),
+            ..Default::default()
+        };
+        let t = c.get_task(req).await.expect("get").into_inner();
+        ready(task_state(&t) == want, t)
+    })
+    .await
 }
 
 /// The ErrorInfo reason and domain of a status.

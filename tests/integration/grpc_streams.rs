@@ -131,7 +131,7 @@ async fn tasks_cross_between_json_rpc_and_grpc() {
                 .expect("send")
                 .into_inner(),
         );
-        wait_state(&mut c, &t.id, pb::TaskState::InputRequired).await;
+        task_in(&mut c, &t.id, pb::TaskState::InputRequired).await;
         let mut answer = send_params("main.rs");
         answer["message"]["taskId"] = json!(t.id);
         answer["message"]["contextId"] = json!(t.context_id);
@@ -142,7 +142,7 @@ async fn tasks_cross_between_json_rpc_and_grpc() {
             Some("TASK_STATE_COMPLETED"),
             "{frames:?}"
         );
-        let done = wait_state(&mut c, &t.id, pb::TaskState::Completed).await;
+        let done = task_in(&mut c, &t.id, pb::TaskState::Completed).await;
         assert_eq!(done.id, t.id);
         s.shutdown().await;
     })

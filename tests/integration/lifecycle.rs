@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use agent_host::runner::group_alive;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
@@ -27,7 +26,7 @@ async fn start_task(s: &TestServer, prompt: &str) -> String {
 
 async fn final_state(s: &TestServer, prompt: &str) -> Value {
     let id = start_task(s, prompt).await;
-    s.wait_task(&id, |t| {
+    s.task_when(&id, |t| {
         matches!(
             t["status"]["state"].as_str(),
             Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED" | "TASK_STATE_CANCELED")
@@ -36,32 +35,15 @@ async fn final_state(s: &TestServer, prompt: &str) -> Value {
     .await
 }
 
-/// Waits (bounded) until nothing of the group is left.
-async fn group_gone(pgid: u32) -> bool {
-    for _ in 0..100 {
-        if !group_alive(pgid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn cancel_kills_the_whole_process_tree() {
     limit(async {
         let s = TestServer::start().await;
         let id = start_task(&s, "grandchild").await;
         let t = s
-            .wait_task(&id, |t| status_text(t).contains("grandchild pid"))
+            .task_when(&id, |t| status_text(t).contains("grandchild pid"))
             .await;
-        let text = status_text(&t);
-        let pid: u32 = text
-            .split("grandchild pid ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-            .expect("pid in the tool result");
+        let pid = grandchild_pid(&status_text(&t)).expect("pid in the tool result");
         assert!(process_alive(pid));
         let pgid = pgrp_of(pid).expect("grandchild's group");
         assert_ne!(pgid, pid, "the grandchild is in the CLI's group");
@@ -72,7 +54,7 @@ async fn cancel_kills_the_whole_process_tree() {
         );
         let c = s.rpc("CancelTask", json!({"id": id})).await;
         assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED");
-        assert!(group_gone(pgid).await, "a process of the task survived");
+        groups_end("every process of the task ends with its cancel", &[pgid]).await;
         assert!(!process_alive(pid));
     })
     .await;
@@ -87,7 +69,7 @@ async fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_period() {
         })
         .await;
         let id = start_task(&s, "ignore-sigterm").await;
-        s.wait_task(&id, |t| {
+        s.task_when(&id, |t| {
             t["artifacts"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|x| x["artifactId"] == "assistant-response"))
@@ -239,14 +221,9 @@ async fn shutdown_ends_every_task_and_its_processes() {
         .await;
         let id = start_task(&s, "grandchild").await;
         let t = s
-            .wait_task(&id, |t| status_text(t).contains("grandchild pid"))
+            .task_when(&id, |t| status_text(t).contains("grandchild pid"))
             .await;
-        let pid: u32 = status_text(&t)
-            .split("grandchild pid ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse().ok())
-            .unwrap();
+        let pid = grandchild_pid(&status_text(&t)).unwrap();
         let pgid = pgrp_of(pid).unwrap();
         let mut stream = s
             .open_stream("SubscribeToTask", json!({"id": id}), None)
@@ -260,10 +237,7 @@ async fn shutdown_ends_every_task_and_its_processes() {
             states(&rest).last().map(String::as_str),
             Some("TASK_STATE_FAILED")
         );
-        assert!(
-            group_gone(pgid).await,
-            "a process of the task survived shutdown"
-        );
+        groups_end("every process of the task ends with the shutdown", &[pgid]).await;
         assert!(
             client.get(format!("{base}/health")).send().await.is_err(),
             "server stopped"
@@ -413,7 +387,7 @@ fn agent_script(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
 
 /// The task once it has completed or failed.
 async fn ended(s: &TestServer, id: &str) -> Value {
-    s.wait_task(id, |t| {
+    s.task_when(id, |t| {
         matches!(
             t["status"]["state"].as_str(),
             Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED")
@@ -452,15 +426,7 @@ async fn a_turn_ends_when_the_program_exits_and_its_leftovers_are_killed() {
             .trim()
             .parse()
             .unwrap();
-        let mut gone = false;
-        for _ in 0..200 {
-            if !process_alive(pid) {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(gone, "the background process {pid} outlived the task");
+        process_ends("the background process ends with the task", pid).await;
     })
     .await;
 }

@@ -2,8 +2,6 @@
 //! started over MCP being an ordinary A2A task, approvals answered with `reply`, cancel
 //! stopping the program and its children, owners, and bad arguments.
 
-use std::time::Duration;
-
 use agent_host::settings::{Credential, Secret, Security};
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use rmcp::service::RunningService;
@@ -61,15 +59,18 @@ fn mcp_error(e: ServiceError) -> rmcp::ErrorData {
 async fn follow(c: &Mcp, id: &str, done: impl Fn(&Value, &[Value]) -> bool) -> (Value, Vec<Value>) {
     let mut after = 0u64;
     let mut events = Vec::new();
-    loop {
-        let r = ok(c, "get_task", json!({"taskId": id, "afterEvent": after})).await;
-        events.extend(r["events"].as_array().cloned().unwrap_or_default());
-        after = r["lastEvent"].as_u64().expect("lastEvent");
-        if done(&r["task"], &events) {
-            return (r["task"].clone(), events);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let task = eventually(
+        &format!("task {id} gets where the test waits"),
+        WAIT,
+        async || {
+            let r = ok(c, "get_task", json!({"taskId": id, "afterEvent": after})).await;
+            events.extend(r["events"].as_array().cloned().unwrap_or_default());
+            after = r["lastEvent"].as_u64().expect("lastEvent");
+            ready(done(&r["task"], &events), r["task"].clone())
+        },
+    )
+    .await;
+    (task, events)
 }
 
 #[tokio::test]
@@ -212,30 +213,16 @@ async fn cancel_task_stops_the_program_and_its_children() {
         let t = ok(&c, "start_task", json!({"prompt": "grandchild"})).await;
         let id = t["id"].as_str().unwrap().to_string();
         let pid_in = |events: &[Value]| {
-            events.iter().find_map(|e| {
-                let text = e["text"].as_str()?;
-                text.split("grandchild pid ")
-                    .nth(1)?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u32>()
-                    .ok()
-            })
+            events
+                .iter()
+                .find_map(|e| grandchild_pid(e["text"].as_str()?))
         };
         let (_, events) = follow(&c, &id, |_, ev| pid_in(ev).is_some()).await;
         let pid = pid_in(&events).unwrap();
         assert!(process_alive(pid));
         let canceled = ok(&c, "cancel_task", json!({"taskId": id})).await;
         assert_eq!(canceled["state"], "canceled", "{canceled}");
-        let mut gone = false;
-        for _ in 0..100 {
-            if !process_alive(pid) {
-                gone = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(gone, "the task's grandchild {pid} survived cancel_task");
+        process_ends("the task's grandchild ends with cancel_task", pid).await;
         c.cancel().await.ok();
         s.shutdown().await;
     })

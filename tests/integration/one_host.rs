@@ -59,15 +59,7 @@ async fn a_second_host_on_the_same_folder_refuses_and_leaves_the_first_ones_agen
         let port = free_port();
         let mut first = serve(&db, &repo, port).spawn().expect("start agent-host");
         let base = format!("http://127.0.0.1:{port}");
-        let mut up = false;
-        for _ in 0..400 {
-            if reqwest::get(format!("{base}/health")).await.is_ok() {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(up, "the first host did not start");
+        answers(&format!("{base}/health")).await;
 
         // A running task whose agent left a process of its own.
         let mut p = send_params("grandchild");
@@ -76,22 +68,12 @@ async fn a_second_host_on_the_same_folder_refuses_and_leaves_the_first_ones_agen
             .as_str()
             .unwrap()
             .to_string();
-        let mut grandchild = None;
-        for _ in 0..400 {
+        let grandchild = eventually("the grandchild's pid is reported", WAIT, async || {
             let t = rpc(&base, "GetTask", json!({"id": id})).await["result"].clone();
-            grandchild = t["status"]["message"]["parts"][0]["text"]
-                .as_str()
-                .unwrap_or("")
-                .split("grandchild pid ")
-                .nth(1)
-                .and_then(|s| s.split_whitespace().next())
-                .and_then(|s| s.parse::<u32>().ok());
-            if grandchild.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        let grandchild = grandchild.expect("the grandchild's pid");
+            let text = t["status"]["message"]["parts"][0]["text"].as_str();
+            grandchild_pid(text.unwrap_or("")).ok_or(t)
+        })
+        .await;
 
         // The second host, same folder, another port: it refuses, naming the first.
         let second = tokio::time::timeout(

@@ -39,7 +39,7 @@ async fn a_cancel_during_the_sandbox_setup_answers_at_once_and_leaves_nothing() 
                 .as_str()
                 .unwrap_or_else(|| panic!("no task: {v}"))
                 .to_string();
-            tokio::time::sleep(Duration::from_millis(delay)).await;
+            time_passes(Duration::from_millis(delay)).await;
             let t0 = Instant::now();
             let c = host.rpc("/", "CancelTask", json!({"id": id}), &[]).await;
             let elapsed = t0.elapsed();
@@ -70,18 +70,18 @@ fn state(t: &Value) -> &str {
     t["status"]["state"].as_str().unwrap_or("")
 }
 
-/// Polls GetTask until `pred` holds, within 60 s (a loaded machine starts twenty agents
-/// slowly; a deadlock never gets there).
-async fn wait_for(s: &TestServer, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let t = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
-        if pred(&t) {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "task {id} stuck at {t}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// The task once `pred` holds, within 60 s (a loaded machine starts twenty agents slowly; a
+/// deadlock never gets there).
+async fn task_when_loaded(s: &TestServer, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    eventually(
+        &format!("task {id} gets on"),
+        Duration::from_secs(60),
+        async || {
+            let t = s.get_task(id).await;
+            ready(pred(&t), t)
+        },
+    )
+    .await
 }
 
 /// Twenty questions fanned out on the default limits (16 running slots): a task waiting for
@@ -114,7 +114,7 @@ async fn twenty_questions_fanned_out_all_reach_the_caller_and_all_complete() {
             );
         }
         for id in &ids {
-            wait_for(&s, id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED").await;
+            task_when_loaded(&s, id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED").await;
         }
         for id in &ids {
             let mut p = send_now("src/main.rs");
@@ -123,7 +123,7 @@ async fn twenty_questions_fanned_out_all_reach_the_caller_and_all_complete() {
             assert!(v["result"].is_object(), "answer of {id}: {v}");
         }
         for id in &ids {
-            wait_for(&s, id, |t| state(t) == "TASK_STATE_COMPLETED").await;
+            task_when_loaded(&s, id, |t| state(t) == "TASK_STATE_COMPLETED").await;
         }
         println!("20 questions fanned out: 20 input-required, 20 completed");
     })
@@ -149,8 +149,8 @@ async fn an_abandoned_question_expires_and_says_so() {
             .as_str()
             .expect("task")
             .to_string();
-        wait_for(&s, &id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED").await;
-        let t = wait_for(&s, &id, |t| state(t) == "TASK_STATE_FAILED").await;
+        task_when_loaded(&s, &id, |t| state(t) == "TASK_STATE_INPUT_REQUIRED").await;
+        let t = task_when_loaded(&s, &id, |t| state(t) == "TASK_STATE_FAILED").await;
         let text = t["status"]["message"]["parts"][0]["text"]
             .as_str()
             .unwrap_or_default();
@@ -214,14 +214,14 @@ async fn an_orchestrator_polling_twenty_tasks_is_never_refused_on_the_defaults()
 /// every fifth task), until every task has ended; a task not ended within 60 s is stuck.
 /// Returns (refused, requests).
 async fn follow(host: &HostProcess, ids: &[String], round: usize) -> (usize, usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut open: Vec<(usize, String)> = ids.iter().cloned().enumerate().collect();
     let (mut refused, mut requests) = (0, 0);
-    while !open.is_empty() {
-        assert!(Instant::now() < deadline, "stuck tasks: {open:?}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    let no_task_stuck = Duration::from_secs(60);
+    eventually("every task of the round ends", no_task_stuck, async || {
+        // An orchestrator that polls once a second (the load is the point).
+        time_passes(Duration::from_secs(1)).await;
         let mut still = Vec::new();
-        for (i, id) in open {
+        for (i, id) in std::mem::take(&mut open) {
             let (t, r) = call(host, "GetTask", json!({"id": id})).await;
             requests += 1;
             refused += usize::from(r);
@@ -249,6 +249,8 @@ async fn follow(host: &HostProcess, ids: &[String], round: usize) -> (usize, usi
             still.push((i, id));
         }
         open = still;
-    }
+        ready(open.is_empty(), open.clone())
+    })
+    .await;
     (refused, requests)
 }

@@ -1,6 +1,7 @@
 //! Push notifications: every update to a webhook on 127.0.0.1, in order, through failures
 //! and restarts; configs in both versions; SSRF probes refused (`targets.rs`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,25 +22,30 @@ pub struct Hit {
 }
 
 /// A webhook receiver on 127.0.0.1: records what it accepts; answers 503 to the first
-/// `fail_first` requests and while `down` is set.
+/// `fail_first` requests and while `down` is set (counting those in `refused`).
 #[derive(Clone)]
 pub struct Receiver {
     pub url: String,
     pub hits: Arc<Mutex<Vec<Hit>>>,
     pub down: Arc<Mutex<bool>>,
+    /// Requests answered 503 while `down`.
+    pub refused: Arc<AtomicUsize>,
 }
 
 pub async fn receiver(fail_first: usize) -> Receiver {
     let hits = Arc::new(Mutex::new(Vec::new()));
     let down = Arc::new(Mutex::new(false));
+    let refused = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(Mutex::new(fail_first));
-    let (h, d) = (hits.clone(), down.clone());
+    let (h, d, r) = (hits.clone(), down.clone(), refused.clone());
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post(move |headers: HeaderMap, body: String| {
             let (hits, down, failures) = (h.clone(), d.clone(), failures.clone());
+            let refused = r.clone();
             async move {
                 if *down.lock().unwrap() {
+                    refused.fetch_add(1, Ordering::SeqCst);
                     return StatusCode::SERVICE_UNAVAILABLE;
                 }
                 {
@@ -73,6 +79,7 @@ pub async fn receiver(fail_first: usize) -> Receiver {
         url: format!("http://{addr}/hook"),
         hits,
         down,
+        refused,
     }
 }
 
@@ -97,16 +104,17 @@ pub async fn log_of(s: &TestServer, id: &str) -> Vec<Value> {
         .collect()
 }
 
-pub async fn wait_hits(rx: &Receiver, n: usize) -> Vec<Hit> {
-    for _ in 0..400 {
-        let hits = rx.hits.lock().unwrap().clone();
-        if hits.len() >= n {
-            return hits;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let got = rx.hits.lock().unwrap().len();
-    panic!("the receiver got {got} updates, expected {n}");
+/// What the receiver accepted, once it has accepted `n` updates.
+pub async fn received(rx: &Receiver, n: usize) -> Vec<Hit> {
+    eventually(
+        &format!("the receiver gets {n} updates"),
+        WAIT,
+        async || {
+            let hits = rx.hits.lock().unwrap().clone();
+            ready(hits.len() >= n, hits)
+        },
+    )
+    .await
 }
 
 /// A server with push on and a task started with `prompt` (not waited for); its id.
@@ -151,7 +159,7 @@ async fn every_update_reaches_the_webhook_in_order_with_its_credentials() {
         let v = s.rpc("SendMessage", p).await;
         let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
         let log = log_of(&s, &id).await;
-        let hits = wait_hits(&rx, log.len()).await;
+        let hits = received(&rx, log.len()).await;
         let bodies: Vec<Value> = hits.iter().map(|h| h.body.clone()).collect();
         assert_eq!(
             bodies, log,
@@ -175,7 +183,7 @@ async fn configs_in_both_versions() {
     limit(async {
         let rx = receiver(0).await;
         let (s, id) = server_with_task(fast(), "approval").await;
-        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").await;
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").await;
         // v1.0 create / get / list / delete.
         let c = s
             .rpc("CreateTaskPushNotificationConfig", json!({"taskId": id, "id": "cfg-1", "url": rx.url,
@@ -206,8 +214,7 @@ async fn configs_in_both_versions() {
         reply["message"]["taskId"] = json!(id);
         s.rpc("SendMessage", reply).await;
         // Both configs get the rest of the turn, up to its end, each in its version's shape.
-        let mut done = false;
-        for _ in 0..400 {
+        eventually("both configs get the final update", WAIT, async || {
             let hits = rx.hits.lock().unwrap().clone();
             let v03_final = hits
                 .iter()
@@ -216,13 +223,9 @@ async fn configs_in_both_versions() {
                 h.auth.as_deref() == Some("Bearer c1")
                     && h.body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
             });
-            if v03_final && v1_final {
-                done = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(done, "both configs get the final update");
+            ready(v03_final && v1_final, hits.len())
+        })
+        .await;
         let hits = rx.hits.lock().unwrap().clone();
         let v03: Vec<&Hit> = hits.iter().filter(|h| h.token.as_deref() == Some("t03")).collect();
         let v1: Vec<&Hit> = hits.iter().filter(|h| h.auth.as_deref() == Some("Bearer c1")).collect();
@@ -265,7 +268,12 @@ async fn deliveries_survive_a_receiver_outage_and_a_host_restart() {
             .unwrap()
             .to_string();
         let log = log_of(&s, &id).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The host tried, and the receiver, down, took nothing.
+        eventually("the host tries to deliver", WAIT, async || {
+            let n = rx.refused.load(Ordering::SeqCst);
+            ready(n > 0, n)
+        })
+        .await;
         assert!(rx.hits.lock().unwrap().is_empty());
         s.shutdown().await;
         // Secrets are sealed at rest.
@@ -285,7 +293,7 @@ async fn deliveries_survive_a_receiver_outage_and_a_host_restart() {
             ..Options::default()
         })
         .await;
-        let hits = wait_hits(&rx, log.len()).await;
+        let hits = received(&rx, log.len()).await;
         let bodies: Vec<Value> = hits.iter().map(|h| h.body.clone()).collect();
         assert_eq!(bodies.len(), log.len());
         for (i, (b, l)) in bodies.iter().zip(&log).enumerate() {

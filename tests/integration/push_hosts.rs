@@ -188,19 +188,14 @@ async fn a_config_created_through_another_host_is_delivered_from_the_shared_queu
             .rpc("ListTaskPushNotificationConfigs", json!({"taskId": id}))
             .await;
         assert_eq!(listed["result"]["configs"][0]["id"], "via-b", "{listed}");
-        let done = b.wait_task(&id, |t| ended(state(t))).await;
+        let done = b.task_when(&id, |t| ended(state(t))).await;
         assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
-        let waited = tokio::time::timeout(Duration::from_secs(60), async {
-            while !rx.got_end("via-b") {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
+        eventually(
+            "the end reaches the receiver",
+            Duration::from_secs(60),
+            async || ready(rx.got_end("via-b"), rx.seqs("via-b")),
+        )
         .await;
-        assert!(
-            waited.is_ok(),
-            "the end never reached the receiver: {:?}",
-            rx.seqs("via-b")
-        );
         // Every update from the config's creation on, once each, in order: a tail of the log.
         let log = log_ids(&b.base, &id).await;
         let got = rx.seqs("via-b");
@@ -251,18 +246,6 @@ async fn host(db: &Schema, id: &str) -> HostProcess {
     .await
 }
 
-/// Polls `f` every 20 ms until it holds; false after `max`.
-async fn within(max: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + max;
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn a_killed_hosts_pushes_reach_the_receiver_once_each_before_and_in_order_after() {
     limit_to(Duration::from_secs(180), async {
@@ -302,40 +285,38 @@ async fn a_killed_hosts_pushes_reach_the_receiver_once_each_before_and_in_order_
             .flat_map(|n| [format!("t{n}-a"), format!("t{n}-b")])
             .collect();
         // The steady state: every config receiving updates while A runs the tasks.
-        let flowing = within(Duration::from_secs(60), async || {
-            keys.iter().all(|k| rx.seqs(k).len() >= 5)
+        eventually("updates flow to every config", Duration::from_secs(60), async || {
+            ready(keys.iter().all(|k| rx.seqs(k).len() >= 5), rx.hits().len())
         })
         .await;
-        assert!(flowing, "updates never flowed to every config: {:?}", rx.hits().len());
         a.kill9().await;
         let killed = Instant::now();
         // Within the lease (1 s) and a heartbeat, B reports every task of A ended or
         // answerable; "stuck" is still working after a generous 30 s.
-        let mut states = HashMap::new();
-        let settled = within(Duration::from_secs(30), async || {
+        let what = "every task of the killed host ended or answerable";
+        let states = eventually(what, Duration::from_secs(30), async || {
+            let mut states = HashMap::new();
             for id in &ids {
                 let t = b.rpc("/", "GetTask", json!({"id": id}), &[]).await;
-                let s = state(&t["result"]).to_string();
-                states.insert(id.clone(), s);
+                states.insert(id.clone(), state(&t["result"]).to_string());
             }
-            states
+            let settled = states
                 .values()
-                .all(|s| ended(s) || s == "TASK_STATE_INPUT_REQUIRED")
+                .all(|s| ended(s) || s == "TASK_STATE_INPUT_REQUIRED");
+            ready(settled, states)
         })
         .await;
         let to_settled = killed.elapsed();
-        assert!(settled, "tasks of the killed host left stuck: {states:?}");
         assert!(
             states.values().all(|s| s == "TASK_STATE_FAILED"),
             "a running task of a lost host fails: {states:?}"
         );
         // Every config receives its task's end (written by B) at least once.
-        let delivered = within(Duration::from_secs(60), async || {
-            keys.iter().all(|k| rx.got_end(k))
+        eventually("every end reaches the receiver", Duration::from_secs(60), async || {
+            ready(keys.iter().all(|k| rx.got_end(k)), rx.hits().len())
         })
         .await;
         let to_delivered = killed.elapsed();
-        assert!(delivered, "the ends never all reached the receiver");
         let hits = rx.hits();
         let mut total = 0;
         let mut repeats_after = 0;

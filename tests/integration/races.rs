@@ -150,7 +150,7 @@ async fn until_settled(
     if let Ok(got) = tokio::time::timeout(HANG, &mut call).await {
         return got;
     }
-    s.wait_task(task, |t| {
+    s.task_when(task, |t| {
         let st = t["status"]["state"].as_str().unwrap_or("");
         st == "TASK_STATE_INPUT_REQUIRED" || st == "TASK_STATE_COMPLETED"
     })
@@ -245,7 +245,7 @@ async fn answer_cycles(s: &TestServer, via: Via, stream: bool, asks: usize) -> u
             None => {
                 lost += 1;
                 // The agent has asked again meanwhile: wait for it before the next answer.
-                s.wait_task(&task, |t| {
+                s.task_when(&task, |t| {
                     let st = t["status"]["state"].as_str().unwrap_or("");
                     st == "TASK_STATE_INPUT_REQUIRED" || st == "TASK_STATE_COMPLETED"
                 })

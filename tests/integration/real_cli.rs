@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_host::adapter::Registry;
-use agent_host::runner::group_alive;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -262,27 +261,14 @@ pub fn epoch_minute() -> u64 {
         / 60
 }
 
-/// Waits until the model server got a request offering tools (the CLI is mid-turn).
-async fn wait_model_request(model: &ModelServer, at_least: usize) {
-    let started = Instant::now();
-    while model.model_requests().len() < at_least {
-        assert!(
-            started.elapsed() < TURN_LIMIT,
-            "the CLI never asked the model"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits (bounded) until no process of these groups is left.
-async fn groups_gone(groups: &[u32]) -> bool {
-    for _ in 0..200 {
-        if !groups.iter().any(|g| group_alive(*g)) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
+/// Returns once the model server got `at_least` requests offering tools (the CLI is
+/// mid-turn).
+async fn model_asked(model: &ModelServer, at_least: usize) {
+    eventually("the CLI asks the model", TURN_LIMIT, async || {
+        let n = model.model_requests().len();
+        ready(n >= at_least, n)
+    })
+    .await;
 }
 
 /// What a CLI does with a denied approval.
@@ -479,7 +465,7 @@ pub async fn cancel(rig: &Rig) {
         .as_str()
         .unwrap()
         .to_string();
-    wait_model_request(m, 1).await;
+    model_asked(m, 1).await;
     let procs = rig.processes();
     assert!(!procs.is_empty(), "{name}: the CLI runs in the agent's dir");
     let groups: Vec<u32> = procs.iter().map(|(_, g)| *g).collect();
@@ -489,7 +475,7 @@ pub async fn cancel(rig: &Rig) {
         state(&c["result"])
     );
     assert_eq!(state(&c["result"]), "TASK_STATE_CANCELED", "{name}: {c}");
-    assert!(groups_gone(&groups).await, "{name}: a process survived");
+    groups_end(&format!("{name}: every process of the CLI ends"), &groups).await;
     assert!(rig.processes().is_empty(), "{name}: {:?}", rig.processes());
 }
 

@@ -95,9 +95,12 @@ async fn gemini() {
             % 60;
         if second > 15 {
             let now = epoch_minute();
-            while epoch_minute() == now {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
+            let next = Duration::from_secs(61);
+            eventually("the next minute starts", next, async || {
+                let minute = epoch_minute();
+                ready(minute != now, minute)
+            })
+            .await;
         }
         let ctx = uuid();
         let first_minute = epoch_minute();

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -45,19 +44,12 @@ impl Host {
             base: format!("http://127.0.0.1:{port}"),
             client: reqwest::Client::new(),
         };
-        for _ in 0..200 {
-            if host
-                .client
-                .get(format!("{}/health", host.base))
-                .send()
-                .await
-                .is_ok()
-            {
-                return host;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("agent-host did not start");
+        let health = format!("{}/health", host.base);
+        eventually("agent-host answers /health", WAIT, async || {
+            host.client.get(&health).send().await.map(drop)
+        })
+        .await;
+        host
     }
 
     async fn rpc(&self, method: &str, params: Value) -> Value {
@@ -74,15 +66,13 @@ impl Host {
             .expect("json")
     }
 
-    async fn wait_state(&self, id: &str, want: &str) -> Value {
-        for _ in 0..600 {
+    /// The task once it is in state `want`.
+    async fn task_in(&self, id: &str, want: &str) -> Value {
+        eventually(&format!("task {id} becomes {want}"), WAIT, async || {
             let t = self.rpc("GetTask", json!({"id": id})).await["result"].clone();
-            if t["status"]["state"] == want {
-                return t;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("task {id} never became {want}");
+            ready(t["status"]["state"] == want, t)
+        })
+        .await
     }
 
     /// SIGTERM, as a service manager stops the host; waits for it to exit.
@@ -110,13 +100,10 @@ impl Drop for Host {
     }
 }
 
-fn pid_in(text: &str) -> Option<u32> {
-    text.split("grandchild pid ")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+/// The context of task `id`.
+async fn context_of(host: &Host, id: &str) -> String {
+    let t = host.rpc("GetTask", json!({"id": id})).await["result"].clone();
+    t["contextId"].as_str().expect("a context id").to_string()
 }
 
 #[tokio::test]
@@ -145,24 +132,26 @@ async fn a_host_killed_mid_task_loses_nothing_and_leaves_nothing_running() {
             .as_str()
             .unwrap()
             .to_string();
-        let mut grandchild = None;
-        for _ in 0..400 {
+        let grandchild = eventually("the grandchild's pid is reported", WAIT, async || {
             let t = a.rpc("GetTask", json!({"id": tree})).await["result"].clone();
-            grandchild = pid_in(
-                t["status"]["message"]["parts"][0]["text"]
-                    .as_str()
-                    .unwrap_or(""),
-            );
-            if grandchild.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        let grandchild = grandchild.expect("the grandchild's pid");
-        a.wait_state(&slow, "TASK_STATE_WORKING").await;
-        let seen = a.rpc("GetTask", json!({"id": slow})).await["result"].clone();
-        assert_eq!(seen["status"]["state"], "TASK_STATE_WORKING");
-        tokio::time::sleep(Duration::from_millis(400)).await;
+            let text = t["status"]["message"]["parts"][0]["text"].as_str();
+            grandchild_pid(text.unwrap_or("")).ok_or(t)
+        })
+        .await;
+        a.task_in(&slow, "TASK_STATE_WORKING").await;
+        // What the next start needs is in the store: both process groups (to stop what the
+        // dead host left running) and the slow task's CLI session (to resume it).
+        let ctx = context_of(&a, &slow).await;
+        eventually(
+            "the process groups and the session are recorded",
+            WAIT,
+            async || {
+                let r = recorded(&db);
+                let groups = [&slow, &tree].iter().all(|t| r.process_groups.contains(*t));
+                ready(groups && r.sessions.contains(&ctx), r)
+            },
+        )
+        .await;
 
         a.kill9();
         assert!(
@@ -172,19 +161,14 @@ async fn a_host_killed_mid_task_loses_nothing_and_leaves_nothing_running() {
 
         let b = Host::start(&db, &repo).await;
         // The new host stopped what the dead one left running.
-        for _ in 0..100 {
-            if !process_alive(grandchild) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(
-            !process_alive(grandchild),
-            "a process of the dead host survived the restart"
-        );
+        process_ends(
+            "the dead host's grandchild is stopped by the restart",
+            grandchild,
+        )
+        .await;
 
         // The running task resumed its CLI session and finished.
-        let done = b.wait_state(&slow, "TASK_STATE_COMPLETED").await;
+        let done = b.task_in(&slow, "TASK_STATE_COMPLETED").await;
         let answer: String = done["artifacts"]
             .as_array()
             .unwrap()
@@ -267,8 +251,14 @@ async fn a_host_stopped_with_sigterm_keeps_its_tasks_for_the_next_start() {
         let asking = a.rpc("SendMessage", send_params("approval")).await["result"]["task"].clone();
         assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
         let asking = asking["id"].as_str().unwrap().to_string();
-        a.wait_state(&slow, "TASK_STATE_WORKING").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        a.task_in(&slow, "TASK_STATE_WORKING").await;
+        // The slow task's CLI session is recorded (what the next start resumes).
+        let ctx = context_of(&a, &slow).await;
+        eventually("the slow task's session is recorded", WAIT, async || {
+            let r = recorded(&db);
+            ready(r.sessions.contains(&ctx), r)
+        })
+        .await;
 
         a.term();
 
@@ -286,7 +276,7 @@ async fn a_host_stopped_with_sigterm_keeps_its_tasks_for_the_next_start() {
             r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{r}"
         );
-        let done = b.wait_state(&slow, "TASK_STATE_COMPLETED").await;
+        let done = b.task_in(&slow, "TASK_STATE_COMPLETED").await;
         let text = done.to_string();
         println!("resumed after SIGTERM: {}", done["status"]["state"]);
         assert!(text.contains("Resuming session"), "{text}");

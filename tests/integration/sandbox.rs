@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::limit;
+use super::common::{answers, eventually, limit, ready, until, WAIT};
 
 /// One agent-host process serving the probe agent, with a SQLite store and a push key in a
 /// data folder, a HOME and a working directory of its own (outside /tmp, which the sandbox
@@ -72,19 +72,8 @@ impl Host {
             .spawn()
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            if client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await
-                .is_ok()
-            {
-                return Host { child, base, root };
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("agent-host did not serve its card within 10 s");
+        answers(&format!("{base}/.well-known/agent-card.json")).await;
+        Host { child, base, root }
     }
 
     pub(super) fn url(&self, path: &str) -> String {
@@ -191,14 +180,17 @@ pub(super) fn with_mark(mark: &str) -> Vec<u32> {
 
 /// Waits (a few seconds at most) until no process with `mark` is left; returns those left.
 pub(super) async fn left_with_mark(mark: &str) -> Vec<u32> {
-    for _ in 0..100 {
-        if with_mark(mark).is_empty() {
-            return Vec::new();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    with_mark(mark)
+    let left = until(SETTLE, async || {
+        let left = with_mark(mark);
+        ready(left.is_empty(), left)
+    })
+    .await;
+    left.unwrap_or_else(|left| left)
 }
+
+/// How long a test gives processes to end before it names those left (a protection off
+/// leaves them running).
+const SETTLE: Duration = Duration::from_secs(5);
 
 pub(super) fn kill_all(pids: &[u32]) {
     for p in pids {
@@ -339,14 +331,12 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
 /// left or stayed in the process group: counting processes would also count the short-lived
 /// ones on the way, and a stop then would come before the escapes).
 async fn said(host: &Host, id: &str, word: &str) {
-    for _ in 0..400 {
+    eventually(&format!("task {id} says {word:?}"), WAIT, async || {
         let v = host.rpc("GetTask", json!({"id": id})).await;
-        if v["result"].to_string().contains(word) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {id} did not say {word:?} within 20 s");
+        let text = v["result"].to_string();
+        ready(text.contains(word), text)
+    })
+    .await;
 }
 
 /// Zombie children of `parent` still there after a few seconds.
@@ -369,13 +359,12 @@ async fn zombies_of(parent: u32) -> Vec<u32> {
         }
         out
     };
-    for _ in 0..100 {
-        if find().is_empty() {
-            return Vec::new();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    find()
+    let zombies = until(SETTLE, async || {
+        let found = find();
+        ready(found.is_empty(), found)
+    })
+    .await;
+    zombies.unwrap_or_else(|left| left)
 }
 
 #[tokio::test]

@@ -369,7 +369,7 @@ async fn limits_refuse_with_429_and_the_documented_code() {
         };
         let a = s.rpc("SendMessage", start("hang")).await["result"]["task"]["id"].as_str().unwrap().to_string();
         let b = s.rpc("SendMessage", start("hang")).await["result"]["task"]["id"].as_str().unwrap().to_string();
-        s.wait_task(&a, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
+        s.task_when(&a, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
         let tb = s.rpc("GetTask", json!({"id": b})).await["result"].clone();
         assert_eq!(tb["status"]["state"], "TASK_STATE_SUBMITTED", "waits for a slot");
         let v = s.rpc("SendMessage", start("hang")).await;
@@ -385,7 +385,7 @@ async fn limits_refuse_with_429_and_the_documented_code() {
         drop(first);
         // Canceling the running one lets the waiting one start.
         s.rpc("CancelTask", json!({"id": a})).await;
-        s.wait_task(&b, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
+        s.task_when(&b, |t| t["status"]["state"] == "TASK_STATE_WORKING").await;
         s.rpc("CancelTask", json!({"id": b})).await;
         // A 5 MiB body.
         let big = json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params(&"x".repeat(5 << 20))});

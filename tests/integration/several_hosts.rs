@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::common::*;
 use crate::postgres::Schema;
@@ -107,20 +107,12 @@ async fn a_task_on_one_host_is_streamed_and_resumed_on_another() {
     .await;
 }
 
-fn grandchild_pid(task: &Value) -> Option<u32> {
-    let text = task.to_string();
-    text.split("grandchild pid ")
-        .nth(1)?
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Polls GetTask on `s` until the task's text names its grandchild.
-async fn wait_grandchild(s: &TestServer, id: &str) -> u32 {
-    let t = s.wait_task(id, |t| grandchild_pid(t).is_some()).await;
-    grandchild_pid(&t).expect("pid")
+/// The pid of the task's grandchild, once its text names it.
+async fn grandchild_of(s: &TestServer, id: &str) -> u32 {
+    let t = s
+        .task_when(id, |t| grandchild_pid(&t.to_string()).is_some())
+        .await;
+    grandchild_pid(&t.to_string()).expect("pid")
 }
 
 #[tokio::test]
@@ -136,7 +128,7 @@ async fn a_host_started_beside_a_live_one_leaves_its_tasks_and_programs_alone() 
             .as_str()
             .expect("task id")
             .to_string();
-        let pid = wait_grandchild(&a, &id).await;
+        let pid = grandchild_of(&a, &id).await;
         assert!(process_alive(pid));
         // B starts on the same database, stops, and starts again: A's task is not its own.
         let b = TestServer::with(on(&db)).await;
@@ -208,8 +200,8 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
             .as_str()
             .expect("task id")
             .to_string();
-        let pid = wait_grandchild(&b, &working).await;
-        b.wait_task(&asking, |t| {
+        let pid = grandchild_of(&b, &working).await;
+        b.task_when(&asking, |t| {
             t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         })
         .await;
@@ -225,7 +217,7 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
         );
         // Within the lease (and a heartbeat), B ends or keeps every task of A.
         let failed = b
-            .wait_task(&working, |t| t["status"]["state"] == "TASK_STATE_FAILED")
+            .task_when(&working, |t| t["status"]["state"] == "TASK_STATE_FAILED")
             .await;
         let why = failed["status"]["message"].to_string();
         assert!(why.contains("was lost"), "{why}");
@@ -240,16 +232,7 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
             "TASK_STATE_INPUT_REQUIRED"
         );
         // B runs on A's machine: the program A left is stopped.
-        for _ in 0..200 {
-            if !process_alive(pid) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(
-            !process_alive(pid),
-            "the dead host's program was left running"
-        );
+        process_ends("the dead host's program is stopped", pid).await;
         // The follower on B saw the end written by the takeover, after every event.
         let frames = follower.all().await;
         assert!(consecutive(&ids(&frames)), "{frames:?}");
@@ -263,7 +246,7 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
         let answered = b.rpc("SendMessage", answer).await;
         assert!(answered.get("error").is_none(), "{answered}");
         let done = b
-            .wait_task(&asking, |t| {
+            .task_when(&asking, |t| {
                 t["status"]["state"]
                     .as_str()
                     .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED")

@@ -47,7 +47,7 @@ async fn slow_reader_gets_everything(sqlite: bool) {
         frames.push(f);
         // Slower than the agent: a pause every few frames.
         if frames.len() % 8 == 0 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            time_passes(Duration::from_millis(1)).await;
         }
     }
     let ids: Vec<u64> = frames.iter().map(|f| f.id.expect("an id")).collect();

@@ -1,7 +1,5 @@
 //! SSE: streamed sends in both versions, resubscribe with replay, disconnects.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -107,8 +105,14 @@ async fn resubscribe_with_last_event_id_replays_what_was_missed() {
             .as_str()
             .unwrap()
             .to_string();
+        let when_dropped = s.get_task(&task_id).await;
         drop(r); // the client drops the connection
-        tokio::time::sleep(Duration::from_millis(700)).await;
+                 // The task moves on while no one listens: there is something to miss.
+        eventually("the task moves on while no one listens", WAIT, async || {
+            let t = s.get_task(&task_id).await;
+            ready(t != when_dropped, t)
+        })
+        .await;
         let last = seen.last().unwrap().id.unwrap();
         let mut r = s
             .open_stream("SubscribeToTask", json!({"id": task_id}), Some(last))
@@ -204,7 +208,7 @@ async fn a_client_that_disconnects_does_not_cancel_the_task() {
             .unwrap()
             .to_string();
         let t = s
-            .wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .task_when(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
             .await;
         assert!(t["artifacts"].is_array());
     })
@@ -229,25 +233,13 @@ async fn keep_alive_comments_flow_while_the_agent_is_quiet() {
             .map(String::as_str)
             != Some("TASK_STATE_WORKING")
         {}
-        let canceler = {
-            let client = s.client.clone();
-            let base = s.base.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(900)).await;
-                client
-                    .post(format!("{base}/"))
-                    .header("content-type", "application/json")
-                    .header("A2A-Version", "1.0")
-                    .json(
-                        &json!({"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id": id}}),
-                    )
-                    .send()
-                    .await
-                    .unwrap();
-            })
-        };
+        // Two keep-alives while the agent is quiet; then the task is canceled.
+        assert!(
+            r.read_pings(2).await,
+            "the stream ended before two keep-alives"
+        );
+        s.rpc("CancelTask", json!({"id": id})).await;
         let rest = r.all().await;
-        canceler.await.unwrap();
         assert!(r.pings >= 2, "pings: {}", r.pings);
         assert_eq!(
             states(&rest).last().map(String::as_str),

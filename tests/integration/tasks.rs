@@ -81,7 +81,7 @@ async fn v03_blocking_and_non_blocking_send_and_cancel() {
         let st = v["result"]["status"]["state"].as_str().unwrap();
         assert!(st == "submitted" || st == "working", "{v}");
         let id = v["result"]["id"].as_str().unwrap().to_string();
-        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
             .await;
         let c = s.rpc03("tasks/cancel", json!({"id": id})).await;
         assert_eq!(c["result"]["status"]["state"], "canceled", "{c}");
@@ -107,7 +107,7 @@ async fn v1_return_immediately_and_cancel() {
         let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
         let st = v["result"]["task"]["status"]["state"].as_str().unwrap();
         assert!(st == "TASK_STATE_SUBMITTED" || st == "TASK_STATE_WORKING");
-        s.wait_task(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
             .await;
         let c = s.rpc("CancelTask", json!({"id": id})).await;
         assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
@@ -278,15 +278,15 @@ async fn a_context_runs_one_turn_at_a_time_and_resumes_its_session() {
         let b = s.rpc("SendMessage", second).await["result"]["task"].clone();
         let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
         // While the first runs, the second waits (queued, not rejected).
-        s.wait_task(a_id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        s.task_when(a_id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
             .await;
         let bt = s.rpc("GetTask", json!({"id": b_id})).await["result"].clone();
         assert_eq!(bt["status"]["state"], "TASK_STATE_SUBMITTED");
         let a_done = s
-            .wait_task(a_id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .task_when(a_id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
             .await;
         let b_done = s
-            .wait_task(b_id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .task_when(b_id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
             .await;
         // The second turn resumed the first's CLI session.
         let session = a_done["metadata"]["sessionId"].as_str().unwrap();
@@ -316,7 +316,7 @@ async fn different_contexts_run_concurrently() {
             );
         }
         for id in &ids {
-            s.wait_task(id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            s.task_when(id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
                 .await;
         }
         for id in &ids {

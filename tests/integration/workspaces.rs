@@ -10,7 +10,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use super::common::{limit, limit_to};
+use super::common::{answers, limit, limit_to};
 
 pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -87,18 +87,8 @@ impl Host {
             .spawn()
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
-        let client = reqwest::Client::new();
-        for _ in 0..200 {
-            let card = client
-                .get(format!("{base}/.well-known/agent-card.json"))
-                .send()
-                .await;
-            if card.is_ok() {
-                return Host { child, base, root };
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("agent-host did not serve its card within 10 s");
+        answers(&format!("{base}/.well-known/agent-card.json")).await;
+        Host { child, base, root }
     }
 
     fn work(&self) -> PathBuf {

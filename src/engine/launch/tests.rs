@@ -2,6 +2,8 @@
 use super::*;
 use crate::adapter::Registry;
 
+mod long_prompts;
+
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()

@@ -503,5 +503,4 @@ pub fn stream_event_to_rest03(ev: &v1::StreamResponse) -> Value {
 }
 
 #[cfg(test)]
-#[path = "rest_tests.rs"]
 mod tests;

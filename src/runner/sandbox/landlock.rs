@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use landlock::{
     path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
-    ABI,
+    RulesetError, ABI,
 };
 
 /// The newest ABI this code knows the access rights of.
@@ -35,7 +35,7 @@ pub fn abi() -> Option<i32> {
 pub struct Prepared(Option<RulesetCreated>);
 
 impl Prepared {
-    pub fn new(write: &[PathBuf]) -> Result<Prepared, String> {
+    pub fn new(write: &[PathBuf]) -> Result<Prepared, RulesetError> {
         let all = AccessFs::from_all(ABI_USED);
         let mut writable: Vec<PathBuf> = write.iter().filter(|p| p.exists()).cloned().collect();
         writable.extend(["/tmp", "/dev", "/proc/self"].map(PathBuf::from));
@@ -43,8 +43,7 @@ impl Prepared {
             .handle_access(all)
             .and_then(|r| r.create())
             .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_USED))))
-            .and_then(|r| r.add_rules(path_beneath_rules(&writable, all)))
-            .map_err(|e| e.to_string())?;
+            .and_then(|r| r.add_rules(path_beneath_rules(&writable, all)))?;
         Ok(Prepared(Some(created)))
     }
 

@@ -429,7 +429,7 @@ pub enum SandboxError {
     #[error("sandbox_user '{0}' is not a user of this machine")]
     NoUser(String),
     #[error("cannot set up Landlock: {0}")]
-    Landlock(String),
+    Landlock(#[source] ::landlock::RulesetError),
 }
 
 impl Prepared {

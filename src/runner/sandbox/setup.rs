@@ -114,51 +114,50 @@ impl Steps {
     }
 
     /// The steps and the command after `--`, from the setup mode's arguments.
-    fn parse(args: Vec<OsString>) -> Result<(Steps, Vec<OsString>), String> {
+    fn parse(args: Vec<OsString>) -> Result<(Steps, Vec<OsString>), ArgsError> {
         let mut steps = Steps::default();
         let mut it = args.into_iter();
-        let text = |v: Option<OsString>, flag: &str| {
+        let text = |v: Option<OsString>, flag: &'static str| {
             v.and_then(|v| v.into_string().ok())
-                .ok_or_else(|| format!("{flag} needs a value"))
+                .ok_or(ArgsError::NoValue(flag))
         };
+        let bad = |flag: &'static str, value: String| ArgsError::BadValue { flag, value };
         while let Some(a) = it.next() {
             match a.to_str() {
                 Some("--") => {
                     let command: Vec<OsString> = it.collect();
                     if command.is_empty() {
-                        return Err("no program after --".into());
+                        return Err(ArgsError::NoProgram);
                     }
                     return Ok((steps, command));
                 }
                 Some("--join") => {
-                    let p = it.next().ok_or("--join needs a path")?;
-                    steps
-                        .join
-                        .push(CString::new(p.into_vec()).map_err(|e| e.to_string())?);
+                    let p = it.next().ok_or(ArgsError::NoPath("--join"))?;
+                    steps.join.push(CString::new(p.into_vec())?);
                 }
                 Some("--fsize") => {
                     let n = text(it.next(), "--fsize")?;
-                    steps.file_size = Some(n.parse().map_err(|_| format!("--fsize {n}"))?);
+                    steps.file_size = Some(n.parse().map_err(|_| bad("--fsize", n))?);
                 }
                 Some("--user") => {
                     let u = text(it.next(), "--user")?;
-                    steps.user = Some(parse_user(&u).ok_or_else(|| format!("--user {u}"))?);
+                    steps.user = Some(parse_user(&u).ok_or_else(|| bad("--user", u))?);
                 }
                 Some("--landlock") => {
                     steps.landlock.get_or_insert_with(Vec::new);
                 }
                 Some("--write") => {
-                    let p = it.next().ok_or("--write needs a path")?;
+                    let p = it.next().ok_or(ArgsError::NoPath("--write"))?;
                     steps
                         .landlock
                         .get_or_insert_with(Vec::new)
                         .push(PathBuf::from(p));
                 }
                 Some("--session") => steps.session = true,
-                _ => return Err(format!("unknown argument {}", a.to_string_lossy())),
+                _ => return Err(ArgsError::Unknown(a.to_string_lossy().into_owned())),
             }
         }
-        Err("no -- before the program".into())
+        Err(ArgsError::NoSeparator)
     }
 
     /// Applies the steps to the calling process: join the cgroups (as root, before anything
@@ -194,12 +193,31 @@ impl Steps {
     }
 
     /// The Landlock ruleset of [`Steps::landlock`], built.
-    fn ruleset(&self) -> Result<Option<landlock::Prepared>, String> {
+    fn ruleset(&self) -> Result<Option<landlock::Prepared>, ::landlock::RulesetError> {
         self.landlock
             .as_deref()
             .map(landlock::Prepared::new)
             .transpose()
     }
+}
+
+/// A setup-mode command line that does not read.
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    #[error("{0} needs a value")]
+    NoValue(&'static str),
+    #[error("{0} needs a path")]
+    NoPath(&'static str),
+    #[error("{flag} {value}")]
+    BadValue { flag: &'static str, value: String },
+    #[error("--join: {0}")]
+    Join(#[from] std::ffi::NulError),
+    #[error("unknown argument {0}")]
+    Unknown(String),
+    #[error("no program after --")]
+    NoProgram,
+    #[error("no -- before the program")]
+    NoSeparator,
 }
 
 /// `uid:gid:g1,g2,...`
@@ -260,7 +278,7 @@ fn run(args: Vec<OsString>) -> i32 {
     };
     let (steps, command) = match Steps::parse(args) {
         Ok(p) => p,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let mut ruleset = match steps.ruleset() {
         Ok(r) => r,

@@ -19,7 +19,7 @@
 mod convert;
 mod service;
 #[cfg(test)]
-mod spec_check;
+mod tests;
 pub mod wkt;
 
 use std::future::Future;

@@ -113,16 +113,22 @@ async fn run(config: tokio_postgres::Config, watchers: Watchers, all: broadcast:
     }
 }
 
+/// Why the `LISTEN` connection ended (it is made again).
+#[derive(Debug, thiserror::Error)]
+enum ListenError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error("the connection closed")]
+    Closed,
+}
+
 /// One connection's life: `LISTEN`, then fan out notifications. Ok when the store is gone.
 async fn listen_once(
     config: &tokio_postgres::Config,
     watchers: &Watchers,
     all: &broadcast::Sender<PushWake>,
-) -> Result<(), String> {
-    let (client, mut conn) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<(), ListenError> {
+    let (client, mut conn) = config.connect(tokio_postgres::NoTls).await?;
     // The connection's messages (notifications among them) come from polling it.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
@@ -139,7 +145,7 @@ async fn listen_once(
         .await;
     if let Err(e) = listened {
         pump.abort();
-        return Err(e.to_string());
+        return Err(e.into());
     }
     // Whatever was stored before LISTEN took effect: followers read again.
     wake_all(watchers, all);
@@ -165,8 +171,8 @@ async fn listen_once(
                     }
                 }
                 Some(Ok(_)) => {}
-                Some(Err(e)) => break Err(e.to_string()),
-                None => break Err("the connection closed".to_string()),
+                Some(Err(e)) => break Err(e.into()),
+                None => break Err(ListenError::Closed),
             },
             _ = tick.tick() => {
                 if Arc::strong_count(watchers) == 1 {
@@ -174,7 +180,7 @@ async fn listen_once(
                 }
                 // Finds a dead connection that reports no error.
                 if let Err(e) = client.simple_query("SELECT 1").await {
-                    break Err(e.to_string());
+                    break Err(e.into());
                 }
             }
         }

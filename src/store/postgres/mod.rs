@@ -624,6 +624,4 @@ impl TaskStore for PgStore {
 }
 
 #[cfg(test)]
-mod cluster_tests;
-#[cfg(test)]
 mod tests;

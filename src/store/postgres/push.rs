@@ -312,5 +312,4 @@ impl PushStore for PgStore {
 }
 
 #[cfg(test)]
-#[path = "push_tests.rs"]
 mod tests;

@@ -6,6 +6,8 @@ use super::*;
 use crate::protocol::v1::TaskState;
 use crate::store::suite::{answer, chunk, status, task};
 
+mod cluster;
+
 #[tokio::test]
 async fn an_older_schema_is_migrated_and_its_tasks_stay_readable() {
     let Some(db) = TestDb::new("older_schema").await else {

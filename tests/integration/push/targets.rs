@@ -7,7 +7,7 @@ use std::time::Duration;
 use agent_host::push::PushSettings;
 use serde_json::json;
 
-use super::{fast, receiver, server_with_task, wait_hits};
+use super::{fast, received, receiver, server_with_task};
 use crate::common::*;
 
 #[tokio::test]
@@ -99,7 +99,7 @@ async fn deliveries_ignore_http_proxy_in_the_environment() {
             json!({"taskPushNotificationConfig": {"url": rx.url, "token": "tok-1"}});
         let v = host.rpc("/", "SendMessage", p, &[]).await;
         assert!(v["result"]["task"]["id"].is_string(), "{v}");
-        let hits = wait_hits(&rx, 1).await;
+        let hits = received(&rx, 1).await;
         assert_eq!(hits[0].token.as_deref(), Some("tok-1"));
         assert_eq!(
             *proxied.lock().unwrap(),

@@ -2,8 +2,6 @@
 //! only inside the roots; an agent's error text reaches callers without local paths or
 //! secrets; the binary refuses an open bind and keeps its token from the agent.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -148,21 +146,18 @@ async fn the_binary_refuses_an_open_bind_and_keeps_its_token_from_agents() {
             .unwrap();
         let client = reqwest::Client::new();
         let url = format!("http://127.0.0.1:{port}/");
-        let mut body = Value::Null;
-        for _ in 0..100 {
-            if let Ok(r) = client
-                .post(&url)
-                .bearer_auth("host-secret-987654321")
-                .header("A2A-Version", "1.0")
-                .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("x")}))
-                .send()
-                .await
-            {
-                body = r.json().await.unwrap();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        answers(&url).await;
+        let body: Value = client
+            .post(&url)
+            .bearer_auth("host-secret-987654321")
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc":"2.0","id":1,"method":"SendMessage","params":send_params("x")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let text = body["result"]["task"]["status"]["message"]["parts"][0]["text"].as_str().unwrap_or("").to_string();
         assert_eq!(text, "token=none copy=none push=none pushcopy=none", "{body}");
         let _ = child.kill().await;

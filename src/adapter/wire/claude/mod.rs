@@ -481,8 +481,4 @@ fn u64_of(v: &Value, key: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod launch_tests;
-#[cfg(test)]
-mod stdio_tests;
-#[cfg(test)]
 mod tests;

@@ -4,21 +4,24 @@ use super::*;
 use crate::adapter::wire::golden;
 use crate::adapter::Usage;
 
-pub(super) const CLAUDE: &str = "claude-code/2.1.330";
-pub(super) const QWEN: &str = "qwen/0.24.4";
+mod launch;
+mod stdio;
 
-pub(super) fn one_shot() -> ClaudeParser {
+const CLAUDE: &str = "claude-code/2.1.330";
+const QWEN: &str = "qwen/0.24.4";
+
+fn one_shot() -> ClaudeParser {
     ClaudeParser::new(Options::default())
 }
 
-pub(super) fn two_way(initialize: bool) -> ClaudeParser {
+fn two_way(initialize: bool) -> ClaudeParser {
     ClaudeParser::new(Options {
         input: InputMode::StreamJson,
         initialize,
     })
 }
 
-pub(super) fn events_of(fixture: &str) -> Vec<AgentEvent> {
+fn events_of(fixture: &str) -> Vec<AgentEvent> {
     let mut p = if fixture.ends_with(".transcript.jsonl") {
         two_way(fixture.starts_with(QWEN))
     } else {
@@ -27,7 +30,7 @@ pub(super) fn events_of(fixture: &str) -> Vec<AgentEvent> {
     golden::events(&mut p, fixture)
 }
 
-pub(super) fn parse(p: &mut ClaudeParser, line: &str) -> (Vec<AgentEvent>, Vec<u8>) {
+fn parse(p: &mut ClaudeParser, line: &str) -> (Vec<AgentEvent>, Vec<u8>) {
     let (mut out, mut reply) = (Vec::new(), Vec::new());
     p.parse_line(line, &mut out, &mut reply);
     (out, reply)
@@ -68,7 +71,7 @@ fn usage_of(events: &[AgentEvent]) -> Usage {
 }
 
 /// The recorded run as (direction, message) pairs.
-pub(super) fn transcript(fixture: &str) -> Vec<(String, Value)> {
+fn transcript(fixture: &str) -> Vec<(String, Value)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/transcripts")
         .join(fixture);

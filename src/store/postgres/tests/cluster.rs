@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::testing::TestDb;
 use crate::protocol::v1::TaskState;
+use crate::store::postgres::testing::TestDb;
 use crate::store::suite::{status, task};
 use crate::store::{ClusterStore, HostRecord, StoreError, TaskStore};
 

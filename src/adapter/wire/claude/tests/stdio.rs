@@ -2,8 +2,8 @@
 
 use serde_json::{json, Value};
 
-use super::tests::{events_of, one_shot, parse, transcript, two_way, CLAUDE, QWEN};
-use super::*;
+use super::super::*;
+use super::{events_of, one_shot, parse, transcript, two_way, CLAUDE, QWEN};
 #[test]
 fn stdio_permission_run_replays_byte_for_byte() {
     let fixture = format!("{CLAUDE}/claude-code-stdio-permission-prompt.transcript.jsonl");

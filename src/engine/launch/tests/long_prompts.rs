@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::*;
+use super::super::*;
 use crate::adapter::{LongPrompt, Registry, MAX_ARG_PROMPT};
 
 fn launch(id: &str) -> Launch {

@@ -1,7 +1,7 @@
 //! The two modes as adapters choose them: `wire_options`, and the commands the built-in
 //! `claude-code` and `qwen` adapters start.
 
-use super::*;
+use super::super::*;
 
 #[test]
 fn wire_options_choose_the_mode() {

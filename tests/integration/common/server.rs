@@ -1,17 +1,15 @@
-//! Test harness: a server on 127.0.0.1:0 running fake-agent, and small HTTP/SSE helpers.
+//! The server under test: in this process ([`TestServer`], on 127.0.0.1:0 with the demo
+//! agent) or as the `agent-host` binary ([`HostProcess`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_host::adapter::PromptVia;
 use agent_host::app::App;
-use agent_host::client::sse::SseParser;
 use agent_host::settings::{PushConfig, PushKey, ServeArgs, Settings, StoreChoice, TurnLimits};
-use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-/// Every test body runs under this limit: a hang is a failure.
-pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+use super::agents::fake_agent;
 
 pub struct Options {
     pub timeout: Duration,
@@ -177,26 +175,6 @@ pub struct TestServer {
     _dir: tempfile::TempDir,
 }
 
-/// A program that runs the demo agent (`agent-host fake-agent ARGS...`), for the adapters that
-/// run a program of their own: a link named `fake-agent` to the test build's binary, which
-/// runs the demo agent when called by that name. A link (not a script that execs the binary)
-/// so that the sandbox, which shows the program and what its links lead to, shows the binary
-/// too wherever the clone lies (`/tmp` included).
-pub fn fake_agent() -> PathBuf {
-    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let path = dir.join("fake-agent");
-        let tmp = dir.join(format!("fake-agent.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_agent-host"), &tmp)
-            .expect("link fake-agent to the test binary");
-        std::fs::rename(&tmp, &path).expect("rename the fake-agent link");
-        path
-    })
-    .clone()
-}
-
 impl TestServer {
     pub async fn start() -> TestServer {
         TestServer::with(Options::default()).await
@@ -243,77 +221,6 @@ impl TestServer {
             assert!(r.is_ok(), "server did not stop in time");
         }
     }
-
-    /// A JSON-RPC call; returns the whole response object.
-    pub async fn rpc_with(&self, method: &str, params: Value, version: Option<&str>) -> Value {
-        let mut req = self
-            .client
-            .post(format!("{}/", self.base))
-            .header("content-type", "application/json")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-        if let Some(v) = version {
-            req = req.header("A2A-Version", v);
-        }
-        let resp = req.send().await.expect("send");
-        assert_eq!(
-            resp.status(),
-            200,
-            "JSON-RPC responses travel with HTTP 200"
-        );
-        resp.json().await.expect("json body")
-    }
-
-    /// A v1.0 call (with `A2A-Version: 1.0`).
-    pub async fn rpc(&self, method: &str, params: Value) -> Value {
-        self.rpc_with(method, params, Some("1.0")).await
-    }
-
-    /// A v0.3 call (no version header).
-    pub async fn rpc03(&self, method: &str, params: Value) -> Value {
-        self.rpc_with(method, params, None).await
-    }
-
-    /// Opens a streaming call.
-    pub async fn open_stream(
-        &self,
-        method: &str,
-        params: Value,
-        last_event_id: Option<u64>,
-    ) -> SseReader {
-        let mut req = self
-            .client
-            .post(format!("{}/", self.base))
-            .header("content-type", "application/json")
-            .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}));
-        if !method.contains('/') {
-            req = req.header("A2A-Version", "1.0");
-        }
-        if let Some(id) = last_event_id {
-            req = req.header("Last-Event-ID", id.to_string());
-        }
-        let resp = req.send().await.expect("send");
-        assert_eq!(resp.status(), 200);
-        SseReader::from_response(resp)
-    }
-
-    /// Streams a call to its end; returns the frames.
-    pub async fn stream(&self, method: &str, params: Value) -> Vec<Frame> {
-        let mut r = self.open_stream(method, params, None).await;
-        assert!(r.is_sse, "streaming methods answer text/event-stream");
-        r.all().await
-    }
-
-    /// Polls GetTask until `pred` holds.
-    pub async fn wait_task(&self, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..400 {
-            let r = self.rpc("GetTask", json!({"id": id})).await;
-            if pred(&r["result"]) {
-                return r["result"].clone();
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("task {id} never reached the expected state");
-    }
 }
 
 impl Drop for TestServer {
@@ -322,131 +229,6 @@ impl Drop for TestServer {
             let _ = tx.send(());
         }
     }
-}
-
-/// One SSE frame.
-#[derive(Debug, Clone)]
-pub struct Frame {
-    pub id: Option<u64>,
-    pub data: Value,
-}
-
-/// The SSE frames of a response, read with the client's own parser.
-pub struct SseReader {
-    pub is_sse: bool,
-    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    parser: SseParser,
-    ready: std::collections::VecDeque<Frame>,
-    /// Keep-alive comments seen so far.
-    pub pings: usize,
-}
-
-impl SseReader {
-    /// Reads the SSE frames of a response.
-    pub fn from_response(resp: reqwest::Response) -> SseReader {
-        let ct = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        SseReader {
-            is_sse: ct.starts_with("text/event-stream"),
-            body: Box::pin(resp.bytes_stream()),
-            parser: SseParser::new(),
-            ready: Default::default(),
-            pings: 0,
-        }
-    }
-
-    /// The next data frame (keep-alive comments are counted and skipped); None at the end.
-    pub async fn next(&mut self) -> Option<Frame> {
-        loop {
-            if let Some(f) = self.ready.pop_front() {
-                return Some(f);
-            }
-            let chunk = match self.body.next().await {
-                Some(Ok(chunk)) => chunk,
-                Some(Err(_)) | None => return None,
-            };
-            for ev in self.parser.push(&chunk) {
-                let data = serde_json::from_str(&ev.data).expect("frame data is JSON");
-                let id = ev.id.and_then(|i| i.trim().parse().ok());
-                self.ready.push_back(Frame { id, data });
-            }
-            self.pings = self.parser.comments();
-        }
-    }
-
-    pub async fn all(&mut self) -> Vec<Frame> {
-        let mut out = Vec::new();
-        while let Some(f) = self.next().await {
-            out.push(f);
-        }
-        out
-    }
-}
-
-/// A v1.0 SendMessageRequest with one text part.
-pub fn send_params(text: &str) -> Value {
-    json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [{"text": text}]}})
-}
-
-/// A v0.3 MessageSendParams with one text part.
-pub fn send_params03(text: &str) -> Value {
-    json!({"message": {"kind": "message", "messageId": uuid(), "role": "user", "parts": [{"kind": "text", "text": text}]}})
-}
-
-pub fn uuid() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// The v1.0 state of each status update / task among frames.
-pub fn states(frames: &[Frame]) -> Vec<String> {
-    frames
-        .iter()
-        .filter_map(|f| {
-            let r = &f.data["result"];
-            r["statusUpdate"]["status"]["state"]
-                .as_str()
-                .or(r["task"]["status"]["state"].as_str())
-                .or(r["status"]["state"].as_str())
-                .map(str::to_string)
-        })
-        .collect()
-}
-
-/// True if a process with this pid exists and is not a zombie.
-pub fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let after = s
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start())
-                .unwrap_or("");
-            !after.starts_with('Z')
-        }
-        Err(_) => false,
-    }
-}
-
-/// The process group of a live process.
-pub fn pgrp_of(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = s.rsplit_once(')')?.1;
-    after.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Runs a test body under [`TEST_LIMIT`].
-pub async fn limit<F: std::future::Future<Output = ()>>(f: F) {
-    limit_to(TEST_LIMIT, f).await
-}
-
-/// Runs a test body under a longer limit (tests of real CLIs).
-pub async fn limit_to<F: std::future::Future<Output = ()>>(max: Duration, f: F) {
-    tokio::time::timeout(max, f)
-        .await
-        .expect("test took longer than its limit (a hang)");
 }
 
 /// An agent-host started from the binary: `serve --store memory --port 0` on 127.0.0.1 (the
@@ -562,29 +344,5 @@ impl HostProcess {
     /// SIGKILLs the host (its agents are left orphaned, as after a crash) and reaps it.
     pub async fn kill9(&mut self) {
         let _ = self._child.kill().await;
-    }
-
-    /// A v1.0 JSON-RPC call at `path` (from the root, e.g. `/` or `/agents/jsonl/`) with
-    /// extra headers; the whole response object.
-    pub async fn rpc(
-        &self,
-        path: &str,
-        method: &str,
-        params: Value,
-        headers: &[(&str, &str)],
-    ) -> Value {
-        let mut req = reqwest::Client::new()
-            .post(format!("{}{path}", self.base))
-            .header("A2A-Version", "1.0")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        req.send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("JSON-RPC response")
     }
 }
