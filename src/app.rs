@@ -163,9 +163,12 @@ fn open_homes(
         let wanted = settings.sandbox.state == crate::runner::sandbox::StateMode::Context;
         if wanted && !policy.write.is_empty() {
             let why = if policy.mode == crate::runner::sandbox::Mode::Off {
-                "the sandbox is off"
+                "the sandbox is off".to_string()
             } else {
-                "bubblewrap is missing (it shows each context's folder at the CLI's paths)"
+                format!(
+                    "no bubblewrap ({}), which shows each context's folder at the CLI's paths",
+                    crate::runner::sandbox::Capabilities::get().bwrap_missing
+                )
             };
             tracing::warn!(adapter = %id, "the CLI's state folders are the host user's, shared by every task: {why}");
         }

@@ -244,7 +244,10 @@ fn state_check(settings: &Settings, launch: &Launch) -> Option<Check> {
     } else if policy.mode == Mode::Off {
         "the sandbox is off".to_string()
     } else {
-        "bubblewrap is missing (it shows each context's folder at the CLI's paths)".to_string()
+        format!(
+            "no bubblewrap ({}), which shows each context's folder at the CLI's paths",
+            crate::runner::sandbox::Capabilities::get().bwrap_missing
+        )
     };
     Some(check(
         name,
