@@ -50,6 +50,8 @@ pub enum StartError {
     Peer(String),
     #[error("workspaces: {0}")]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
 }
 
 /// The task store and push-config store of one engine (one SQLite file or memory store).
@@ -136,6 +138,52 @@ fn open_workspaces(
     Ok(Some(Arc::new(all)))
 }
 
+/// The folder of the contexts' CLI homes for `store` (the default adapter's; another
+/// adapter's is a folder of its own in it): `homes/` in the data folder (the SQLite
+/// database's; for PostgreSQL the default one, where the push key is kept), so that sessions
+/// outlive a restart; None for the memory store, whose contexts end with the host.
+pub fn homes_dir(store: &StoreChoice) -> Option<std::path::PathBuf> {
+    let db = match store {
+        StoreChoice::Sqlite(db) => db.clone(),
+        StoreChoice::Postgres(_) => crate::settings::default_db_path().ok()?,
+        StoreChoice::Memory => return None,
+    };
+    db.parent().map(|p| p.join("homes"))
+}
+
+/// The CLI homes of one adapter's contexts ([`homes_dir`], else a temporary folder), when
+/// its sandbox keeps the CLI's state per context; their folder is hidden from every task.
+fn open_homes(
+    settings: &Settings,
+    launch: &mut crate::engine::Launch,
+    default: bool,
+) -> Result<Option<Arc<crate::home::Homes>>, StartError> {
+    let id = &launch.adapter.id;
+    let Some(policy) = launch.sandbox.as_mut() else {
+        return Ok(None);
+    };
+    if policy.state.is_none() {
+        let wanted = settings.sandbox.state == crate::runner::sandbox::StateMode::Context;
+        if wanted && !policy.write.is_empty() {
+            let why = if policy.mode == crate::runner::sandbox::Mode::Off {
+                "the sandbox is off".to_string()
+            } else {
+                format!(
+                    "no bubblewrap ({}), which shows each context's folder at the CLI's paths",
+                    crate::runner::sandbox::Capabilities::get().bwrap_missing
+                )
+            };
+            tracing::warn!(adapter = %id, "the CLI's state folders are the host user's, shared by every task: {why}");
+        }
+        return Ok(None);
+    }
+    let dir = homes_dir(&settings.store).map(|b| if default { b } else { b.join(id) });
+    let homes = crate::home::Homes::open(dir.as_deref())?;
+    policy.hide.push(homes.root().to_path_buf());
+    tracing::info!(adapter = %id, dir = %homes.root().display(), "CLI state: a home of its own per context");
+    Ok(Some(Arc::new(homes)))
+}
+
 /// The host's controls for one adapter: its `on_budget` over the host's.
 fn controls_for(
     settings: &Settings,
@@ -156,7 +204,8 @@ async fn start_agent(
     guard: Arc<Guard>,
     local_addr: SocketAddr,
 ) -> Result<(AppState, Vec<tokio::task::JoinHandle<()>>), StartError> {
-    let launch = launch_for(settings, adapter)?;
+    let mut launch = launch_for(settings, adapter)?;
+    let homes = open_homes(settings, &mut launch, default)?;
     let id = launch.adapter.id.clone();
     let adapter_on_budget = launch.adapter.on_budget;
     let adapter_workspace = launch.adapter.workspace;
@@ -175,6 +224,7 @@ async fn start_agent(
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
             workspaces: open_workspaces(settings, &id, adapter_workspace, default)?,
+            homes: homes.clone(),
             controls: Arc::new(controls_for(settings, adapter_on_budget)),
         },
     );
@@ -240,7 +290,10 @@ async fn start_agent(
         store.clone(),
         settings.retention,
         engine.launch().cwd.clone(),
-        engine.workspaces().cloned(),
+        crate::retention::Folders {
+            workspaces: engine.workspaces().cloned(),
+            homes,
+        },
     )
     .into_iter()
     .collect();

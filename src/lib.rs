@@ -93,6 +93,11 @@
 //!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
 //!   only module besides the runner that starts programs), hardened against a `.git` the
 //!   agent wrote. See `docs/workspaces.md`.
+//! - [`home`]: each context's CLI home: a folder per context (in the host's data folder)
+//!   holding the CLI's state paths (the adapter's `[sandbox] write`), its configuration
+//!   copied in from the host user's; the sandbox shows it at the CLI's own paths for that
+//!   context's turns, with the host's credentials read-only over it; removed with the
+//!   context by retention and `tasks prune`.
 //! - [`egress`]: the way out of a task's sandbox in the `proxy` network mode (the default):
 //!   an HTTP proxy per task on a Unix socket bound into its sandbox, reaching only the hosts
 //!   of the task's allow-list, resolving names itself and refusing loopback, private and
@@ -181,6 +186,7 @@ pub mod client;
 pub mod egress;
 pub(crate) mod engine;
 pub mod fake_agent;
+pub(crate) mod home;
 pub(crate) mod policy;
 pub mod protocol;
 pub mod push;

@@ -4,7 +4,8 @@
 //! which a terminal task goes (its last status change is older) and a count of terminal
 //! tasks kept (the newest). A task that is not terminal (submitted, working, waiting for
 //! input) is never deleted, whatever its age. A deleted task's attachments folder
-//! (`<working dir>/.agent-host/attachments/<task id>`) goes with it.
+//! (`<working dir>/.agent-host/attachments/<task id>`) goes with it; a context left without
+//! tasks loses its workspace and its CLI home.
 //!
 //! [`spawn`] runs it in the background of a host (the composition root starts one per
 //! store, and stops it at shutdown); [`prune_with`] runs it once (`agent-host tasks prune`).
@@ -17,6 +18,7 @@ use chrono::{DateTime, Utc};
 
 use serde::{Deserialize, Serialize};
 
+use crate::home::Homes;
 use crate::store::{ListQuery, StoreError, TaskStore, TerminalTask};
 use crate::units::Dur;
 use crate::workspace::Workspaces;
@@ -112,6 +114,15 @@ pub struct Pruned {
     /// The contexts whose workspace was removed (dry run: would be): every task of theirs
     /// was deleted.
     pub workspaces: Vec<String>,
+    /// The contexts whose CLI home was removed (dry run: would be), likewise.
+    pub homes: Vec<String>,
+}
+
+/// What a context keeps besides its tasks, removed with its last task.
+#[derive(Debug, Clone, Default)]
+pub struct Folders {
+    pub workspaces: Option<Arc<Workspaces>>,
+    pub homes: Option<Arc<Homes>>,
 }
 
 /// Applies `policy` to `store` once, removing also the workspace of each context left
@@ -121,32 +132,64 @@ pub async fn prune_with(
     store: &dyn TaskStore,
     policy: &RetentionSettings,
     work_dir: &Path,
-    workspaces: Option<&Workspaces>,
+    folders: &Folders,
     dry_run: bool,
 ) -> Result<Pruned, StoreError> {
     let mut pruned = prune_tasks(store, policy, work_dir, dry_run).await?;
-    if let Some(all) = workspaces {
-        pruned.workspaces = emptied_workspaces(store, all, &pruned.tasks, dry_run).await?;
+    let ws = folders.workspaces.as_deref();
+    let homes = folders.homes.as_deref();
+    if ws.is_none() && homes.is_none() {
+        return Ok(pruned);
+    }
+    let has_folder = |ctx: &str| {
+        ws.is_some_and(|all| matches!(all.get(ctx), Ok(Some(_))))
+            || homes.is_some_and(|all| all.exists(ctx))
+    };
+    for ctx in emptied_contexts(store, &pruned.tasks, has_folder).await? {
+        if let Some(all) = ws.filter(|all| matches!(all.get(&ctx), Ok(Some(_)))) {
+            let removed = dry_run || remove_logged(&ctx, "workspace", || all.remove(&ctx));
+            if removed {
+                pruned.workspaces.push(ctx.clone());
+            }
+        }
+        if let Some(all) = homes.filter(|all| all.exists(&ctx)) {
+            let removed = dry_run || remove_logged(&ctx, "CLI home", || all.remove(&ctx));
+            if removed {
+                pruned.homes.push(ctx.clone());
+            }
+        }
     }
     Ok(pruned)
 }
 
-/// The workspaces of the contexts `deleted` left without a task, removed unless `dry_run`.
-async fn emptied_workspaces(
+/// Runs a removal; true when something was removed (a failure is logged).
+fn remove_logged<E: std::fmt::Display>(
+    ctx: &str,
+    what: &str,
+    remove: impl FnOnce() -> Result<bool, E>,
+) -> bool {
+    match remove() {
+        Ok(removed) => removed,
+        Err(e) => {
+            tracing::warn!(context = %ctx, error = %e, "could not remove a pruned context's {what}");
+            false
+        }
+    }
+}
+
+/// The contexts of `deleted` that keep something (`keeps`) and are left without a task.
+async fn emptied_contexts(
     store: &dyn TaskStore,
-    all: &Workspaces,
     deleted: &[TerminalTask],
-    dry_run: bool,
+    keeps: impl Fn(&str) -> bool,
 ) -> Result<Vec<String>, StoreError> {
     let ids: std::collections::HashSet<&str> = deleted.iter().map(|t| t.id.as_str()).collect();
     let mut contexts: Vec<&str> = deleted.iter().map(|t| t.context_id.as_str()).collect();
     contexts.sort_unstable();
     contexts.dedup();
-    let mut removed = Vec::new();
+    contexts.retain(|c| keeps(c));
+    let mut out = Vec::new();
     for ctx in contexts {
-        if !matches!(all.get(ctx), Ok(Some(_))) {
-            continue;
-        }
         let left = store
             .list(
                 &ListQuery {
@@ -157,22 +200,11 @@ async fn emptied_workspaces(
                 false,
             )
             .await?;
-        if left.tasks.iter().any(|t| !ids.contains(t.id.as_str())) {
-            continue;
-        }
-        if dry_run {
-            removed.push(ctx.to_string());
-            continue;
-        }
-        match all.remove(ctx) {
-            Ok(true) => removed.push(ctx.to_string()),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(context = %ctx, error = %e, "could not remove a pruned context's workspace")
-            }
+        if !left.tasks.iter().any(|t| !ids.contains(t.id.as_str())) {
+            out.push(ctx.to_string());
         }
     }
-    Ok(removed)
+    Ok(out)
 }
 
 async fn prune_tasks(
@@ -210,7 +242,7 @@ async fn prune_tasks(
                 .filter(|f| is_real_dir(f))
                 .collect(),
             tasks: chosen,
-            workspaces: Vec::new(),
+            ..Pruned::default()
         });
     }
     let ids: Vec<String> = chosen.iter().map(|t| t.id.clone()).collect();
@@ -233,7 +265,7 @@ async fn prune_tasks(
             .filter(|t| deleted.contains(&t.id))
             .collect(),
         attachments: removed,
-        workspaces: Vec::new(),
+        ..Pruned::default()
     })
 }
 
@@ -259,7 +291,7 @@ pub fn spawn(
     store: Arc<dyn TaskStore>,
     policy: RetentionSettings,
     work_dir: PathBuf,
-    workspaces: Option<Arc<Workspaces>>,
+    folders: Folders,
 ) -> Option<tokio::task::JoinHandle<()>> {
     if !policy.is_on() {
         return None;
@@ -274,12 +306,12 @@ pub fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let ws = workspaces.as_deref();
-            match prune_with(store.as_ref(), &policy, &work_dir, ws, false).await {
+            match prune_with(store.as_ref(), &policy, &work_dir, &folders, false).await {
                 Ok(p) if !p.tasks.is_empty() => tracing::info!(
                     tasks = p.tasks.len(),
                     attachments = p.attachments.len(),
                     workspaces = p.workspaces.len(),
+                    homes = p.homes.len(),
                     "retention deleted terminal tasks"
                 ),
                 Ok(_) => {}

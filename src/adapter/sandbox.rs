@@ -11,6 +11,11 @@ pub struct SandboxSpec {
     /// `~` is the CLI's HOME; `${NAME:-default}` a variable of its environment.
     #[serde(default)]
     pub write: Vec<String>,
+    /// The CLI's configuration in its state folders (`~/.gemini/settings.json`; a folder
+    /// ends in `/`): copied from the host user's into a context's own folder when it has
+    /// none. `~` and variables as in `write`.
+    #[serde(default)]
+    pub config: Vec<String>,
     /// `auto`, `required` or `off`, when the host's settings do not choose.
     pub mode: Option<String>,
     /// `proxy`, `open` or `none`, when the host's settings do not choose.

@@ -151,6 +151,7 @@ async fn adapter_checks(
         ),
     });
     out.push(credentials_check(&a, &launch));
+    out.extend(state_check(settings, &launch));
     if args.online {
         out.push(online_check(settings, launch, Duration::from_secs(args.online_timeout)).await);
     }
@@ -165,13 +166,6 @@ fn lookup(launch: &Launch, name: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
         .or_else(|| std::env::var(name).ok())
         .filter(|v| !v.is_empty())
-}
-
-fn expand_home(path: &str, home: Option<&str>) -> Option<PathBuf> {
-    match path.strip_prefix("~/") {
-        Some(rest) => home.map(|h| Path::new(h).join(rest)),
-        None => Some(PathBuf::from(path)),
-    }
 }
 
 /// Whether the CLI's credentials (the adapter's `[doctor]`) are there.
@@ -196,7 +190,8 @@ fn credentials_check(a: &AdapterSpec, launch: &Launch) -> Check {
     let files: Vec<PathBuf> = spec
         .credentials_files
         .iter()
-        .filter_map(|f| expand_home(f, home.as_deref()))
+        .filter_map(|f| crate::adapter::sandbox::expand_path(f, &launch.env, home.as_deref()))
+        .map(PathBuf::from)
         .collect();
     if let Some(f) = files.iter().find(|f| f.is_file()) {
         return check(name, Status::Pass, format!("{} exists", f.display()));
@@ -217,6 +212,51 @@ fn credentials_check(a: &AdapterSpec, launch: &Launch) -> Check {
         Status::Fail,
         format!("none found: {}", wanted.join(", or ")),
     )
+}
+
+/// Where the CLI's state folders are for its tasks: a home of its own per context, or the
+/// host user's, shared by every task (and why). None when the adapter declares none.
+fn state_check(settings: &Settings, launch: &Launch) -> Option<Check> {
+    use crate::runner::sandbox::{Mode, StateMode};
+    let policy = launch.sandbox.as_ref()?;
+    if policy.write.is_empty() {
+        return None;
+    }
+    let name = format!("{} CLI state", launch.adapter.id);
+    if policy.state.is_some() {
+        let dir = crate::app::homes_dir(&settings.store).map_or_else(
+            || "a temporary folder (memory store)".to_string(),
+            |d| d.display().to_string(),
+        );
+        return Some(check(
+            name,
+            Status::Pass,
+            format!("a home of its own per context, in {dir}"),
+        ));
+    }
+    let paths: Vec<String> = policy
+        .write
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let why = if settings.sandbox.state == StateMode::Shared {
+        "sandbox_state = \"shared\"".to_string()
+    } else if policy.mode == Mode::Off {
+        "the sandbox is off".to_string()
+    } else {
+        format!(
+            "no bubblewrap ({}), which shows each context's folder at the CLI's paths",
+            crate::runner::sandbox::Capabilities::get().bwrap_missing
+        )
+    };
+    Some(check(
+        name,
+        Status::Warn,
+        format!(
+            "the host user's {}, shared by every task (each task reads and writes every context's sessions): {why}",
+            paths.join(", ")
+        ),
+    ))
 }
 
 /// One real turn through an engine with a memory store, like a task of `serve`.

@@ -95,15 +95,13 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
     };
     let store = SqliteStore::open(&path)?;
     let dry_run = !args.yes;
-    let workspaces = default_workspaces(&settings, &path);
-    let pruned = crate::retention::prune_with(
-        &store,
-        &policy,
-        &settings.repo_path,
-        workspaces.as_ref(),
-        dry_run,
-    )
-    .await?;
+    let folders = crate::retention::Folders {
+        workspaces: default_workspaces(&settings, &path).map(std::sync::Arc::new),
+        homes: default_homes(&settings).map(std::sync::Arc::new),
+    };
+    let pruned =
+        crate::retention::prune_with(&store, &policy, &settings.repo_path, &folders, dry_run)
+            .await?;
     if json {
         let tasks: Vec<_> = pruned
             .tasks
@@ -118,6 +116,7 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
             "tasks": tasks,
             "attachments": pruned.attachments.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "workspaces": pruned.workspaces,
+            "homes": pruned.homes,
         });
         return Ok(format!("{doc}\n"));
     }
@@ -139,6 +138,9 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
     }
     for c in &pruned.workspaces {
         out.push_str(&format!("  the workspace of context {c}\n"));
+    }
+    for c in &pruned.homes {
+        out.push_str(&format!("  the CLI home of context {c}\n"));
     }
     if dry_run && !pruned.tasks.is_empty() {
         out.push_str("dry run: nothing deleted; add --yes to delete\n");
@@ -164,6 +166,15 @@ fn default_workspaces(
         return None;
     }
     crate::workspace::Workspaces::open(config, Some(&dir)).ok()
+}
+
+/// The default adapter's CLI homes in the database's data folder, when that folder exists.
+fn default_homes(settings: &Settings) -> Option<crate::home::Homes> {
+    let dir = crate::app::homes_dir(&settings.store)?;
+    if !dir.is_dir() {
+        return None;
+    }
+    crate::home::Homes::open(Some(&dir)).ok()
 }
 
 #[cfg(test)]

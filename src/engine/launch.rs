@@ -244,17 +244,32 @@ pub fn sandbox_policy(
         .iter()
         .find(|(k, _)| k == "HOME")
         .map(|(_, v)| v.as_str());
-    let write = adapter
-        .sandbox
-        .write
+    let expand = |list: &[String]| -> Vec<String> {
+        list.iter()
+            .filter_map(|w| crate::adapter::sandbox::expand_path(w, &env, home))
+            .filter(|p| p.starts_with('/'))
+            .collect()
+    };
+    let expanded = expand(&adapter.sandbox.write);
+    let write = expanded
         .iter()
-        .filter_map(|w| crate::adapter::sandbox::expand_path(w, &env, home))
-        .filter(|p| p.starts_with('/'))
         .map(|p| {
-            prepare_state_path(&p, run_as.as_ref());
+            prepare_state_path(p, run_as.as_ref());
             PathBuf::from(p.trim_end_matches('/'))
         })
         .collect();
+    let per_context = settings.state == crate::runner::sandbox::StateMode::Context
+        && mode != Mode::Off
+        && crate::runner::sandbox::Capabilities::get().bwrap.is_some()
+        && !expanded.is_empty();
+    let state = per_context.then(|| {
+        std::sync::Arc::new(crate::runner::sandbox::StateLayout::new(
+            &expanded,
+            home.map(Path::new),
+            &expand(&adapter.doctor.credentials_files),
+            &expand(&adapter.sandbox.config),
+        ))
+    });
     let l = &adapter.limits;
     let nonzero = |v: Option<u64>| v.filter(|n| *n > 0);
     let limits = TaskLimits {
@@ -289,6 +304,8 @@ pub fn sandbox_policy(
         workspace: None,
         egress,
         sockets,
+        state,
+        binds: Vec::new(),
     })
 }
 

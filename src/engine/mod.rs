@@ -128,6 +128,9 @@ pub struct EngineConfig {
     /// A git workspace per context ([`crate::workspace`]); None: every turn works in its
     /// folder.
     pub workspaces: Option<Arc<crate::workspace::Workspaces>>,
+    /// A CLI home per context ([`crate::home`]), used when the adapter's sandbox keeps the
+    /// CLI's state per context; None: the host user's.
+    pub homes: Option<Arc<crate::home::Homes>>,
     /// Approval rule sets and budgets (the adapter's `on_budget` already applied).
     pub controls: Arc<crate::policy::Controls>,
 }

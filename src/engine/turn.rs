@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +64,41 @@ const DRAIN_TICKS: u32 = 10;
 /// The longest the output is read after the program exited, when something it left behind
 /// keeps printing (far more than a backlog of the pipe and the output channel takes).
 const DRAIN_MAX: Duration = Duration::from_secs(30);
+
+/// The binds of the context's own CLI state for this turn (its home made as needed), when
+/// the adapter's sandbox keeps the CLI's state per context.
+async fn context_state(
+    inner: &Arc<Inner>,
+    context_id: &str,
+) -> Result<Option<Vec<crate::runner::sandbox::Bind>>, crate::home::HomeError> {
+    let policy = inner.launch.sandbox.as_ref();
+    let (Some(homes), Some(layout)) = (
+        inner.config.homes.clone(),
+        policy.and_then(|p| p.state.clone()),
+    ) else {
+        return Ok(None);
+    };
+    let user = policy.and_then(|p| p.run_as.clone());
+    if let Some(u) = user
+        .as_ref()
+        .filter(|u| !u.can_reach(&homes.root().join("x")))
+    {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(user = %u.name, homes = %homes.root().display(),
+                "sandbox_user cannot reach the folder of the contexts' CLI homes (its modes keep the user out): the CLI's state is the user's own, shared by every task");
+        });
+        return Ok(None);
+    }
+    let ctx = context_id.to_string();
+    tokio::task::spawn_blocking(move || homes.prepare(&ctx, &layout, user.as_ref()))
+        .await
+        .map_err(|e| crate::home::HomeError {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map(Some)
+}
 
 /// How the main loop ended.
 enum End {
@@ -239,10 +275,20 @@ async fn start_program(
     } else {
         None
     };
+    let state = match context_state(inner, ends.context_id).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "could not make the context's CLI home");
+            return Err("the context's CLI home could not be made (see the host log)".into());
+        }
+    };
     // The spec is built and handed over in a block of its own: kept in a local of this
     // future, its few hundred bytes would stay in every live task's state to its end.
     let (spawning, egress) = {
         let mut spec = launch.spawn_spec_in(prompt, how.message_id, how.session, how.cwd, task_id);
+        if let (Some(p), Some(binds)) = (spec.sandbox.as_mut(), state) {
+            p.binds = binds;
+        }
         let limits = controls::budget_args(&launch.adapter.budget_args, &controls.meter);
         spec.args.splice(0..0, limits);
         crate::engine::launch::reveal_attachments(&mut spec, task_id, &inner.work_dirs());

@@ -12,7 +12,7 @@ async fn prune(
     work_dir: &Path,
     dry_run: bool,
 ) -> Result<Pruned, StoreError> {
-    prune_with(store, policy, work_dir, None, dry_run).await
+    prune_with(store, policy, work_dir, &Folders::default(), dry_run).await
 }
 
 fn ts(days_ago: i64) -> String {
@@ -344,32 +344,48 @@ fn repo(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test]
-async fn a_context_left_without_tasks_loses_its_workspace() {
+async fn a_context_left_without_tasks_loses_its_workspace_and_cli_home() {
     let dir = tempfile::tempdir().unwrap();
     let src = repo(dir.path());
     let config = crate::workspace::WorkspaceConfig {
         dir: Some(dir.path().join("ws")),
         ..crate::workspace::WorkspaceConfig::default()
     };
-    let all = Workspaces::open(&config, None).unwrap();
+    let all = std::sync::Arc::new(Workspaces::open(&config, None).unwrap());
+    let homes =
+        std::sync::Arc::new(crate::home::Homes::open(Some(&dir.path().join("homes"))).unwrap());
+    let layout = crate::runner::sandbox::StateLayout::new(
+        &["/h/.cli/".to_string()],
+        Some(Path::new("/h")),
+        &[],
+        &[],
+    );
     for c in ["c1", "c2"] {
         assert!(all.for_turn(c, &src, None).unwrap().is_some());
+        homes.prepare(c, &layout, None).unwrap();
     }
+    let folders = Folders {
+        workspaces: Some(all.clone()),
+        homes: Some(homes.clone()),
+    };
     let store = MemoryStore::new();
     fill(&store).await;
     // c1's only task is old; c2 keeps a new one.
-    let dry = prune_with(&store, &age(30), dir.path(), Some(&all), true)
+    let dry = prune_with(&store, &age(30), dir.path(), &folders, true)
         .await
         .unwrap();
     assert_eq!(dry.workspaces, ["c1"]);
+    assert_eq!(dry.homes, ["c1"]);
     assert!(
-        all.get("c1").unwrap().is_some(),
+        all.get("c1").unwrap().is_some() && homes.exists("c1"),
         "a dry run removes nothing"
     );
-    let done = prune_with(&store, &age(30), dir.path(), Some(&all), false)
+    let done = prune_with(&store, &age(30), dir.path(), &folders, false)
         .await
         .unwrap();
     assert_eq!(done.workspaces, ["c1"]);
+    assert_eq!(done.homes, ["c1"]);
     assert!(all.get("c1").unwrap().is_none());
     assert!(all.get("c2").unwrap().is_some());
+    assert!(!homes.exists("c1") && homes.exists("c2"));
 }

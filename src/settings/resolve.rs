@@ -15,7 +15,7 @@ use crate::policy::config::ApprovalsConfig;
 use crate::push::{DeliveryConfig, PushSettings};
 use crate::retention::RetentionConfig;
 use crate::runner::sandbox::config::SandboxConfig;
-use crate::runner::sandbox::{Mode, Network, Piece};
+use crate::runner::sandbox::{Mode, Network, Piece, StateMode};
 use crate::server::config::{AuthConfig, CardConfig, SecurityConfig, ServerConfig};
 use crate::store::config::{ClusterConfig, ClusterSettings, StoreConfig};
 use crate::workspace::WorkspaceConfig;
@@ -458,6 +458,18 @@ fn sandbox(
             })
         })
         .transpose()?;
+    let state = s
+        .state
+        .as_deref()
+        .map(|v| {
+            StateMode::parse(v).ok_or_else(|| {
+                invalid(format!(
+                    "[sandbox] state '{v}' is not one of context, shared"
+                ))
+            })
+        })
+        .transpose()?
+        .unwrap_or_default();
     crate::egress::Rules::new(
         s.allow_hosts.iter().map(String::as_str),
         s.resolve.iter().map(String::as_str),
@@ -473,6 +485,7 @@ fn sandbox(
         network,
         disable: parse_disable(&s.disable)?,
         user: s.user.clone().filter(|u| !u.is_empty()),
+        state,
         memory: s.memory.map(|b| b.0),
         pids: s.pids,
         cpu_weight: s.cpu_weight,

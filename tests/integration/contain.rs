@@ -6,6 +6,7 @@
 //! except under `CI=true`, where a missing piece is a failure.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -204,6 +205,140 @@ async fn a_task_reads_no_other_tasks_attachments_above_or_below_its_folder() {
             } else {
                 assert!(read(&down), "off: {down}");
                 assert!(read(&up), "off: {up}");
+            }
+        }
+    })
+    .await;
+}
+
+/// An adapter for the probe agent whose CLI keeps state in `~/.probe/` and `~/.probe.json`,
+/// with a configuration file and a login of the host user's there.
+const STATEFUL_ADAPTER: &str = r#"
+id = "stateful"
+name = "Stateful probe"
+description = "The probe agent, with CLI state in its HOME."
+binary = ""
+prompt = "arg"
+stdin = "keep"
+wire = "agent-host-jsonl"
+
+[sandbox]
+write = ["~/.probe/", "~/.probe.json"]
+config = ["~/.probe/config.json"]
+
+[doctor]
+credentials_files = ["~/.probe/login.json"]
+"#;
+
+/// Sends `prompt` in context `ctx` and waits for the end; the agent's text.
+async fn in_context(host: &Host, ctx: &str, prompt: &str) -> String {
+    let mut params = message(prompt, true);
+    params["message"]["contextId"] = json!(ctx);
+    let v = host.rpc("SendMessage", params).await;
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    text_of(task)
+}
+
+/// Where the host keeps the file named `name` (a context's session), under `dir`.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find_file(&p, name) {
+                return Some(f);
+            }
+        } else if e.file_name() == name {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Each context has the CLI state of its own: a task reads and writes neither another
+/// context's session (at the CLI's path nor where the host keeps it) nor the host user's; it
+/// gets the host's configuration copied and its login read-only; its own session is there
+/// again at the context's next turn and after a restart. With the state shared
+/// (`sandbox_state = "shared"`) or the sandbox off, the same task reads and overwrites the
+/// other context's session.
+#[tokio::test]
+async fn each_context_keeps_its_own_cli_state() {
+    if !sandbox_available() {
+        return;
+    }
+    super::common::limit_to(Duration::from_secs(120), async {
+        for (mode, state) in [("auto", "context"), ("auto", "shared"), ("off", "context")] {
+            let adapters = tempfile::tempdir().expect("adapters dir");
+            std::fs::write(adapters.path().join("stateful.toml"), STATEFUL_ADAPTER)
+                .expect("adapter");
+            let dir = adapters.path().display().to_string();
+            let env = [
+                ("AGENT_ADAPTER", "stateful"),
+                ("AGENT_HOST_ADAPTERS_DIR", dir.as_str()),
+                ("AGENT_HOST_SANDBOX_STATE", state),
+            ];
+            let host = Host::start(mode, &env).await;
+            let probe = host.path("home/.probe");
+            std::fs::create_dir_all(probe.join("sessions")).expect("mkdir");
+            std::fs::write(probe.join("config.json"), "host-config").expect("config");
+            std::fs::write(probe.join("login.json"), "host-login").expect("login");
+            std::fs::write(probe.join("sessions/host-user"), "mine").expect("session");
+            let (a, b) = (super::common::uuid(), super::common::uuid());
+
+            let first = in_context(&host, &a, &format!("state {a} - -")).await;
+            assert!(first.contains("mine=none"), "{mode}/{state}: {first}");
+            assert!(first.contains("config=host-config"), "{first}");
+            assert!(first.contains("login=host-login"), "{first}");
+            let stored = find_file(host.path("").as_path(), &a)
+                .unwrap_or_else(|| panic!("{mode}/{state}: a's session on disk"));
+            let other = format!("state {b} {a} {}", stored.display());
+            let second = in_context(&host, &b, &other).await;
+            let again = in_context(&host, &a, &format!("state {a} - -")).await;
+            eprintln!("[{mode}/{state}] another context: {second:?}; the first again: {again:?}");
+            let contained = mode == "auto" && state == "context";
+            if contained {
+                for refused in [
+                    "other=refused",
+                    "other_file=refused",
+                    "other_file_write=refused",
+                    "login_write=refused",
+                    "host_session=refused",
+                ] {
+                    assert!(second.contains(refused), "{refused}: {second}");
+                }
+                assert!(second.contains("login=host-login"), "{second}");
+                assert!(second.contains("state_file=ok"), "{second}");
+                assert!(
+                    stored.starts_with(host.path("data/homes")),
+                    "{}",
+                    stored.display()
+                );
+                assert_eq!(
+                    std::fs::read_to_string(probe.join("login.json")).expect("login"),
+                    "host-login"
+                );
+                assert!(!probe.join(format!("sessions/{a}")).exists());
+                assert!(
+                    again.contains(&format!("mine={a}-session")),
+                    "a's next turn: {again}"
+                );
+                // After a restart the context's state is still its own.
+                let host = host.restart().await;
+                let after = in_context(&host, &a, &format!("state {a} - -")).await;
+                host.sigterm().await;
+                assert!(
+                    after.contains(&format!("mine={a}-session")),
+                    "after a restart: {after}"
+                );
+            } else {
+                host.sigterm().await;
+                assert!(
+                    second.contains(&format!("other=ok {a}-session")),
+                    "{mode}/{state}: {second}"
+                );
+                assert!(second.contains("host_session=ok"), "{second}");
+                assert!(second.contains("login_write=ok"), "{second}");
+                assert!(again.contains("mine=tampered"), "{mode}/{state}: {again}");
             }
         }
     })

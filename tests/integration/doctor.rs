@@ -39,6 +39,16 @@ credentials_files = ["~/.fakecli/auth.json"]
 }
 
 async fn doctor(adapters: &Path, home: &Path, repo: &Path, json: bool) -> (i32, String) {
+    doctor_with(adapters, home, repo, json, &[]).await
+}
+
+async fn doctor_with(
+    adapters: &Path,
+    home: &Path,
+    repo: &Path,
+    json: bool,
+    env: &[(&str, &str)],
+) -> (i32, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
     // The program may live in /tmp (the sandbox's private /tmp shows it again).
     cmd.args([
@@ -58,6 +68,8 @@ async fn doctor(adapters: &Path, home: &Path, repo: &Path, json: bool) -> (i32, 
     .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
     .env_remove("AGENT_HOST_CONFIG")
     .env_remove("AGENT_BINARY")
+    .env_remove("AGENT_HOST_SANDBOX_STATE")
+    .envs(env.iter().copied())
     .kill_on_drop(true);
     if json {
         cmd.arg("--json");
@@ -185,6 +197,60 @@ async fn doctor_says_when_the_program_is_missing() {
                 .any(|l| l.starts_with("FAIL") && l.contains("fakecli program")),
             "{out}"
         );
+    })
+    .await
+}
+
+/// Where the CLI's state is: a home per context where bubblewrap runs; the host user's,
+/// shared by every task (a warning saying why), with `sandbox_state = "shared"` or the
+/// sandbox off.
+#[tokio::test]
+async fn doctor_says_where_the_cli_state_is() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let file = adapters.join("fakecli.toml");
+        let toml = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(
+            &file,
+            format!("{toml}\n[sandbox]\nwrite = [\"~/.fakecli/\"]\n"),
+        )
+        .unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let line = |out: &str| {
+            out.lines()
+                .find(|l| l.contains("fakecli CLI state"))
+                .unwrap_or_else(|| panic!("no CLI state line: {out}"))
+                .to_string()
+        };
+        let (_, out) = doctor(&adapters, &home, &repo, false).await;
+        if agent_host::runner::sandbox::Capabilities::get()
+            .bwrap
+            .is_some()
+        {
+            let l = line(&out);
+            assert!(
+                l.starts_with("pass") && l.contains("a home of its own per context"),
+                "{l}"
+            );
+        }
+        for (k, v, why) in [
+            (
+                "AGENT_HOST_SANDBOX_STATE",
+                "shared",
+                "sandbox_state = \"shared\"",
+            ),
+            ("AGENT_HOST_SANDBOX", "off", "the sandbox is off"),
+        ] {
+            let (_, out) = doctor_with(&adapters, &home, &repo, false, &[(k, v)]).await;
+            let l = line(&out);
+            assert!(
+                l.starts_with("warn") && l.contains("shared by every task"),
+                "{l}"
+            );
+            assert!(l.contains(why) && l.contains(".fakecli"), "{l}");
+        }
     })
     .await
 }

@@ -21,9 +21,22 @@ pub(super) struct Host {
     pub(super) child: tokio::process::Child,
     base: String,
     root: tempfile::TempDir,
+    sandbox: String,
+    extra: Vec<(String, String)>,
 }
 
 impl Host {
+    /// Stops the host (SIGTERM) and starts it again on the same folders and settings.
+    pub(super) async fn restart(mut self) -> Host {
+        self.stop().await;
+        let extra: Vec<(&str, &str)> = self
+            .extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Host::spawn(self.root, &self.sandbox, &extra).await
+    }
+
     pub(super) async fn start(sandbox: &str, extra: &[(&str, &str)]) -> Host {
         let root = tempfile::Builder::new()
             .prefix("sandbox-test")
@@ -45,6 +58,13 @@ impl Host {
         .expect("write");
         let script = r.join("work/probe-agent.sh");
         std::fs::copy(probe_script(), &script).expect("copy script");
+        Host::spawn(root, sandbox, extra).await
+    }
+
+    /// agent-host serving the probe agent on the folders of `root`.
+    async fn spawn(root: tempfile::TempDir, sandbox: &str, extra: &[(&str, &str)]) -> Host {
+        let r = root.path();
+        let script = r.join("work/probe-agent.sh");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -73,7 +93,16 @@ impl Host {
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
         answers(&format!("{base}/.well-known/agent-card.json")).await;
-        Host { child, base, root }
+        Host {
+            child,
+            base,
+            root,
+            sandbox: sandbox.to_string(),
+            extra: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
     }
 
     pub(super) fn url(&self, path: &str) -> String {
@@ -108,6 +137,10 @@ impl Host {
 
     /// Stops the host with SIGTERM and waits for it.
     pub(super) async fn sigterm(mut self) {
+        self.stop().await;
+    }
+
+    async fn stop(&mut self) {
         if let Some(pid) = self.child.id() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid as i32),

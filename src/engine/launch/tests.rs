@@ -299,3 +299,45 @@ fn opencode_writes_where_its_xdg_folders_are() {
         );
     }
 }
+
+/// Where bubblewrap runs, each built-in CLI's state paths are per context, with its login
+/// (the `[doctor]` files in them) and its configuration named; `sandbox_state = "shared"`
+/// and a sandbox that is off leave them the host user's.
+#[test]
+fn a_cli_state_is_per_context_where_the_sandbox_can_bind_it() {
+    use crate::runner::sandbox::StateMode;
+    let registry = Registry::builtin().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let with = env(&[("HOME", &home.display().to_string())]);
+    let a = registry.get("claude-code").unwrap();
+    let p = sandbox_policy(a, &SandboxSettings::default(), &with).unwrap();
+    if crate::runner::sandbox::Capabilities::get().bwrap.is_none() {
+        assert!(p.state.is_none(), "no bubblewrap: the host user's");
+        return;
+    }
+    let layout = p.state.expect("per context");
+    let at: Vec<_> = layout.entries.iter().map(|e| e.at.clone()).collect();
+    assert_eq!(at, [home.join(".claude"), home.join(".claude.json")]);
+    assert_eq!(layout.credentials, [home.join(".claude/.credentials.json")]);
+    assert!(layout.config.contains(&home.join(".claude/settings.json")));
+    for settings in [
+        SandboxSettings {
+            state: StateMode::Shared,
+            ..SandboxSettings::default()
+        },
+        SandboxSettings {
+            mode: Some(Mode::Off),
+            ..SandboxSettings::default()
+        },
+    ] {
+        let p = sandbox_policy(a, &settings, &with).unwrap();
+        assert!(p.state.is_none(), "{settings:?}");
+    }
+    // A CLI with no state paths has nothing per context.
+    let jsonl = registry.get("jsonl").unwrap();
+    assert!(sandbox_policy(jsonl, &SandboxSettings::default(), &with)
+        .unwrap()
+        .state
+        .is_none());
+}

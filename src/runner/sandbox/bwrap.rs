@@ -125,6 +125,14 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
             }
         }
     }
+    // The context's own state at the CLI's paths (over the host user's, and over a hidden
+    // folder they may lie in), then the host's credentials read-only over it.
+    for b in &policy.binds {
+        if b.from.exists() {
+            let flag = if b.read_only { "--ro-bind" } else { "--bind" };
+            push(&[flag, &text(&b.from), &text(&b.at)]);
+        }
+    }
     for r in &policy.reveal {
         if r.exists() {
             let r = text(r);
@@ -171,6 +179,53 @@ mod tests {
         assert!(at(&w) < at(&d) && at(&d) < at(&o), "{a:?}");
         assert!(!a.iter().any(|x| x.ends_with("absent")));
         assert_eq!(a[a.len() - 2..], ["--chdir".to_string(), w]);
+    }
+
+    #[test]
+    fn a_context_state_is_bound_over_the_host_users_and_the_login_read_only_over_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let data = dir.path().join("data");
+        let mine = data.join("homes/abc/home/.cli");
+        for d in [home.join(".cli"), mine.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(home.join(".cli/login.json"), "t").unwrap();
+        let policy = SandboxPolicy {
+            write: vec![home.join(".cli")],
+            hide: vec![data.clone(), data.join("homes")],
+            binds: vec![
+                crate::runner::sandbox::Bind {
+                    from: mine.clone(),
+                    at: home.join(".cli"),
+                    read_only: false,
+                },
+                crate::runner::sandbox::Bind {
+                    from: home.join(".cli/login.json"),
+                    at: home.join(".cli/login.json"),
+                    read_only: true,
+                },
+            ],
+            ..SandboxPolicy::default()
+        };
+        let a = args(&policy, &dir.path().join("work"), false, None);
+        let text = |p: &std::path::Path| p.display().to_string();
+        let at = |flag: &str, from: &std::path::Path, to: &std::path::Path| {
+            a.windows(3)
+                .position(|w| w[0] == flag && w[1] == text(from) && w[2] == text(to))
+                .unwrap_or_else(|| panic!("{flag} {} {} in {a:?}", from.display(), to.display()))
+        };
+        let cli = home.join(".cli");
+        let login = cli.join("login.json");
+        // The host user's folder, the data folder hidden, then the context's folder over the
+        // host user's, then the login read-only over it.
+        let hidden = a
+            .windows(2)
+            .position(|w| w[0] == "--tmpfs" && w[1] == text(&data))
+            .unwrap();
+        assert!(at("--bind", &cli, &cli) < hidden);
+        assert!(hidden < at("--bind", &mine, &cli));
+        assert!(at("--bind", &mine, &cli) < at("--ro-bind", &login, &login));
     }
 
     #[test]

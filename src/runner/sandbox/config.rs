@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Mode, Network, Piece};
+use super::{Mode, Network, Piece, StateMode};
 use crate::units::ByteSize;
 
 /// `[sandbox]` of the config file (and the `--sandbox*`, `--task-*` flags).
@@ -32,6 +32,14 @@ pub struct SandboxConfig {
         value_name = "proxy|open|none"
     )]
     pub network: Option<String>,
+    /// Where each CLI keeps its state (the adapter's [sandbox] write folders: sessions, logins, settings): context (a folder of its own per context, under the host's data folder, shown at the CLI's paths; needs bubblewrap) or shared (the host user's folders, shared by every task); unset: context
+    #[arg(
+        id = "sandbox.state",
+        long = "sandbox-state",
+        env = "AGENT_HOST_SANDBOX_STATE",
+        value_name = "context|shared"
+    )]
+    pub state: Option<String>,
     /// Run each task as this user (the host must run as root); unset: the host's user
     #[arg(
         id = "sandbox.user",
@@ -112,6 +120,8 @@ pub struct SandboxSettings {
     pub mode: Option<Mode>,
     pub network: Option<Network>,
     pub user: Option<String>,
+    /// Where each CLI keeps its state.
+    pub state: StateMode,
     /// Pieces of the machine left unused (the weaker tiers run instead).
     pub disable: Vec<Piece>,
     /// bytes; `Some(0)`: no limit

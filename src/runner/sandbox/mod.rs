@@ -24,6 +24,7 @@ pub(crate) mod net;
 pub(crate) mod program;
 pub(crate) mod reaper;
 pub mod setup;
+pub(crate) mod state;
 pub(crate) mod user;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 pub use cgroup::{human_bytes, TaskCgroup};
+pub use state::{Bind, StateLayout};
 pub use user::RunAs;
 
 /// A piece of the machine the sandbox can be told not to use (`sandbox_disable`).
@@ -178,6 +180,40 @@ pub struct SandboxPolicy {
     pub egress: Option<net::Egress>,
     /// Host Unix sockets the adapter's CLI needs, bound in (all others are out of sight).
     pub sockets: Vec<PathBuf>,
+    /// The CLI's state paths that are each context's own ([`state`]); None: the host
+    /// user's, shared by every task (`sandbox_state = "shared"`, no bubblewrap, mode off).
+    pub state: Option<std::sync::Arc<StateLayout>>,
+    /// This turn's context folders at the CLI's state paths, then the host's credentials
+    /// read-only (made from `state` for the turn's context).
+    pub binds: Vec<Bind>,
+}
+
+/// Where a CLI keeps its state (`sandbox_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StateMode {
+    /// A folder of its own per context, shown at the CLI's state paths (needs bubblewrap).
+    #[default]
+    Context,
+    /// The host user's folders, shared by every task.
+    Shared,
+}
+
+impl StateMode {
+    pub fn parse(s: &str) -> Option<StateMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "context" => Some(StateMode::Context),
+            "shared" => Some(StateMode::Shared),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateMode::Context => "context",
+            StateMode::Shared => "shared",
+        }
+    }
 }
 
 /// The workspaces a task sees: only its own.
@@ -307,6 +343,9 @@ impl Capabilities {
             (None, Some(abi)) => out.push(format!("landlock ABI {abi}: writes limited to the working directory and state folders")),
             (None, None) => {}
         }
+        if policy.state.is_some() && self.bwrap.is_some() {
+            out.push("CLI state: a folder of its own per context".into());
+        }
         match (policy.network, &policy.egress) {
             (Network::None, _) if self.bwrap.is_some() => {
                 out.push("network: none (loopback only)".into())
@@ -356,7 +395,7 @@ impl Capabilities {
                 "; install the `bubblewrap` package"
             };
             out.push(format!(
-                "bubblewrap ({}{hint}): no PID namespace, no private /tmp, host files not hidden",
+                "bubblewrap ({}{hint}): no PID namespace, no private /tmp, host files not hidden, the CLI's state shared by every context",
                 self.bwrap_missing
             ));
             if self.landlock_abi.is_none() {

@@ -87,6 +87,10 @@ pub fn binds(needs: &[Shown], policy: &SandboxPolicy, cwd: &Path) -> Vec<String>
 /// True when the sandbox would not show `p` as it is on the host (and does not bind it
 /// writable already).
 fn hidden(p: &Path, policy: &SandboxPolicy, cwd: &Path) -> bool {
+    // A context's own state shows its folder there, not the host's files.
+    if policy.binds.iter().any(|b| p.starts_with(&b.at)) {
+        return true;
+    }
     if p.starts_with(cwd) || policy.write.iter().any(|w| p.starts_with(w)) {
         return false;
     }
