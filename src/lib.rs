@@ -69,7 +69,8 @@
 //!   [`server::grpc`]: the A2A 1.0 gRPC binding (generated from `proto/a2a.proto`) on its own
 //!   port, on the same operations, guard and engines. [`server::mcp`]: the MCP binding
 //!   (rmcp, Streamable HTTP at `/mcp`): tools on the same engine operations, behind the same
-//!   guard, with no task state of its own. [`server::peer`]: the HTTP
+//!   guard, with no task state of its own; `start_task` as an MCP 2025-11-25 task that is the
+//!   A2A task, served by a layer in front of rmcp ([`server::mcp`]'s `tasks`). [`server::peer`]: the HTTP
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
@@ -88,8 +89,8 @@
 //! - [`client`]: an A2A client for orchestrators (card discovery and interface choice, send,
 //!   stream with resubscribe, get, list, cancel; JSON-RPC and HTTP+JSON, v1.0 and v0.3, one
 //!   v1.0 model) and the `call` / `tasks` commands built on it ([`client::call`],
-//!   [`client::tasks`]); `agent-host mcp`, MCP over stdio relayed to a host's `/mcp`
-//!   ([`client::mcp_bridge`]).
+//!   [`client::tasks`]); `agent-host mcp`, MCP over stdio relayed unchanged to a host's
+//!   `/mcp` ([`client::mcp_bridge`]).
 //! - [`app`]: the composition root: [`app::App::start`] turns [`settings::Settings`] into
 //!   engines, stores, push services, the guard and the HTTP service; the `serve` command and
 //!   the integration tests start through it.
