@@ -83,7 +83,8 @@
 //!   [`server::grpc`]: the A2A 1.0 gRPC binding (generated from `proto/a2a.proto`) on its own
 //!   port, on the same operations, guard and engines. [`server::mcp`]: the MCP binding
 //!   (rmcp, Streamable HTTP at `/mcp`): tools on the same engine operations, behind the same
-//!   guard, with no task state of its own. [`server::peer`]: the HTTP
+//!   guard, with no task state of its own; `start_task` as an MCP 2025-11-25 task that is the
+//!   A2A task, served by a layer in front of rmcp ([`server::mcp`]'s `tasks`). [`server::peer`]: the HTTP
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).

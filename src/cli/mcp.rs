@@ -3,21 +3,30 @@
 //! credentials given here.
 //!
 //! A bridge and not a second server: every message the client writes on stdin goes to the
-//! host's Streamable HTTP endpoint, and every message the host answers (results, errors,
-//! progress notifications) comes back on stdout, so the tools, their owners, limits and
-//! errors are the host's, and nothing here knows a tool. Both ends are rmcp's transports (its
-//! stdio transport and its Streamable HTTP client, which does the protocol's handshake,
-//! headers and SSE reading), joined message by message. The A2A client library
-//! (`src/client/`) was the other way: it would mean implementing each tool a second time,
-//! on A2A calls, and keeping the two in step.
+//! host's Streamable HTTP endpoint as it was written, and every message the host answers
+//! (results, errors, progress notifications) comes back on stdout as the host wrote it, so
+//! the tools, their owners, limits and errors are the host's, and nothing here knows a tool.
+//!
+//! The messages are relayed as JSON, not through an MCP SDK's typed transports: those
+//! decode each message into the types of the protocol version they know and encode it
+//! again, which drops what they do not know, among it the MCP 2025-11-25 task parts
+//! (`task` in a `tools/call`, the task results, `capabilities.tasks`); relayed unchanged,
+//! `start_task` runs as an MCP task over stdio as it does over HTTP. What the transport adds
+//! is done here: the headers (`Accept`, the credentials, `MCP-Protocol-Version` once
+//! `initialize` has answered, a session id if the host gives one), reading an answer sent as
+//! JSON or as server-sent events, and a client's `notifications/cancelled` closing the
+//! request it names (which stops its waiting on the host).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderName, HeaderValue};
 use clap::Args;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
-use rmcp::{RoleClient, RoleServer};
+use reqwest013::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::client::sse::SseParser;
 
 /// `agent-host mcp`.
 #[derive(Debug, Clone, Args)]
@@ -67,10 +76,13 @@ fn endpoint(url: &str) -> Result<String, BridgeError> {
     Ok(url.to_string())
 }
 
-fn config(args: &McpArgs) -> Result<StreamableHttpClientTransportConfig, BridgeError> {
-    let mut cfg = StreamableHttpClientTransportConfig::with_uri(endpoint(&args.url)?);
+/// The headers every request to the host carries: the credentials.
+fn credentials(args: &McpArgs) -> Result<HeaderMap, BridgeError> {
+    let mut headers = HeaderMap::new();
     if let Some(t) = args.token.as_deref().filter(|t| !t.is_empty()) {
-        cfg = cfg.auth_header(t);
+        let value = HeaderValue::try_from(format!("Bearer {t}"))
+            .map_err(|_| BridgeError::Usage("--token: not a header value".into()))?;
+        headers.insert(AUTHORIZATION, value);
     }
     if let Some(k) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
         let name = HeaderName::try_from(args.api_key_header.as_str()).map_err(|_| {
@@ -81,58 +93,247 @@ fn config(args: &McpArgs) -> Result<StreamableHttpClientTransportConfig, BridgeE
         })?;
         let value = HeaderValue::try_from(k)
             .map_err(|_| BridgeError::Usage("--api-key: not a header value".into()))?;
-        cfg = cfg.custom_headers(HashMap::from([(name, value)]));
+        headers.insert(name, value);
     }
-    Ok(cfg)
+    Ok(headers)
+}
+
+const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+
+/// How long a response waits after the notifications before it (see `pass_events`).
+const NOTIFICATIONS_FIRST: std::time::Duration = std::time::Duration::from_millis(20);
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The host side of the bridge.
+struct Host {
+    http: reqwest013::Client,
+    url: String,
+    credentials: HeaderMap,
+    /// The protocol version `initialize` agreed on, sent with every later request.
+    version: Mutex<Option<HeaderValue>>,
+    /// The session the host gave, if it gives one.
+    session: Mutex<Option<HeaderValue>>,
+    /// Requests under way, by their JSON-RPC id: a cancellation closes them.
+    running: Mutex<HashMap<String, tokio::task::AbortHandle>>,
+    /// Lines for stdout.
+    out: mpsc::UnboundedSender<String>,
+    /// Set when the host could not be reached: the bridge then ends.
+    gone: mpsc::UnboundedSender<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Relays between stdin/stdout and the host until either side ends.
 pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
-    let cfg = config(&args)?;
+    let url = endpoint(&args.url)?;
+    let credentials = credentials(&args)?;
     // reqwest 0.13 is built without a default crypto provider: ring, like the rest of the
     // binary. Installing fails only when one is installed already, which is as good.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest013::Client::builder()
+    let http = reqwest013::Client::builder()
         .build()
         .map_err(|e| BridgeError::Usage(format!("HTTP client: {e}")))?;
-    let remote = StreamableHttpClientTransport::with_client(client, cfg);
-    let local = rmcp::transport::stdio();
-    relay(
-        IntoTransport::<RoleServer, _, _>::into_transport(local),
-        IntoTransport::<RoleClient, _, _>::into_transport(remote),
-    )
-    .await
+    let (out, out_rx) = mpsc::unbounded_channel();
+    let (gone, mut gone_rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_lines(out_rx));
+    let host = Arc::new(Host {
+        http,
+        url,
+        credentials,
+        version: Mutex::new(None),
+        session: Mutex::new(None),
+        running: Mutex::new(HashMap::new()),
+        out,
+        gone,
+    });
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let ended = loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => relay(&host, &line),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(BridgeError::Local(format!("reading stdin: {e}"))),
+            },
+            Some(why) = gone_rx.recv() => break Err(BridgeError::Remote(why)),
+        }
+    };
+    for (_, h) in lock(&host.running).drain() {
+        h.abort();
+    }
+    drop(host);
+    // What was answered is written before the bridge ends.
+    let _ = writer.await;
+    ended
 }
 
-/// Passes client messages to the host and the host's messages to the client. Sends to the
-/// host are not awaited in the loop: a tool call that waits for its task must not hold up the
-/// client's next message (another call, or a cancellation).
-async fn relay<L, R>(mut local: L, mut remote: R) -> Result<(), BridgeError>
-where
-    L: Transport<RoleServer>,
-    R: Transport<RoleClient>,
-{
-    loop {
-        tokio::select! {
-            m = local.receive() => {
-                let Some(m) = m else { break };
-                let sending = remote.send(m);
-                tokio::spawn(async move {
-                    if let Err(e) = sending.await {
-                        tracing::error!(error = %e, "MCP bridge: the host did not take a message");
-                    }
-                });
-            }
-            m = remote.receive() => {
-                let Some(m) = m else {
-                    return Err(BridgeError::Remote("the connection to the host ended".into()));
-                };
-                local.send(m).await.map_err(|e| BridgeError::Local(e.to_string()))?;
+/// Writes each line to stdout, flushed, until every sender is gone.
+async fn write_lines(mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut stdout = tokio::io::stdout();
+    while let Some(line) = rx.recv().await {
+        let written = async {
+            stdout.write_all(line.as_bytes()).await?;
+            stdout.write_all(b"\n").await?;
+            stdout.flush().await
+        };
+        if let Err(e) = written.await {
+            tracing::error!(error = %e, "MCP bridge: writing to the client failed");
+            return;
+        }
+    }
+}
+
+/// Sends one line from the client to the host, without waiting for the answer: a tool call
+/// that waits for its task must not hold up the client's next message (another call, or a
+/// cancellation).
+fn relay(host: &Arc<Host>, line: &str) {
+    if line.trim().is_empty() {
+        return;
+    }
+    let Ok(msg) = serde_json::from_str::<Value>(line) else {
+        let _ = host
+            .out
+            .send(error_line(&Value::Null, -32700, "Parse error: not JSON"));
+        return;
+    };
+    if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+        if let Some(id) = msg.pointer("/params/requestId") {
+            if let Some(h) = lock(&host.running).remove(&id.to_string()) {
+                h.abort();
             }
         }
     }
-    let _ = remote.close().await;
-    Ok(())
+    let request_id = msg.get("method").and(msg.get("id")).cloned();
+    let h = host.clone();
+    let key = request_id.as_ref().map(Value::to_string);
+    let task = tokio::spawn(async move {
+        let id = request_id.clone();
+        if let Err(why) = h.post(msg).await {
+            if let Some(id) = &id {
+                let _ = h.out.send(error_line(id, -32603, &why));
+            }
+            let _ = h.gone.send(why);
+        }
+        if let Some(id) = id {
+            lock(&h.running).remove(&id.to_string());
+        }
+    });
+    if let Some(key) = key {
+        lock(&host.running).insert(key, task.abort_handle());
+    }
+}
+
+/// A JSON-RPC error response as a line.
+fn error_line(id: &Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+impl Host {
+    /// Posts one message and writes what the host answers. Err: the host could not be
+    /// reached (the bridge ends).
+    async fn post(&self, msg: Value) -> Result<(), String> {
+        let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+        let id = msg.get("method").and(msg.get("id")).cloned();
+        let mut req = self
+            .http
+            .post(&self.url)
+            .headers(self.credentials.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(msg.to_string());
+        if let Some(v) = lock(&self.version).clone() {
+            req = req.header(PROTOCOL_HEADER, v);
+        }
+        if let Some(s) = lock(&self.session).clone() {
+            req = req.header(SESSION_HEADER, s);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("the host at {} could not be reached: {e}", self.url))?;
+        if let Some(s) = resp.headers().get(SESSION_HEADER) {
+            *lock(&self.session) = Some(s.clone());
+        }
+        let status = resp.status();
+        let sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if status.is_success() && sse {
+            self.pass_events(resp, initialize).await;
+        } else {
+            let body = resp.bytes().await.unwrap_or_default();
+            self.pass_body(status, &body, id.as_ref(), initialize);
+        }
+        Ok(())
+    }
+
+    /// Passes on each message of an answer sent as server-sent events.
+    async fn pass_events(&self, mut resp: reqwest013::Response, initialize: bool) {
+        let mut parser = SseParser::new();
+        let mut notified = false;
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            for e in parser.push(&chunk) {
+                let Ok(v) = serde_json::from_str::<Value>(&e.data) else {
+                    continue;
+                };
+                let is_answer = v.get("method").is_none();
+                if is_answer && notified {
+                    // The TypeScript SDK handles a notification a moment after reading it
+                    // but a response at once, so progress notifications that reach it in
+                    // the same read as the response they precede are dropped: they go out
+                    // first, on their own.
+                    tokio::time::sleep(NOTIFICATIONS_FIRST).await;
+                }
+                notified = !is_answer;
+                self.pass(v, initialize);
+            }
+        }
+    }
+
+    /// Passes on an answer sent as one JSON body; an HTTP error without a JSON-RPC message
+    /// becomes one for the request it answers.
+    fn pass_body(
+        &self,
+        status: reqwest013::StatusCode,
+        body: &[u8],
+        id: Option<&Value>,
+        initialize: bool,
+    ) {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(mut v) if v.get("jsonrpc").is_some() => {
+                // An error the host could not tie to the request (id null) is for this one.
+                if let (Some(id), true) = (id, v.get("id").is_none_or(Value::is_null)) {
+                    v["id"] = id.clone();
+                }
+                self.pass(v, initialize)
+            }
+            _ if status.is_success() => {}
+            _ => {
+                let Some(id) = id else { return };
+                let text = String::from_utf8_lossy(body);
+                let why = format!("the host answered HTTP {status}: {}", text.trim());
+                let _ = self.out.send(error_line(id, -32603, &why));
+            }
+        }
+    }
+
+    /// Writes one message for the client; the answer to `initialize` also sets the protocol
+    /// version of the later requests.
+    fn pass(&self, msg: Value, initialize: bool) {
+        if initialize {
+            if let Some(v) = msg
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+                .and_then(|v| HeaderValue::try_from(v).ok())
+            {
+                *lock(&self.version) = Some(v);
+            }
+        }
+        let _ = self.out.send(msg.to_string());
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +356,31 @@ mod tests {
         );
         assert!(endpoint("ftp://h").is_err());
         assert!(endpoint("not a url").is_err());
+    }
+
+    #[test]
+    fn credentials_become_headers() {
+        let args = McpArgs {
+            url: "http://h".into(),
+            token: Some("t0k".into()),
+            api_key: Some("k3y".into()),
+            api_key_header: "X-Key".into(),
+        };
+        let h = credentials(&args).unwrap();
+        assert_eq!(h[AUTHORIZATION], "Bearer t0k");
+        assert_eq!(h["x-key"], "k3y");
+        let bad = McpArgs {
+            api_key_header: "not a header".into(),
+            ..args
+        };
+        assert!(credentials(&bad).is_err());
+    }
+
+    #[test]
+    fn an_error_answers_the_request_it_is_for() {
+        let v: Value = serde_json::from_str(&error_line(&json!(7), -32603, "no host")).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], -32603);
+        assert_eq!(v["error"]["message"], "no host");
     }
 }

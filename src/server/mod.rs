@@ -210,7 +210,7 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
         router = router.merge(ui::routes(agents));
     }
     if limits.mcp {
-        let mcp = Router::new().route_service(mcp::PATH, mcp::service(agents, limits.body_limit));
+        let mcp = mcp::router(agents, limits.body_limit);
         router = router.merge(guarded(mcp, first.guard.clone(), limits));
     }
     router

@@ -89,6 +89,109 @@ function alive(pid) {
   }
 }
 
+// MCP tasks (2025-11-25): start_task through the SDK's callToolStream, which sends the call
+// with `task`, polls tasks/get and reads tasks/result.
+async function taskFlows(a, b) {
+  const tasks = a.experimental.tasks;
+  const start = (args) => tasks.callToolStream({ name: "start_task", arguments: args });
+  const tool = (await a.listTools()).tools.find((t) => t.name === "start_task");
+  check(
+    tool.execution?.taskSupport === "optional" && a.getServerCapabilities()?.tasks?.requests?.tools?.call,
+    `tasks announced: start_task ${JSON.stringify(tool.execution)}, capabilities.tasks ${JSON.stringify(a.getServerCapabilities()?.tasks)}`,
+  );
+
+  // Through to completion.
+  const seen = [];
+  let created = null;
+  let result = null;
+  for await (const m of start({ prompt: "say hello" })) {
+    seen.push(m.type === "taskStatus" ? m.task.status : m.type);
+    if (m.type === "taskCreated") created = m.task;
+    if (m.type === "result") result = m.result;
+    if (m.type === "error") throw m.error;
+  }
+  const sc = result?.structuredContent;
+  check(
+    created?.status === "working" && sc?.id === created.taskId && sc.state === "completed" && sc.answer,
+    `task through to completion: ${seen.join(" > ")}; answer ${JSON.stringify(sc?.answer)}`,
+  );
+  const got = await tasks.getTask(created.taskId);
+  const viaTool = await call(a, "get_task", { taskId: created.taskId });
+  check(
+    got.status === "completed" && got.ttl === null && viaTool.task.state === "completed",
+    `tasks/get and get_task agree on the same task: ${got.status} / ${viaTool.task.state}`,
+  );
+
+  // input_required, answered with reply; tasks/result then waits for the end.
+  seen.length = 0;
+  result = null;
+  let replied = null;
+  for await (const m of start({ prompt: "approval please" })) {
+    seen.push(m.type === "taskStatus" ? m.task.status : m.type);
+    if (m.type === "taskStatus" && m.task.status === "input_required" && !replied) {
+      replied = await call(a, "reply", { taskId: m.task.taskId, decision: "allow", wait: false });
+    }
+    if (m.type === "result") result = m.result;
+    if (m.type === "error") throw m.error;
+  }
+  check(
+    seen.includes("input_required") && replied && result?.structuredContent?.state === "completed",
+    `input_required answered with reply: ${seen.join(" > ")}`,
+  );
+
+  // Cancel: the program and its children stop.
+  let id = null;
+  for await (const m of start({ prompt: "grandchild" })) {
+    if (m.type === "taskCreated") {
+      id = m.task.taskId;
+      break;
+    }
+  }
+  const [, events] = await follow(a, id, (_, ev) => grandchildPid(ev) !== null);
+  const pid = grandchildPid(events);
+  const canceled = await tasks.cancelTask(id);
+  const deadline = Date.now() + 10000;
+  while (alive(pid) && Date.now() < deadline) await sleep(50);
+  check(
+    canceled.status === "cancelled" && (await tasks.getTask(id)).status === "cancelled" && !alive(pid),
+    `tasks/cancel: ${canceled.status}, grandchild ${pid} gone`,
+  );
+  let again = null;
+  try {
+    await tasks.cancelTask(id);
+  } catch (e) {
+    again = e;
+  }
+  check(again?.code === -32602, `tasks/cancel of an ended task: ${again?.code} ${again?.message}`);
+
+  // Owners: the other caller neither sees nor lists the task.
+  const mine = await tasks.listTasks();
+  let theirs = null;
+  try {
+    await b.experimental.tasks.getTask(id);
+  } catch (e) {
+    theirs = e;
+  }
+  const theirList = await b.experimental.tasks.listTasks();
+  check(
+    mine.tasks.some((t) => t.taskId === id) && theirs?.code === -32602 && theirs.message.includes(id) &&
+      !theirList.tasks.some((t) => t.taskId === id),
+    `tasks/get and tasks/list: only the owner's (${mine.tasks.length} listed; other caller: ${theirs?.message})`,
+  );
+
+  // A bad argument: an MCP error, nothing started.
+  const before = (await call(a, "list_tasks", {})).totalSize;
+  let err = null;
+  for await (const m of start({ prompt: "x", agent: "no-such-agent" })) {
+    if (m.type === "error") err = m.error;
+  }
+  const after = (await call(a, "list_tasks", {})).totalSize;
+  check(
+    err?.code === -32602 && err.message.includes("no-such-agent") && before === after,
+    `task with a bad argument: ${err?.code} ${JSON.stringify(err?.message)}; nothing started`,
+  );
+}
+
 async function main() {
   const a = await connect(tokenA);
   const b = await connect(tokenB);
@@ -140,6 +243,8 @@ async function main() {
       bad.code === -32602 && bad.message.includes("no-such-agent") && bad2.code === -32602 && before === after,
       `bad argument: ${bad.code} ${JSON.stringify(bad.message)}; nothing started (${before} = ${after})`,
     );
+
+    await taskFlows(a, b);
   } finally {
     await a.close();
     await b.close();

@@ -1,6 +1,7 @@
 //! The MCP binding at `/mcp` with rmcp's own client over Streamable HTTP: the tools, a task
 //! started over MCP being an ordinary A2A task, approvals answered with `reply`, cancel
-//! stopping the program and its children, owners, and bad arguments.
+//! stopping the program and its children, owners, and bad arguments; and `start_task` as an
+//! MCP 2025-11-25 task, with the messages written by hand (rmcp speaks a later form of tasks).
 
 use agent_host::settings::{Credential, Secret, Security};
 use rmcp::model::{CallToolRequestParams, ErrorCode};
@@ -413,6 +414,184 @@ async fn pages_of_other_hosts_and_origins_cannot_start_tasks() {
             assert!(started, "{headers:?}");
             s.shutdown().await;
         }
+    })
+    .await;
+}
+
+/// One JSON-RPC request to `/mcp` as an MCP 2025-11-25 client sends it (rmcp's client speaks
+/// the later form of tasks, so these tests write the messages themselves); the whole
+/// JSON-RPC answer, read from a JSON body or from the server-sent event that carries it.
+async fn mcp_2025(s: &TestServer, method: &str, params: Value) -> Value {
+    // `initialize` names its version in its body, and the header must agree.
+    let version = params["protocolVersion"].as_str().unwrap_or("2025-11-25");
+    let resp = s
+        .client
+        .post(format!("{}/mcp", s.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200, "{method}");
+    let body = resp.text().await.expect("body");
+    if let Ok(v) = serde_json::from_str::<Value>(&body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("{method}: no answer in {body}"))
+}
+
+/// `tasks/get` until the status is `want`.
+async fn mcp_task_until(s: &TestServer, id: &str, want: &str) -> Value {
+    eventually(&format!("MCP task {id} is {want}"), WAIT, async || {
+        let t = mcp_2025(s, "tasks/get", json!({"taskId": id})).await;
+        ready(t["result"]["status"] == want, t["result"].clone())
+    })
+    .await
+}
+
+async fn start_as_task(s: &TestServer, prompt: &str) -> String {
+    let created = mcp_2025(
+        s,
+        "tools/call",
+        json!({"name": "start_task", "arguments": {"prompt": prompt}, "task": {"ttl": 60000}}),
+    )
+    .await;
+    let task = &created["result"]["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(task.get("ttl").is_some(), "ttl must be there: {created}");
+    task["taskId"].as_str().expect("taskId").to_string()
+}
+
+#[tokio::test]
+async fn start_task_runs_as_an_mcp_task_that_is_the_a2a_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        // A 2025-11-25 client is told about tasks; an older one is not.
+        let init = |v: &str| {
+            json!({"protocolVersion": v, "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}})
+        };
+        let i = mcp_2025(&s, "initialize", init("2025-11-25")).await;
+        assert_eq!(
+            i["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+            json!({}),
+            "{i}"
+        );
+        let old = mcp_2025(&s, "initialize", init("2025-06-18")).await;
+        assert!(
+            old["result"]["capabilities"].get("tasks").is_none(),
+            "{old}"
+        );
+        let tools = mcp_2025(&s, "tools/list", json!({})).await;
+        let start = tools["result"]["tools"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == "start_task"))
+            .cloned()
+            .expect("start_task");
+        assert_eq!(start["execution"]["taskSupport"], "optional", "{start}");
+
+        let id = start_as_task(&s, "say hello").await;
+        let done = mcp_task_until(&s, &id, "completed").await;
+        assert!(done["lastUpdatedAt"].is_string() && done["createdAt"].is_string());
+        let r = mcp_2025(&s, "tasks/result", json!({"taskId": id})).await;
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(
+            (sc["id"].as_str(), &sc["state"]),
+            (Some(id.as_str()), &json!("completed"))
+        );
+        assert!(sc["answer"].as_str().is_some_and(|a| !a.is_empty()), "{r}");
+        assert_eq!(
+            r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+            json!(id)
+        );
+        // The same task over A2A, and in the caller's list.
+        let a2a = s.rpc("GetTask", json!({"id": id})).await;
+        assert_eq!(a2a["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+        let list = mcp_2025(&s, "tasks/list", json!({})).await;
+        assert!(
+            list["result"]["tasks"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["taskId"] == json!(id))),
+            "{list}"
+        );
+        // An ended task cannot be canceled; an unknown one is not found: invalid params.
+        let again = mcp_2025(&s, "tasks/cancel", json!({"taskId": id})).await;
+        assert_eq!(again["error"]["code"], -32602, "{again}");
+        let unknown = mcp_2025(&s, "tasks/get", json!({"taskId": "no-such-task"})).await;
+        assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        // Only start_task runs as a task.
+        let other = mcp_2025(
+            &s,
+            "tools/call",
+            json!({"name": "list_tasks", "arguments": {}, "task": {}}),
+        )
+        .await;
+        assert_eq!(other["error"]["code"], -32601, "{other}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_mcp_task_waits_for_input_answered_with_reply() {
+    limit(async {
+        let s = TestServer::start().await;
+        let id = start_as_task(&s, "approval please").await;
+        let waiting = mcp_task_until(&s, &id, "input_required").await;
+        let message = waiting["statusMessage"].as_str().unwrap_or_default();
+        assert!(message.contains("reply"), "{waiting}");
+        // tasks/result waits past the question until the end.
+        let result = mcp_2025(&s, "tasks/result", json!({"taskId": id}));
+        let answer = async {
+            time_passes(std::time::Duration::from_millis(100)).await;
+            mcp_2025(
+                &s,
+                "tools/call",
+                json!({"name": "reply", "arguments": {"taskId": id, "decision": "allow", "wait": false}}),
+            )
+            .await
+        };
+        let (r, replied) = tokio::join!(result, answer);
+        assert!(replied.get("result").is_some(), "{replied}");
+        assert_eq!(r["result"]["structuredContent"]["state"], "completed", "{r}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_mcp_task_is_answered_for_by_the_next_host_on_the_same_database() {
+    limit(async {
+        let db = tempfile::tempdir().expect("tempdir");
+        let path = db.path().join("tasks.db");
+        let s = TestServer::with(Options {
+            db: Some(path.clone()),
+            ..Options::default()
+        })
+        .await;
+        let id = start_as_task(&s, "say hello").await;
+        mcp_task_until(&s, &id, "completed").await;
+        s.shutdown().await;
+        // Nothing of the task was kept beside the engine's: the next host knows it.
+        let s = TestServer::with(Options {
+            db: Some(path),
+            ..Options::default()
+        })
+        .await;
+        let t = mcp_2025(&s, "tasks/get", json!({"taskId": id})).await;
+        assert_eq!(t["result"]["status"], "completed", "{t}");
+        let r = mcp_2025(&s, "tasks/result", json!({"taskId": id})).await;
+        assert_eq!(
+            r["result"]["structuredContent"]["state"], "completed",
+            "{r}"
+        );
+        s.shutdown().await;
     })
     .await;
 }

@@ -13,12 +13,14 @@
 //! the JSON-RPC code and message of the A2A bindings (-32602 for a bad argument).
 //!
 //! The server runs stateless (rmcp's `legacy_session_mode` off, no session manager): a
-//! session would be state of its own, and nothing here needs one. MCP *tasks* are not offered: rmcp 3.11 implements
-//! them as the SEP-2663 extension with its own in-memory `TaskManager` holding each task's
-//! state and result, which would be a second copy of the A2A task beside the engine's; a
-//! client follows a task with `get_task` instead (or waits, with progress notifications).
+//! session would be state of its own, and nothing here needs one. For a client that speaks
+//! MCP tasks (MCP 2025-11-25), `start_task` runs as an MCP task that is the A2A task itself
+//! ([`tasks`]: a layer in front of rmcp, since rmcp implements a later, different form of
+//! tasks and keeps its tasks in its own memory); any client can also follow a task with
+//! `get_task` (or wait, with progress notifications).
 
 mod params;
+mod tasks;
 mod view;
 
 use std::sync::Arc;
@@ -49,12 +51,10 @@ pub use view::{ChangesView, EventView, TaskView};
 /// The MCP endpoint's path on the host's port.
 pub const PATH: &str = "/mcp";
 
-/// The `/mcp` service over one host's agents (the first is the default).
-pub fn service(
-    agents: &[AppState],
-    body_limit: usize,
-) -> StreamableHttpService<McpHost, NeverSessionManager> {
-    let host = McpHost::new(agents.to_vec());
+/// The `/mcp` route over one host's agents (the first is the default): rmcp's Streamable
+/// HTTP service behind the layer that serves MCP tasks ([`tasks`]).
+pub fn router(agents: &[AppState], body_limit: usize) -> axum::Router {
+    let host = McpHost::new(agents.to_vec(), body_limit);
     let keepalive = agents.first().map(|a| a.keepalive);
     // The host's gate has checked Host and Origin against its own allow-lists before the
     // request gets here; rmcp's loopback-only default would refuse a host's public name.
@@ -64,11 +64,15 @@ pub fn service(
         .disable_allowed_origins()
         .with_sse_keep_alive(keepalive)
         .with_max_request_body_bytes(body_limit);
-    StreamableHttpService::new(
-        move || Ok(host.clone()),
+    let tools = host.clone();
+    let service: StreamableHttpService<McpHost, NeverSessionManager> = StreamableHttpService::new(
+        move || Ok(tools.clone()),
         Arc::new(NeverSessionManager::default()),
         config,
-    )
+    );
+    axum::Router::new()
+        .route_service(PATH, service)
+        .layer(axum::middleware::from_fn_with_state(host, tasks::front))
 }
 
 /// The MCP server: the tools over the host's agents.
@@ -76,6 +80,8 @@ pub fn service(
 pub struct McpHost {
     agents: Arc<[AppState]>,
     tool_router: ToolRouter<McpHost>,
+    /// The largest request body the task layer reads.
+    body_limit: usize,
 }
 
 /// Who calls, as the guard admitted the HTTP request.
@@ -97,6 +103,14 @@ fn who(guard: &super::guard::Guard, ctx: &RequestContext<RoleServer>) -> Result<
         .extensions
         .get::<axum::http::request::Parts>()
         .ok_or_else(|| ErrorData::invalid_request("MCP is served over HTTP only", None))?;
+    who_of(guard, parts)
+}
+
+/// The caller of an HTTP request to `/mcp`, as the guard admitted it.
+fn who_of(
+    guard: &super::guard::Guard,
+    parts: &axum::http::request::Parts,
+) -> Result<Who, ErrorData> {
     let caller = parts.extensions.get::<Caller>().ok_or_else(|| {
         tracing::error!("an MCP call reached a tool without passing the guard");
         ErrorData::internal_error("Internal error", None)
@@ -147,10 +161,11 @@ fn task_answer(snap: &Snapshot) -> Result<CallToolResult, ErrorData> {
 }
 
 impl McpHost {
-    pub fn new(agents: Vec<AppState>) -> McpHost {
+    pub fn new(agents: Vec<AppState>, body_limit: usize) -> McpHost {
         McpHost {
             agents: agents.into(),
             tool_router: Self::tool_router(),
+            body_limit,
         }
     }
 
@@ -202,16 +217,7 @@ impl McpHost {
         wait: bool,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let req = SendMessageRequest {
-            tenant: None,
-            message,
-            configuration: None,
-            metadata: None,
-        };
-        let acc = engine
-            .send(req, who.owner(), &who.opts)
-            .await
-            .map_err(error)?;
+        let acc = send(engine, message, who).await?;
         let snap = if wait {
             Self::settle(engine, &acc.task_id, acc.from_seq, who, ctx).await
         } else {
@@ -257,6 +263,32 @@ impl McpHost {
         }
         engine.get_snapshot(task_id, who.owner()).await
     }
+}
+
+/// Sends `message` as the caller.
+async fn send(
+    engine: &Engine,
+    message: Message,
+    who: &Who,
+) -> Result<crate::engine::Accepted, ErrorData> {
+    let req = SendMessageRequest {
+        tenant: None,
+        message,
+        configuration: None,
+        metadata: None,
+    };
+    engine
+        .send(req, who.owner(), &who.opts)
+        .await
+        .map_err(error)
+}
+
+/// The message that starts a task from `start_task`'s arguments.
+fn start_message(p: &StartTask) -> Message {
+    let mut message = crate::engine::input::text_message(&p.prompt);
+    message.context_id = p.context_id.clone().filter(|c| !c.trim().is_empty());
+    message.metadata = start_metadata(p);
+    message
 }
 
 /// Message metadata from `start_task`'s optional arguments.
@@ -333,10 +365,7 @@ impl McpHost {
         let who = self.who(&ctx)?;
         required(&p.prompt, "prompt")?;
         let state = self.agent(p.agent.as_deref())?;
-        let mut message = crate::engine::input::text_message(&p.prompt);
-        message.context_id = p.context_id.clone().filter(|c| !c.trim().is_empty());
-        message.metadata = start_metadata(&p);
-        Self::send_and_answer(&state.engine, message, &who, p.wait, &ctx).await
+        Self::send_and_answer(&state.engine, start_message(&p), &who, p.wait, &ctx).await
     }
 
     /// Reads a task and, optionally, its events.
