@@ -69,7 +69,7 @@ impl Drop for TempIndex {
 
 /// Writes the workspace's files into a temporary index in `scratch` (a folder of the host's,
 /// outside the checkout) and returns it, seeded from the workspace's own index.
-fn stage_all(
+pub(crate) fn stage_all(
     git: &Git,
     checkout: &Path,
     scratch: &Path,
@@ -98,6 +98,16 @@ pub(crate) fn compute(
     limit: usize,
 ) -> Result<Changes, WorkspaceError> {
     let (staged, _guard) = stage_all(git, checkout, scratch)?;
+    diff_staged(&staged, base, limit)
+}
+
+/// The changes from `base` (a commit) to the files `staged` (a git whose index holds them,
+/// from [`stage_all`]), the patch at most `limit` bytes.
+pub(crate) fn diff_staged(
+    staged: &Git,
+    base: &str,
+    limit: usize,
+) -> Result<Changes, WorkspaceError> {
     let diff = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv"]
             .iter()
@@ -132,17 +142,6 @@ pub(crate) fn compute(
         patch,
         truncated,
     })
-}
-
-/// The tree object the workspace's files make (as `git write-tree` of them all).
-pub(crate) fn tree_of_files(
-    git: &Git,
-    checkout: &Path,
-    scratch: &Path,
-) -> Result<(String, Git, TempIndex), WorkspaceError> {
-    let (staged, guard) = stage_all(git, checkout, scratch)?;
-    let tree = staged.text(["write-tree"])?;
-    Ok((tree, staged, guard))
 }
 
 /// The patch up to the last whole file: a cut file would not apply.
