@@ -122,9 +122,7 @@
 //!   (the adapter schema, wire formats, the native protocol); `adapters/examples/` is not
 //!   built in.
 //! - `ui/`: the web console's HTML, CSS and ES modules, embedded by [`server::ui`].
-//! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code, and passes
-//!   the linker script `link/start.ld` (written by `scripts/start-layout.sh`) to release
-//!   builds on Linux.
+//! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code.
 //! - `config/agent-host.toml`: an annotated config file with every key;
 //!   `contrib/agent-host.service`: a systemd unit.
 //! - `tests/integration/`: the one integration test binary (`tests/integration/main.rs` lists
