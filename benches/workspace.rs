@@ -66,7 +66,7 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A repository of `files` small files in 100 folders, one commit.
+/// A repository of `files` small files in 100 folders, one commit, its objects packed.
 fn repository(dir: &Path, files: usize) -> PathBuf {
     let repo = dir.join(format!("src{files}"));
     for d in 0..100 {
@@ -79,6 +79,8 @@ fn repository(dir: &Path, files: usize) -> PathBuf {
     git(&repo, &["init", "-q", "-b", "main"]);
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "base"]);
+    // Packed, as a cloned repository is (loose objects make every lookup a file of its own).
+    git(&repo, &["repack", "-adq"]);
     repo
 }
 

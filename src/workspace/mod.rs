@@ -407,7 +407,8 @@ impl Workspaces {
         ])?;
         let git = Git::fresh_workspace(&checkout)?;
         git.output(["remote", "remove", "origin"])?;
-        git.output(["checkout", "--quiet", "-b", branch, commit])?;
+        git.with_config(&[changes::SKIP_HASH])
+            .output(["checkout", "--quiet", "-b", branch, commit])?;
         exclude_host_files(&checkout)
     }
 }
