@@ -162,12 +162,13 @@ fn main() {
             vec![100]
         };
     }
-    let runs: usize = match full {
-        true => std::env::var("RUNS")
+    let runs: usize = if full {
+        std::env::var("RUNS")
             .ok()
             .and_then(|r| r.parse().ok())
-            .unwrap_or(5),
-        false => 1,
+            .unwrap_or(5)
+    } else {
+        1
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let all = Workspaces::open(
