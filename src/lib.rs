@@ -143,9 +143,7 @@
 //!   (the adapter schema, wire formats, the native protocol); `adapters/examples/` is not
 //!   built in.
 //! - `ui/`: the web console's HTML, CSS and ES modules, embedded by [`server::ui`].
-//! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code, and passes
-//!   the linker script `link/start.ld` (written by `scripts/start-layout.sh`) to release
-//!   builds on Linux.
+//! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code.
 //! - `config/agent-host.toml`: an annotated config file with every key;
 //!   `contrib/agent-host.service`: a systemd unit.
 //! - Unit tests sit beside their module, in `MODULE/tests.rs` (several files:
@@ -199,7 +197,7 @@ pub mod store;
 pub mod task;
 pub mod telemetry;
 pub(crate) mod units;
-pub(crate) mod workspace;
+pub mod workspace;
 
 #[cfg(test)]
 mod layering;

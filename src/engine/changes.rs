@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::protocol::v1::{Artifact, Part, StreamResponse, TaskArtifactUpdateEvent};
 use crate::protocol::A2AError;
-use crate::workspace::{Changes, CommitMode, Workspace, WorkspaceError, Workspaces};
+use crate::workspace::{Changes, CommitMode, TurnEnd, Workspace, WorkspaceError, Workspaces};
 
 /// The id and name of the artifact that carries a turn's change.
 pub const CHANGES_ARTIFACT: &str = "changes";
@@ -108,22 +108,20 @@ pub(super) async fn changes_update(
     let (all, ws) = (tw.all.clone(), tw.ws.clone());
     let (task, subject) = (task_id.to_string(), prompt.to_string());
     let taken = tokio::task::spawn_blocking(move || {
-        // A commit that fails (the agent left its branch in a state git refuses) does not
-        // keep the change from the caller.
-        let committed = match all.config().commit {
-            CommitMode::Turn => all.commit_turn(&ws, &subject, &task).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "the turn's change could not be committed");
-                None
-            }),
+        let commit = match all.config().commit {
+            CommitMode::Turn => Some((subject.as_str(), task.as_str())),
             CommitMode::Off => None,
         };
-        let head = all.head(&ws)?;
-        let changes = all.changes(&ws)?;
+        let end = all.end_turn(&ws, commit)?;
         all.measure(&ws);
-        Ok::<_, WorkspaceError>((committed, head, changes))
+        Ok::<_, WorkspaceError>(end)
     })
     .await;
-    let (committed, head, changes) = match taken {
+    let TurnEnd {
+        committed,
+        head,
+        changes,
+    } = match taken {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "the turn's change could not be taken from its workspace");

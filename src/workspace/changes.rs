@@ -47,6 +47,9 @@ pub struct Changes {
     pub truncated: bool,
 }
 
+/// The option that writes an index without its trailing checksum.
+pub(crate) const SKIP_HASH: &str = "index.skipHash=true";
+
 /// The temporary index of one computation, removed when dropped.
 pub(crate) struct TempIndex(std::path::PathBuf);
 
@@ -69,7 +72,7 @@ impl Drop for TempIndex {
 
 /// Writes the workspace's files into a temporary index in `scratch` (a folder of the host's,
 /// outside the checkout) and returns it, seeded from the workspace's own index.
-fn stage_all(
+pub(crate) fn stage_all(
     git: &Git,
     checkout: &Path,
     scratch: &Path,
@@ -83,7 +86,11 @@ fn stage_all(
         })?;
     }
     let guard = TempIndex(tmp.clone());
-    let git = git.with_index(&tmp);
+    // No checksum over the whole index at each write: with SHA-1 (collision-detecting) that
+    // is most of what `add -A` and `write-tree` cost in a large checkout (10,000 files: 48
+    // and 37 million instructions with it, 21 and 10 without). Git reads such an index since
+    // 2.13.
+    let git = git.with_index(&tmp).with_config(&[SKIP_HASH]);
     git.output(["add", "-A", "--", "."])?;
     Ok((git, guard))
 }
@@ -98,6 +105,16 @@ pub(crate) fn compute(
     limit: usize,
 ) -> Result<Changes, WorkspaceError> {
     let (staged, _guard) = stage_all(git, checkout, scratch)?;
+    diff_staged(&staged, base, limit)
+}
+
+/// The changes from `base` (a commit) to the files `staged` (a git whose index holds them,
+/// from [`stage_all`]), the patch at most `limit` bytes.
+pub(crate) fn diff_staged(
+    staged: &Git,
+    base: &str,
+    limit: usize,
+) -> Result<Changes, WorkspaceError> {
     let diff = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv"]
             .iter()
@@ -132,17 +149,6 @@ pub(crate) fn compute(
         patch,
         truncated,
     })
-}
-
-/// The tree object the workspace's files make (as `git write-tree` of them all).
-pub(crate) fn tree_of_files(
-    git: &Git,
-    checkout: &Path,
-    scratch: &Path,
-) -> Result<(String, Git, TempIndex), WorkspaceError> {
-    let (staged, guard) = stage_all(git, checkout, scratch)?;
-    let tree = staged.text(["write-tree"])?;
-    Ok((tree, staged, guard))
 }
 
 /// The patch up to the last whole file: a cut file would not apply.

@@ -106,6 +106,20 @@ impl Git {
         Ok(git)
     }
 
+    /// git in a workspace's checkout just cloned by the host, before the agent ran in it: its
+    /// configuration is the clone's own, which defines no filter to override.
+    pub(crate) fn fresh_workspace(checkout: &Path) -> Result<Git, WorkspaceError> {
+        let git = Git {
+            dir: checkout.to_path_buf(),
+            workspace: Some(checkout.to_path_buf()),
+            filters: Vec::new(),
+            index: None,
+            env: Vec::new(),
+        };
+        git.check_contained()?;
+        Ok(git)
+    }
+
     /// The same git with another index file (a temporary one for the host's diffs).
     pub(crate) fn with_index(&self, index: &Path) -> Git {
         let mut g = self.clone();

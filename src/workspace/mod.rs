@@ -3,7 +3,7 @@
 //! commit of it on the context's branch.
 //!
 //! The engine calls this module at a turn's start ([`Workspaces::for_turn`]) and end
-//! ([`Workspaces::changes`], [`Workspaces::commit_turn`]); the runner only mounts the folders
+//! ([`Workspaces::end_turn`]); the runner only mounts the folders
 //! the sandbox policy names. Like the runner, this module runs programs: the `git` program
 //! itself, so that every repository layout, attribute, ignore rule and object format git
 //! understands is handled as git handles it, which hand-written plumbing (or a partial
@@ -23,19 +23,13 @@
 //! the source's object store and refs), so the agent would need the source's `.git` writable,
 //! and with it every branch and every other worktree.
 //!
-//! Measured with `bench/workspaces.sh` (median of 3, git 2.47, a 2-core machine running a
-//! build meanwhile, files of ~40 bytes in 100 folders; the change: 10 files edited, 1 added):
-//!
-//! | files   | `git worktree add` | `clone --shared` + checkout | `git diff --stat` | changes (this module) |
-//! |---------|--------------------|-----------------------------|-------------------|-----------------------|
-//! | 100     | 171 ms             | 292 ms                      | 32 ms             | 88 ms                 |
-//! | 10,000  | 1,439 ms           | 1,631 ms                    | 143 ms            | 258 ms                |
-//! | 100,000 | 31,119 ms          | 31,619 ms                   | 600 ms            | 1,603 ms              |
-//!
-//! Making a workspace costs what `git worktree add` costs (both are the checkout's writing
-//! of every file; the clone itself copies only refs). Taking the change costs a `git add -A`
-//! into a copy of the index and two diffs against the base; more than a bare `git diff`
-//! because it also finds untracked files and writes their blobs.
+//! Making a workspace costs about what `git worktree add` costs: both write every file of the
+//! checkout; the clone itself copies only refs. A turn's end stages the files once into a
+//! temporary copy of the index ([`Workspaces::end_turn`]; `git add -A`, which also finds new
+//! files and writes their blobs) and takes from it both the change against the base and the
+//! commit. Each step is one `git` process, so in a small repository the processes' start is
+//! most of the cost. `benches/workspace.rs` measures both against plain git; the figures are
+//! in `docs/performance.md`.
 //!
 //! Caveat of alternates: the workspace does not own the objects it borrows. If the source
 //! repository drops the base commit (its branch deleted or rewound) and then runs `git gc`
@@ -334,15 +328,22 @@ impl Workspaces {
         let (base_ref, base_commit) = resolve_base(source, base_ref)?;
         let _slot = self.reserve()?;
         let source_git = source_git_dir(source)?;
-        let source_dirty = !Git::trusted(source)
-            .output(["status", "--porcelain", "-z"])?
-            .is_empty();
         let tmp = self
             .root
             .join(format!(".making-{}", uuid::Uuid::new_v4().simple()));
-        let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
+        // Whether the source has uncommitted changes is asked while the clone is made: both
+        // read the whole source, and side by side the second costs little more time.
+        let (dirty, made) = std::thread::scope(|s| {
+            let status = s.spawn(|| Git::trusted(source).output(["status", "--porcelain", "-z"]));
+            let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
+            let dirty = status
+                .join()
+                .unwrap_or_else(|_| Err(WorkspaceError::GitMissing("git status panicked".into())));
+            (dirty, made)
+        });
+        let made = made.and_then(|()| dirty.map(|out| !out.is_empty()));
         let ws = match made {
-            Ok(()) => Workspace {
+            Ok(source_dirty) => Workspace {
                 context_id: context_id.to_string(),
                 source: source.to_path_buf(),
                 source_git,
@@ -390,6 +391,8 @@ impl Workspaces {
     ) -> Result<(), WorkspaceError> {
         std::fs::create_dir_all(tmp.join("scratch")).map_err(io(tmp))?;
         let checkout = tmp.join("repo");
+        let (name, email) = &self.identity;
+        let (name, email) = (format!("user.name={name}"), format!("user.email={email}"));
         Git::trusted(tmp).output([
             std::ffi::OsStr::new("clone"),
             "--quiet".as_ref(),
@@ -397,16 +400,18 @@ impl Workspaces {
             "--no-checkout".as_ref(),
             "--no-tags".as_ref(),
             "--single-branch".as_ref(),
+            "--config".as_ref(),
+            name.as_ref(),
+            "--config".as_ref(),
+            email.as_ref(),
             "--".as_ref(),
             source.as_os_str(),
             checkout.as_os_str(),
         ])?;
-        let git = Git::workspace(&checkout)?;
+        let git = Git::fresh_workspace(&checkout)?;
         git.output(["remote", "remove", "origin"])?;
-        let (name, email) = &self.identity;
-        git.output(["config", "user.name", name])?;
-        git.output(["config", "user.email", email])?;
-        git.output(["checkout", "--quiet", "-b", branch, commit])?;
+        git.with_config(&[changes::SKIP_HASH])
+            .output(["checkout", "--quiet", "-b", branch, commit])?;
         exclude_host_files(&checkout)
     }
 }
@@ -519,13 +524,63 @@ impl Workspaces {
     ) -> Result<Option<String>, WorkspaceError> {
         let checkout = ws.checkout();
         let git = Git::workspace(&checkout)?;
-        let parent = git.text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
-        let (tree, staged, index) = changes::tree_of_files(&git, &checkout, &ws.scratch())?;
-        let parent_tree = git.text(["rev-parse", "--verify", "--quiet", "HEAD^{tree}"])?;
-        if tree == parent_tree {
+        let head = head_of(&git)?;
+        let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch())?;
+        let message = commit_message(subject, task_id);
+        self.commit_staged(&git, &staged, index, ws, &head, &message)
+    }
+
+    /// What a turn's end takes from its workspace, its files read once: staged into one
+    /// temporary index, from which come both the change from the base (as
+    /// [`Workspaces::changes`]) and, when `commit` gives the turn's subject and task id, the
+    /// commit of its files (as [`Workspaces::commit_turn`]). Staging is what costs in a large
+    /// checkout (git reads every file's metadata and every folder for new files), so doing
+    /// it once instead of for each halves a turn's end there. A commit git refuses (the
+    /// agent left its branch in a state git does not take) is logged; the change is still
+    /// taken.
+    pub fn end_turn(
+        &self,
+        ws: &Workspace,
+        commit: Option<(&str, &str)>,
+    ) -> Result<TurnEnd, WorkspaceError> {
+        let checkout = ws.checkout();
+        let git = Git::workspace(&checkout)?;
+        let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch())?;
+        let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit)?;
+        let head = head_of(&git)?;
+        let committed = match commit {
+            Some((subject, task_id)) => {
+                let message = commit_message(subject, task_id);
+                self.commit_staged(&git, &staged, index, ws, &head, &message)
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "the turn's change could not be committed");
+                        None
+                    })
+            }
+            None => None,
+        };
+        Ok(TurnEnd {
+            head: committed.clone().unwrap_or(head.commit),
+            committed,
+            changes,
+        })
+    }
+
+    /// Commits the files `staged` holds (its index, `index`) on top of `head` when their tree
+    /// differs from its tree; the workspace's own index then becomes `index`.
+    fn commit_staged(
+        &self,
+        git: &Git,
+        staged: &Git,
+        index: changes::TempIndex,
+        ws: &Workspace,
+        head: &Head,
+        message: &str,
+    ) -> Result<Option<String>, WorkspaceError> {
+        let tree = staged.text(["write-tree"])?;
+        if tree == head.tree {
             return Ok(None);
         }
-        let message = commit_message(subject, task_id);
         let (name, email) = &self.identity;
         let author = [
             ("GIT_AUTHOR_NAME", name.as_str()),
@@ -533,10 +588,14 @@ impl Workspaces {
             ("GIT_COMMITTER_NAME", name.as_str()),
             ("GIT_COMMITTER_EMAIL", email.as_str()),
         ];
-        let commit =
-            staged
-                .with_env(&author)
-                .text(["commit-tree", &tree, "-p", &parent, "-m", &message])?;
+        let commit = staged.with_env(&author).text([
+            "commit-tree",
+            &tree,
+            "-p",
+            &head.commit,
+            "-m",
+            message,
+        ])?;
         git.check_contained()?;
         git.output([
             "update-ref",
@@ -544,16 +603,50 @@ impl Workspaces {
             "agent-host: turn",
             "HEAD",
             &commit,
-            &parent,
+            &head.commit,
         ])?;
         // The agent's index becomes the committed files (its `git status` is clean).
-        index.replace(&checkout.join(".git").join("index"))?;
+        index.replace(&ws.checkout().join(".git").join("index"))?;
         Ok(Some(commit))
     }
 
     /// The workspace's `HEAD` commit.
     pub fn head(&self, ws: &Workspace) -> Result<String, WorkspaceError> {
         Git::workspace(&ws.checkout())?.text(["rev-parse", "--verify", "HEAD^{commit}"])
+    }
+}
+
+/// What a turn's end took from its workspace ([`Workspaces::end_turn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEnd {
+    /// The commit made of the turn's files (none: nothing changed since `HEAD`, no commit
+    /// asked for, or git refused it).
+    pub committed: Option<String>,
+    /// The workspace's `HEAD` commit afterwards.
+    pub head: String,
+    /// The change from the base to the files.
+    pub changes: Changes,
+}
+
+/// A workspace's `HEAD`: its commit and that commit's tree.
+struct Head {
+    commit: String,
+    tree: String,
+}
+
+/// `HEAD`'s commit and tree, in one git call (`--` makes both revisions, never paths).
+fn head_of(git: &Git) -> Result<Head, WorkspaceError> {
+    let out = git.text(["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--"])?;
+    let mut lines = out.lines();
+    match (lines.next(), lines.next()) {
+        (Some(commit), Some(tree)) => Ok(Head {
+            commit: commit.to_string(),
+            tree: tree.to_string(),
+        }),
+        _ => Err(WorkspaceError::Git {
+            command: "git rev-parse HEAD".into(),
+            message: format!("no commit and tree in {out:?}"),
+        }),
     }
 }
 
@@ -618,15 +711,21 @@ fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
         return Ok(None);
     }
     let git = Git::trusted(dir);
-    let out = git.output_allow(["rev-parse", "--is-inside-work-tree"], &[128])?;
-    if String::from_utf8_lossy(&out).trim() != "true" {
+    // One call: `true` and the top folder inside a work tree; `false` (and exit 128, as
+    // outside a repository) in a git folder.
+    let out = git.output_allow(
+        ["rev-parse", "--is-inside-work-tree", "--show-toplevel"],
+        &[128],
+    )?;
+    let out = String::from_utf8_lossy(&out);
+    let mut lines = out.lines();
+    let (Some("true"), Some(top)) = (lines.next(), lines.next()) else {
         return Ok(None);
-    }
+    };
     // A folder the repository ignores (a build folder's scratch space) is not its work.
     if ignored(&git)? {
         return Ok(None);
     }
-    let top = git.text(["rev-parse", "--show-toplevel"])?;
     let top = PathBuf::from(top);
     Ok(Some(std::fs::canonicalize(&top).unwrap_or(top)))
 }

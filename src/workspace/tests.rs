@@ -345,6 +345,40 @@ fn the_changes_list_every_kind_of_change_and_the_patch_applies() {
 }
 
 #[test]
+fn a_turns_end_gives_the_same_commit_and_change_as_the_two_steps_apart() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("end", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let nothing = all.end_turn(&ws, Some(("nothing", "t0"))).unwrap();
+    assert_eq!(nothing.committed, None);
+    assert_eq!(nothing.head, ws.base_commit);
+    assert_eq!(nothing.changes, Changes::default());
+    edit(&co);
+    let end = all.end_turn(&ws, Some(("Edit\nmore", "t1"))).unwrap();
+    let commit = end.committed.clone().expect("a commit");
+    assert_eq!(end.head, commit);
+    assert_eq!(git(&co, &["rev-parse", "HEAD"]), commit);
+    assert_eq!(git(&co, &["log", "-1", "--format=%s"]), "Edit");
+    assert_eq!(
+        git(&co, &["status", "--porcelain"]),
+        "",
+        "the index follows the commit"
+    );
+    assert_eq!(
+        end.changes,
+        all.changes(&ws).unwrap(),
+        "the change as taken apart"
+    );
+    assert_eq!(end.changes.files.len(), 5);
+    std::fs::write(co.join("later.txt"), "not committed\n").unwrap();
+    let off = all.end_turn(&ws, None).unwrap();
+    assert_eq!((off.committed, off.head), (None, commit));
+    assert_eq!(off.changes.files.len(), 6);
+}
+
+#[test]
 fn turn_commits_are_one_per_changing_turn_and_the_patch_stays_cumulative() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
