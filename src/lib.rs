@@ -15,12 +15,13 @@
 //! 3. [`task`], [`policy`] (pure).
 //! 4. [`egress`], [`workspace`], [`client`] (the first I/O: sockets, `git`, HTTP).
 //! 5. [`runner`], [`store`].
-//! 6. [`engine`], [`push`] (no HTTP).
-//! 7. [`retention`].
-//! 8. [`server`].
-//! 9. [`settings`] (the sections of the modules below, as one command line and file).
-//! 10. [`app`] (the composition root).
-//! 11. [`cli`] (one module per command).
+//! 6. [`home`] (each context's CLI state folders, made for the runner's sandbox).
+//! 7. [`engine`], [`push`] (no HTTP).
+//! 8. [`retention`].
+//! 9. [`server`].
+//! 10. [`settings`] (the sections of the modules below, as one command line and file).
+//! 11. [`app`] (the composition root).
+//! 12. [`cli`] (one module per command).
 //!
 //! - [`protocol`]: A2A wire types. v1.0 ([`protocol::v1`]) is the internal model; v0.3
 //!   ([`protocol::v03`]) is converted at the edge; the agent card; error codes
