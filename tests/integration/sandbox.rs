@@ -38,9 +38,14 @@ impl Host {
     }
 
     pub(super) async fn start(sandbox: &str, extra: &[(&str, &str)]) -> Host {
+        Host::start_in(Path::new(env!("CARGO_TARGET_TMPDIR")), sandbox, extra).await
+    }
+
+    /// [`Host::start`] with its folders in `parent`.
+    pub(super) async fn start_in(parent: &Path, sandbox: &str, extra: &[(&str, &str)]) -> Host {
         let root = tempfile::Builder::new()
             .prefix("sandbox-test")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(parent)
             .expect("tempdir");
         let r = root.path();
         for d in [

@@ -8,6 +8,7 @@
 //!   the sandbox.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::Duration;
 
 use super::common::limit;
@@ -90,9 +91,24 @@ async fn without_cgroups_and_bubblewrap_the_host_sweeps_what_a_task_started() {
     .await;
 }
 
+/// Whether every folder from `/` to `dir` lets other users through (`o+x`).
+fn passable_by_others(dir: &Path) -> bool {
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
 /// The probe's `whoami` report: `uid=N`, `write=ok|refused`, `read=ok|refused`.
 async fn whoami(sandbox: &str, extra: &[(&str, &str)]) -> String {
-    let host = Host::start(sandbox, extra).await;
+    // The user must pass every folder on the way to the working directory, as an operator
+    // sees to. The build's scratch folder may lie where it cannot (a clone under /root,
+    // mode 0700), and a test does not open /root: the system's temporary folder then.
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let parent = if passable_by_others(scratch) {
+        scratch.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let host = Host::start_in(&parent, sandbox, extra).await;
     // As an operator would: the folders on the way passable, the working directory the
     // user's (agent-host gives away only what it creates for a task).
     let root = host.path("");
