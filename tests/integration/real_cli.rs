@@ -519,6 +519,42 @@ pub async fn server_error(rig: &Rig) {
     assert_eq!(t["metadata"]["errorKind"], "model", "{name}: {t}");
 }
 
+/// Claude Code against the scripted model server at `base`.
+pub fn claude_options(base: &str, _home: &Path) -> Options {
+    Options {
+        adapter: "claude-code",
+        env: vec![
+            ("ANTHROPIC_BASE_URL".into(), base.to_string()),
+            ("ANTHROPIC_API_KEY".into(), "sk-test".into()),
+        ],
+        ..Options::default()
+    }
+}
+
+/// Codex against the scripted model server at `base` (a provider of its own, no retries),
+/// with its `CODEX_HOME` in the rig's HOME.
+pub fn codex_options(base: &str, home: &Path) -> Options {
+    let codex_home = home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    Options {
+        adapter: "codex",
+        env: vec![
+            ("FAKE_KEY".into(), "sk-test".into()),
+            ("CODEX_HOME".into(), codex_home.display().to_string()),
+        ],
+        extra_args: vec![
+            "-c".into(),
+            "model_provider=\"fake\"".into(),
+            "-c".into(),
+            format!(
+                "model_providers.fake={{name=\"Fake\", base_url=\"{base}/v1\", env_key=\"FAKE_KEY\", wire_api=\"responses\", request_max_retries=0, stream_max_retries=0}}"
+            ),
+        ],
+        model: Some("fake-model".into()),
+        ..Options::default()
+    }
+}
+
 /// Every scenario, in order.
 pub async fn run_scenarios(rig: &Rig, deny: Deny) {
     let ctx = uuid();
@@ -537,15 +573,7 @@ async fn claude_code() {
     let program = find_cli("claude", "CLAUDE_CODE_PATH");
     limit_to(SUITE_LIMIT, async {
         let started = Instant::now();
-        let rig = Rig::start("claude-code", program, |base, _home| Options {
-            adapter: "claude-code",
-            env: vec![
-                ("ANTHROPIC_BASE_URL".into(), base.to_string()),
-                ("ANTHROPIC_API_KEY".into(), "sk-test".into()),
-            ],
-            ..Options::default()
-        })
-        .await;
+        let rig = Rig::start("claude-code", program, claude_options).await;
         // A denial goes back to the model as the tool's error result.
         run_scenarios(&rig, Deny::ToModel("The user denied this request.")).await;
         eprintln!("[claude-code] all scenarios in {:?}", started.elapsed());
@@ -559,28 +587,7 @@ async fn codex() {
     let program = find_cli("codex", "CODEX_PATH");
     limit_to(SUITE_LIMIT, async {
         let started = Instant::now();
-        let rig = Rig::start("codex", program, |base, home| {
-            let codex_home = home.join(".codex");
-            std::fs::create_dir_all(&codex_home).unwrap();
-            Options {
-                adapter: "codex",
-                env: vec![
-                    ("FAKE_KEY".into(), "sk-test".into()),
-                    ("CODEX_HOME".into(), codex_home.display().to_string()),
-                ],
-                extra_args: vec![
-                    "-c".into(),
-                    "model_provider=\"fake\"".into(),
-                    "-c".into(),
-                    format!(
-                        "model_providers.fake={{name=\"Fake\", base_url=\"{base}/v1\", env_key=\"FAKE_KEY\", wire_api=\"responses\", request_max_retries=0, stream_max_retries=0}}"
-                    ),
-                ],
-                model: Some("fake-model".into()),
-                ..Options::default()
-            }
-        })
-        .await;
+        let rig = Rig::start("codex", program, codex_options).await;
         // Codex offers only accept / cancel for an escalation (availableDecisions), and the
         // adapter answers "no" with `cancel`, which ends the turn (status interrupted).
         run_scenarios(&rig, Deny::EndsTurn("the request was declined")).await;

@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::model_server::{Scenario, FINAL_TEXT, WRITE_COMMAND};
-use crate::real_cli::{approval_data, artifact_text, find_cli, state, Rig};
+use crate::real_cli::{
+    approval_data, artifact_text, claude_options, codex_options, find_cli, state, Rig,
+};
 
 /// A turn like [`Rig::turn`], the message carrying `metadata`.
 async fn turn_md(rig: &Rig, task: Option<&str>, text: &str, md: Value) -> Value {
@@ -146,15 +148,7 @@ async fn rules_and_budget(rig: &Rig) {
 async fn claude_code_rules_and_budget() {
     let program = find_cli("claude", "CLAUDE_CODE_PATH");
     limit_to(std::time::Duration::from_secs(300), async {
-        let rig = Rig::start("claude-code", program, |base, _home| Options {
-            adapter: "claude-code",
-            env: vec![
-                ("ANTHROPIC_BASE_URL".into(), base.to_string()),
-                ("ANTHROPIC_API_KEY".into(), "sk-test".into()),
-            ],
-            ..Options::default()
-        })
-        .await;
+        let rig = Rig::start("claude-code", program, claude_options).await;
         rules_and_budget(&rig).await;
     })
     .await;
@@ -165,28 +159,7 @@ async fn claude_code_rules_and_budget() {
 async fn codex_rules_and_budget() {
     let program = find_cli("codex", "CODEX_PATH");
     limit_to(std::time::Duration::from_secs(300), async {
-        let rig = Rig::start("codex", program, |base, home| {
-            let codex_home = home.join(".codex");
-            std::fs::create_dir_all(&codex_home).unwrap();
-            Options {
-                adapter: "codex",
-                env: vec![
-                    ("FAKE_KEY".into(), "sk-test".into()),
-                    ("CODEX_HOME".into(), codex_home.display().to_string()),
-                ],
-                extra_args: vec![
-                    "-c".into(),
-                    "model_provider=\"fake\"".into(),
-                    "-c".into(),
-                    format!(
-                        "model_providers.fake={{name=\"Fake\", base_url=\"{base}/v1\", env_key=\"FAKE_KEY\", wire_api=\"responses\", request_max_retries=0, stream_max_retries=0}}"
-                    ),
-                ],
-                model: Some("fake-model".into()),
-                ..Options::default()
-            }
-        })
-        .await;
+        let rig = Rig::start("codex", program, codex_options).await;
         rules_and_budget(&rig).await;
     })
     .await;
