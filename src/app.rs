@@ -135,7 +135,9 @@ fn open_workspaces(
     config.mode = Some(mode);
     let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
     tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?mode, "workspaces");
-    Ok(Some(Arc::new(all)))
+    let all = Arc::new(all);
+    crate::server::metrics::watch_workspaces(&all);
+    Ok(Some(all))
 }
 
 /// The folder of the contexts' CLI homes for `store` (the default adapter's; another

@@ -113,7 +113,7 @@ pub(super) async fn changes_update(
             CommitMode::Off => None,
         };
         let end = all.end_turn(&ws, commit)?;
-        all.measure(&ws);
+        all.changed(&ws);
         Ok::<_, WorkspaceError>(end)
     })
     .await;

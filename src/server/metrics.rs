@@ -14,13 +14,15 @@
 //! | `agent_host_push_deliveries_total` / `agent_host_push_failures_total` | counter | |
 //! | `agent_host_tokens_total` | counter | adapter, kind (input, output) |
 //! | `agent_host_cost_usd_total` | gauge (only grows) | adapter |
-//! | `agent_host_workspaces`, `agent_host_workspace_bytes` | gauge (as of the last turn's end) | adapter |
+//! | `agent_host_workspaces`, `agent_host_workspace_bytes` | gauge (measured when `/metrics` is read, again only where a turn ended since) | adapter |
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::workspace::Workspaces;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -43,8 +45,39 @@ pub fn sse_events() -> &'static metrics::Counter {
     })
 }
 
+/// The workspaces whose gauges a read of `/metrics` brings up to date (the host's adapters').
+static WORKSPACES: Mutex<Vec<Weak<Workspaces>>> = Mutex::new(Vec::new());
+
+/// Has every read of `/metrics` measure `all` first ([`Workspaces::refresh_gauges`]): a
+/// workspace's disk use is measured when someone asks for it, not at every turn's end.
+pub fn watch_workspaces(all: &Arc<Workspaces>) {
+    let mut watched = WORKSPACES.lock().unwrap_or_else(|p| p.into_inner());
+    watched.retain(|w| w.strong_count() > 0);
+    watched.push(Arc::downgrade(all));
+}
+
+/// Measures the watched workspaces that changed since they were last measured.
+async fn refresh_workspaces() {
+    let live: Vec<Arc<Workspaces>> = WORKSPACES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    if live.is_empty() {
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        for all in live {
+            all.refresh_gauges();
+        }
+    })
+    .await;
+}
+
 /// `GET /metrics`.
 pub async fn get_metrics() -> Response {
+    refresh_workspaces().await;
     match handle() {
         Some(h) => {
             let mut r = (StatusCode::OK, h.render()).into_response();

@@ -108,47 +108,91 @@ pub(crate) fn compute(
     diff_staged(&staged, base, limit)
 }
 
+/// Room for the file listing ahead of the patch in the one diff that gives both.
+const LISTING_ROOM: usize = 1 << 20;
+
 /// The changes from `base` (a commit) to the files `staged` (a git whose index holds them,
 /// from [`stage_all`]), the patch at most `limit` bytes.
+///
+/// One `git diff` gives the listing (`--raw --numstat -z`) and the patch together: git
+/// compares the trees once and starts once, where two diffs did both twice. With `-z` the
+/// listing's records end in NUL and an empty record separates them from the patch, a pair of
+/// NULs no record holds. Only when the listing alone is larger than [`LISTING_ROOM`] (tens
+/// of thousands of changed paths) are the two asked for one after the other.
 pub(crate) fn diff_staged(
     staged: &Git,
     base: &str,
     limit: usize,
 ) -> Result<Changes, WorkspaceError> {
-    let diff = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a.push(base.to_string());
-        a.push("--".into());
-        a
-    };
-    let listing = staged.output(diff(&["--raw", "--numstat", "-z"]))?;
+    let (out, more) = staged.output_limited(
+        diff_args(
+            base,
+            &[&["--raw", "--numstat", "-z", "-p"][..], PATCH_ARGS].concat(),
+        ),
+        limit.saturating_add(LISTING_ROOM),
+    )?;
+    if out.is_empty() {
+        return Ok(Changes::default());
+    }
+    match split_listing(&out) {
+        Some((listing, patch)) if !more || patch.len() >= limit => {
+            let files = parse_listing(listing);
+            Ok(with_patch(files, patch.to_vec(), more, limit))
+        }
+        _ => diff_twice(staged, base, limit),
+    }
+}
+
+/// The patch's options: git binary patches, full object names, the usual prefixes.
+const PATCH_ARGS: &[&str] = &[
+    "--binary",
+    "--full-index",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+];
+
+/// `git diff --cached` from `base` with `extra`: renames found, no driver of the workspace
+/// run.
+fn diff_args(base: &str, extra: &[&str]) -> Vec<String> {
+    ["diff", "--cached", "-M", "--no-ext-diff", "--no-textconv"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .chain([base.to_string(), "--".into()])
+        .collect()
+}
+
+/// The listing (its records with their NULs) and the patch after it, when the patch began
+/// within `out`.
+fn split_listing(out: &[u8]) -> Option<(&[u8], &[u8])> {
+    const SEPARATOR: &[u8] = b"\0\0diff --git ";
+    let at = out.windows(SEPARATOR.len()).position(|w| w == SEPARATOR)?;
+    Some((&out[..=at], &out[at + 2..]))
+}
+
+/// The listing and the patch by two diffs (a listing too large to share one output).
+fn diff_twice(staged: &Git, base: &str, limit: usize) -> Result<Changes, WorkspaceError> {
+    let listing = staged.output(diff_args(base, &["--raw", "--numstat", "-z"]))?;
     let files = parse_listing(&listing);
     if files.is_empty() {
         return Ok(Changes::default());
     }
-    let (raw, more) = staged.output_limited(
-        diff(&[
-            "--binary",
-            "--full-index",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-        ]),
-        limit,
-    )?;
-    let (patch, truncated) = if more {
-        (cut_at_file(raw), true)
-    } else {
-        (raw, false)
-    };
-    Ok(Changes {
+    let (raw, more) = staged.output_limited(diff_args(base, PATCH_ARGS), limit)?;
+    Ok(with_patch(files, raw, more, limit))
+}
+
+/// `files` with the patch `raw`, cut at the last whole file within `limit` when git had more.
+fn with_patch(files: Vec<FileChange>, mut raw: Vec<u8>, more: bool, limit: usize) -> Changes {
+    let truncated = more || raw.len() > limit;
+    if truncated {
+        raw.truncate(limit);
+        raw = cut_at_file(raw);
+    }
+    Changes {
         files,
-        patch,
+        patch: raw,
         truncated,
-    })
+    }
 }
 
 /// The patch up to the last whole file: a cut file would not apply.
@@ -240,6 +284,16 @@ mod tests {
         let raw = b"diff --git a/x b/x\n+1\ndiff --git a/y b/y\n+2".to_vec();
         assert_eq!(cut_at_file(raw), b"diff --git a/x b/x\n+1\n".to_vec());
         assert!(cut_at_file(b"diff --git a/x b/x\n+1".to_vec()).is_empty());
+    }
+
+    #[test]
+    fn the_listing_ends_at_the_empty_record_before_the_patch() {
+        let out =
+            b":100644 100644 a b R100\0old\0new\x000\t0\t\0old\0new\0\0diff --git a/old b/new\n";
+        let (listing, patch) = split_listing(out).expect("a patch");
+        assert_eq!(parse_listing(listing)[0].path, "new");
+        assert_eq!(patch, b"diff --git a/old b/new\n");
+        assert!(split_listing(b":100644 100644 a b M\0f\x001\t0\tf\0").is_none());
     }
 
     #[test]
