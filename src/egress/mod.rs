@@ -1,27 +1,34 @@
 //! The way out of a task's sandbox in the `proxy` network mode: an HTTP proxy per task that
 //! reaches only the hosts of the task's allow-list ([`Rules`]).
 //!
-//! The task runs in a network namespace of its own that has only loopback. The host listens
-//! for each task on a Unix socket of its own ([`TaskProxy`]), in a folder the sandbox hides;
-//! bubblewrap binds that one socket into the sandbox at [`SANDBOX_SOCKET`], so whatever
-//! speaks on it is that task. Inside, a relay ([`relay`], the host's own executable in a
-//! hidden mode) listens on the namespace's `127.0.0.1:3128` and carries each connection to
-//! the socket; the program gets `HTTPS_PROXY` and `HTTP_PROXY` pointing there. For each
-//! loopback address the list names with a port (the tests' model server), the relay also
-//! listens on that address inside the namespace and tunnels it through the proxy, so a
-//! program that never uses a proxy for loopback still reaches it.
+//! The task runs in a network namespace of its own that has only loopback, where the proxy
+//! listens on `127.0.0.1:3128` ([`PROXY_PORT`]); the program gets `HTTPS_PROXY` and
+//! `HTTP_PROXY` pointing there. For each loopback address the list names with a port (the
+//! tests' model server), a listener on that address inside the namespace carries the
+//! connection through the proxy's checks, so a program that never uses a proxy for
+//! loopback still reaches it. Two ways to get there ([`Door`]):
+//!
+//! - a host that may make namespaces (root) makes the task's itself, with the listeners in
+//!   it, ahead of need ([`netns`]); the task's first process joins it and the host accepts
+//!   the program's connections directly;
+//! - otherwise bubblewrap makes the namespace, the host listens for each task on a Unix
+//!   socket of its own ([`TaskProxy`]) in a folder the sandbox hides, bubblewrap binds that
+//!   one socket into the sandbox at [`SANDBOX_SOCKET`], and a relay ([`relay`], the host's
+//!   own executable in a hidden mode) listens on the namespace's loopback and carries each
+//!   connection to the socket.
 //!
 //! The proxy resolves names itself and checks every address ([`allow::special`]); each
 //! refusal is logged (task, host, port, why), counted (`agent_host_egress_refused_total`)
 //! and kept for the task's metadata (`egressRefused`).
 
 mod allow;
+pub mod netns;
 mod proxy;
 pub mod relay;
 
 pub use allow::{special, Rules, RulesError};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -108,64 +115,69 @@ fn socket_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// The proxy of one running task; stops (and removes its socket) when dropped.
+/// Where the program reaches its proxy from inside the sandbox.
+#[derive(Debug)]
+pub enum Door {
+    /// A Unix socket of the host's, bound into the sandbox for a relay to carry
+    /// connections to (a host that cannot make namespaces itself).
+    Socket(PathBuf),
+    /// A network namespace the host made, whose listeners it accepts on itself
+    /// ([`netns`]); the task's first process joins it by this path.
+    Namespace(PathBuf),
+}
+
+/// The proxy of one running task; stops (and removes its socket or namespace) when dropped.
 pub struct TaskProxy {
-    socket: PathBuf,
+    door: Door,
     log: Arc<TaskLog>,
     accept: tokio::task::JoinHandle<()>,
+    /// Keeps the task's namespace (when the host made it) until the task ends.
+    _netns: Option<netns::Namespace>,
 }
 
 impl TaskProxy {
-    /// Listens for task `task_id` under `rules`. Must be called in a tokio runtime.
-    pub fn start(rules: Arc<Rules>, task_id: &str) -> std::io::Result<TaskProxy> {
-        use std::os::unix::fs::PermissionsExt;
-        let name = format!("{}.sock", uuid::Uuid::new_v4().simple());
-        let mut socket = socket_dir()?.join(&name);
-        let listener = match tokio::net::UnixListener::bind(&socket) {
-            // The folder went with another task's last socket just now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                socket = socket_dir()?.join(&name);
-                tokio::net::UnixListener::bind(&socket)?
-            }
-            other => other?,
-        };
-        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))?;
+    /// Listens for task `task_id` under `rules`, in a network namespace the host makes when
+    /// `own_namespace` and it can ([`netns::take`]), else on a Unix socket for the sandbox's
+    /// relay. Must be called in a tokio runtime.
+    pub fn start(
+        rules: Arc<Rules>,
+        task_id: &str,
+        own_namespace: bool,
+    ) -> std::io::Result<TaskProxy> {
         let log = Arc::new(TaskLog {
             task_id: task_id.to_string(),
             ..TaskLog::default()
         });
         let ctx = Arc::new(proxy::Ctx {
-            rules,
+            rules: rules.clone(),
             log: log.clone(),
         });
-        let accept = tokio::spawn(async move {
-            // Connections end with the task: dropping the set aborts them.
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    a = listener.accept() => match a {
-                        Ok((io, _)) => {
-                            conns.spawn(proxy::serve(io, ctx.clone()));
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "egress proxy cannot accept");
-                            break;
-                        }
-                    },
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let made = own_namespace
+            .then(|| netns::take(PROXY_PORT, &rules.loopback_forwards()))
+            .flatten();
+        if let Some(mut ns) = made {
+            let listeners = std::mem::take(&mut ns.listeners);
+            let accept = tokio::spawn(accept_tcp(listeners, ctx));
+            return Ok(TaskProxy {
+                door: Door::Namespace(ns.path()),
+                log,
+                accept,
+                _netns: Some(ns),
+            });
+        }
+        let (socket, listener) = bind_socket()?;
+        let accept = tokio::spawn(accept_unix(listener, ctx));
         Ok(TaskProxy {
-            socket,
+            door: Door::Socket(socket),
             log,
             accept,
+            _netns: None,
         })
     }
 
-    /// The socket on the host's side.
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    /// Where the program reaches the proxy.
+    pub fn door(&self) -> &Door {
+        &self.door
     }
 
     /// The task's refusals so far.
@@ -174,13 +186,97 @@ impl TaskProxy {
     }
 }
 
+/// A Unix socket of its own for one task, in [`socket_dir`], that anyone may connect to
+/// (the sandbox user too): its path is unguessable and the folder cannot be listed.
+fn bind_socket() -> std::io::Result<(PathBuf, tokio::net::UnixListener)> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = format!("{}.sock", uuid::Uuid::new_v4().simple());
+    let mut socket = socket_dir()?.join(&name);
+    let listener = match tokio::net::UnixListener::bind(&socket) {
+        // The folder went with another task's last socket just now.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            socket = socket_dir()?.join(&name);
+            tokio::net::UnixListener::bind(&socket)?
+        }
+        other => other?,
+    };
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))?;
+    Ok((socket, listener))
+}
+
+/// The relay's connections, on the task's socket. Connections end with the task: dropping
+/// the set aborts them.
+async fn accept_unix(listener: tokio::net::UnixListener, ctx: Arc<proxy::Ctx>) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            a = listener.accept() => match a {
+                Ok((io, _)) => {
+                    conns.spawn(proxy::serve(io, ctx.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "egress proxy cannot accept");
+                    break;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// The program's connections, on the listeners in its namespace: to the proxy's port as
+/// HTTP proxy requests, to a forwarded address carried to that address.
+async fn accept_tcp(
+    listeners: Vec<(std::net::TcpListener, Option<std::net::SocketAddr>)>,
+    ctx: Arc<proxy::Ctx>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let mut accepts = tokio::task::JoinSet::new();
+    for (l, forward) in listeners {
+        let l = match tokio::net::TcpListener::from_std(l) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "egress proxy cannot accept");
+                continue;
+            }
+        };
+        let tx = tx.clone();
+        accepts.spawn(async move {
+            while let Ok((io, _)) = l.accept().await {
+                let _ = io.set_nodelay(true);
+                if tx.send((io, forward)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            c = rx.recv() => match c {
+                Some((io, None)) => {
+                    conns.spawn(proxy::serve(io, ctx.clone()));
+                }
+                Some((io, Some(to))) => {
+                    conns.spawn(proxy::carry(io, to, ctx.clone()));
+                }
+                None => break,
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
 impl Drop for TaskProxy {
     fn drop(&mut self) {
         self.accept.abort();
-        let _ = std::fs::remove_file(&self.socket);
-        // Only an empty folder is removed.
-        if let Some(dir) = self.socket.parent() {
-            let _ = std::fs::remove_dir(dir);
+        if let Door::Socket(socket) = &self.door {
+            let _ = std::fs::remove_file(socket);
+            // Only an empty folder is removed.
+            if let Some(dir) = socket.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 }

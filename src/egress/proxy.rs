@@ -44,7 +44,12 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
 }
 
 /// Serves one connection from the relay.
-pub(super) async fn serve(io: tokio::net::UnixStream, ctx: Arc<Ctx>) {
+/// One connection of the program to its proxy: HTTP requests in absolute form and
+/// `CONNECT`s, each checked against the task's rules.
+pub(super) async fn serve<IO>(io: IO, ctx: Arc<Ctx>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
         async move { Ok::<_, Infallible>(handle(req, &ctx).await) }
@@ -54,6 +59,25 @@ pub(super) async fn serve(io: tokio::net::UnixStream, ctx: Arc<Ctx>) {
         .with_upgrades();
     if let Err(e) = conn.await {
         tracing::debug!(error = %e, "egress proxy connection ended");
+    }
+}
+
+/// One connection of the program to a forwarded loopback address (`to`, named on the
+/// allow-list with its port): carried to that address as a `CONNECT` to it would be.
+pub(super) async fn carry(mut conn: TcpStream, to: SocketAddr, ctx: Arc<Ctx>) {
+    let host = to.ip().to_string();
+    match open(&host, to.port(), &ctx).await {
+        Ok(mut up) => {
+            let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+        }
+        Err(Fail::Refused(reason)) => ctx.log.refused(Refusal {
+            host,
+            port: to.port(),
+            reason,
+        }),
+        Err(Fail::Unreachable(why)) => {
+            tracing::debug!(to = %to, why = %why, "egress: a forwarded address is unreachable");
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! workings.
 
 use crate::egress::{self, TaskProxy};
-use crate::runner::sandbox::{net, Mode};
+use crate::runner::sandbox::{net, Capabilities, Mode, Piece, SandboxPolicy};
 use crate::runner::SpawnSpec;
 
 /// Starts the proxy of task `task_id` when its sandbox asks for one, and points the
@@ -15,6 +15,45 @@ pub(crate) fn attach(spec: &mut SpawnSpec, task_id: &str) -> Option<TaskProxy> {
     if policy.mode == Mode::Off {
         return None;
     }
+    let own_namespace = !Capabilities::get().disabled.contains(&Piece::Netns);
+    let net = policy.egress.as_mut()?;
+    let proxy = match egress::TaskProxy::start(net.rules.clone(), task_id, own_namespace) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the task's egress proxy: the task has no network");
+            return None;
+        }
+    };
+    match proxy.door() {
+        egress::Door::Namespace(path) => {
+            net.mount = Some(net::Mount::Joined {
+                netns: path.clone(),
+            });
+        }
+        egress::Door::Socket(socket) => {
+            let relay = relay_for(policy)?;
+            let forward = policy.egress.as_ref()?.rules.loopback_forwards();
+            // The other tasks' sockets stay out of sight (the own one is bound in by its path).
+            if let Some(dir) = socket.parent().filter(|d| !d.starts_with("/tmp")) {
+                policy.hide.push(dir.to_path_buf());
+            }
+            policy.egress.as_mut()?.mount = Some(net::Mount::Relay {
+                socket: socket.clone(),
+                relay,
+                forward,
+            });
+        }
+    }
+    for (k, v) in egress::proxy_env() {
+        spec.env.retain(|(ek, _)| *ek != k);
+        spec.env.push((k, v));
+    }
+    Some(proxy)
+}
+
+/// The host's executable, to run the relay in the sandbox of `policy`: None (logged once)
+/// when there is none or the sandbox user cannot reach it.
+fn relay_for(policy: &SandboxPolicy) -> Option<std::path::PathBuf> {
     let relay = net::relay_executable()?;
     // bubblewrap binds the relay in as the sandbox user, who must reach the file.
     if let Some(u) = policy.run_as.as_ref().filter(|u| !u.can_reach(&relay)) {
@@ -25,26 +64,5 @@ pub(crate) fn attach(spec: &mut SpawnSpec, task_id: &str) -> Option<TaskProxy> {
         });
         return None;
     }
-    let net = policy.egress.as_mut()?;
-    let proxy = match egress::TaskProxy::start(net.rules.clone(), task_id) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the task's egress proxy: the task has no network");
-            return None;
-        }
-    };
-    net.mount = Some(net::Mount {
-        socket: proxy.socket().to_path_buf(),
-        relay,
-        forward: net.rules.loopback_forwards(),
-    });
-    // The other tasks' sockets stay out of sight (the own one is bound in by its path).
-    if let Some(dir) = proxy.socket().parent().filter(|d| !d.starts_with("/tmp")) {
-        policy.hide.push(dir.to_path_buf());
-    }
-    for (k, v) in egress::proxy_env() {
-        spec.env.retain(|(ek, _)| *ek != k);
-        spec.env.push((k, v));
-    }
-    Some(proxy)
+    Some(relay)
 }

@@ -503,7 +503,7 @@ pub(super) fn parse_disable(items: &[String]) -> Result<Vec<Piece>, SettingsErro
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let p = Piece::parse(item).ok_or_else(|| {
             invalid(format!(
-                "[sandbox] disable '{item}' is not one of cgroup, bwrap, landlock"
+                "[sandbox] disable '{item}' is not one of cgroup, bwrap, landlock, netns"
             ))
         })?;
         if !out.contains(&p) {

@@ -163,7 +163,9 @@ struct Host {
 }
 
 impl Host {
-    async fn start(mode: &str, network: &str, remote: &str) -> Host {
+    /// A host with `AGENT_HOST_SANDBOX` = `mode`, `AGENT_HOST_SANDBOX_NETWORK` = `network`
+    /// and `AGENT_HOST_SANDBOX_DISABLE` = `disable` (each unset when empty).
+    async fn start(mode: &str, network: &str, disable: &str, remote: &str) -> Host {
         let root = tempfile::Builder::new()
             .prefix("egress-test")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -194,6 +196,7 @@ impl Host {
             .env("AGENT_HOST_RATE_LIMIT", "0")
             .env("AGENT_HOST_SANDBOX", mode)
             .envs((!network.is_empty()).then_some(("AGENT_HOST_SANDBOX_NETWORK", network)))
+            .envs((!disable.is_empty()).then_some(("AGENT_HOST_SANDBOX_DISABLE", disable)))
             .env(
                 "AGENT_HOST_SANDBOX_ALLOW_HOSTS",
                 format!("allowed.test:8080,{remote}:8080,loopy.test:6379"),
@@ -308,14 +311,21 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
         let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(&name)
             .unwrap();
         let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract socket");
-        for (mode, network) in [("auto", ""), ("off", ""), ("auto", "open")] {
-            let host = Host::start(mode, network, &net.remote).await;
+        // The defaults (on a root host the task's namespace is the host's making), the relay
+        // that serves where the host may not make namespaces, no sandbox, the open network.
+        for (mode, network, disable) in [
+            ("auto", "", ""),
+            ("auto", "", "netns"),
+            ("off", "", ""),
+            ("auto", "open", ""),
+        ] {
+            let host = Host::start(mode, network, disable, &net.remote).await;
             let prompt = format!("egress {} {} {name}", host.port, net.remote);
             let task = host.run(&prompt).await;
             let text = text_of(&task);
             let metrics = host.metrics().await;
             host.stop().await;
-            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{mode}: {task}");
+            assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{mode} {disable}: {task}");
             if network == "open" {
                 // The host's network, but still none of its Unix sockets.
                 for p in ["own_port", "postgres", "redis", "direct"] {
@@ -328,13 +338,13 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
                 continue;
             }
             for ok in ["allowed_http", "allowed_tunnel"] {
-                assert!(text.contains(&format!("{ok}=ok")), "{mode}: {ok}: {text}");
+                assert!(text.contains(&format!("{ok}=ok")), "{mode} {disable}: {ok}: {text}");
             }
             let expect = if mode == "auto" { "refused" } else { "ok" };
             for p in probes() {
                 assert!(
                     text.contains(&format!("{p}={expect}")),
-                    "{mode}: {p} not {expect}: {text}"
+                    "{mode} {disable}: {p} not {expect}: {text}"
                 );
             }
             if mode == "auto" {

@@ -48,7 +48,7 @@ pub struct SandboxConfig {
         value_name = "NAME"
     )]
     pub user: Option<String>,
-    /// Pieces of the machine left unused: cgroup, bwrap, landlock (the weaker tiers run instead; without cgroup and bwrap the host as subreaper sweeps each task's processes)
+    /// Pieces of the machine left unused: cgroup, bwrap, landlock, netns (the weaker tiers run instead; without cgroup and bwrap the host as subreaper sweeps each task's processes; without netns bubblewrap makes the proxy mode's network namespace and a relay runs in it)
     #[arg(
         id = "sandbox.disable",
         long = "sandbox-disable",

@@ -45,6 +45,9 @@ pub enum Piece {
     Bwrap,
     /// Landlock (write rules without bubblewrap)
     Landlock,
+    /// The network namespaces the host makes itself for the `proxy` mode (bubblewrap makes
+    /// them and a relay in the sandbox carries the connections instead)
+    Netns,
 }
 
 impl Piece {
@@ -53,6 +56,7 @@ impl Piece {
             "cgroup" | "cgroups" => Some(Piece::Cgroup),
             "bwrap" | "bubblewrap" => Some(Piece::Bwrap),
             "landlock" => Some(Piece::Landlock),
+            "netns" => Some(Piece::Netns),
             _ => None,
         }
     }
@@ -62,6 +66,7 @@ impl Piece {
             Piece::Cgroup => "cgroup",
             Piece::Bwrap => "bwrap",
             Piece::Landlock => "landlock",
+            Piece::Netns => "netns",
         }
     }
 }
@@ -509,6 +514,8 @@ impl Prepared {
                 .as_ref()
                 .map(TaskCgroup::join_paths)
                 .unwrap_or_default(),
+            netns: net::joined(policy)
+                .and_then(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()),
             file_size: policy.limits.file_size,
             user: user.map(|u| {
                 let groups = u.groups.iter().map(|g| nix::unistd::Gid::from_raw(*g));

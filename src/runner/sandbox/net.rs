@@ -3,7 +3,9 @@
 //! - `open`: the host's network (its abstract Unix socket namespace too);
 //! - `none`: a network namespace of its own with loopback only;
 //! - `proxy`: the same namespace, and one way out, the host's egress proxy for the task
-//!   ([`crate::egress`]), reached through a relay on the namespace's loopback.
+//!   ([`crate::egress`]): listening on the namespace's loopback itself when the host made
+//!   the namespace (root hosts, [`Mount::Joined`]), else reached through a relay there
+//!   ([`Mount::Relay`]).
 //!
 //! In every sandboxed mode the host's Unix sockets are out of sight: `/run` (and `/var/run`
 //! where it is not a link to it) is an empty tmpfs, and so is `/tmp` (its `.X11-unix`
@@ -26,15 +28,31 @@ pub struct Egress {
     pub mount: Option<Mount>,
 }
 
-/// What bubblewrap binds in for a task's proxy, and how the relay runs.
+/// How the program reaches its proxy.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mount {
-    /// The task's proxy socket on the host.
-    pub socket: PathBuf,
-    /// The host's executable, which runs the relay.
-    pub relay: PathBuf,
-    /// Loopback addresses the relay also listens on (tunnelled through the proxy).
-    pub forward: Vec<SocketAddr>,
+pub enum Mount {
+    /// A network namespace the host made with the proxy's listeners in it
+    /// ([`crate::egress::netns`]): the task's first process joins it (this path) before
+    /// bubblewrap starts, which then makes no network namespace of its own.
+    Joined { netns: PathBuf },
+    /// bubblewrap makes the namespace; the host's proxy socket is bound in and a relay (the
+    /// host's executable) carries the program's connections to it.
+    Relay {
+        /// The task's proxy socket on the host.
+        socket: PathBuf,
+        /// The host's executable, which runs the relay.
+        relay: PathBuf,
+        /// Loopback addresses the relay also listens on (tunnelled through the proxy).
+        forward: Vec<SocketAddr>,
+    },
+}
+
+/// The namespace the task's first process joins, when the host made one for it.
+pub fn joined(policy: &SandboxPolicy) -> Option<&Path> {
+    match policy.egress.as_ref()?.mount.as_ref()? {
+        Mount::Joined { netns } if policy.network == Network::Proxy => Some(netns),
+        _ => None,
+    }
 }
 
 /// The host's executable, by its real path (bubblewrap binds it into the sandbox), when it
@@ -53,7 +71,8 @@ pub fn relay_executable() -> Option<PathBuf> {
 }
 
 /// The network a task gets: `asked`, unless the machine cannot give it. `proxy` needs
-/// bubblewrap (a network namespace) and agent-host's own executable (the relay): without
+/// bubblewrap and, unless the host makes the namespaces itself, agent-host's own executable
+/// (the relay): without
 /// bubblewrap the task gets the host's network (the sandbox's report says what is missing),
 /// without the executable no network. Said once in the log.
 pub fn effective(asked: Network, have_bwrap: bool) -> Network {
@@ -63,7 +82,7 @@ pub fn effective(asked: Network, have_bwrap: bool) -> Network {
             Network::Open,
             "sandbox_network = \"proxy\" needs bubblewrap (a network namespace); tasks get the host's network",
         ),
-        Network::Proxy if relay_executable().is_none() => (
+        Network::Proxy if relay_executable().is_none() && !host_makes_namespaces() => (
             Network::None,
             "sandbox_network = \"proxy\" needs agent-host's own executable for its relay; tasks get no network",
         ),
@@ -73,9 +92,16 @@ pub fn effective(asked: Network, have_bwrap: bool) -> Network {
     got
 }
 
+/// Whether the host makes its tasks' network namespaces itself (root, and `netns` not in
+/// `sandbox_disable`); it learns at the first task whether the kernel lets it.
+fn host_makes_namespaces() -> bool {
+    let caps = super::Capabilities::get();
+    caps.root && !caps.disabled.contains(&super::Piece::Netns)
+}
+
 /// bubblewrap's arguments for the network and sockets of `policy` (after `/tmp`'s tmpfs).
 pub fn mounts(policy: &SandboxPolicy, push: &mut dyn FnMut(&[&str])) {
-    if policy.network != Network::Open {
+    if policy.network != Network::Open && joined(policy).is_none() {
         push(&["--unshare-net"]);
     }
     push(&["--tmpfs", "/run"]);
@@ -94,9 +120,11 @@ pub fn mounts(policy: &SandboxPolicy, push: &mut dyn FnMut(&[&str])) {
         let s = s.display().to_string();
         push(&["--bind", &s, &s]);
     }
-    if let Some(m) = policy.egress.as_ref().and_then(|e| e.mount.as_ref()) {
-        let socket = m.socket.display().to_string();
-        let relay = m.relay.display().to_string();
+    if let Some(Mount::Relay { socket, relay, .. }) =
+        policy.egress.as_ref().and_then(|e| e.mount.as_ref())
+    {
+        let socket = socket.display().to_string();
+        let relay = relay.display().to_string();
         push(&["--bind", &socket, crate::egress::SANDBOX_SOCKET]);
         push(&["--ro-bind", &relay, crate::egress::SANDBOX_RELAY]);
     }
@@ -105,12 +133,12 @@ pub fn mounts(policy: &SandboxPolicy, push: &mut dyn FnMut(&[&str])) {
 /// What runs before the program: the relay, when the task has a proxy.
 pub fn command_prefix(policy: &SandboxPolicy) -> Vec<String> {
     match policy.egress.as_ref().and_then(|e| e.mount.as_ref()) {
-        Some(m) if policy.network == Network::Proxy => {
+        Some(Mount::Relay { forward, .. }) if policy.network == Network::Proxy => {
             let mut a = vec![crate::egress::SANDBOX_RELAY.to_string()];
             a.extend(crate::egress::relay::args(
                 crate::egress::SANDBOX_SOCKET,
                 crate::egress::PROXY_PORT,
-                &m.forward,
+                forward,
             ));
             a
         }
@@ -129,7 +157,7 @@ mod tests {
             network: Network::Proxy,
             egress: Some(Egress {
                 rules: Arc::new(rules.clone()),
-                mount: Some(Mount {
+                mount: Some(Mount::Relay {
                     socket: "/tmp/e/x.sock".into(),
                     relay: "/opt/agent-host".into(),
                     forward: rules.loopback_forwards(),
@@ -164,5 +192,39 @@ mod tests {
         });
         assert!(!b.contains(&"--unshare-net".to_string()) && b.contains(&"/run".to_string()));
         assert!(command_prefix(&open).is_empty());
+    }
+
+    #[test]
+    fn a_namespace_the_host_made_is_joined_not_made_and_runs_no_relay() {
+        let rules = Rules::new(["api.example.com"], []).unwrap();
+        let policy = SandboxPolicy {
+            network: Network::Proxy,
+            egress: Some(Egress {
+                rules: Arc::new(rules),
+                mount: Some(Mount::Joined {
+                    netns: "/proc/1/fd/9".into(),
+                }),
+            }),
+            ..SandboxPolicy::default()
+        };
+        let mut a: Vec<String> = Vec::new();
+        mounts(&policy, &mut |items| {
+            a.extend(items.iter().map(|s| s.to_string()))
+        });
+        assert!(!a.contains(&"--unshare-net".to_string()), "{a:?}");
+        assert!(!a.iter().any(|x| x == crate::egress::SANDBOX_SOCKET));
+        assert!(a.contains(&"/run".to_string()));
+        assert!(command_prefix(&policy).is_empty());
+        assert_eq!(joined(&policy), Some(Path::new("/proc/1/fd/9")));
+        // Without the namespace the task still gets one of its own, empty.
+        let lost = SandboxPolicy {
+            egress: None,
+            ..policy
+        };
+        let mut b: Vec<String> = Vec::new();
+        mounts(&lost, &mut |items| {
+            b.extend(items.iter().map(|s| s.to_string()))
+        });
+        assert!(b.contains(&"--unshare-net".to_string()));
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! What must happen in the task's first process before its program runs ([`Steps`]): join
 //! the task's cgroups (so that everything it starts is tracked from its first instruction),
+//! the task's network namespace when the host made it ([`crate::egress::netns`]),
 //! the file size limit (`RLIMIT_FSIZE`), the sandbox user (`setgroups`, `setgid`, `setuid`),
 //! Landlock (with `no_new_privs`), and on a pty a new session with the terminal as its
 //! controlling tty.
@@ -69,6 +70,8 @@ const NOT_FOUND: i32 = 127;
 pub struct Steps {
     /// The `cgroup.procs` files of the task's cgroups.
     pub join: Vec<CString>,
+    /// A network namespace to join (the host made it, with the task's proxy in it).
+    pub netns: Option<CString>,
     /// `RLIMIT_FSIZE`, bytes.
     pub file_size: Option<u64>,
     /// uid, gid, groups of the sandbox user.
@@ -90,6 +93,10 @@ impl Steps {
         for j in &self.join {
             a.push("--join".into());
             a.push(OsStr::from_bytes(j.as_bytes()).to_os_string());
+        }
+        if let Some(n) = &self.netns {
+            a.push("--netns".into());
+            a.push(OsStr::from_bytes(n.as_bytes()).to_os_string());
         }
         if let Some(n) = self.file_size {
             a.push("--fsize".into());
@@ -135,6 +142,10 @@ impl Steps {
                     let p = it.next().ok_or(ArgsError::NoPath("--join"))?;
                     steps.join.push(CString::new(p.into_vec())?);
                 }
+                Some("--netns") => {
+                    let p = it.next().ok_or(ArgsError::NoPath("--netns"))?;
+                    steps.netns = Some(CString::new(p.into_vec())?);
+                }
                 Some("--fsize") => {
                     let n = text(it.next(), "--fsize")?;
                     steps.file_size = Some(n.parse().map_err(|_| bad("--fsize", n))?);
@@ -172,6 +183,9 @@ impl Steps {
     ) -> Result<(), (&'static str, io::Error)> {
         let step = |name: &'static str| move |e: io::Error| (name, e);
         TaskCgroup::join_self(&self.join).map_err(step("joining the task's cgroup"))?;
+        if let Some(path) = &self.netns {
+            join_netns(path).map_err(step("joining the task's network namespace"))?;
+        }
         if let Some(max) = self.file_size {
             nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE, max, max)
                 .map_err(|e| ("the file size limit", e.into()))?;
@@ -199,6 +213,22 @@ impl Steps {
             .map(landlock::Prepared::new)
             .transpose()
     }
+}
+
+/// Joins the network namespace at `path` (as root, before the user is changed). System
+/// calls only: it also runs between fork and exec.
+fn join_netns(path: &std::ffi::CStr) -> io::Result<()> {
+    use nix::fcntl::{open, OFlag};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let raw = open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: `open` just returned this descriptor, which nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)?;
+    Ok(())
 }
 
 /// A setup-mode command line that does not read.
@@ -346,6 +376,7 @@ mod tests {
                 CString::new("/sys/fs/cgroup/pids/a b/task-1/cgroup.procs").unwrap(),
                 CString::new("/sys/fs/cgroup/freezer/x/cgroup.procs").unwrap(),
             ],
+            netns: Some(CString::new("/proc/4242/fd/17").unwrap()),
             file_size: Some(1 << 20),
             user: Some((65534, 65534, vec![Gid::from_raw(65534), Gid::from_raw(7)])),
             landlock: Some(vec!["/work".into(), "/home/u/.cache".into()]),
