@@ -87,7 +87,7 @@ printf '{"type":"text","text":"%s"}\n{"type":"done"}\n' "$out"
 """
 
 
-def start_host(work, network, adapter, binary, allow):
+def start_host(work, network, adapter, binary, allow, sandbox="auto"):
     port = free_port()
     env = {
         "PATH": os.environ.get("PATH", ""),
@@ -95,6 +95,7 @@ def start_host(work, network, adapter, binary, allow):
         "AGENT_ADAPTER": adapter,
         "AGENT_REPO_PATH": os.path.join(work, "work"),
         "AGENT_HOST_RATE_LIMIT": "0",
+        "AGENT_HOST_SANDBOX": sandbox,
         "AGENT_HOST_SANDBOX_NETWORK": network,
         "AGENT_HOST_SANDBOX_ALLOW_HOSTS": allow,
         "AGENT_HOST_LOG": "warn",
@@ -171,8 +172,8 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def starts(work, network):
-    p, port = start_host(work, network, "demo", None, "")
+def starts(work, network, sandbox="auto"):
+    p, port = start_host(work, network, "demo", None, "", sandbox)
     try:
         send_stream(port, "warm up")
         c0 = cpu(p.pid)
@@ -209,12 +210,15 @@ def main():
     ms = lambda s: f"{s * 1000:.2f} ms"
     # The two modes alternate, ROUNDS times (a fresh host each), so that a machine whose load
     # changes during the run weighs on both alike.
-    s_open, s_proxy, c_open, c_proxy = [], [], [], []
+    s_open, s_proxy, c_open, c_proxy, s_off, c_off = [], [], [], [], [], []
     direct, relay, port = [], [], []
     global N, M
     n_all, m_all = N, M
     N, M = max(1, n_all // ROUNDS), max(1, m_all // ROUNDS)
     for _ in range(ROUNDS):
+        s, c = starts(work, "open", "off")
+        s_off += s
+        c_off.append(c)
         s, c = starts(work, "open")
         s_open += s
         c_open.append(c)
@@ -224,7 +228,15 @@ def main():
         direct += first_bytes(work, "open", model_port, "direct")
         relay += first_bytes(work, "proxy", model_port, "direct")
         port += first_bytes(work, "proxy", model_port, "proxyport")
-    c_open, c_proxy = sum(c_open) / ROUNDS, sum(c_proxy) / ROUNDS
+    c_open, c_proxy, c_off = (sum(c) / ROUNDS for c in (c_open, c_proxy, c_off))
+    # The sandbox's own price (issue 38: the default sandbox against none) in the same run.
+    print(f"| task start ({len(s_off)} starts each; {ROUNDS} rounds alternating) | no sandbox | sandbox, `open` | sandbox − none |")
+    print("|---|---|---|---|")
+    for p in (50, 99):
+        a, b = pct(s_off, p), pct(s_open, p)
+        print(f"| send to first output frame, p{p} | {ms(a)} | {ms(b)} | {ms(b - a)} |")
+    print(f"| host CPU per task start | {ms(c_off)} | {ms(c_open)} | {ms(c_open - c_off)} |")
+    print()
     print(f"| measure ({len(s_open)} + {len(s_proxy)} task starts, {len(direct)} requests each way; {ROUNDS} rounds alternating) | open | proxy | proxy − open |")
     print("|---|---|---|---|")
     for p in (50, 99):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cost of the default `proxy` network mode against `open`, in the same run: task start
 # (send to the first output frame, p50/p99, host CPU per start) and the first byte of a
-# model request through the proxy against a direct one (bench/egress.py says how).
+# model request through the proxy against a direct one (bench/egress.py says how); and the
+# sandbox's own cost at a task's start (the default sandbox with `open` against none).
 #
 # Usage: bench/egress.sh [N_STARTS] [N_REQUESTS]
 #   AGENT_HOST_BIN=path  the binary to measure (default: a release build, made here)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::{answers, limit};
+use super::common::{answers, eventually, limit, WAIT};
 use super::sandbox::{message, sandbox_available, text_of, Host};
 
 /// A folder of its own directly under `/tmp` (where the sandbox puts an empty tmpfs), as
@@ -61,19 +61,27 @@ async fn the_host_under_tmp_serves_the_demo_agent_in_the_sandbox() {
             .port();
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).expect("mkdir");
-        let mut child = tokio::process::Command::new(&bin)
-            .args(["serve", "--port", &port.to_string(), "--store", "memory"])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.path())
-            .env("AGENT_ADAPTER", "demo")
-            .env("AGENT_REPO_PATH", &work)
-            .env("AGENT_SANDBOX", "auto")
-            .env("AGENT_HOST_RATE_LIMIT", "0")
-            .kill_on_drop(true)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn agent-host");
+        // A copy just written may be held open for writing a moment longer by a child that
+        // another test thread forked meanwhile (ETXTBSY): the exec is tried until it passes.
+        let mut child = eventually("the copied agent-host starts", WAIT, async || {
+            tokio::process::Command::new(&bin)
+                .args(["serve", "--port", &port.to_string(), "--store", "memory"])
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", dir.path())
+                .env("AGENT_ADAPTER", "demo")
+                .env("AGENT_REPO_PATH", &work)
+                .env("AGENT_SANDBOX", "auto")
+                .env("AGENT_HOST_RATE_LIMIT", "0")
+                .kill_on_drop(true)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::ExecutableFileBusy => e,
+                    _ => panic!("spawn agent-host: {e}"),
+                })
+        })
+        .await;
         let base = format!("http://127.0.0.1:{port}");
         let client = reqwest::Client::new();
         answers(&format!("{base}/.well-known/agent-card.json")).await;

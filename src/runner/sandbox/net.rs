@@ -63,7 +63,7 @@ pub fn relay_executable() -> Option<PathBuf> {
         return Some(e.clone());
     }
     // Not kept while unknown: a host sets its executable before its first task.
-    let real = std::fs::canonicalize(super::setup::helper()?).ok()?;
+    let real = std::fs::canonicalize(super::setup::own_executable()?).ok()?;
     if real.to_string_lossy().ends_with(" (deleted)") {
         return None;
     }

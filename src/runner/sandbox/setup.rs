@@ -272,16 +272,44 @@ pub fn use_helper(executable: PathBuf) {
     let _ = HELPER.set(executable);
 }
 
-/// Starts programs through this executable's setup mode (the `agent-host` binary calls it).
-/// On Linux `/proc/self/exe`: the file this process runs, even after an upgrade replaced
-/// the one at its path.
+/// The small executable that offers only the setup mode (`src/bin/exec.rs`), looked for
+/// beside the host's own.
+pub const SMALL_HELPER: &str = "agent-host-exec";
+
+static OWN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Starts programs through a setup mode from now on (the `agent-host` binary calls it): of
+/// [`SMALL_HELPER`] when it lies beside this executable (its exec costs a fraction of this
+/// one's), else of this executable, which is also kept as the host's own
+/// ([`own_executable`]). On Linux the own one is `/proc/self/exe`: the file this process
+/// runs, even after an upgrade replaced the one at its path.
 pub fn use_own_executable() {
     let own = PathBuf::from("/proc/self/exe");
-    if own.exists() {
-        use_helper(own);
+    let own = if own.exists() {
+        own
     } else if let Ok(exe) = std::env::current_exe() {
-        use_helper(exe);
-    }
+        exe
+    } else {
+        return;
+    };
+    let _ = OWN.set(own.clone());
+    let small = std::env::current_exe()
+        .ok()
+        .and_then(|e| std::fs::canonicalize(e).ok())
+        .and_then(|e| Some(e.parent()?.join(SMALL_HELPER)))
+        .filter(|p| is_executable(p));
+    use_helper(small.unwrap_or(own));
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The host's own executable, when it said which ([`use_own_executable`]): what runs the
+/// hidden modes other than the setup (the egress relay).
+pub fn own_executable() -> Option<&'static Path> {
+    OWN.get().map(PathBuf::as_path)
 }
 
 /// The executable that offers the setup mode, if one was given.
