@@ -133,7 +133,19 @@ fn open_workspaces(
     let mut config = config.clone();
     config.dir = None;
     config.mode = Some(mode);
-    let all = crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
+    let mut all =
+        crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
+    // With `sandbox_user` on a root host the agent runs as that user: its workspace is its.
+    let sandboxed = settings.sandbox.mode != Some(crate::runner::sandbox::Mode::Off);
+    if let Some(u) = settings
+        .sandbox
+        .user
+        .as_deref()
+        .filter(|_| sandboxed && nix::unistd::geteuid().is_root())
+        .and_then(crate::runner::sandbox::RunAs::lookup)
+    {
+        all = all.owned_by(u.uid, u.gid);
+    }
     tracing::info!(adapter = %adapter_id, dir = %all.root().display(), mode = ?mode, "workspaces");
     let all = Arc::new(all);
     crate::server::metrics::watch_workspaces(&all);

@@ -77,6 +77,10 @@ pub(crate) struct Git {
     /// An index other than the repository's own.
     index: Option<PathBuf>,
     env: Vec<(String, String)>,
+    /// The user (uid, gid) git runs as: the workspace's owner, when the host (root) gave it
+    /// to the user its agents run as (`sandbox_user`), so that what git writes there stays
+    /// the agent's to write.
+    user: Option<(u32, u32)>,
 }
 
 impl Git {
@@ -88,6 +92,7 @@ impl Git {
             filters: Vec::new(),
             index: None,
             env: Vec::new(),
+            user: None,
         }
     }
 
@@ -100,6 +105,7 @@ impl Git {
             filters: Vec::new(),
             index: None,
             env: Vec::new(),
+            user: owner_of(checkout),
         };
         git.check_contained()?;
         git.filters = git.own_filters()?;
@@ -115,6 +121,7 @@ impl Git {
             filters: Vec::new(),
             index: None,
             env: Vec::new(),
+            user: owner_of(checkout),
         };
         git.check_contained()?;
         Ok(git)
@@ -232,6 +239,25 @@ impl Git {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        if let Some((uid, gid)) = self.user {
+            // The standard library forks (rather than `posix_spawn`s) to change the user: a
+            // cost at a turn's end of a sandbox user's workspace only.
+            use std::os::unix::process::CommandExt;
+            // The host's home and configuration are not that user's to read (git stops at
+            // a configuration file it may not read): none, and a home in the workspace's
+            // folder, which holds no configuration.
+            let home = self
+                .workspace
+                .as_deref()
+                .and_then(Path::parent)
+                .unwrap_or(&self.dir);
+            cmd.uid(uid)
+                .gid(gid)
+                .current_dir(&self.dir)
+                .env("HOME", home)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env_remove("XDG_CONFIG_HOME");
+        }
         cmd.arg("-C").arg(&self.dir);
         for c in PINNED
             .iter()
@@ -346,6 +372,18 @@ impl Git {
         }
         Ok((buf, false))
     }
+}
+
+/// The owner of the workspace's `.git` when the host runs as root and gave the workspace to
+/// another user (the agent, which runs as that user, cannot give it away again).
+fn owner_of(checkout: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid();
+    if !me.is_root() {
+        return None;
+    }
+    let m = std::fs::symlink_metadata(checkout.join(".git")).ok()?;
+    (m.uid() != me.as_raw()).then(|| (m.uid(), m.gid()))
 }
 
 fn describe(args: &[std::ffi::OsString]) -> String {

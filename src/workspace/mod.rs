@@ -180,6 +180,9 @@ pub struct Workspaces {
     measured: std::sync::atomic::AtomicBool,
     /// The adapter whose workspaces these are (the metrics' label).
     adapter: String,
+    /// The user (uid, gid) the agents run as when it is not the host's (`sandbox_user`):
+    /// each workspace is given to it when made.
+    owner: Option<(u32, u32)>,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -214,8 +217,25 @@ impl Workspaces {
             sizes: Mutex::new(std::collections::HashMap::new()),
             measured: std::sync::atomic::AtomicBool::new(false),
             adapter: String::new(),
+            owner: None,
             _temp: temp,
         })
+    }
+
+    /// Gives each workspace made from now on (its checkout and the host's scratch folder) to
+    /// the user `uid`, `gid` the agents run as; the host's git then runs in it as that user,
+    /// so that nothing it writes there becomes the host's. The folder of the workspaces
+    /// becomes passable by others (mode 0711: not listable), so that the user reaches its
+    /// own; the folders above it must be passable too.
+    pub fn owned_by(mut self, uid: u32, gid: u32) -> Workspaces {
+        use std::os::unix::fs::PermissionsExt;
+        self.owner = Some((uid, gid));
+        if let Err(e) = std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o711))
+        {
+            tracing::warn!(dir = %self.root.display(), error = %e,
+                "cannot let the sandbox user pass the workspaces' folder");
+        }
+        self
     }
 
     /// Names the adapter whose workspaces these are, in the metrics.
@@ -428,7 +448,16 @@ impl Workspaces {
         git.output(["remote", "remove", "origin"])?;
         git.with_config(&[changes::SKIP_HASH])
             .output(["checkout", "--quiet", "-b", branch, commit])?;
-        exclude_host_files(&checkout)
+        exclude_host_files(&checkout)?;
+        // The checkout and the host's scratch folder (its temporary indexes, written by git
+        // as the user); the workspace's own folder and record stay the host's.
+        match self.owner {
+            Some((uid, gid)) => {
+                give_all(&checkout, uid, gid)?;
+                give_all(&tmp.join("scratch"), uid, gid)
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -811,6 +840,23 @@ fn resolve_base(source: &Path, base_ref: Option<&str>) -> Result<(String, String
         return Err(bad());
     }
     Ok((name.to_string(), commit))
+}
+
+/// Gives `dir` and everything under it (links themselves, not followed) to `uid`, `gid`.
+fn give_all(dir: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        std::os::unix::fs::lchown(&d, Some(uid), Some(gid)).map_err(io(&d))?;
+        for e in std::fs::read_dir(&d).map_err(io(&d))? {
+            let e = e.map_err(io(&d))?;
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(path),
+                _ => std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).map_err(io(&path))?,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of the files under `dir` (links not followed).

@@ -44,9 +44,14 @@ struct Host {
 
 impl Host {
     async fn start(extra: &[(&str, &str)]) -> Host {
+        Host::start_in(Path::new(env!("CARGO_TARGET_TMPDIR")), extra).await
+    }
+
+    /// [`Host::start`] with its folders in `parent`.
+    async fn start_in(parent: &Path, extra: &[(&str, &str)]) -> Host {
         let root = tempfile::Builder::new()
             .prefix("workspaces-test")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(parent)
             .expect("tempdir");
         let r = root.path();
         for d in ["work/sub", "data", "home"] {
@@ -970,6 +975,136 @@ async fn an_adapter_chooses_its_workspace_unless_the_host_does() {
             !h.work().join("own-s2.txt").exists(),
             "the source is unchanged"
         );
+        h.stop().await;
+    })
+    .await;
+}
+
+/// Whether every folder from `/` to `dir` lets other users through (`o+x`).
+fn passable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors()
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
+/// The entries under `dir` not owned by `uid` (the first few).
+fn not_owned_by(dir: &Path, uid: u32) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let m = e.metadata().expect("metadata");
+            if m.uid() != uid && found.len() < 5 {
+                found.push(e.path());
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    found
+}
+
+/// With `sandbox_user` the workspace is the user's: its agent commits in it on every turn
+/// (also after the host committed a turn for it), the host takes each turn's change and
+/// commits as that user (nothing in the checkout becomes root's), and `git fetch` brings the
+/// branch back.
+#[tokio::test]
+async fn a_sandbox_users_workspace_is_its_own() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but not root: sandbox_user needs a root host"
+        );
+        eprintln!("\n*** SKIPPED: sandbox_user needs a host running as root ***\n");
+        return;
+    }
+    if !super::sandbox::sandbox_available() {
+        return;
+    }
+    limit_to(Duration::from_secs(120), async {
+        // As an operator would: the folders on the way passable by the user (a clone under
+        // /root is not: the system's temporary folder then).
+        let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let parent = if passable_by_others(scratch) {
+            scratch.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("workspaces-user")
+            .tempdir_in(&parent)
+            .expect("tempdir");
+        let workspaces = dir.path().join("workspaces");
+        let h = Host::start_in(
+            dir.path(),
+            &[
+                ("AGENT_SANDBOX_USER", "nobody"),
+                ("AGENT_HOST_WORKSPACE_DIR", workspaces.to_str().unwrap()),
+            ],
+        )
+        .await;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for d in [dir.path(), h.root.path()] {
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let ctx = "c0ffee00-0000-4000-8000-00000000005a";
+        let said = |t: &Value| {
+            t["history"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(t["artifacts"].as_array().into_iter().flatten())
+                .map(|m| m.to_string())
+                .collect::<String>()
+        };
+        let one = h.run("commit one", ctx, json!({})).await;
+        assert!(said(&one).contains("uid=65534 commit=ok"), "{}", said(&one));
+        let two = h.run("edit two", ctx, json!({})).await;
+        let (data, _) = changes_of(&two);
+        assert!(
+            data["committed"].is_string(),
+            "the host committed turn 2: {data}"
+        );
+        let three = h.run("commit three", ctx, json!({})).await;
+        assert!(
+            said(&three).contains("uid=65534 commit=ok"),
+            "{}",
+            said(&three)
+        );
+        let (data, patch) = changes_of(&three);
+        let files: Vec<String> = paths(&data).into_iter().map(|(p, _)| p).collect();
+        for f in ["own-one.txt", "own-three.txt", "own-two.txt", "shared.txt"] {
+            assert!(files.contains(&f.to_string()), "{f} in {files:?}");
+        }
+        assert!(!patch.is_empty());
+        let checkout = std::fs::read_dir(&workspaces)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("repo"))
+            .find(|p| p.is_dir())
+            .expect("the workspace's checkout");
+        let foreign = not_owned_by(&checkout, 65534);
+        assert!(foreign.is_empty(), "not the user's: {foreign:?}");
+
+        let into = dir.path().join("fetched");
+        git(dir.path(), &["init", "-q", into.to_str().unwrap()]);
+        let branch = format!("agent-host/{}", &ctx[..8]);
+        let out = git_client(
+            &into,
+            Some(OWNER),
+            &["fetch", &format!("{}/git/{ctx}", h.base), &branch],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = git(&into, &["log", "--format=%s", "FETCH_HEAD"]);
+        assert!(log.starts_with("three"), "{log}");
         h.stop().await;
     })
     .await;
