@@ -199,6 +199,18 @@ def first_bytes(work, network, model_port, how):
     return [float(b) - float(a) for a, b in pairs]
 
 
+def ms(s):
+    return f"{s * 1000:.2f} ms"
+
+
+def start_rows(xs, ys, cx, cy):
+    """The start's p50 and p99 and the host CPU per start of two series, and their difference."""
+    for p in (50, 99):
+        a, b = pct(xs, p), pct(ys, p)
+        print(f"| task start, send to first output frame, p{p} | {ms(a)} | {ms(b)} | {ms(b - a)} |")
+    print(f"| host CPU per task start | {ms(cx)} | {ms(cy)} | {ms(cy - cx)} |")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="agent-host-egress-bench.", dir=os.environ.get("BENCH_WORK"))
     for d in ("home", "work"):
@@ -207,7 +219,6 @@ def main():
         f.write(AGENT)
     os.chmod(os.path.join(work, "work", "curl-agent.sh"), 0o755)
     model_port = model_server()
-    ms = lambda s: f"{s * 1000:.2f} ms"
     # The two modes alternate, ROUNDS times (a fresh host each), so that a machine whose load
     # changes during the run weighs on both alike.
     s_open, s_proxy, c_open, c_proxy, s_off, c_off = [], [], [], [], [], []
@@ -232,17 +243,11 @@ def main():
     # The sandbox's own price (issue 38: the default sandbox against none) in the same run.
     print(f"| task start ({len(s_off)} starts each; {ROUNDS} rounds alternating) | no sandbox | sandbox, `open` | sandbox − none |")
     print("|---|---|---|---|")
-    for p in (50, 99):
-        a, b = pct(s_off, p), pct(s_open, p)
-        print(f"| send to first output frame, p{p} | {ms(a)} | {ms(b)} | {ms(b - a)} |")
-    print(f"| host CPU per task start | {ms(c_off)} | {ms(c_open)} | {ms(c_open - c_off)} |")
+    start_rows(s_off, s_open, c_off, c_open)
     print()
     print(f"| measure ({len(s_open)} + {len(s_proxy)} task starts, {len(direct)} requests each way; {ROUNDS} rounds alternating) | open | proxy | proxy − open |")
     print("|---|---|---|---|")
-    for p in (50, 99):
-        a, b = pct(s_open, p), pct(s_proxy, p)
-        print(f"| task start, send to first output frame, p{p} | {ms(a)} | {ms(b)} | {ms(b - a)} |")
-    print(f"| host CPU per task start | {ms(c_open)} | {ms(c_proxy)} | {ms(c_proxy - c_open)} |")
+    start_rows(s_open, s_proxy, c_open, c_proxy)
     for p in (50, 99):
         a, b, c = pct(direct, p), pct(relay, p), pct(port, p)
         print(f"| model request first byte p{p}: via loopback relay | {ms(a)} | {ms(b)} | {ms(b - a)} |")
