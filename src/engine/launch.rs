@@ -418,6 +418,7 @@ pub fn mount_workspace(
             root: all.root().to_path_buf(),
             checkout: ws.checkout(),
             borrowed: Some(ws.source_git.join("objects")),
+            source: Some(ws.source.clone()),
         });
     }
 }

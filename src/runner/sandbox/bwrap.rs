@@ -114,6 +114,24 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
         }
     }
     if let Some(ws) = &policy.workspace {
+        // A source under a folder the sandbox empties: read-only, what is hidden in it hidden
+        // again (the workspaces' folder just below).
+        let emptied = |p: &Path| {
+            ["/tmp", "/run", "/var/run"]
+                .iter()
+                .any(|t| p.starts_with(t))
+                || policy.hide.iter().any(|h| p.starts_with(h))
+        };
+        if let Some(src) = ws.source.as_deref().filter(|s| s.is_dir() && emptied(s)) {
+            push(&["--ro-bind", &text(src), &text(src)]);
+            for h in policy.hide.iter().filter(|h| h.starts_with(src)) {
+                if h.is_dir() {
+                    push(&["--tmpfs", &text(h)]);
+                } else if h.exists() {
+                    push(&["--ro-bind", "/dev/null", &text(h)]);
+                }
+            }
+        }
         push(&["--tmpfs", &text(&ws.root)]);
         push(&["--bind", &text(&ws.checkout), &text(&ws.checkout)]);
         if let Some(objects) = ws.borrowed.as_deref().filter(|o| o.is_dir()) {
@@ -245,6 +263,7 @@ mod tests {
             reveal: vec![own.clone()],
             workspace: Some(crate::runner::sandbox::WorkspaceMount {
                 borrowed: Some(objects.clone()),
+                source: Some(dir.path().join("data/src")),
                 root: root.clone(),
                 checkout: mine.clone(),
             }),
@@ -269,5 +288,10 @@ mod tests {
             .any(|w| w[0] == "--bind" && w[1] == text(&objects)));
         assert!(op("--tmpfs", &attachments) < op("--bind", &own));
         assert!(!a.iter().any(|x| x.contains("bbb")));
+        // The source, hidden with the data folder, shown read-only before the workspaces'
+        // folder is emptied (nothing writable where the agent looks for it).
+        let src = dir.path().join("data/src");
+        assert!(op("--tmpfs", &dir.path().join("data")) < op("--ro-bind", &src));
+        assert!(op("--ro-bind", &src) < op("--tmpfs", &root));
     }
 }

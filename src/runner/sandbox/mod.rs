@@ -232,6 +232,10 @@ pub struct WorkspaceMount {
     /// shown read-only, also where the sandbox would hide them (a repository under `/tmp`),
     /// or git in the checkout finds no object of the base.
     pub borrowed: Option<PathBuf>,
+    /// The source repository's top folder: shown read-only where the sandbox would hide it
+    /// (under `/tmp`), as it is seen everywhere else, so that the agent finds it read-only
+    /// rather than as empty folders of its private `/tmp` it could write.
+    pub source: Option<PathBuf>,
 }
 
 /// What this machine offers, probed once per host.
