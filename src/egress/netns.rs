@@ -146,21 +146,30 @@ pub fn take(listen: u16, forward: &[SocketAddr]) -> Option<Namespace> {
     Some(ns)
 }
 
-/// Makes the next namespace for `forward` in the background, unless one is ready.
+/// Whether a thread is making a namespace ahead (for any set of forwarded addresses): a
+/// burst of starts that found none ready makes one more, not one each.
+static MAKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the next namespace for `forward` in the background, unless one is being made.
 fn make_ahead(listen: u16, forward: Vec<SocketAddr>) {
+    use std::sync::atomic::Ordering;
+    if MAKING.swap(true, Ordering::AcqRel) {
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("netns".into())
         .spawn(move || {
-            let Ok(ns) = make_here(listen, &forward) else {
-                return;
-            };
-            let mut ready = READY.lock().unwrap_or_else(|p| p.into_inner());
-            ready
-                .get_or_insert_with(HashMap::new)
-                .entry(forward)
-                .or_insert(ns);
+            if let Ok(ns) = make_here(listen, &forward) {
+                let mut ready = READY.lock().unwrap_or_else(|p| p.into_inner());
+                ready
+                    .get_or_insert_with(HashMap::new)
+                    .entry(forward)
+                    .or_insert(ns);
+            }
+            MAKING.store(false, Ordering::Release);
         });
     if let Err(e) = spawned {
+        MAKING.store(false, Ordering::Release);
         tracing::debug!(error = %e, "cannot start a thread to make a network namespace ahead");
     }
 }
