@@ -1,6 +1,8 @@
 //! Following a task's event log: replay, then live.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
 use tokio::sync::watch;
@@ -8,7 +10,7 @@ use tokio::sync::watch;
 use super::{lock, Engine, Inner, Owner};
 use crate::protocol::A2AError;
 use crate::store::Snapshot;
-use crate::store::TaskStore;
+use crate::store::{StoreError, TaskStore};
 use crate::task::LoggedEvent;
 
 /// A task's events from a position on: replays the log, then follows it live. Ends after a
@@ -32,7 +34,23 @@ pub struct EventStream {
     pub(super) settled: bool,
     /// Counts the stream among the task's subscribers while it lives.
     pub(super) _slot: Option<SubscriberSlot>,
+    /// The read of the log under way, kept across a cancelled [`EventStream::next`] (see
+    /// [`InFlight`]).
+    pub(super) reading: Option<InFlight<Result<Vec<Arc<LoggedEvent>>, StoreError>>>,
+    /// The check whether a task another host writes has ended, kept likewise.
+    pub(super) checking: Option<InFlight<bool>>,
+    /// When the log of a task another host writes is read again without a wake-up: fixed
+    /// when the wait starts, so that a cancelled wait does not start the period over.
+    pub(super) poll_at: Option<tokio::time::Instant>,
 }
+
+/// A store read that outlives the `next()` call that started it. Callers race `next()`
+/// against other work (an SSE response against its keep-alive timer, every 200 ms in the
+/// tests): a read dropped unfinished was started again from scratch by the next call, so a
+/// read slower than the keep-alive (a task with lines of 15 MB, read back on a busy machine)
+/// never finished and the stream stood still, reading and dropping the same events forever.
+/// Kept here, the next call goes on waiting for the same read.
+pub(super) type InFlight<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// One of a task's subscriber slots; freed when dropped.
 pub(super) struct SubscriberSlot {
@@ -67,11 +85,13 @@ impl EventStream {
                 self.settled = e.event.ends_stream();
                 return Some(e);
             }
-            match self
-                .store
-                .events_after(&self.task_id, self.cursor, 512)
-                .await
-            {
+            let read = self.reading.get_or_insert_with(|| {
+                let (store, id, after) = (self.store.clone(), self.task_id.clone(), self.cursor);
+                Box::pin(async move { store.events_after(&id, after, 512).await })
+            });
+            let got = read.as_mut().await;
+            self.reading = None;
+            match got {
                 Ok(evs) if !evs.is_empty() => {
                     self.buf.extend(evs);
                     continue;
@@ -101,11 +121,17 @@ impl EventStream {
                     }
                 }
                 (Some(rx), Some(every)) => {
-                    if tokio::time::timeout(every, rx.changed()).await.is_err()
-                        && self.ended_elsewhere().await
-                    {
+                    let at = *self
+                        .poll_at
+                        .get_or_insert_with(|| tokio::time::Instant::now() + every);
+                    let woken = tokio::time::timeout_at(at, rx.changed()).await.is_ok();
+                    if woken {
+                        self.poll_at = None;
+                    } else if self.ended_elsewhere().await {
                         self.done = true;
                         return None;
+                    } else {
+                        self.poll_at = None;
                     }
                 }
                 (None, _) => return None,
@@ -115,12 +141,22 @@ impl EventStream {
 
     /// Whether a task another host writes has ended (or is gone) with nothing after the
     /// cursor: a log whose last event is not a settled state, which no wake-up will follow.
-    async fn ended_elsewhere(&self) -> bool {
-        match self.store.get(&self.task_id).await {
-            Ok(Some(snap)) => snap.task.status.state.is_terminal() && snap.last_seq <= self.cursor,
-            Ok(None) => true,
-            Err(_) => false,
-        }
+    async fn ended_elsewhere(&mut self) -> bool {
+        let check = self.checking.get_or_insert_with(|| {
+            let (store, id, cursor) = (self.store.clone(), self.task_id.clone(), self.cursor);
+            Box::pin(async move {
+                match store.get(&id).await {
+                    Ok(Some(snap)) => {
+                        snap.task.status.state.is_terminal() && snap.last_seq <= cursor
+                    }
+                    Ok(None) => true,
+                    Err(_) => false,
+                }
+            })
+        });
+        let ended = check.as_mut().await;
+        self.checking = None;
+        ended
     }
 
     /// Whether another stream (or a waiting request) follows the same live task on this
@@ -198,6 +234,9 @@ impl Engine {
             done: false,
             settled: false,
             _slot: None,
+            reading: None,
+            checking: None,
+            poll_at: None,
         }
     }
 

@@ -37,6 +37,7 @@ async fn lines_waiting_in_the_pipe_at_exit_are_all_stored_however_slow_the_store
         inner: MemoryStore::new(),
         full: AtomicBool::new(false),
         delay: Duration::from_millis(50),
+        read_delay: Duration::ZERO,
     });
     let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
     let (e, mut scripts) = engine_on(
@@ -71,6 +72,7 @@ async fn lines_read_after_the_host_was_not_running_are_still_delivered() {
         inner: MemoryStore::new(),
         full: AtomicBool::new(false),
         delay: Duration::ZERO,
+        read_delay: Duration::ZERO,
     });
     let (e, mut scripts) = engine_on(
         store.clone(),

@@ -9,11 +9,13 @@ use crate::task::{LoggedEvent, TaskEvent};
 use super::*;
 
 /// A memory store standing for a disk: its appends fail while `full` is set, like a database
-/// on a full disk, and each takes `delay` first, like one on a slow disk.
+/// on a full disk, and each takes `delay` first, like one on a slow disk; each read of a
+/// task or its events takes `read_delay`, like a task of very long lines read back.
 pub(super) struct Disk {
     pub(super) inner: MemoryStore,
     pub(super) full: AtomicBool,
     pub(super) delay: Duration,
+    pub(super) read_delay: Duration,
 }
 
 fn disk_full() -> StoreError {
@@ -42,6 +44,9 @@ impl TaskStore for Disk {
         self.inner.append(task_id, events).await
     }
     async fn get(&self, task_id: &str) -> Result<Option<Snapshot>, StoreError> {
+        if !self.read_delay.is_zero() {
+            tokio::time::sleep(self.read_delay).await;
+        }
         self.inner.get(task_id).await
     }
     async fn events_after(
@@ -50,6 +55,9 @@ impl TaskStore for Disk {
         after: u64,
         limit: usize,
     ) -> Result<Vec<Arc<LoggedEvent>>, StoreError> {
+        if !self.read_delay.is_zero() {
+            tokio::time::sleep(self.read_delay).await;
+        }
         self.inner.events_after(task_id, after, limit).await
     }
     async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {
@@ -87,6 +95,7 @@ async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
         inner: MemoryStore::new(),
         full: AtomicBool::new(false),
         delay: Duration::ZERO,
+        read_delay: Duration::ZERO,
     });
     let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
     let (e, mut scripts) = engine_on(
@@ -137,4 +146,58 @@ async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
         TaskState::Completed
     );
     assert_eq!(e.store_failure(), None);
+}
+
+/// A stream raced against a timer that fires more often than the store answers (an SSE
+/// response against its keep-alive, every 200 ms in the tests, while a task of 15 MB lines is
+/// read back on a busy machine): each read goes on across the cancelled calls, so the
+/// stream still reaches the task's end, and the store is read once per batch, not once per
+/// tick.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_reads_outlast_its_keep_alive_still_reaches_the_end() {
+    let store = Arc::new(Disk {
+        inner: MemoryStore::new(),
+        full: AtomicBool::new(false),
+        delay: Duration::ZERO,
+        read_delay: Duration::from_millis(300),
+    });
+    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    let (e, mut scripts) = engine_on(
+        store.clone(),
+        launch_of(adapter, HARD, IDLE),
+        EngineConfig::default(),
+    );
+    let (task, mut script) = start(&e, &mut scripts).await;
+    script.emit(json!({"type": "text", "text": "long line", "delta": true}));
+    script.emit(json!({"type": "done", "result": "ok", "is_error": false}));
+    script.exit(0);
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+
+    let mut stream = e.subscribe(&task, 0, None).await.unwrap();
+    let (mut events, mut ticks) = (Vec::new(), 0);
+    let followed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            tokio::select! {
+                ev = stream.next() => match ev {
+                    Some(ev) => events.push(ev),
+                    None => break,
+                },
+                () = tokio::time::sleep(Duration::from_millis(50)) => ticks += 1,
+            }
+        }
+    })
+    .await;
+    assert!(
+        followed.is_ok(),
+        "the stream stood still: {} events in 60 s, {ticks} keep-alive ticks",
+        events.len()
+    );
+    let last = events.last().expect("events");
+    assert!(last.event.ends_stream(), "{:?}", last.event);
+    assert_eq!(
+        last.seq, snap.last_seq,
+        "the stream reached the task's last event"
+    );
+    assert!(ticks > 0, "the timer fired while reads were under way");
 }
