@@ -764,7 +764,7 @@ fn read_record(dir: &Path) -> Result<Option<Workspace>, WorkspaceError> {
 
 /// The top folder of the git repository `dir` is in (its worktree), or `None` outside one.
 fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
-    if !dir.is_dir() {
+    if !dir.is_dir() || !may_be_in_work_tree(dir) {
         return Ok(None);
     }
     let git = Git::trusted(dir);
@@ -785,6 +785,17 @@ fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
     }
     let top = PathBuf::from(top);
     Ok(Some(std::fs::canonicalize(&top).unwrap_or(top)))
+}
+
+/// Whether `dir` or a folder above it has a `.git` entry (a folder, or a file naming one):
+/// git finds a work tree only then (the host's own `GIT_*` variables are not passed on), so
+/// outside any repository no git process is started, where one ran at every task's start
+/// (about 1.5 ms of CPU). A relative `dir` is left to git.
+fn may_be_in_work_tree(dir: &Path) -> bool {
+    !dir.is_absolute()
+        || dir
+            .ancestors()
+            .any(|d| d.join(".git").symlink_metadata().is_ok())
 }
 
 /// True when git ignores the folder it runs in.

@@ -553,3 +553,19 @@ fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies
     let tree = applied_tree(&src, &ws.base_commit, &ch.patch, t.path());
     assert!(!tree.is_empty());
 }
+
+#[test]
+fn git_is_asked_only_below_a_dot_git_entry() {
+    let t = tempfile::tempdir().unwrap();
+    let deep = t.path().join("a/b");
+    std::fs::create_dir_all(&deep).unwrap();
+    // No `.git` anywhere above a fresh temporary folder: no git process, shared.
+    assert!(!may_be_in_work_tree(&deep));
+    // A linked worktree's `.git` is a file naming its git folder.
+    std::fs::write(t.path().join("a/.git"), "gitdir: /elsewhere\n").unwrap();
+    assert!(may_be_in_work_tree(&deep));
+    std::fs::remove_file(t.path().join("a/.git")).unwrap();
+    git(t.path(), &["init", "-q"]);
+    assert!(may_be_in_work_tree(&deep));
+    assert!(may_be_in_work_tree(Path::new("relative/left/to/git")));
+}
