@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
-use reqwest013::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -106,7 +106,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The host side of the bridge.
 struct Host {
-    http: reqwest013::Client,
+    http: reqwest::Client,
     url: String,
     credentials: HeaderMap,
     /// The protocol version `initialize` agreed on, sent with every later request.
@@ -129,10 +129,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
     let url = endpoint(&args.url)?;
     let credentials = credentials(&args)?;
-    // reqwest 0.13 is built without a default crypto provider: ring, like the rest of the
-    // binary. Installing fails only when one is installed already, which is as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest013::Client::builder()
+    let http = reqwest::Client::builder()
         .build()
         .map_err(|e| BridgeError::Usage(format!("HTTP client: {e}")))?;
     let (out, out_rx) = mpsc::unbounded_channel();
@@ -271,7 +268,7 @@ impl Host {
     }
 
     /// Passes on each message of an answer sent as server-sent events.
-    async fn pass_events(&self, mut resp: reqwest013::Response, initialize: bool) {
+    async fn pass_events(&self, mut resp: reqwest::Response, initialize: bool) {
         let mut parser = SseParser::new();
         let mut notified = false;
         while let Ok(Some(chunk)) = resp.chunk().await {
@@ -297,7 +294,7 @@ impl Host {
     /// becomes one for the request it answers.
     fn pass_body(
         &self,
-        status: reqwest013::StatusCode,
+        status: reqwest::StatusCode,
         body: &[u8],
         id: Option<&Value>,
         initialize: bool,
