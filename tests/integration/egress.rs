@@ -323,6 +323,9 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
             let prompt = format!("egress {} {} {name}", host.port, net.remote);
             let task = host.run(&prompt).await;
             let text = text_of(&task);
+            // Each round's probes on one line, for the log (`--nocapture`).
+            let seen: Vec<&str> = text.split_whitespace().filter(|w| w.contains('=')).collect();
+            eprintln!("[sandbox={mode} network={network:?} disable={disable:?}] {}", seen.join(" "));
             let metrics = host.metrics().await;
             host.stop().await;
             assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{mode} {disable}: {task}");

@@ -2,8 +2,6 @@
 //! order, however long storing it takes (the bench's "lost" events under load: a turn used
 //! to stop reading 500 ms after the exit, dropping what was still waiting in the pipe).
 
-use std::sync::atomic::AtomicBool;
-
 use crate::protocol::v1::StreamResponse;
 use crate::store::TaskStore;
 use crate::task::TaskEvent;
@@ -33,18 +31,7 @@ async fn texts(store: &Disk, task: &str) -> Vec<String> {
 async fn lines_waiting_in_the_pipe_at_exit_are_all_stored_however_slow_the_store() {
     // Each append takes 50 ms: the 200 lines left in the pipe take 10 s to store, twenty
     // times the quiet wait after the exit.
-    let store = Arc::new(Disk {
-        inner: MemoryStore::new(),
-        full: AtomicBool::new(false),
-        delay: Duration::from_millis(50),
-        read_delay: Duration::ZERO,
-    });
-    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
-    let (e, mut scripts) = engine_on(
-        store.clone(),
-        launch_of(adapter, HARD, IDLE),
-        EngineConfig::default(),
-    );
+    let (store, e, mut scripts) = Disk::engine(Duration::from_millis(50), Duration::ZERO);
     let (task, mut script) = start(&e, &mut scripts).await;
     let want: Vec<String> = (0..200).map(|i| format!("line {i:03} ")).collect();
     for t in &want {
@@ -67,18 +54,7 @@ async fn lines_waiting_in_the_pipe_at_exit_are_all_stored_however_slow_the_store
 /// still read, since the time the host did not run is no quiet of the output.
 #[tokio::test(start_paused = true)]
 async fn lines_read_after_the_host_was_not_running_are_still_delivered() {
-    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
-    let store = Arc::new(Disk {
-        inner: MemoryStore::new(),
-        full: AtomicBool::new(false),
-        delay: Duration::ZERO,
-        read_delay: Duration::ZERO,
-    });
-    let (e, mut scripts) = engine_on(
-        store.clone(),
-        launch_of(adapter, HARD, IDLE),
-        EngineConfig::default(),
-    );
+    let (store, e, mut scripts) = Disk::engine(Duration::ZERO, Duration::ZERO);
     let (task, mut script) = start(&e, &mut scripts).await;
     let out = script.out.clone().unwrap();
     script.exit_before_its_output_is_read(0);

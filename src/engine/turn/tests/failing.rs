@@ -18,6 +18,29 @@ pub(super) struct Disk {
     pub(super) read_delay: Duration,
 }
 
+impl Disk {
+    /// An engine running the demo adapter on a disk with room whose appends take `delay`
+    /// and whose reads take `read_delay`; the disk, to fill or read.
+    pub(super) fn engine(
+        delay: Duration,
+        read_delay: Duration,
+    ) -> (Arc<Disk>, Engine, mpsc::UnboundedReceiver<Script>) {
+        let store = Arc::new(Disk {
+            inner: MemoryStore::new(),
+            full: AtomicBool::new(false),
+            delay,
+            read_delay,
+        });
+        let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+        let (e, scripts) = engine_on(
+            store.clone(),
+            launch_of(adapter, HARD, IDLE),
+            EngineConfig::default(),
+        );
+        (store, e, scripts)
+    }
+}
+
 fn disk_full() -> StoreError {
     StoreError::Io {
         path: "/data/tasks.db".into(),
@@ -91,18 +114,7 @@ impl TaskStore for Disk {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
-    let store = Arc::new(Disk {
-        inner: MemoryStore::new(),
-        full: AtomicBool::new(false),
-        delay: Duration::ZERO,
-        read_delay: Duration::ZERO,
-    });
-    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
-    let (e, mut scripts) = engine_on(
-        store.clone(),
-        launch_of(adapter, HARD, IDLE),
-        EngineConfig::default(),
-    );
+    let (store, e, mut scripts) = Disk::engine(Duration::ZERO, Duration::ZERO);
     let (task, script) = start(&e, &mut scripts).await;
     while e.get(&task, None, None).await.unwrap().status.state != TaskState::Working {
         tokio::task::yield_now().await;
@@ -155,18 +167,7 @@ async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
 /// tick.
 #[tokio::test(start_paused = true)]
 async fn a_stream_whose_reads_outlast_its_keep_alive_still_reaches_the_end() {
-    let store = Arc::new(Disk {
-        inner: MemoryStore::new(),
-        full: AtomicBool::new(false),
-        delay: Duration::ZERO,
-        read_delay: Duration::from_millis(300),
-    });
-    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
-    let (e, mut scripts) = engine_on(
-        store.clone(),
-        launch_of(adapter, HARD, IDLE),
-        EngineConfig::default(),
-    );
+    let (_disk, e, mut scripts) = Disk::engine(Duration::ZERO, Duration::from_millis(300));
     let (task, mut script) = start(&e, &mut scripts).await;
     script.emit(json!({"type": "text", "text": "long line", "delta": true}));
     script.emit(json!({"type": "done", "result": "ok", "is_error": false}));
