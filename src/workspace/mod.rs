@@ -363,23 +363,25 @@ impl Workspaces {
     ) -> Result<Workspace, WorkspaceError> {
         let (base_ref, base_commit) = resolve_base(source, base_ref)?;
         let _slot = self.reserve()?;
-        let source_git = source_git_dir(source)?;
         let tmp = self
             .root
             .join(format!(".making-{}", uuid::Uuid::new_v4().simple()));
-        // Whether the source has uncommitted changes is asked while the clone is made: both
-        // read the whole source, and side by side the second costs little more time.
-        let (dirty, made) = std::thread::scope(|s| {
-            let status = s.spawn(|| Git::trusted(source).output(["status", "--porcelain", "-z"]));
+        // Whether the source has uncommitted changes, and where its git folder is, are asked
+        // while the clone is made: side by side they cost little more time than the clone.
+        let (asked, made) = std::thread::scope(|s| {
+            let asked = s.spawn(|| {
+                let status = Git::trusted(source).output(["status", "--porcelain", "-z"])?;
+                Ok((!status.is_empty(), source_git_dir(source)?))
+            });
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
-            let dirty = status
+            let asked = asked
                 .join()
                 .unwrap_or_else(|_| Err(WorkspaceError::GitMissing("git status panicked".into())));
-            (dirty, made)
+            (asked, made)
         });
-        let made = made.and_then(|()| dirty.map(|out| !out.is_empty()));
+        let made = made.and_then(|()| asked);
         let ws = match made {
-            Ok(source_dirty) => Workspace {
+            Ok((source_dirty, source_git)) => Workspace {
                 context_id: context_id.to_string(),
                 source: source.to_path_buf(),
                 source_git,
@@ -779,12 +781,15 @@ fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
     let (Some("true"), Some(top)) = (lines.next(), lines.next()) else {
         return Ok(None);
     };
-    // A folder the repository ignores (a build folder's scratch space) is not its work.
-    if ignored(&git)? {
+    let top = PathBuf::from(top);
+    let top = std::fs::canonicalize(&top).unwrap_or(top);
+    // A folder the repository ignores (a build folder's scratch space) is not its work; the
+    // top folder itself never is, so git is not asked there.
+    let at_top = std::fs::canonicalize(dir).is_ok_and(|d| d == top);
+    if !at_top && ignored(&git)? {
         return Ok(None);
     }
-    let top = PathBuf::from(top);
-    Ok(Some(std::fs::canonicalize(&top).unwrap_or(top)))
+    Ok(Some(top))
 }
 
 /// Whether `dir` or a folder above it has a `.git` entry (a folder, or a file naming one):
