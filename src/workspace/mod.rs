@@ -379,7 +379,7 @@ impl Workspaces {
                 .unwrap_or_else(|_| Err(WorkspaceError::GitMissing("git status panicked".into())));
             (asked, made)
         });
-        let made = made.and_then(|()| asked);
+        let made = made.and(asked);
         let ws = match made {
             Ok((source_dirty, source_git)) => Workspace {
                 context_id: context_id.to_string(),
