@@ -125,14 +125,11 @@ impl EventStream {
                         .poll_at
                         .get_or_insert_with(|| tokio::time::Instant::now() + every);
                     let woken = tokio::time::timeout_at(at, rx.changed()).await.is_ok();
-                    if woken {
-                        self.poll_at = None;
-                    } else if self.ended_elsewhere().await {
+                    if !woken && self.ended_elsewhere().await {
                         self.done = true;
                         return None;
-                    } else {
-                        self.poll_at = None;
                     }
+                    self.poll_at = None;
                 }
                 (None, _) => return None,
             }

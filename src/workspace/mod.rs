@@ -374,9 +374,11 @@ impl Workspaces {
                 Ok((!status.is_empty(), source_git_dir(source)?))
             });
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
-            let asked = asked
-                .join()
-                .unwrap_or_else(|_| Err(WorkspaceError::GitMissing("git status panicked".into())));
+            let asked = asked.join().unwrap_or_else(|_| {
+                Err(WorkspaceError::GitMissing(
+                    "asking git about the source panicked".into(),
+                ))
+            });
             (asked, made)
         });
         let made = made.and(asked);

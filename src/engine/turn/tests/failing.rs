@@ -163,8 +163,7 @@ async fn a_store_that_refuses_writes_fails_the_task_and_ends_its_streams() {
 /// A stream raced against a timer that fires more often than the store answers (an SSE
 /// response against its keep-alive, every 200 ms in the tests, while a task of 15 MB lines is
 /// read back on a busy machine): each read goes on across the cancelled calls, so the
-/// stream still reaches the task's end, and the store is read once per batch, not once per
-/// tick.
+/// stream still reaches the task's end.
 #[tokio::test(start_paused = true)]
 async fn a_stream_whose_reads_outlast_its_keep_alive_still_reaches_the_end() {
     let (_disk, e, mut scripts) = Disk::engine(Duration::ZERO, Duration::from_millis(300));
