@@ -63,6 +63,16 @@ pub fn probe() -> (Option<(PathBuf, String)>, String) {
     }
 }
 
+/// Hides `h`: an empty tmpfs over a folder, `/dev/null` over a file.
+fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
+    let h = h.display().to_string();
+    if is_dir {
+        push(&["--tmpfs", &h]);
+    } else {
+        push(&["--ro-bind", "/dev/null", &h]);
+    }
+}
+
 /// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
 /// `root`: the host is root and the task stays root: it then gets its own user namespace
 /// (uid 0 mapped to itself), so its capabilities reach only what the sandbox owns: it cannot
@@ -106,12 +116,7 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
         if user.is_some_and(|u| !u.can_reach(h)) {
             continue;
         }
-        let h = text(h);
-        if meta.is_dir() {
-            push(&["--tmpfs", &h]);
-        } else {
-            push(&["--ro-bind", "/dev/null", &h]);
-        }
+        hide(&mut push, h, meta.is_dir());
     }
     if let Some(ws) = &policy.workspace {
         // A source under a folder the sandbox empties: read-only, what is hidden in it hidden
@@ -124,12 +129,12 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
         };
         if let Some(src) = ws.source.as_deref().filter(|s| s.is_dir() && emptied(s)) {
             push(&["--ro-bind", &text(src), &text(src)]);
-            for h in policy.hide.iter().filter(|h| h.starts_with(src)) {
-                if h.is_dir() {
-                    push(&["--tmpfs", &text(h)]);
-                } else if h.exists() {
-                    push(&["--ro-bind", "/dev/null", &text(h)]);
-                }
+            for h in policy
+                .hide
+                .iter()
+                .filter(|h| h.starts_with(src) && h.exists())
+            {
+                hide(&mut push, h, h.is_dir());
             }
         }
         push(&["--tmpfs", &text(&ws.root)]);
