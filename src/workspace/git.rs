@@ -112,8 +112,26 @@ impl Git {
         Ok(git)
     }
 
-    /// git in a workspace's checkout just cloned by the host, before the agent ran in it: its
-    /// configuration is the clone's own, which defines no filter to override.
+    /// git in a workspace's checkout whose own filter overrides are `filters` (as
+    /// [`Git::filter_overrides`] gave them for the configuration it has now): checked to be
+    /// contained.
+    pub(crate) fn workspace_with(
+        checkout: &Path,
+        filters: Vec<String>,
+    ) -> Result<Git, WorkspaceError> {
+        let mut git = Git::fresh_workspace(checkout)?;
+        git.filters = filters;
+        Ok(git)
+    }
+
+    /// The `-c` overrides of this git (of the repository's own filters, from
+    /// [`Git::workspace`]).
+    pub(crate) fn filter_overrides(&self) -> &[String] {
+        &self.filters
+    }
+
+    /// git in a workspace's checkout just made by the host, before the agent ran in it: its
+    /// configuration is the host's template's, which defines no filter to override.
     pub(crate) fn fresh_workspace(checkout: &Path) -> Result<Git, WorkspaceError> {
         let git = Git {
             dir: checkout.to_path_buf(),

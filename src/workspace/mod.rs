@@ -40,8 +40,10 @@
 mod changes;
 mod git;
 pub mod local;
+mod make;
 pub mod serve;
 pub mod settings;
+mod source;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +57,7 @@ pub use changes::Changes;
 pub use settings::{CommitMode, WorkspaceConfig, WorkspaceMode};
 
 use git::Git;
+use source::Source;
 
 /// Why a workspace could not be made or used.
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +186,11 @@ pub struct Workspaces {
     /// The user (uid, gid) the agents run as when it is not the host's (`sandbox_user`):
     /// each workspace is given to it when made.
     owner: Option<(u32, u32)>,
+    /// The overrides of each workspace's own filters ([`Workspaces::git`]), by checkout,
+    /// with the configuration text they were read from.
+    filters: Mutex<std::collections::HashMap<PathBuf, KnownFilters>>,
+    /// The template of the workspaces' `git init`, once made ([`make`]).
+    template: Mutex<Option<PathBuf>>,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -218,6 +226,8 @@ impl Workspaces {
             measured: std::sync::atomic::AtomicBool::new(false),
             adapter: String::new(),
             owner: None,
+            filters: Mutex::new(std::collections::HashMap::new()),
+            template: Mutex::new(None),
             _temp: temp,
         })
     }
@@ -305,7 +315,7 @@ impl Workspaces {
         if let Some(ws) = self.get(context_id)? {
             return Ok(Some(ws));
         }
-        let Some(source) = source_top(dir)? else {
+        let Some(source) = Source::find(dir, base_ref)? else {
             return match self.mode() {
                 WorkspaceMode::Isolated => Err(WorkspaceError::NotARepository {
                     dir: dir.to_path_buf(),
@@ -332,8 +342,8 @@ impl Workspaces {
         if self.mode() == WorkspaceMode::Shared {
             return Ok(());
         }
-        match source_top(dir)? {
-            Some(source) => match resolve_base(&source, base_ref) {
+        match Source::find(dir, base_ref)? {
+            Some(source) => match source.base(base_ref) {
                 Err(WorkspaceError::NoCommits { .. })
                     if self.mode() == WorkspaceMode::Auto && base_ref.is_none() =>
                 {
@@ -354,24 +364,24 @@ impl Workspaces {
         read_record(&dir)
     }
 
-    /// Makes the context's workspace from the repository at `source` (its top folder).
+    /// Makes the context's workspace from the repository `source`.
     fn create(
         &self,
         context_id: &str,
-        source: &Path,
+        source: &Source,
         base_ref: Option<&str>,
     ) -> Result<Workspace, WorkspaceError> {
-        let (base_ref, base_commit) = resolve_base(source, base_ref)?;
+        let (base_ref, base_commit) = source.base(base_ref)?;
         let _slot = self.reserve()?;
         let tmp = self
             .root
             .join(format!(".making-{}", uuid::Uuid::new_v4().simple()));
-        // Whether the source has uncommitted changes, and where its git folder is, are asked
-        // while the clone is made: side by side they cost little more time than the clone.
+        // Whether the source has uncommitted changes is asked while the checkout is made:
+        // side by side they cost little more time than the checkout.
         let (asked, made) = std::thread::scope(|s| {
             let asked = s.spawn(|| {
-                let status = Git::trusted(source).output(["status", "--porcelain", "-z"])?;
-                Ok((!status.is_empty(), source_git_dir(source)?))
+                let status = Git::trusted(&source.top).output(["status", "--porcelain", "-z"])?;
+                Ok(!status.is_empty())
             });
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
             let asked = asked.join().unwrap_or_else(|_| {
@@ -383,10 +393,10 @@ impl Workspaces {
         });
         let made = made.and(asked);
         let ws = match made {
-            Ok((source_dirty, source_git)) => Workspace {
+            Ok(source_dirty) => Workspace {
                 context_id: context_id.to_string(),
-                source: source.to_path_buf(),
-                source_git,
+                source: source.top.clone(),
+                source_git: source.git_dir.clone(),
                 base_ref,
                 base_commit,
                 branch: branch_name(context_id),
@@ -418,70 +428,18 @@ impl Workspaces {
             return Err(io(&ws.dir)(e));
         }
         tracing::info!(context = %ws.context_id, base = %ws.base_commit, dir = %ws.dir.display(), "workspace made");
-        Ok(ws)
-    }
-
-    /// The clone and its checkout, in `tmp`.
-    fn make_in(
-        &self,
-        tmp: &Path,
-        source: &Path,
-        commit: &str,
-        branch: &str,
-    ) -> Result<(), WorkspaceError> {
-        std::fs::create_dir_all(tmp.join("scratch")).map_err(io(tmp))?;
-        let checkout = tmp.join("repo");
-        let (name, email) = &self.identity;
-        let (name, email) = (format!("user.name={name}"), format!("user.email={email}"));
-        Git::trusted(tmp).output([
-            std::ffi::OsStr::new("clone"),
-            "--quiet".as_ref(),
-            "--shared".as_ref(),
-            "--no-checkout".as_ref(),
-            "--no-tags".as_ref(),
-            "--single-branch".as_ref(),
-            "--config".as_ref(),
-            name.as_ref(),
-            "--config".as_ref(),
-            email.as_ref(),
-            "--".as_ref(),
-            source.as_os_str(),
-            checkout.as_os_str(),
-        ])?;
-        let git = Git::fresh_workspace(&checkout)?;
-        git.output(["remote", "remove", "origin"])?;
-        git.with_config(&[changes::SKIP_HASH])
-            .output(["checkout", "--quiet", "-b", branch, commit])?;
-        exclude_host_files(&checkout)?;
-        // The checkout and the host's scratch folder (its temporary indexes, written by git
-        // as the user); the workspace's own folder and record stay the host's.
-        match self.owner {
-            Some((uid, gid)) => {
-                give_all(&checkout, uid, gid)?;
-                give_all(&tmp.join("scratch"), uid, gid)
-            }
-            None => Ok(()),
+        // Its configuration is the template's, which defines no filter.
+        if let Some(key) = config_key(&ws.checkout()) {
+            let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+            known.insert(ws.checkout(), (key, Vec::new()));
         }
+        Ok(ws)
     }
 }
 
 /// Folders the host keeps in a task's working directory (attachments, long prompts): never
 /// part of the change. The engine's [`crate::engine::input::HOST_DIR`].
 pub const HOST_FILES: &str = ".agent-host/";
-
-/// Adds [`HOST_FILES`] to the workspace's own ignore rules (`.git/info/exclude`).
-fn exclude_host_files(checkout: &Path) -> Result<(), WorkspaceError> {
-    let info = checkout.join(".git").join("info");
-    std::fs::create_dir_all(&info).map_err(io(&info))?;
-    let file = info.join("exclude");
-    let mut text = std::fs::read_to_string(&file).unwrap_or_default();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(HOST_FILES);
-    text.push('\n');
-    std::fs::write(&file, text).map_err(io(&file))
-}
 
 impl Workspaces {
     /// A place among the workspaces being made, or the limit's error.
@@ -544,6 +502,9 @@ impl Workspaces {
             .root
             .join(format!(".removing-{}", uuid::Uuid::new_v4().simple()));
         std::fs::rename(&dir, &aside).map_err(io(&dir))?;
+        let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+        known.remove(&dir.join("repo"));
+        drop(known);
         std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
         tracing::info!(context = %context_id, "workspace removed");
         Ok(true)
@@ -552,7 +513,7 @@ impl Workspaces {
     /// The change from the workspace's base to its files.
     pub fn changes(&self, ws: &Workspace) -> Result<Changes, WorkspaceError> {
         let checkout = ws.checkout();
-        let git = Git::workspace(&checkout)?;
+        let git = self.git(ws)?;
         changes::compute(
             &git,
             &checkout,
@@ -572,11 +533,16 @@ impl Workspaces {
         task_id: &str,
     ) -> Result<Option<String>, WorkspaceError> {
         let checkout = ws.checkout();
-        let git = Git::workspace(&checkout)?;
+        let git = self.git(ws)?;
         let head = head_of(&git)?;
         let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch())?;
         let message = commit_message(subject, task_id);
-        self.commit_staged(&git, &staged, index, ws, &head, &message)
+        let committed = self.commit_staged(&git, &staged, &head, &message)?;
+        if committed.is_some() {
+            // The agent's index becomes the committed files (its `git status` is clean).
+            index.replace(&checkout.join(".git").join("index"))?;
+        }
+        Ok(committed)
     }
 
     /// What a turn's end takes from its workspace, its files read once: staged into one
@@ -584,16 +550,17 @@ impl Workspaces {
     /// [`Workspaces::changes`]) and, when `commit` gives the turn's subject and task id, the
     /// commit of its files (as [`Workspaces::commit_turn`]). Staging is what costs in a large
     /// checkout (git reads every file's metadata and every folder for new files), so doing
-    /// it once instead of for each halves a turn's end there. A commit git refuses (the
-    /// agent left its branch in a state git does not take) is logged; the change is still
-    /// taken.
+    /// it once instead of for each halves a turn's end there; the change and the commit are
+    /// then taken side by side, each needing only the staged files. A commit git refuses
+    /// (the agent left its branch in a state git does not take) is logged; the change is
+    /// still taken.
     pub fn end_turn(
         &self,
         ws: &Workspace,
         commit: Option<(&str, &str)>,
     ) -> Result<TurnEnd, WorkspaceError> {
         let checkout = ws.checkout();
-        let git = Git::workspace(&checkout)?;
+        let git = self.git(ws)?;
         // `HEAD` is read while the files are staged: the two are independent git processes.
         let (staged, head) = std::thread::scope(|s| {
             let head = s.spawn(|| head_of(&git));
@@ -601,25 +568,32 @@ impl Workspaces {
             (staged, head.join())
         });
         let (staged, index) = staged?;
-        let head = head.map_err(|_| WorkspaceError::Git {
-            command: "git rev-parse HEAD".into(),
-            message: "the thread reading HEAD panicked".into(),
-        })??;
-        let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit)?;
-        // Files as at the base and `HEAD` still the base: there is nothing to commit.
-        let unchanged = changes.files.is_empty() && head.commit == ws.base_commit;
-        let committed = match commit {
-            _ if unchanged => None,
-            Some((subject, task_id)) => {
-                let message = commit_message(subject, task_id);
-                self.commit_staged(&git, &staged, index, ws, &head, &message)
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "the turn's change could not be committed");
-                        None
-                    })
+        let head = head.map_err(|_| panicked("git rev-parse HEAD"))??;
+        let message = commit.map(|(subject, task_id)| commit_message(subject, task_id));
+        let (changes, committed) = std::thread::scope(|s| {
+            let committed = message
+                .as_deref()
+                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, &head, m)));
+            let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit);
+            let committed = committed.map(|t| t.join().map_err(|_| panicked("git commit-tree")));
+            (changes, committed)
+        });
+        let changes = changes?;
+        let committed = match committed.map(|c| c.and_then(|c| c)) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the turn's change could not be committed");
+                None
             }
             None => None,
         };
+        if committed.is_some() {
+            // The agent's index becomes the committed files (its `git status` is clean):
+            // only now, when the diff no longer reads the staged index.
+            if let Err(e) = index.replace(&checkout.join(".git").join("index")) {
+                tracing::warn!(error = %e, "the workspace's index could not be updated");
+            }
+        }
         Ok(TurnEnd {
             head: committed.clone().unwrap_or(head.commit),
             committed,
@@ -627,14 +601,12 @@ impl Workspaces {
         })
     }
 
-    /// Commits the files `staged` holds (its index, `index`) on top of `head` when their tree
-    /// differs from its tree; the workspace's own index then becomes `index`.
+    /// Commits the files `staged` holds on top of `head` when their tree differs from its
+    /// tree; the new commit.
     fn commit_staged(
         &self,
         git: &Git,
         staged: &Git,
-        index: changes::TempIndex,
-        ws: &Workspace,
         head: &Head,
         message: &str,
     ) -> Result<Option<String>, WorkspaceError> {
@@ -666,14 +638,33 @@ impl Workspaces {
             &commit,
             &head.commit,
         ])?;
-        // The agent's index becomes the committed files (its `git status` is clean).
-        index.replace(&ws.checkout().join(".git").join("index"))?;
         Ok(Some(commit))
+    }
+
+    /// git in `ws`'s checkout ([`Git::workspace`]). The overrides of the repository's own
+    /// filters are read from its configuration (one git process) only when the
+    /// configuration's text differs from when they were last read, which at most turns'
+    /// ends it does not (a workspace is made with none).
+    fn git(&self, ws: &Workspace) -> Result<Git, WorkspaceError> {
+        let checkout = ws.checkout();
+        let key = config_key(&checkout);
+        if let Some(key) = &key {
+            let known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, filters)) = known.get(&checkout).filter(|(k, _)| k == key) {
+                return Git::workspace_with(&checkout, filters.clone());
+            }
+        }
+        let git = Git::workspace(&checkout)?;
+        if let Some(key) = key {
+            let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+            known.insert(checkout, (key, git.filter_overrides().to_vec()));
+        }
+        Ok(git)
     }
 
     /// The workspace's `HEAD` commit.
     pub fn head(&self, ws: &Workspace) -> Result<String, WorkspaceError> {
-        Git::workspace(&ws.checkout())?.text(["rev-parse", "--verify", "HEAD^{commit}"])
+        self.git(ws)?.text(["rev-parse", "--verify", "HEAD^{commit}"])
     }
 }
 
@@ -709,6 +700,37 @@ fn head_of(git: &Git) -> Result<Head, WorkspaceError> {
             message: format!("no commit and tree in {out:?}"),
         }),
     }
+}
+
+/// A workspace configuration's text and the filter overrides read from it.
+type KnownFilters = (Vec<u8>, Vec<String>);
+
+/// The error of a thread that asked git and panicked.
+fn panicked(command: &str) -> WorkspaceError {
+    WorkspaceError::Git {
+        command: command.into(),
+        message: "the thread running it panicked".into(),
+    }
+}
+
+/// The text of the workspace's own configuration files (`config`, `config.worktree`), which
+/// git reads in every call there; `None` when it cannot be read or includes other files
+/// (whose changes its text would not show).
+fn config_key(checkout: &Path) -> Option<Vec<u8>> {
+    let dot_git = checkout.join(".git");
+    let mut key = std::fs::read(dot_git.join("config")).ok()?;
+    match std::fs::read(dot_git.join("config.worktree")) {
+        Ok(more) => {
+            key.push(0);
+            key.extend(more);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    let includes = key
+        .windows(b"include".len())
+        .any(|w| w.eq_ignore_ascii_case(b"include"));
+    (!includes).then_some(key)
 }
 
 /// A workspace being made, counted until dropped.
@@ -764,100 +786,6 @@ fn read_record(dir: &Path) -> Result<Option<Workspace>, WorkspaceError> {
     })?;
     ws.dir = dir.to_path_buf();
     Ok(Some(ws))
-}
-
-/// The top folder of the git repository `dir` is in (its worktree), or `None` outside one.
-fn source_top(dir: &Path) -> Result<Option<PathBuf>, WorkspaceError> {
-    if !dir.is_dir() || !may_be_in_work_tree(dir) {
-        return Ok(None);
-    }
-    let git = Git::trusted(dir);
-    // One call: `true` and the top folder inside a work tree; `false` (and exit 128, as
-    // outside a repository) in a git folder.
-    let out = git.output_allow(
-        ["rev-parse", "--is-inside-work-tree", "--show-toplevel"],
-        &[128],
-    )?;
-    let out = String::from_utf8_lossy(&out);
-    let mut lines = out.lines();
-    let (Some("true"), Some(top)) = (lines.next(), lines.next()) else {
-        return Ok(None);
-    };
-    let top = PathBuf::from(top);
-    let top = std::fs::canonicalize(&top).unwrap_or(top);
-    // A folder the repository ignores (a build folder's scratch space) is not its work; the
-    // top folder itself never is, so git is not asked there.
-    let at_top = std::fs::canonicalize(dir).is_ok_and(|d| d == top);
-    if !at_top && ignored(&git)? {
-        return Ok(None);
-    }
-    Ok(Some(top))
-}
-
-/// Whether `dir` or a folder above it has a `.git` entry (a folder, or a file naming one):
-/// git finds a work tree only then (the host's own `GIT_*` variables are not passed on), so
-/// outside any repository no git process is started, where one ran at every task's start
-/// (about 1.5 ms of CPU). A relative `dir` is left to git.
-fn may_be_in_work_tree(dir: &Path) -> bool {
-    !dir.is_absolute()
-        || dir
-            .ancestors()
-            .any(|d| d.join(".git").symlink_metadata().is_ok())
-}
-
-/// True when git ignores the folder it runs in.
-fn ignored(git: &Git) -> Result<bool, WorkspaceError> {
-    let out = git.output_allow(["check-ignore", "--verbose", "--non-matching", "."], &[1])?;
-    // `::\t.` (no rule) when not ignored; `SOURCE:LINE:PATTERN\t.` when ignored.
-    let text = String::from_utf8_lossy(&out);
-    Ok(text.lines().any(|l| !l.starts_with("::")))
-}
-
-fn source_git_dir(source: &Path) -> Result<PathBuf, WorkspaceError> {
-    let dir =
-        Git::trusted(source).text(["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-    let dir = PathBuf::from(dir);
-    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
-}
-
-/// The base as named and its commit.
-fn resolve_base(source: &Path, base_ref: Option<&str>) -> Result<(String, String), WorkspaceError> {
-    let git = Git::trusted(source);
-    let name = base_ref.unwrap_or("HEAD");
-    let bad = || match base_ref {
-        Some(r) => WorkspaceError::BadRef {
-            base_ref: r.to_string(),
-            repo: source.to_path_buf(),
-        },
-        None => WorkspaceError::NoCommits {
-            repo: source.to_path_buf(),
-        },
-    };
-    if name.is_empty() || name.starts_with('-') || name.chars().any(|c| c.is_control()) {
-        return Err(bad());
-    }
-    let spec = format!("{name}^{{commit}}");
-    let out = git.output_allow(
-        [
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "--end-of-options",
-            &spec,
-        ],
-        &[1, 128],
-    )?;
-    let commit = String::from_utf8_lossy(&out).trim().to_string();
-    if commit.is_empty() {
-        let any = git.output(["rev-list", "-n", "1", "--all"])?;
-        if any.is_empty() {
-            return Err(WorkspaceError::NoCommits {
-                repo: source.to_path_buf(),
-            });
-        }
-        return Err(bad());
-    }
-    Ok((name.to_string(), commit))
 }
 
 /// Gives `dir` and everything under it (links themselves, not followed) to `uid`, `gid`.
