@@ -664,7 +664,8 @@ impl Workspaces {
 
     /// The workspace's `HEAD` commit.
     pub fn head(&self, ws: &Workspace) -> Result<String, WorkspaceError> {
-        self.git(ws)?.text(["rev-parse", "--verify", "HEAD^{commit}"])
+        self.git(ws)?
+            .text(["rev-parse", "--verify", "HEAD^{commit}"])
     }
 }
 

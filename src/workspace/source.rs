@@ -34,7 +34,10 @@ impl Source {
     /// The repository whose work tree `dir` is in, and the commit of `base_ref` (or `HEAD`)
     /// in it; `None` outside a work tree, in a git folder, or in a folder the repository
     /// ignores (a build folder's scratch space is not its work).
-    pub(crate) fn find(dir: &Path, base_ref: Option<&str>) -> Result<Option<Source>, WorkspaceError> {
+    pub(crate) fn find(
+        dir: &Path,
+        base_ref: Option<&str>,
+    ) -> Result<Option<Source>, WorkspaceError> {
         if !dir.is_dir() || !may_be_in_work_tree(dir) {
             return Ok(None);
         }

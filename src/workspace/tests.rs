@@ -571,3 +571,44 @@ fn git_is_asked_only_below_a_dot_git_entry() {
     assert!(may_be_in_work_tree(&deep));
     assert!(may_be_in_work_tree(Path::new("relative/left/to/git")));
 }
+
+#[test]
+fn an_edit_in_the_second_the_workspace_was_made_that_keeps_the_size_is_in_the_change() {
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    // git tells a file changed in the second its index was written only by reading it: the
+    // edit must land in that second (retried when a second's end falls in between).
+    for attempt in 0..5 {
+        let ws = all
+            .for_turn(&format!("racy{attempt}"), &src, None)
+            .unwrap()
+            .unwrap();
+        let file = ws.checkout().join("a.txt");
+        let before = std::fs::metadata(&file).unwrap();
+        std::fs::write(&file, "ONE\ntwo\nthree\nfour\n").unwrap();
+        let handle = std::fs::File::options().write(true).open(&file).unwrap();
+        handle.set_modified(before.modified().unwrap()).unwrap();
+        let after = std::fs::metadata(&file).unwrap();
+        let index = std::fs::metadata(ws.checkout().join(".git/index")).unwrap();
+        assert_eq!(after.len(), before.len());
+        if after.ctime() != index.mtime() || before.ctime() != index.mtime() {
+            continue;
+        }
+        // The turn ends in a later second.
+        while std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            <= index.mtime() as u64
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let end = all.end_turn(&ws, None).unwrap();
+        let paths: Vec<_> = end.changes.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["a.txt"], "the edit is in the change");
+        return;
+    }
+    panic!("no attempt edited the file within the second its workspace was made");
+}
