@@ -10,26 +10,27 @@
 //! reimplementation of git in a crate) would not do; each call is hardened against a
 //! workspace whose `.git` the agent wrote ([`git`]).
 //!
-//! # The mechanism: `git clone --shared`
+//! # The mechanism: a clone that borrows the source's objects
 //!
-//! A workspace is `git clone --shared --no-checkout` of the source repository, then a checkout
-//! of the base commit on a new branch `agent-host/<first 8 of the context id>`. The clone has
-//! its own `.git` (its own index, refs, configuration and new objects) and borrows the source's
-//! objects read-only through `objects/info/alternates`: the agent can write and commit in its
-//! workspace while the source repository, its refs and its other worktrees are never written
-//! (the sandbox mounts the source read-only, and nothing the agent does in its clone reaches
-//! the source's `.git`). A `git worktree add` would be as fast to make, but it writes into the
-//! source's `.git` (the worktree's `HEAD`, index and branch live there, and its commits land in
-//! the source's object store and refs), so the agent would need the source's `.git` writable,
-//! and with it every branch and every other worktree.
+//! A workspace is what `git clone --shared --no-checkout` of the source repository makes, then
+//! a checkout of the base commit on a new branch `agent-host/<first 8 of the context id>`: a
+//! repository with its own `.git` (its own index, refs, configuration and new objects) that
+//! borrows the source's objects read-only through `objects/info/alternates`. It is made with
+//! `git init` and that one line rather than by `git clone` ([`make`] says why). The agent can
+//! write and commit in its workspace while the source repository, its refs and its other
+//! worktrees are never written (the sandbox mounts the source read-only, and nothing the agent
+//! does in its workspace reaches the source's `.git`). A `git worktree add` would be as fast to
+//! make, but it writes into the source's `.git` (the worktree's `HEAD`, index and branch live
+//! there, and its commits land in the source's object store and refs), so the agent would need
+//! the source's `.git` writable, and with it every branch and every other worktree.
 //!
 //! Making a workspace costs about what `git worktree add` costs: both write every file of the
-//! checkout; the clone itself copies only refs. A turn's end stages the files once into a
-//! temporary copy of the index ([`Workspaces::end_turn`]; `git add -A`, which also finds new
-//! files and writes their blobs) and takes from it both the change against the base and the
-//! commit. Each step is one `git` process, so in a small repository the processes' start is
-//! most of the cost. `benches/workspace.rs` measures both against plain git; the figures are
-//! in `docs/performance.md`.
+//! checkout. A turn's end stages the files once into a temporary copy of the index
+//! ([`Workspaces::end_turn`]; `git add -A`, which also finds new files and writes their blobs)
+//! and takes from it, side by side, the change against the base and the commit. Each step is
+//! one `git` process, so in a small repository the processes' start is most of the cost.
+//! `benches/workspace.rs` measures both against plain git; the figures are in
+//! `docs/performance.md`.
 //!
 //! Caveat of alternates: the workspace does not own the objects it borrows. If the source
 //! repository drops the base commit (its branch deleted or rewound) and then runs `git gc`

@@ -228,7 +228,7 @@ pub struct WorkspaceMount {
     pub root: PathBuf,
     /// The task's own checkout.
     pub checkout: PathBuf,
-    /// The source repository's objects, which the checkout borrows (`git clone --shared`):
+    /// The source repository's objects, which the checkout borrows (`objects/info/alternates`, as `git clone --shared` writes it):
     /// shown read-only, also where the sandbox would hide them (a repository under `/tmp`),
     /// or git in the checkout finds no object of the base.
     pub borrowed: Option<PathBuf>,
