@@ -5,6 +5,7 @@ use super::testing::TestDb;
 use super::*;
 use crate::protocol::v1::TaskState;
 use crate::store::suite::{answer, chunk, status, task};
+use std::time::Duration;
 
 mod cluster;
 
@@ -142,4 +143,64 @@ async fn writing_transactions(s: &PgStore, id: &str) -> i64 {
     .await
     .unwrap()
     .get(0)
+}
+
+#[tokio::test]
+async fn a_task_behind_a_slow_commit_does_not_hold_back_another_tasks_commit() {
+    let Some(db) = TestDb::new("overlap").await else {
+        return;
+    };
+    let s = Arc::new(db.store().await);
+    for id in ["slow", "quick"] {
+        s.create(task(id, "c", "2026-01-01T00:00:00.000Z"))
+            .await
+            .unwrap();
+    }
+    // Another session holds the slow task's index row: its next commit waits for it.
+    let locker = s.client().await.unwrap();
+    let locker_pid: i32 = locker
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    locker
+        .batch_execute("BEGIN; SELECT * FROM tasks WHERE id = 'slow' FOR UPDATE")
+        .await
+        .unwrap();
+    let ended = |id: &str| vec![status(id, TaskState::Completed, "2026-01-01T00:00:01.000Z")];
+    let slow = {
+        let (s, events) = (s.clone(), ended("slow"));
+        tokio::spawn(async move { s.append("slow", events).await })
+    };
+    let watcher = s.client().await.unwrap();
+    let blocked = async {
+        loop {
+            let n: i64 = watcher
+                .query_one(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                    &[&locker_pid],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if n > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), blocked)
+        .await
+        .expect("the slow task's commit reached the locked row");
+    drop(watcher);
+    // The quick task's commit starts beside the waiting one and ends first.
+    let quick =
+        tokio::time::timeout(Duration::from_secs(20), s.append("quick", ended("quick"))).await;
+    let slow_done_first = slow.is_finished();
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    quick
+        .expect("the quick task's commit waited for the slow one's")
+        .unwrap();
+    assert!(!slow_done_first, "the slow task's commit did not wait");
+    slow.await.unwrap().unwrap();
 }
