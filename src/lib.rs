@@ -89,8 +89,8 @@
 //!   [`engine::Forwarder`] (the owner's JSON-RPC endpoint, the caller's credentials).
 //!   The web console ([`server::ui`]: the `ui/` folder's files embedded and served at `/ui/`,
 //!   plus `/ui/api/host`).
-//! - [`workspace`]: a git workspace per context (`git clone --shared` of the task's
-//!   repository at `metadata.baseRef`, on a branch `agent-host/<context>`), reused by its
+//! - [`workspace`]: a git workspace per context (a checkout borrowing the objects of the task's
+//!   repository, at `metadata.baseRef`, on a branch `agent-host/<context>`), reused by its
 //!   follow-ups; at a turn's end its change from the base (files and a `git apply`-able
 //!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
 //!   only module besides the runner that starts programs), hardened against a `.git` the
