@@ -431,8 +431,7 @@ impl Workspaces {
         tracing::info!(context = %ws.context_id, base = %ws.base_commit, dir = %ws.dir.display(), "workspace made");
         // Its configuration is the template's, which defines no filter.
         if let Some(key) = config_key(&ws.checkout()) {
-            let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
-            known.insert(ws.checkout(), (key, Vec::new()));
+            self.remember_filters(ws.checkout(), key, Vec::new());
         }
         Ok(ws)
     }
@@ -657,10 +656,15 @@ impl Workspaces {
         }
         let git = Git::workspace(&checkout)?;
         if let Some(key) = key {
-            let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
-            known.insert(checkout, (key, git.filter_overrides().to_vec()));
+            self.remember_filters(checkout, key, git.filter_overrides().to_vec());
         }
         Ok(git)
+    }
+
+    /// Keeps the filter overrides of `checkout` read from the configuration text `key`.
+    fn remember_filters(&self, checkout: PathBuf, key: Vec<u8>, filters: Vec<String>) {
+        let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
+        known.insert(checkout, (key, filters));
     }
 
     /// The workspace's `HEAD` commit.

@@ -296,10 +296,7 @@ pub(super) async fn run(
                 Some(q) => {
                     let mut next = Some(q);
                     while let Some(q) = next {
-                        if let Some(w) = tickets.accept(q) {
-                            ready = ready || !busy.contains(w.1.task_id());
-                            waiting.push(w);
-                        }
+                        ready |= waiting.accept(q, &mut tickets, &busy);
                         next = rx.try_recv().ok();
                     }
                 }
@@ -351,6 +348,17 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// Takes in a queued write (a flush only waits among the tickets); true when it is a
+    /// write of a task not in `busy`, which a batch beside the ones under way could take.
+    fn accept(&mut self, q: Queued, tickets: &mut Tickets, busy: &HashSet<String>) -> bool {
+        let Some(w) = tickets.accept(q) else {
+            return false;
+        };
+        let free = !busy.contains(w.1.task_id());
+        self.push(w);
+        free
+    }
+
     fn push(&mut self, w: (u64, Write)) {
         match self.by_task.get_mut(w.1.task_id()) {
             Some(queue) => queue.push_back(w),
@@ -398,9 +406,7 @@ fn next_batch(
     tickets: &mut Tickets,
 ) -> Vec<(u64, Write)> {
     while let Ok(q) = rx.try_recv() {
-        if let Some(w) = tickets.accept(q) {
-            waiting.push(w);
-        }
+        waiting.accept(q, tickets, busy);
     }
     waiting.take(busy, BATCH)
 }
