@@ -7,7 +7,8 @@
 //! threads, unlike rusqlite), maintained, and small next to sqlx, whose compile-time query
 //! checking needs a database at build time. Appends go through one writer task ([`writer`])
 //! that commits what is queued in one transaction; reads take a pooled connection and are
-//! one statement each ([`read`]). The schema is migrated at open ([`schema`]).
+//! one statement each ([`read`]), except the reads of events, which are gathered: those
+//! asked for while one is under way go together in one statement ([`gather`]). The schema is migrated at open ([`schema`]).
 //!
 //! **What waits for the database** is what waits for the disk in the SQLite store: an append
 //! of streamed progress returns once its events are queued for the writer and in the window
@@ -31,6 +32,7 @@
 //! beside the default one gets its own, and each test its own.
 
 mod cluster;
+mod gather;
 mod listen;
 mod push;
 mod read;
@@ -112,6 +114,8 @@ pub struct PgStore {
     host: OnceLock<String>,
     /// Wake-ups of other hosts' appends (`LISTEN`).
     listener: listen::Listener,
+    /// Reads of events from the database, gathered into one statement.
+    gather: gather::Gather,
 }
 
 /// The connection settings for `url`, confined to `schema` when given (created if missing).
@@ -183,6 +187,7 @@ impl PgStore {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::default());
         tokio::spawn(writer::run(pool.clone(), rx, shared.clone()));
+        let gather = gather::Gather::start(pool.clone());
         Ok(PgStore {
             pool,
             writer: Mutex::new((0, tx)),
@@ -190,6 +195,7 @@ impl PgStore {
             live: Mutex::new(HashMap::new()),
             host: OnceLock::new(),
             listener: listen::Listener::new(None),
+            gather,
         })
     }
 
@@ -441,12 +447,8 @@ impl TaskStore for PgStore {
             }
         }
         self.settle(Some(task_id)).await?;
-        let c = self.client().await?;
-        let evs = read::events(&c, task_id, after, limit).await?;
-        if evs.is_empty() && read::position(&c, task_id).await?.is_none() {
-            return Err(StoreError::NotFound(task_id.to_string()));
-        }
-        Ok(evs)
+        // Followers of tasks another host writes are woken together by its commits.
+        self.gather.events(task_id, after, limit).await
     }
 
     async fn list(&self, query: &ListQuery, with_artifacts: bool) -> Result<ListPage, StoreError> {

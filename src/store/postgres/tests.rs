@@ -204,3 +204,54 @@ async fn a_task_behind_a_slow_commit_does_not_hold_back_another_tasks_commit() {
     assert!(!slow_done_first, "the slow task's commit did not wait");
     slow.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn reads_of_tasks_another_host_writes_go_together_and_each_gets_its_own_events() {
+    let Some(db) = TestDb::new("gather").await else {
+        return;
+    };
+    let a = db.store().await;
+    let n: u64 = 50;
+    for i in 0..n {
+        let id = format!("t{i}");
+        a.create(task(&id, "c", "2026-01-01T00:00:00.000Z"))
+            .await
+            .unwrap();
+        // Task i holds i + 1 events after the first.
+        let evs = (0..=i)
+            .map(|k| chunk(&id, &format!("{k},"), k > 0))
+            .collect();
+        a.append(&id, evs).await.unwrap();
+    }
+    a.flush().await.unwrap();
+    // Another host's store: none of the tasks is live in it, every read goes to the database.
+    let b = Arc::new(db.store().await);
+    let before = b.gather.sent();
+    let reads: Vec<_> = (0..n)
+        .map(|i| {
+            let b = b.clone();
+            // Each from its own position, some cut by their limit.
+            tokio::spawn(async move { b.events_after(&format!("t{i}"), i / 2, 5).await })
+        })
+        .collect();
+    let missing = {
+        let b = b.clone();
+        tokio::spawn(async move { b.events_after("nobody", 0, 5).await })
+    };
+    for (i, r) in (0..n).zip(reads) {
+        let seqs: Vec<u64> = r.await.unwrap().unwrap().iter().map(|e| e.seq).collect();
+        let last = i + 2;
+        let want: Vec<u64> = (i / 2 + 1..=last).take(5).collect();
+        assert_eq!(seqs, want, "task t{i}");
+    }
+    assert!(matches!(
+        missing.await.unwrap(),
+        Err(StoreError::NotFound(id)) if id == "nobody"
+    ));
+    let statements = b.gather.sent() - before;
+    assert!(
+        statements <= 3,
+        "{} reads asked together took {statements} statements",
+        n + 1
+    );
+}
