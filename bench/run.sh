@@ -9,7 +9,8 @@
 # Usage: bench/run.sh [--scale F] [--only SCENARIO] [--hosts LIST]
 #   --scale F   multiply the event/task counts of the CPU and latency loads by F (default 1)
 #   --only S    run these scenarios (comma-separated: cpu-50x100, cpu-10x1000, cpu-50x1000,
-#               cpu-1x10000, cpu-1x2000, latency-1, latency-100, latency-500, start, live-1000)
+#               cpu-1x10000, cpu-1x2000, latency-1, latency-100, latency-500, start, live-1000,
+#               hosts)
 #   --hosts L   run only these hosts (comma-separated: agent-host, baseline, floor,
 #               agent-host-sqlite, agent-host-postgres, agent-host-postgres-2,
 #               agent-host-detached); a table row needs agent-host (a host left out shows
@@ -23,7 +24,10 @@
 # after it): one host, and two hosts where each task is sent to one and streamed from the other;
 # without a database those rows are skipped with a note. With the database on this machine those
 # rows also give its server's CPU per event, and a second table puts the stores side by side
-# (PostgreSQL against SQLite, the database server's CPU counted in a total per event).
+# (PostgreSQL against SQLite, the database server's CPU counted in a total per event). A third
+# table (`hosts`) gives the events per second that 1, 2 and 4 hosts on one database deliver
+# together, 40 streams of 5,000 events spread over them, with the CPU per event of the hosts
+# and of the database server and how many of the machine's cores they kept busy.
 #
 # Builds agent-host and the harness (bench/harness: the fake CLI `bench-cli`, the floor
 # `floor-relay` and the load generator `loadgen`) in release mode, installs the baseline's

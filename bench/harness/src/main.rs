@@ -14,6 +14,7 @@ mod client;
 mod host;
 mod pg;
 mod report;
+mod spread;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -579,8 +580,49 @@ fn main() {
         rows.push(row);
     }
     println!("{}", report::table(&rows));
+    if let Some(Kind::AgentHostPostgres { base }) = &postgres {
+        if only
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == "hosts"))
+        {
+            println!("\n{}", hosts_table(&rt, base, &progs, sc));
+        }
+    }
     let stores = report::stores_table(&rows);
     if !stores.is_empty() {
         println!("\n{stores}");
     }
+}
+
+/// `--only hosts`: 1, 2 and 4 hosts on one database, 40 streams of 5,000 events spread over
+/// them.
+fn hosts_table(
+    rt: &tokio::runtime::Runtime,
+    base: &str,
+    progs: &Programs,
+    sc: impl Fn(usize) -> usize,
+) -> String {
+    let load = Load {
+        streams: sc(40),
+        events: 5000,
+        pause_us: 0,
+        stagger: Duration::from_millis(1),
+        limit: Duration::from_secs(300),
+        reps: 1,
+    };
+    let mut runs = Vec::new();
+    for n in [1, 2, 4] {
+        eprintln!(
+            "loadgen: hosts on {n} host(s): {} stream(s) x {} events spread over them",
+            load.streams, load.events
+        );
+        match spread::run(rt, base, progs, load, n) {
+            Ok(s) => runs.push(s),
+            Err(e) => {
+                eprintln!("loadgen:   {n} host(s) failed: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+    spread::table(&runs)
 }
