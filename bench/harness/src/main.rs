@@ -370,7 +370,6 @@ fn main() {
         }
     };
     let sc = |n: usize| ((n as f64 * scale).round() as usize).max(1);
-    let ms = Duration::from_millis;
     let memory = Kind::AgentHost {
         store: "memory".into(),
     };
@@ -390,9 +389,63 @@ fn main() {
         Kind::AgentHostPostgres { base } => Kind::AgentHostPostgresTwo { base: base.clone() },
         other => other.clone(),
     });
-    // Which stores beside memory a scenario also runs on.
+    use Stores::{All, Sqlite};
+    let scenarios = scenarios(sc);
+    let mut rows: Vec<Row> = Vec::new();
+    for (name, measure, load, stores) in scenarios {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x.trim() == name))
+        {
+            continue;
+        }
+        let mut row = Row::new(measure, load);
+        let mut kinds = vec![
+            ("agent-host", &memory),
+            ("baseline", &Kind::Baseline),
+            ("floor", &Kind::Floor),
+        ];
+        if matches!(stores, Sqlite | All) {
+            kinds.push(("agent-host-sqlite", &sqlite));
+        }
+        if let (All, Some(pg)) = (stores, &postgres) {
+            kinds.push(("agent-host-postgres", pg));
+        }
+        if let (All, Some(pg)) = (stores, &postgres_two) {
+            kinds.push(("agent-host-postgres-2", pg));
+        }
+        // The live tasks once more with no stream open: what the streams cost apart.
+        if matches!(measure, Measure::Live) {
+            kinds.push(("agent-host-detached", &memory));
+        }
+        let kinds: Vec<_> = kinds.into_iter().filter(|(who, _)| wanted(who)).collect();
+        run_row(&rt, &progs, name, &mut row, &kinds);
+        rows.push(row);
+    }
+    println!("{}", report::table(&rows));
+    let stores = report::stores_table(&rows);
+    if !stores.is_empty() {
+        println!("\n{stores}");
+    }
+    if let Some(Kind::AgentHostPostgres { base }) = &postgres {
+        if only
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == "hosts"))
+        {
+            println!("\n{}", hosts_table(&rt, base, &progs, sc));
+        }
+    }
+}
+/// The scenarios: name, what is measured, the load, and the stores beside memory it also
+/// runs on. `sc` scales a count by `--scale`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one entry per scenario: a table, not steps"
+)]
+fn scenarios(sc: impl Fn(usize) -> usize) -> Vec<(&'static str, Measure, Load, Stores)> {
     use Stores::{All, Memory, Sqlite};
-    let scenarios: Vec<(&str, Measure, Load, Stores)> = vec![
+    let ms = Duration::from_millis;
+    vec![
         (
             "cpu-50x100",
             Measure::CpuPerEvent,
@@ -524,73 +577,42 @@ fn main() {
             },
             Sqlite,
         ),
-    ];
-    let mut rows: Vec<Row> = Vec::new();
-    for (name, measure, load, stores) in scenarios {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| x.trim() == name))
-        {
-            continue;
-        }
-        let mut row = Row::new(measure, load);
-        let mut kinds = vec![
-            ("agent-host", &memory),
-            ("baseline", &Kind::Baseline),
-            ("floor", &Kind::Floor),
-        ];
-        if matches!(stores, Sqlite | All) {
-            kinds.push(("agent-host-sqlite", &sqlite));
-        }
-        if let (All, Some(pg)) = (stores, &postgres) {
-            kinds.push(("agent-host-postgres", pg));
-        }
-        if let (All, Some(pg)) = (stores, &postgres_two) {
-            kinds.push(("agent-host-postgres-2", pg));
-        }
-        // The live tasks once more with no stream open: what the streams cost apart.
-        if matches!(measure, Measure::Live) {
-            kinds.push(("agent-host-detached", &memory));
-        }
-        for (who, kind) in kinds.into_iter().filter(|(who, _)| wanted(who)) {
-            eprintln!(
-                "loadgen: {name} on {who}: {} stream(s) x {} events, {} µs apart",
-                load.streams, load.events, load.pause_us
-            );
-            let tag = format!("{name}-{who}");
-            let detached = who == "agent-host-detached";
-            match run_load(&rt, kind, &progs, load, &tag, detached) {
-                Ok(o) => {
-                    eprintln!("loadgen:   {}", report::summary(&o));
-                    if !o.errors.is_empty() {
-                        eprintln!(
-                            "loadgen:   {} short stream(s): {}",
-                            o.errors.len(),
-                            report::errors(&o)
-                        );
-                    }
-                    row.set(who, o);
+    ]
+}
+
+/// Runs the load of `row` on each of `kinds` in turn, a fresh host each, into `row`.
+fn run_row(
+    rt: &tokio::runtime::Runtime,
+    progs: &Programs,
+    name: &str,
+    row: &mut Row,
+    kinds: &[(&str, &Kind)],
+) {
+    let load = row.load();
+    for &(who, kind) in kinds {
+        eprintln!(
+            "loadgen: {name} on {who}: {} stream(s) x {} events, {} µs apart",
+            load.streams, load.events, load.pause_us
+        );
+        let tag = format!("{name}-{who}");
+        let detached = who == "agent-host-detached";
+        match run_load(rt, kind, progs, load, &tag, detached) {
+            Ok(o) => {
+                eprintln!("loadgen:   {}", report::summary(&o));
+                if !o.errors.is_empty() {
+                    eprintln!(
+                        "loadgen:   {} short stream(s): {}",
+                        o.errors.len(),
+                        report::errors(&o)
+                    );
                 }
-                Err(e) => {
-                    eprintln!("loadgen:   {who} failed: {e}");
-                    std::process::exit(1)
-                }
+                row.set(who, o);
+            }
+            Err(e) => {
+                eprintln!("loadgen:   {who} failed: {e}");
+                std::process::exit(1)
             }
         }
-        rows.push(row);
-    }
-    println!("{}", report::table(&rows));
-    if let Some(Kind::AgentHostPostgres { base }) = &postgres {
-        if only
-            .as_deref()
-            .is_none_or(|o| o.split(',').any(|x| x.trim() == "hosts"))
-        {
-            println!("\n{}", hosts_table(&rt, base, &progs, sc));
-        }
-    }
-    let stores = report::stores_table(&rows);
-    if !stores.is_empty() {
-        println!("\n{stores}");
     }
 }
 
