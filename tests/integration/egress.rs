@@ -312,12 +312,14 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
             .unwrap();
         let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract socket");
         // The defaults (on a root host the task's namespace is the host's making), the relay
-        // that serves where the host may not make namespaces, no sandbox, the open network.
+        // that serves where the host may not make namespaces, no sandbox, the open network
+        // (with and without Landlock's scope of abstract sockets).
         for (mode, network, disable) in [
             ("auto", "", ""),
             ("auto", "", "netns"),
             ("off", "", ""),
             ("auto", "open", ""),
+            ("auto", "open", "landlock"),
         ] {
             let host = Host::start(mode, network, disable, &net.remote).await;
             let prompt = format!("egress {} {} {name}", host.port, net.remote);
@@ -337,6 +339,20 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
                 let sockets = probes().into_iter().filter(|p| p.ends_with("_socket"));
                 for p in sockets.chain(["run_listed"]) {
                     assert!(text.contains(&format!("{p}=refused")), "open: {p}: {text}");
+                }
+                // The host's abstract sockets too, where Landlock can scope them: without
+                // it (`sandbox_disable = ["landlock"]`) the task reaches this one.
+                if landlock_abi() >= 6 {
+                    let expect = if disable == "landlock" { "ok" } else { "refused" };
+                    assert!(
+                        text.contains(&format!("abstract={expect}")),
+                        "open {disable}: abstract: {text}"
+                    );
+                } else {
+                    eprintln!(
+                        "\n*** NOT ASSERTED: the kernel's Landlock ABI is {} (< 6): an `open` task reaches the host's abstract sockets ***\n",
+                        landlock_abi()
+                    );
                 }
                 continue;
             }
@@ -378,4 +394,19 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
         }
     })
     .await;
+}
+
+/// The kernel's Landlock ABI version (0: none).
+fn landlock_abi() -> i64 {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) reads no
+    // memory; it returns the version or an error.
+    let v = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    v.max(0)
 }

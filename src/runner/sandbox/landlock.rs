@@ -4,16 +4,25 @@
 //!
 //! Landlock cannot hide files (reading the host's database stays possible where file modes
 //! allow it) nor processes; that needs bubblewrap.
+//!
+//! Where the task shares the host's network (`sandbox_network = "open"`, or no bubblewrap),
+//! it also shares the host's abstract Unix sockets, which no mount hides (a desktop's X11 or
+//! D-Bus, a container runtime's shim). From Landlock's ABI 6 (Linux 6.12) a domain can be
+//! scoped: its processes then reach only the abstract sockets made inside it
+//! ([`ABSTRACT_SCOPE_ABI`]).
 
 use std::path::PathBuf;
 
 use landlock::{
     path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
-    RulesetError, ABI,
+    RulesetError, Scope, ABI,
 };
 
 /// The newest ABI this code knows the access rights of.
 const ABI_USED: ABI = ABI::V5;
+
+/// The first ABI that scopes abstract Unix sockets.
+pub const ABSTRACT_SCOPE_ABI: i32 = 6;
 
 /// The kernel's Landlock ABI version, if Landlock is on.
 pub fn abi() -> Option<i32> {
@@ -35,16 +44,34 @@ pub fn abi() -> Option<i32> {
 pub struct Prepared(Option<RulesetCreated>);
 
 impl Prepared {
-    pub fn new(write: &[PathBuf]) -> Result<Prepared, RulesetError> {
+    /// The ruleset that limits writes to `write` (when given) and, when `scope_sockets`, the
+    /// abstract Unix sockets to the task's own. `privileged`: the process that applies it
+    /// may (root), so it need not set `no_new_privs` first, which would keep a setuid
+    /// bubblewrap started after it from working.
+    pub fn new(
+        write: Option<&[PathBuf]>,
+        scope_sockets: bool,
+        privileged: bool,
+    ) -> Result<Prepared, RulesetError> {
         let all = AccessFs::from_all(ABI_USED);
-        let mut writable: Vec<PathBuf> = write.iter().filter(|p| p.exists()).cloned().collect();
-        writable.extend(["/tmp", "/dev", "/proc/self"].map(PathBuf::from));
-        let created = Ruleset::default()
-            .handle_access(all)
-            .and_then(|r| r.create())
-            .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_USED))))
-            .and_then(|r| r.add_rules(path_beneath_rules(&writable, all)))?;
-        Ok(Prepared(Some(created)))
+        let mut ruleset = Ruleset::default();
+        if write.is_some() {
+            ruleset = ruleset.handle_access(all)?;
+        }
+        if scope_sockets {
+            ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
+        }
+        let mut created = ruleset.create()?;
+        if let Some(write) = write {
+            let mut writable: Vec<PathBuf> = write.iter().filter(|p| p.exists()).cloned().collect();
+            writable.extend(["/tmp", "/dev", "/proc/self"].map(PathBuf::from));
+            created = created
+                .add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_USED)))
+                .and_then(|r| r.add_rules(path_beneath_rules(&writable, all)))?;
+        }
+        // Writes limited: `no_new_privs` as always (nothing setuid runs after it).
+        let privileged = privileged && write.is_none();
+        Ok(Prepared(Some(created.no_new_privs(!privileged))))
     }
 
     /// In the task's first process: no new privileges, then the ruleset. Makes system calls

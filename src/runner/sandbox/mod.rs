@@ -10,6 +10,8 @@
 //!   read-only, the working directory and the adapter's state folders writable, a private
 //!   `/tmp`, the host's secrets hidden, optionally no network; where bubblewrap is missing,
 //!   Landlock ([`landlock`]) keeps the same write rules (but cannot hide files or processes);
+//!   where the task shares the host's network, Landlock also keeps it from the host's
+//!   abstract Unix sockets (Linux 6.12+);
 //! - **limits**: memory, processes, CPU weight (cgroups), largest file (`RLIMIT_FSIZE`);
 //! - **user**: a host running as root runs the task as another user ([`user`]).
 //!
@@ -338,6 +340,24 @@ impl Capabilities {
         }
     }
 
+    /// Whether a task of `policy` is kept from the host's abstract Unix sockets by Landlock:
+    /// where it shares the host's network (`open`, or no bubblewrap to make a namespace) and
+    /// the kernel can scope them. A setuid bubblewrap (started after the ruleset) needs the
+    /// host to be root, which may apply the ruleset without `no_new_privs`.
+    pub fn scopes_sockets(&self, policy: &SandboxPolicy) -> bool {
+        let shares_network = policy.network == Network::Open || self.bwrap.is_none();
+        let setuid_bwrap = self.bwrap.as_ref().is_some_and(|(path, _)| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
+        });
+        policy.mode != Mode::Off
+            && shares_network
+            && self
+                .landlock_abi
+                .is_some_and(|v| v >= landlock::ABSTRACT_SCOPE_ABI)
+            && (!setuid_bwrap || self.root)
+    }
+
     /// The pieces in force for `policy`, one phrase each (for logs, `agent-host adapters`
     /// and the extended card).
     pub fn pieces(&self, policy: &SandboxPolicy) -> Vec<String> {
@@ -351,6 +371,9 @@ impl Capabilities {
             )),
             (None, Some(abi)) => out.push(format!("landlock ABI {abi}: writes limited to the working directory and state folders")),
             (None, None) => {}
+        }
+        if self.scopes_sockets(policy) {
+            out.push("abstract Unix sockets: the task's own only (Landlock scope)".into());
         }
         if policy.state.is_some() && self.bwrap.is_some() {
             out.push("CLI state: a folder of its own per context".into());
@@ -552,6 +575,7 @@ impl Prepared {
                 (program.to_path_buf(), args.to_vec(), false)
             }
         };
+        steps.scope_sockets = caps.scopes_sockets(policy);
         Ok(Prepared {
             program,
             args,

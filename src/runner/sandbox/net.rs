@@ -1,6 +1,7 @@
 //! The network and the sockets a sandboxed task sees.
 //!
-//! - `open`: the host's network (its abstract Unix socket namespace too);
+//! - `open`: the host's network (its abstract Unix socket namespace too, which Landlock
+//!   keeps the task from where the kernel can scope it: [`super::landlock`]);
 //! - `none`: a network namespace of its own with loopback only;
 //! - `proxy`: the same namespace, and one way out, the host's egress proxy for the task
 //!   ([`crate::egress`]): listening on the namespace's loopback itself when the host made

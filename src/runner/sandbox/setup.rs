@@ -78,6 +78,9 @@ pub struct Steps {
     pub user: Option<(u32, u32, Vec<Gid>)>,
     /// Landlock: what the task may write (the rest is read-only), when it is in force.
     pub landlock: Option<Vec<PathBuf>>,
+    /// Landlock: only the abstract Unix sockets made by the task itself (the host's network
+    /// is shared, and with it the host's abstract sockets; see [`landlock`]).
+    pub scope_sockets: bool,
     /// Lead a new session whose controlling terminal is the pty on stdout.
     pub session: bool,
 }
@@ -113,6 +116,9 @@ impl Steps {
                 a.push("--write".into());
                 a.push(w.as_os_str().to_os_string());
             }
+        }
+        if self.scope_sockets {
+            a.push("--scope-sockets".into());
         }
         if self.session {
             a.push("--session".into());
@@ -164,6 +170,7 @@ impl Steps {
                         .get_or_insert_with(Vec::new)
                         .push(PathBuf::from(p));
                 }
+                Some("--scope-sockets") => steps.scope_sockets = true,
                 Some("--session") => steps.session = true,
                 _ => return Err(ArgsError::Unknown(a.to_string_lossy().into_owned())),
             }
@@ -174,7 +181,8 @@ impl Steps {
     /// Applies the steps to the calling process: join the cgroups (as root, before anything
     /// else), the file size limit, the user (groups first, uid last: after setuid nothing
     /// else may be changed; as root, setgid and setuid set the real, effective and saved ids
-    /// alike), the Landlock ruleset `ruleset` (built from [`Steps::landlock`]), the session.
+    /// alike), the Landlock ruleset `ruleset` (built from [`Steps::landlock`] and
+    /// [`Steps::scope_sockets`]), the session.
     /// On failure, which step failed. System calls only, no allocation: it also runs between
     /// fork and exec.
     fn apply(
@@ -206,12 +214,14 @@ impl Steps {
         Ok(())
     }
 
-    /// The Landlock ruleset of [`Steps::landlock`], built.
+    /// The Landlock ruleset of [`Steps::landlock`] and [`Steps::scope_sockets`], built.
     fn ruleset(&self) -> Result<Option<landlock::Prepared>, ::landlock::RulesetError> {
-        self.landlock
-            .as_deref()
-            .map(landlock::Prepared::new)
-            .transpose()
+        if self.landlock.is_none() && !self.scope_sockets {
+            return Ok(None);
+        }
+        // Still root when the ruleset is applied (it comes after the user step).
+        let privileged = nix::unistd::geteuid().is_root() && self.user.is_none();
+        landlock::Prepared::new(self.landlock.as_deref(), self.scope_sockets, privileged).map(Some)
     }
 }
 
@@ -408,6 +418,7 @@ mod tests {
             file_size: Some(1 << 20),
             user: Some((65534, 65534, vec![Gid::from_raw(65534), Gid::from_raw(7)])),
             landlock: Some(vec!["/work".into(), "/home/u/.cache".into()]),
+            scope_sockets: true,
             session: true,
         };
         let mut args = steps.to_args();
