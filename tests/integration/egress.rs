@@ -397,16 +397,8 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
 }
 
 /// The kernel's Landlock ABI version (0: none).
-fn landlock_abi() -> i64 {
-    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) reads no
-    // memory; it returns the version or an error.
-    let v = unsafe {
-        nix::libc::syscall(
-            nix::libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    v.max(0)
+fn landlock_abi() -> i32 {
+    agent_host::runner::sandbox::Capabilities::get()
+        .landlock_abi
+        .unwrap_or(0)
 }

@@ -84,7 +84,12 @@ impl Outcome {
     }
 }
 
-async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamResult> {
+/// The streams of `load`, stream `i` sent to and read from `addrs[i % addrs.len()]`.
+pub(crate) async fn drive(
+    addrs: &[SocketAddr],
+    load: Load,
+    tag: &str,
+) -> Vec<client::StreamResult> {
     let deadline = tokio::time::Instant::now() + load.limit;
     let mut set = tokio::task::JoinSet::new();
     for i in 0..load.streams {
@@ -92,6 +97,7 @@ async fn drive(addr: SocketAddr, load: Load, tag: &str) -> Vec<client::StreamRes
             &format!("n={} pause_us={}", load.events, load.pause_us),
             &format!("{tag}-{i}"),
         );
+        let addr = addrs[i % addrs.len()];
         let delay = load.stagger * i as u32;
         set.spawn(async move {
             tokio::time::sleep(delay).await;
@@ -276,7 +282,7 @@ fn run_load(
                 if detached {
                     all.extend(drive_detached(host.addr, load, tag).await);
                 } else {
-                    all.extend(drive(host.addr, load, tag).await);
+                    all.extend(drive(&[host.addr], load, tag).await);
                 }
             }
             all

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::host::{Host, Kind, Programs};
-use crate::{client, pg, Load};
+use crate::{pg, Load};
 
 /// What one run with `hosts` hosts did.
 pub struct Spread {
@@ -43,32 +43,6 @@ fn machine_busy() -> Option<Duration> {
     Some(Duration::from_nanos(busy * 1_000_000_000 / hz))
 }
 
-/// The streams of `load`, stream `i` sent to and read from `addrs[i % n]`.
-async fn drive(addrs: &[SocketAddr], load: Load, tag: &str) -> Vec<client::StreamResult> {
-    let deadline = tokio::time::Instant::now() + load.limit;
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..load.streams {
-        let body = client::request_body(
-            &format!("n={} pause_us={}", load.events, load.pause_us),
-            &format!("{tag}-{i}"),
-        );
-        let addr = addrs[i % addrs.len()];
-        let delay = load.stagger * i as u32;
-        set.spawn(async move {
-            tokio::time::sleep(delay).await;
-            client::stream(addr, &body, load.events, deadline).await
-        });
-    }
-    let mut out = Vec::with_capacity(load.streams);
-    while let Some(r) = set.join_next().await {
-        out.push(r.unwrap_or_else(|e| client::StreamResult {
-            error: Some(format!("join: {e}")),
-            ..Default::default()
-        }));
-    }
-    out
-}
-
 /// Runs `load` over `hosts` fresh hosts on a fresh schema of the database at `base`.
 pub fn run(
     rt: &tokio::runtime::Runtime,
@@ -92,7 +66,7 @@ pub fn run(
         let results = rt.block_on(async {
             let mut all = Vec::new();
             for _ in 0..load.reps {
-                all.extend(drive(&addrs, load, &tag).await);
+                all.extend(crate::drive(&addrs, load, &tag).await);
             }
             all
         });
