@@ -1,7 +1,10 @@
 //! Workspaces beside plain git, in one run: the time and CPU to make a context's workspace
-//! (`Workspaces::for_turn` on a context's first turn) against `git worktree add`, and to take
-//! a turn's change at its end (what the engine runs when a turn ends: the commit, the head
-//! and the change; the disk use, measured when `/metrics` is read, on its own) against `git diff --stat` of the same change, on
+//! (`Workspaces::for_turn` on a context's first turn) against `git worktree add`; to take a
+//! turn's change at its end (what the engine runs when a turn ends: the commit, the head and
+//! the change; the disk use, measured when `/metrics` is read, on its own) against `git diff
+//! --stat` of the same change; and the change alone (what `Workspaces::changes` computes: the
+//! files staged and diffed, no commit) against `git diff` (the patch of the same edits, which
+//! leaves the new file out), on
 //! repositories of 100, 10,000 and 100,000 files. Plain git and the workspace alternate
 //! within each run, so a busy machine slows both alike.
 //!
@@ -106,8 +109,10 @@ fn turn_end(all: &Workspaces, ws: &Workspace) -> usize {
     end.changes.files.len()
 }
 
-/// One run on `repo`: plain git, then the workspace.
-fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost; 5] {
+/// One run on `repo`: plain git, then the workspace. The costs: `git worktree add`, the
+/// workspace made, `git diff --stat`, the turn's end, the disk use, `git diff` (the patch),
+/// the change alone (no commit).
+fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost; 7] {
     let wt = dir.join(format!("wt{n}"));
     let wt_arg = wt.to_str().expect("utf-8 path");
     let ((), worktree) = measure(|| {
@@ -137,13 +142,17 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     change(&wt);
     change(&ws.checkout());
     let ((), diff) = measure(|| git(&wt, &["diff", "--stat"]));
+    let ((), patch) = measure(|| git(&wt, &["diff"]));
+    // Taken from a temporary index: the workspace is as it was for the turn's end.
+    let (change_alone, alone) = measure(|| all.changes(&ws).expect("changes"));
+    assert_eq!(change_alone.files.len(), 11, "10 files edited, 1 added");
     let (files, ended) = measure(|| turn_end(all, &ws));
     assert_eq!(files, 11, "10 files edited, 1 added");
     let (_, disk) = measure(|| all.refresh_gauges());
     git(repo, &["worktree", "remove", "--force", wt_arg]);
     git(repo, &["branch", "-q", "-D", &format!("wt{n}")]);
     all.remove(&context).expect("remove");
-    [worktree, made, diff, ended, disk]
+    [worktree, made, diff, ended, disk, patch, alone]
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -184,12 +193,12 @@ fn main() {
     )
     .expect("workspaces");
     if full {
-        println!("| files | `git worktree add` | workspace made | ratio | `git diff --stat` | turn's end (commit, change) | ratio | disk use (next `/metrics`) |");
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("| files | `git worktree add` | workspace made | ratio | `git diff --stat` | turn's end (commit, change) | ratio | `git diff` (the patch) | the change alone (no commit) | ratio | disk use (next `/metrics`) |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
     }
     for files in sizes {
         let repo = repository(tmp.path(), files);
-        let results: Vec<[Cost; 5]> = (0..runs)
+        let results: Vec<[Cost; 7]> = (0..runs)
             .map(|r| run(tmp.path(), &repo, &all, r, full))
             .collect();
         if !full {
@@ -211,13 +220,16 @@ fn main() {
             format!("{:.2}× wall, {:.2}× CPU", r(|c| c.wall), r(|c| c.cpu))
         };
         println!(
-            "| {files} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {files} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(0),
             cell(1),
             ratio(0, 1),
             cell(2),
             cell(3),
             ratio(2, 3),
+            cell(5),
+            cell(6),
+            ratio(5, 6),
             cell(4)
         );
         std::fs::remove_dir_all(&repo).expect("rm repo");
