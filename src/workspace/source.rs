@@ -101,6 +101,11 @@ impl Source {
         if let Some(commit) = &self.commit {
             return Ok((name.to_string(), commit.clone()));
         }
+        // No base named and `HEAD` names no commit: nothing is committed on the branch (a
+        // fresh `git init`), whatever other branches hold; no git process needed to say so.
+        if base_ref.is_none() {
+            return Err(bad());
+        }
         let any = Git::trusted(&self.top).output(["rev-list", "-n", "1", "--all"])?;
         if any.is_empty() {
             return Err(WorkspaceError::NoCommits {
