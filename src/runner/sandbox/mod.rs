@@ -247,6 +247,8 @@ pub struct Capabilities {
     pub bwrap: Option<(PathBuf, String)>,
     /// Why bubblewrap cannot be used (not installed, or it failed a trial run).
     pub bwrap_missing: String,
+    /// The bubblewrap found is setuid (it must not start under `no_new_privs`).
+    pub bwrap_setuid: bool,
     /// The Landlock ABI version the kernel supports.
     pub landlock_abi: Option<i32>,
     pub cgroups: cgroup::Hierarchies,
@@ -284,9 +286,14 @@ impl Capabilities {
         } else {
             bwrap::probe()
         };
+        let bwrap_setuid = bwrap.as_ref().is_some_and(|(path, _)| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
+        });
         Capabilities {
             bwrap,
             bwrap_missing,
+            bwrap_setuid,
             landlock_abi: if off(Piece::Landlock) {
                 None
             } else {
@@ -346,16 +353,12 @@ impl Capabilities {
     /// host to be root, which may apply the ruleset without `no_new_privs`.
     pub fn scopes_sockets(&self, policy: &SandboxPolicy) -> bool {
         let shares_network = policy.network == Network::Open || self.bwrap.is_none();
-        let setuid_bwrap = self.bwrap.as_ref().is_some_and(|(path, _)| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
-        });
         policy.mode != Mode::Off
             && shares_network
             && self
                 .landlock_abi
                 .is_some_and(|v| v >= landlock::ABSTRACT_SCOPE_ABI)
-            && (!setuid_bwrap || self.root)
+            && (!self.bwrap_setuid || self.root)
     }
 
     /// The pieces in force for `policy`, one phrase each (for logs, `agent-host adapters`

@@ -93,14 +93,14 @@ impl Gather {
             limit,
             reply,
         };
-        if let Err(mpsc::error::SendError(ask)) = self.asks.send(ask) {
+        if self.asks.send(ask).is_err() {
             // The gathering task is gone (the runtime is stopping): read alone.
-            return alone(&self.pool, &ask).await;
+            return alone(&self.pool, task_id, after, limit).await;
         }
         match answer.await {
             Ok(a) => a,
             // The statement's task ended unfinished (the runtime is stopping).
-            Err(_) => read_alone(&self.pool, task_id, after, limit).await,
+            Err(_) => alone(&self.pool, task_id, after, limit).await,
         }
     }
 }
@@ -148,7 +148,7 @@ async fn answer(pool: Pool, asks: Vec<Ask>) {
         Err(e) => {
             tracing::debug!(error = %e, reads = asks.len(), "a gathered read failed; reading each alone");
             for ask in asks {
-                let a = alone(&pool, &ask).await;
+                let a = alone(&pool, &ask.task_id, ask.after, ask.limit).await;
                 let _ = ask.reply.send(a);
             }
         }
@@ -200,13 +200,9 @@ fn clamp<N: TryInto<i64>>(n: N) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }
 
-/// One read on its own.
-async fn alone(pool: &Pool, ask: &Ask) -> Answer {
-    read_alone(pool, &ask.task_id, ask.after, ask.limit).await
-}
-
-/// Up to `limit` events of `task_id` after `after`, in statements of their own.
-async fn read_alone(pool: &Pool, task_id: &str, after: u64, limit: usize) -> Answer {
+/// One read on its own: up to `limit` events of `task_id` after `after`, in statements of
+/// their own.
+async fn alone(pool: &Pool, task_id: &str, after: u64, limit: usize) -> Answer {
     let c = pool.get().await?;
     let evs = read::events(&c, task_id, after, limit).await?;
     if evs.is_empty() && read::position(&c, task_id).await?.is_none() {
