@@ -6,6 +6,7 @@
 //! a streamed answer, then ends the task. Prints the process CPU time (every thread: the
 //! caller, the runtime's blocking threads and SQLite's writer thread) and the wall time per
 //! event. `cargo bench --bench store`; `cargo test --all-targets` runs it once, small.
+//! `LENGTHS=10000,100000 cargo bench --bench store` measures other task lengths.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -97,7 +98,16 @@ fn main() {
     // `cargo test --all-targets` runs benches with `--test`... and plain `cargo bench` with
     // `--bench`: a test run only checks that the bench works, on small tasks.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let lengths: &[usize] = if quick { &[10] } else { &[100, 1000, 10_000] };
+    let asked: Option<Vec<usize>> = std::env::var("LENGTHS").ok().map(|l| {
+        l.split(',')
+            .map(|n| n.trim().parse().expect("LENGTHS: numbers"))
+            .collect()
+    });
+    let lengths: &[usize] = match (&asked, quick) {
+        (_, true) => &[10],
+        (Some(l), false) => l,
+        (None, false) => &[100, 1000, 10_000],
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

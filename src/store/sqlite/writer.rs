@@ -20,11 +20,17 @@ use crate::protocol::v1::Task;
 use crate::store::StoreError;
 use crate::task::{apply, LoggedEvent};
 
-/// The largest task the writer keeps in memory to checkpoint it from there; a larger one is
-/// read back from its last checkpoint and the events since (the doubling sizes keep that
-/// cost proportional to the task). Bounded so that many long live tasks do not each hold a
-/// copy here.
-const KEEP_TASK_BYTES: usize = 1024 * 1024;
+/// The largest task the writer keeps in memory (its last checkpoint and the events since,
+/// in bytes) to checkpoint it from there; a larger one is read back from its last checkpoint
+/// and the events since at each of its checkpoints. For a long task of small events that
+/// reading back cost more than writing the events (a fifth of the store's CPU per event at
+/// 100,000 events, when this bound was 1 MiB; see `bench/log`).
+const KEEP_TASK_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most the writer keeps of all the tasks it holds together (each counted at its last
+/// checkpoint and the events since when it was taken): many long live tasks do not each hold
+/// a copy here; beyond it, a task's checkpoints are read back.
+const KEEP_ALL_BYTES: usize = 32 * 1024 * 1024;
 
 /// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
 /// written when they reach the size of the last checkpoint: so checkpoints of a growing task
@@ -166,9 +172,11 @@ impl Progress {
 }
 
 impl Progress {
-    /// Applies an append's events to the task held, or lets go of a task grown too large.
+    /// Applies an append's events to the task held, or lets go of a task grown too large or
+    /// made of a few large events (long lines of output: no checkpoint comes for those, so
+    /// holding them would only hold their bytes).
     fn apply(&mut self, rows: &[(Arc<LoggedEvent>, String)]) {
-        if self.snapshot + self.since > KEEP_TASK_BYTES {
+        if self.few_and_large() || self.snapshot + self.since > KEEP_TASK_BYTES {
             self.task = None;
         }
         if let Some((task, seq)) = &mut self.task {
@@ -334,14 +342,27 @@ fn write_all(
         if ended {
             progress.remove(id);
         } else {
+            let room = may_hold(progress, size);
             progress.insert(
                 id.to_string(),
-                Progress::holding(size, task.filter(|_| size <= KEEP_TASK_BYTES)),
+                Progress::holding(size, task.filter(|_| room)),
             );
         }
     }
     tx.commit()?;
     Ok(())
+}
+
+/// Whether the writer may hold a task just checkpointed at `size` bytes beside the ones it
+/// holds (each counted at its last checkpoint and the events since). Asked at a checkpoint
+/// only: a sum over the live tasks, not a count kept up at every event.
+fn may_hold(progress: &HashMap<String, Progress>, size: usize) -> bool {
+    let held: usize = progress
+        .values()
+        .filter(|p| p.task.is_some())
+        .map(|p| p.snapshot + p.since)
+        .sum();
+    size <= KEEP_TASK_BYTES && held + size <= KEEP_ALL_BYTES
 }
 
 /// Deletes task `id` and everything kept for it when it is terminal, then its context when
@@ -489,3 +510,6 @@ fn checkpoint(
     .execute(params![id, seq as i64, json])?;
     Ok((json.len(), Some((task, seq))))
 }
+
+#[cfg(test)]
+mod tests;
