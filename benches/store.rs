@@ -103,10 +103,10 @@ fn main() {
             .map(|n| n.trim().parse().expect("LENGTHS: numbers"))
             .collect()
     });
-    let lengths: &[usize] = match (&asked, quick) {
-        (_, true) => &[10],
-        (Some(l), false) => l,
-        (None, false) => &[100, 1000, 10_000],
+    let lengths: &[usize] = match &asked {
+        _ if quick => &[10],
+        Some(l) => l,
+        None => &[100, 1000, 10_000],
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
