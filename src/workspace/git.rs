@@ -168,7 +168,11 @@ impl Git {
     }
 
     /// Fails when the workspace's `.git` or the folders git writes through are links or not
-    /// folders, or the checkout's git folder points elsewhere (`commondir`).
+    /// folders, the checkout's git folder points elsewhere (`commondir`), or a link lies
+    /// where the host's git writes: among the object folders (`objects/ab`, where a new
+    /// object is written as `ab/cdef...`), in `refs` (a ref's lock file and the ref) or in
+    /// `logs` (git appends to a reflog through a link: `logs/HEAD` linked to a file of the
+    /// host's would have each commit of the host's append a line to it).
     pub(crate) fn check_contained(&self) -> Result<(), WorkspaceError> {
         let Some(top) = &self.workspace else {
             return Ok(());
@@ -192,7 +196,9 @@ impl Git {
                 path: dot_git.join("commondir"),
             });
         }
-        Ok(())
+        no_link_below(&dot_git.join("objects"), false)?;
+        no_link_below(&dot_git.join("refs"), true)?;
+        no_link_below(&dot_git.join("logs"), true)
     }
 
     /// `-c filter.NAME.clean= ...` for every filter the repository's own configuration
@@ -394,6 +400,29 @@ impl Git {
 
 /// The owner of the workspace's `.git` when the host runs as root and gave the workspace to
 /// another user (the agent, which runs as that user, cannot give it away again).
+/// Fails when an entry of `dir` (an absent `dir` has none), or with `walk` of any folder
+/// below it, is a link: git would write through it. Reads each folder once (the entries'
+/// types come with their names), so the objects folder's 256 subfolders cost one `readdir`.
+fn no_link_below(dir: &Path, walk: bool) -> Result<(), WorkspaceError> {
+    let tampered = |path: PathBuf| WorkspaceError::Tampered { path };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => return Err(tampered(dir.to_path_buf())),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|_| tampered(dir.to_path_buf()))?;
+        let kind = entry.file_type().map_err(|_| tampered(entry.path()))?;
+        if kind.is_symlink() {
+            return Err(tampered(entry.path()));
+        }
+        if walk && kind.is_dir() {
+            no_link_below(&entry.path(), true)?;
+        }
+    }
+    Ok(())
+}
+
 fn owner_of(checkout: &Path) -> Option<(u32, u32)> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid();

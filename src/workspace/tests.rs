@@ -526,6 +526,63 @@ fn a_linked_refs_folder_stops_the_host_from_committing() {
     assert_eq!(state(&src), before);
 }
 
+/// Replaces `at` (a folder or file of the workspace's `.git`, if any) with a link to `to`.
+fn plant_link(at: &Path, to: &Path) {
+    if at.is_dir() {
+        std::fs::remove_dir_all(at).unwrap();
+    } else if at.exists() {
+        std::fs::remove_file(at).unwrap();
+    }
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(to, at).unwrap();
+}
+
+#[test]
+fn a_linked_reflog_stops_the_hosts_commit_from_appending_to_a_host_file() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("reflog", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("a.txt"), "x\n").unwrap();
+    let victim = t.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    plant_link(&co.join(".git/logs/HEAD"), &victim);
+    assert!(matches!(
+        all.commit_turn(&ws, "x", "t"),
+        Err(WorkspaceError::Tampered { .. })
+    ));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    // git run plainly appends its reflog line through the link (the test proves something).
+    let head = git(&co, &["rev-parse", "HEAD"]);
+    let tree = git(&co, &["rev-parse", "HEAD^{tree}"]);
+    let next = git(&co, &["commit-tree", &tree, "-p", &head, "-m", "plain"]);
+    git(&co, &["update-ref", "-m", "plain", "HEAD", &next]);
+    assert!(std::fs::read_to_string(&victim).unwrap().contains("plain"));
+}
+
+#[test]
+fn a_linked_object_folder_stops_the_hosts_git_from_writing_outside() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("objects", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("a.txt"), "written outside?\n").unwrap();
+    let blob = git(&co, &["hash-object", "a.txt"]);
+    let outside = t.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    plant_link(&co.join(".git/objects").join(&blob[..2]), &outside);
+    assert!(matches!(
+        all.changes(&ws),
+        Err(WorkspaceError::Tampered { .. })
+    ));
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // git run plainly writes the new object through the link (the test proves something).
+    git(&co, &["add", "-A"]);
+    assert!(outside.join(&blob[2..]).is_file());
+}
+
 #[test]
 fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies() {
     let t = tempfile::tempdir().unwrap();
