@@ -80,7 +80,9 @@ pub(crate) fn stage_all(
     let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
     let own = checkout.join(".git").join("index");
     let guard = TempIndex(tmp.clone());
-    if own.is_file() {
+    // Only the workspace's own file: an index the agent replaced by a link (to a file of
+    // the host's, or another workspace's index) is not read; git then reads every file.
+    if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_file()) {
         copy_index(&own, &tmp).map_err(|e| WorkspaceError::Io {
             path: tmp.clone(),
             source: e,

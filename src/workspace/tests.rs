@@ -584,6 +584,30 @@ fn a_linked_object_folder_stops_the_hosts_git_from_writing_outside() {
 }
 
 #[test]
+fn a_linked_index_is_not_read_and_the_change_is_taken_all_the_same() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("index", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("a.txt"), "one\ntwo\n").unwrap();
+    let secret = t.path().join("secret");
+    std::fs::write(&secret, "root:$y$j9T$not-an-index\n").unwrap();
+    plant_link(&co.join(".git/index"), &secret);
+    let ch = all.changes(&ws).unwrap();
+    let names: Vec<&str> = ch.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(names, ["a.txt"]);
+    // git reading that file as its index fails on it (the test proves something).
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&co)
+        .args(["add", "-A"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
 fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
