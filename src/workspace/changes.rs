@@ -47,6 +47,10 @@ pub struct Changes {
     pub truncated: bool,
 }
 
+/// The largest index the host copies to seed its own: an index takes about 100 bytes a
+/// file, so this is ten million files.
+const LARGEST_INDEX: u64 = 1 << 30;
+
 /// The option that writes an index without its trailing checksum.
 pub(crate) const SKIP_HASH: &str = "index.skipHash=true";
 
@@ -80,9 +84,10 @@ pub(crate) fn stage_all(
     let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
     let own = checkout.join(".git").join("index");
     let guard = TempIndex(tmp.clone());
-    // Only the workspace's own file: an index the agent replaced by a link (to a file of
-    // the host's, or another workspace's index) is not read; git then reads every file.
-    if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_file()) {
+    // Only the workspace's own file, and one of an index's size: an index the agent
+    // replaced by a link (to a file of the host's, or another workspace's index) or made
+    // huge (a sparse file of a terabyte) is not read; git then reads every file.
+    if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_file() && m.len() <= LARGEST_INDEX) {
         copy_index(&own, &tmp).map_err(|e| WorkspaceError::Io {
             path: tmp.clone(),
             source: e,

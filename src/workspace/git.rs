@@ -11,9 +11,13 @@
 //! - `core.fsmonitor`, `core.hooksPath` (no hook runs), signing, and every `filter.*` driver
 //!   the repository's own configuration defines are overridden on the command line, which wins
 //!   over the repository's configuration; diffs run with `--no-ext-diff --no-textconv`;
-//! - the folders git writes through (`.git`, `objects`, `refs`, `refs/heads`) must be real
-//!   folders inside the workspace, not links (a link to the source repository's `refs` would
-//!   make the host's commit move the source's branches) ([`Git::check_contained`]).
+//! - the system's and the host user's configuration are not read (`GIT_CONFIG_NOSYSTEM`,
+//!   `GIT_CONFIG_GLOBAL=/dev/null`);
+//! - everything in `.git` must be a regular file or a real folder, the folders git writes
+//!   through real folders inside the workspace ([`Git::check_contained`]): git follows links
+//!   there (a link to the source repository's `refs` would make the host's commit move the
+//!   source's branches; a linked reflog gets the host's lines);
+//! - each call is stopped after [`GIT_TIMEOUT`].
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -99,29 +103,21 @@ impl Git {
     /// git in a workspace's checkout (the agent may have written its `.git`): checked to
     /// be contained, with the repository's own filter drivers overridden.
     pub(crate) fn workspace(checkout: &Path) -> Result<Git, WorkspaceError> {
-        let mut git = Git {
-            dir: checkout.to_path_buf(),
-            workspace: Some(checkout.to_path_buf()),
-            filters: Vec::new(),
-            index: None,
-            env: Vec::new(),
-            user: owner_of(checkout),
-        };
-        git.check_contained()?;
-        git.filters = git.own_filters()?;
-        Ok(git)
+        Git::fresh_workspace(checkout)?.with_own_filters()
     }
 
-    /// git in a workspace's checkout whose own filter overrides are `filters` (as
-    /// [`Git::filter_overrides`] gave them for the configuration it has now): checked to be
-    /// contained.
-    pub(crate) fn workspace_with(
-        checkout: &Path,
-        filters: Vec<String>,
-    ) -> Result<Git, WorkspaceError> {
-        let mut git = Git::fresh_workspace(checkout)?;
-        git.filters = filters;
-        Ok(git)
+    /// The same git with the overrides of the filter drivers the repository's configuration
+    /// defines now (one git process reads them).
+    pub(crate) fn with_own_filters(mut self) -> Result<Git, WorkspaceError> {
+        self.filters = self.own_filters()?;
+        Ok(self)
+    }
+
+    /// The same git with `filters` as its overrides (as [`Git::filter_overrides`] gave them
+    /// for the configuration the repository has now).
+    pub(crate) fn with_filters(mut self, filters: Vec<String>) -> Git {
+        self.filters = filters;
+        self
     }
 
     /// The `-c` overrides of this git (of the repository's own filters, from
@@ -130,8 +126,9 @@ impl Git {
         &self.filters
     }
 
-    /// git in a workspace's checkout just made by the host, before the agent ran in it: its
-    /// configuration is the host's template's, which defines no filter to override.
+    /// git in a workspace's checkout, checked to be contained, with no filter overridden:
+    /// for a checkout just made by the host, before the agent ran in it (its configuration
+    /// is the host's template's, which defines no filter), or before the filters are set.
     pub(crate) fn fresh_workspace(checkout: &Path) -> Result<Git, WorkspaceError> {
         let git = Git {
             dir: checkout.to_path_buf(),
@@ -168,11 +165,8 @@ impl Git {
     }
 
     /// Fails when the workspace's `.git` or the folders git writes through are links or not
-    /// folders, the checkout's git folder points elsewhere (`commondir`), or a link lies
-    /// where the host's git writes: among the object folders (`objects/ab`, where a new
-    /// object is written as `ab/cdef...`), in `refs` (a ref's lock file and the ref) or in
-    /// `logs` (git appends to a reflog through a link: `logs/HEAD` linked to a file of the
-    /// host's would have each commit of the host's append a line to it).
+    /// folders, the checkout's git folder points elsewhere (`commondir`), or anything in
+    /// `.git` is other than a file or a folder ([`only_files_and_folders`]).
     pub(crate) fn check_contained(&self) -> Result<(), WorkspaceError> {
         let Some(top) = &self.workspace else {
             return Ok(());
@@ -196,9 +190,7 @@ impl Git {
                 path: dot_git.join("commondir"),
             });
         }
-        no_link_below(&dot_git.join("objects"), false)?;
-        no_link_below(&dot_git.join("refs"), true)?;
-        no_link_below(&dot_git.join("logs"), true)
+        only_files_and_folders(&dot_git)
     }
 
     /// `-c filter.NAME.clean= ...` for every filter the repository's own configuration
@@ -252,7 +244,11 @@ impl Git {
             .env("LC_ALL", "C");
         if let Some(top) = &self.workspace {
             let dot_git = top.join(".git");
-            cmd.env("GIT_DIR", &dot_git)
+            // Nor the host user's own configuration: a filter it defines (git-lfs's) would
+            // run on files and settings the agent wrote, and what the change holds would
+            // depend on that user's ignore rules.
+            cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_DIR", &dot_git)
                 .env("GIT_COMMON_DIR", &dot_git)
                 .env("GIT_WORK_TREE", top)
                 .env("GIT_OBJECT_DIRECTORY", dot_git.join("objects"));
@@ -318,10 +314,21 @@ impl Git {
             .into_iter()
             .map(|a| a.as_ref().to_os_string())
             .collect();
-        let out = self
+        let child = self
             .command(&args)
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
+        let deadline = Deadline::watch(child.id(), GIT_TIMEOUT);
+        let out = child.wait_with_output();
+        if deadline.passed() {
+            return Err(timed_out(&args));
+        }
+        let out = out.map_err(|e| WorkspaceError::Io {
+            path: self.dir.clone(),
+            source: e,
+        })?;
         let code = out.status.code().unwrap_or(-1);
         if out.status.success() || ok_codes.contains(&code) {
             return Ok(out.stdout);
@@ -363,31 +370,30 @@ impl Git {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
-        let mut buf = Vec::new();
-        let more = match child.stdout.take() {
-            Some(out) => {
-                let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-                out.take(cap)
-                    .read_to_end(&mut buf)
-                    .map_err(|e| WorkspaceError::Io {
-                        path: self.dir.clone(),
-                        source: e,
-                    })?;
-                buf.len() > limit
+        let deadline = Deadline::watch(child.id(), GIT_TIMEOUT);
+        let read = read_limited(child.stdout.take(), limit);
+        let waited = match &read {
+            Ok((_, false)) => Some(child.wait_with_output()),
+            _ => {
+                // The rest is not wanted (or cannot be read): stop git rather than read it.
+                let _ = child.kill();
+                let _ = child.wait();
+                None
             }
-            None => false,
         };
-        if more {
-            // The rest is not wanted: stop git rather than read it.
-            let _ = child.kill();
-            let _ = child.wait();
-            buf.truncate(limit);
-            return Ok((buf, true));
+        if deadline.passed() {
+            return Err(timed_out(&args));
         }
-        let out = child.wait_with_output().map_err(|e| WorkspaceError::Io {
+        let io_error = |e| WorkspaceError::Io {
             path: self.dir.clone(),
             source: e,
-        })?;
+        };
+        let (mut buf, more) = read.map_err(io_error)?;
+        let Some(waited) = waited else {
+            buf.truncate(limit);
+            return Ok((buf, more));
+        };
+        let out = waited.map_err(io_error)?;
         if !out.status.success() {
             return Err(WorkspaceError::Git {
                 command: describe(&args),
@@ -398,31 +404,106 @@ impl Git {
     }
 }
 
-/// The owner of the workspace's `.git` when the host runs as root and gave the workspace to
-/// another user (the agent, which runs as that user, cannot give it away again).
-/// Fails when an entry of `dir` (an absent `dir` has none), or with `walk` of any folder
-/// below it, is a link: git would write through it. Reads each folder once (the entries'
-/// types come with their names), so the objects folder's 256 subfolders cost one `readdir`.
-fn no_link_below(dir: &Path, walk: bool) -> Result<(), WorkspaceError> {
+/// Fails when anything below `dir` is other than a regular file or a folder. git follows
+/// links in its own folder wherever it reads or writes: it appends to a reflog through a
+/// link (a `logs/HEAD` linked to a file of the host's gets a line at each host commit),
+/// writes a new object into a linked `objects/ab`, reads a linked `packed-refs` or
+/// `objects/info/alternates` (another repository's refs and objects, served by `git fetch`)
+/// or a linked configuration; and a fifo or a device it opens blocks it or never ends.
+/// Walks every folder once; the entries' types come with their names (no `stat` each).
+fn only_files_and_folders(dir: &Path) -> Result<(), WorkspaceError> {
     let tampered = |path: PathBuf| WorkspaceError::Tampered { path };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(_) => return Err(tampered(dir.to_path_buf())),
-    };
+    let entries = std::fs::read_dir(dir).map_err(|_| tampered(dir.to_path_buf()))?;
     for entry in entries {
         let entry = entry.map_err(|_| tampered(dir.to_path_buf()))?;
         let kind = entry.file_type().map_err(|_| tampered(entry.path()))?;
-        if kind.is_symlink() {
+        if kind.is_dir() {
+            only_files_and_folders(&entry.path())?;
+        } else if !kind.is_file() {
             return Err(tampered(entry.path()));
-        }
-        if walk && kind.is_dir() {
-            no_link_below(&entry.path(), true)?;
         }
     }
     Ok(())
 }
 
+/// At most `limit` bytes of `out` (git's standard output), and whether it had more.
+fn read_limited(
+    out: Option<std::process::ChildStdout>,
+    limit: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut buf = Vec::new();
+    let Some(out) = out else {
+        return Ok((buf, false));
+    };
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    out.take(cap).read_to_end(&mut buf)?;
+    let more = buf.len() > limit;
+    Ok((buf, more))
+}
+
+/// How long a git call of the host's may run. The largest repositories' calls take seconds;
+/// one that runs on is stuck (a fifo or a file that never ends, named by a configuration the
+/// agent wrote, e.g. `include.path` or `core.excludesFile`), and the turn's end waits on it.
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Kills a git process still running after its time ([`GIT_TIMEOUT`]): a thread waits for the call's
+/// end or the time, whichever comes first (the standard library's `Child` has no wait with
+/// a time limit).
+struct Deadline {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    watcher: Option<std::thread::JoinHandle<bool>>,
+}
+
+impl Deadline {
+    fn watch(pid: u32, within: std::time::Duration) -> Deadline {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let watcher = std::thread::Builder::new()
+            .name("git-deadline".into())
+            .spawn(move || {
+                let timed_out = matches!(
+                    wait.recv_timeout(within),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                if timed_out {
+                    if let Ok(pid) = i32::try_from(pid) {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+                timed_out
+            })
+            .ok();
+        Deadline {
+            done: Some(done),
+            watcher,
+        }
+    }
+
+    /// Ends the watch (the process was waited for): whether the time had passed and it was
+    /// killed.
+    fn passed(mut self) -> bool {
+        drop(self.done.take());
+        self.watcher
+            .take()
+            .is_some_and(|w| w.join().unwrap_or(false))
+    }
+}
+
+/// The error of a git call stopped at [`GIT_TIMEOUT`].
+fn timed_out(args: &[std::ffi::OsString]) -> WorkspaceError {
+    WorkspaceError::Git {
+        command: describe(args),
+        message: format!(
+            "stopped after {} s without an end (a file its configuration names may never end)",
+            GIT_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// The owner of the workspace's `.git` when the host runs as root and gave the workspace to
+/// another user (the agent, which runs as that user, cannot give it away again).
 fn owner_of(checkout: &Path) -> Option<(u32, u32)> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid();
@@ -440,4 +521,41 @@ fn describe(args: &[std::ffi::OsString]) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     format!("git {}", words.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_past_its_deadline_is_killed_and_one_within_it_is_not() {
+        let mut slow = Command::new("sleep").arg("30").spawn().unwrap();
+        let deadline = Deadline::watch(slow.id(), std::time::Duration::from_millis(100));
+        let status = slow.wait().unwrap();
+        assert!(deadline.passed());
+        assert!(!status.success());
+        let mut quick = Command::new("true").spawn().unwrap();
+        let deadline = Deadline::watch(quick.id(), std::time::Duration::from_secs(30));
+        assert!(quick.wait().unwrap().success());
+        assert!(!deadline.passed());
+    }
+
+    #[test]
+    fn a_workspace_git_reads_neither_the_system_nor_the_users_configuration() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join(".git/objects")).unwrap();
+        std::fs::create_dir_all(t.path().join(".git/refs/heads")).unwrap();
+        let git = Git::fresh_workspace(t.path()).unwrap();
+        let cmd = git.command(["status"]);
+        let env: Vec<_> = cmd.get_envs().collect();
+        for (name, value) in [
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+        ] {
+            assert!(
+                env.contains(&(OsStr::new(name), Some(OsStr::new(value)))),
+                "{name}"
+            );
+        }
+    }
 }

@@ -116,6 +116,34 @@ fn build_template(dir: &Path, name: &str, email: &str) -> Result<(), WorkspaceEr
 /// Lets the checkout read the source's objects (`objects/info/alternates`, as `git clone
 /// --shared` writes it): one absolute folder on one line.
 fn borrow_objects(checkout: &Path, source_git: &Path) -> Result<(), WorkspaceError> {
+    let file = checkout.join(".git/objects/info/alternates");
+    std::fs::write(&file, alternates_line(source_git)?).map_err(io(&file))
+}
+
+/// Puts back the checkout's `objects/info/alternates` when it differs from what the host
+/// wrote (only the source's objects). The agent may write that file: a line naming another
+/// repository's objects (another context's workspace, a repository the host can read)
+/// would let refs the agent writes bring that repository's files to whoever fetches this
+/// workspace. Called after [`Git::check_contained`](super::git::Git::check_contained) (the
+/// file, if any, is a regular file); replaced by a rename, never written through.
+pub(crate) fn keep_borrowing(checkout: &Path, source_git: &Path) -> Result<(), WorkspaceError> {
+    let file = checkout.join(".git/objects/info/alternates");
+    let line = alternates_line(source_git)?;
+    if std::fs::read(&file).is_ok_and(|now| now == line) {
+        return Ok(());
+    }
+    let info = checkout.join(".git/objects/info");
+    std::fs::create_dir_all(&info).map_err(io(&info))?;
+    let tmp = info.join(format!("alternates.{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, line).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &file).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(&file)(e)
+    })
+}
+
+/// The alternates line naming `source_git`'s objects.
+fn alternates_line(source_git: &Path) -> Result<Vec<u8>, WorkspaceError> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let objects = source_git.join("objects");
     if objects.as_os_str().as_bytes().contains(&b'\n') {
@@ -129,6 +157,5 @@ fn borrow_objects(checkout: &Path, source_git: &Path) -> Result<(), WorkspaceErr
     }
     let mut line = objects.into_os_string().into_vec();
     line.push(b'\n');
-    let file = checkout.join(".git/objects/info/alternates");
-    std::fs::write(&file, line).map_err(io(&file))
+    Ok(line)
 }

@@ -72,7 +72,7 @@ pub enum WorkspaceError {
     #[error("too many workspaces ({max}, --max-workspaces): a new context is refused until one is removed")]
     TooMany { max: usize },
     #[error(
-        "the workspace's {path} is a link or not a folder: the host does not run git through it"
+        "the workspace's {path} is a link, a special file, or not a folder where one is expected: the host does not run git through it"
     )]
     Tampered { path: PathBuf },
     #[error("workspace author '{0}' is not of the form \"Name <email>\"")]
@@ -137,23 +137,47 @@ impl Workspace {
     }
 
     /// The folder in the workspace for `cwd`, a folder in the source repository (the same
-    /// path below the top); the checkout's top for a folder outside it. Created when missing
-    /// (a folder with no tracked file).
+    /// path below the top); the checkout's top for a folder outside it, or for one the
+    /// workspace does not hold as a real folder. Created when missing (a folder with no
+    /// tracked file).
     pub fn map_cwd(&self, cwd: &Path) -> PathBuf {
         let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-        let mapped = match cwd.strip_prefix(&self.source) {
-            Ok(rel) => self.checkout().join(rel),
-            Err(_) => self.checkout(),
-        };
-        if !mapped.is_dir() && std::fs::create_dir_all(&mapped).is_err() {
+        let Ok(rel) = cwd.strip_prefix(&self.source) else {
             return self.checkout();
+        };
+        match folder_inside(&self.checkout(), rel) {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                tracing::warn!(folder = %rel.display(), error = %e,
+                    "the turn's folder is not a real folder of the workspace; the turn runs at its top");
+                self.checkout()
+            }
         }
-        mapped
     }
 
     fn scratch(&self) -> PathBuf {
         self.dir.join("scratch")
     }
+}
+
+/// `top` joined with `rel`, each folder on the way a real folder (an agent may have replaced
+/// one by a link to a folder of the host's, which the sandbox would then give it writable),
+/// the missing ones created one at a time: nothing is entered or made through a link.
+fn folder_inside(top: &Path, rel: &Path) -> std::io::Result<PathBuf> {
+    let mut at = top.to_path_buf();
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(std::io::ErrorKind::NotADirectory.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(at)
 }
 
 /// A workspace in the listing, with its disk use.
@@ -647,14 +671,17 @@ impl Workspaces {
     /// ends it does not (a workspace is made with none).
     fn git(&self, ws: &Workspace) -> Result<Git, WorkspaceError> {
         let checkout = ws.checkout();
+        // Checked before anything of its `.git` is read: only files and folders there.
+        let git = Git::fresh_workspace(&checkout)?;
+        make::keep_borrowing(&checkout, &ws.source_git)?;
         let key = config_key(&checkout);
         if let Some(key) = &key {
             let known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((_, filters)) = known.get(&checkout).filter(|(k, _)| k == key) {
-                return Git::workspace_with(&checkout, filters.clone());
+                return Ok(git.with_filters(filters.clone()));
             }
         }
-        let git = Git::workspace(&checkout)?;
+        let git = git.with_own_filters()?;
         if let Some(key) = key {
             self.remember_filters(checkout, key, git.filter_overrides().to_vec());
         }
@@ -723,9 +750,17 @@ fn panicked(command: &str) -> WorkspaceError {
 /// git reads in every call there; `None` when it cannot be read or includes other files
 /// (whose changes its text would not show).
 fn config_key(checkout: &Path) -> Option<Vec<u8>> {
-    let dot_git = checkout.join(".git");
-    let mut key = std::fs::read(dot_git.join("config")).ok()?;
-    match std::fs::read(dot_git.join("config.worktree")) {
+    /// A configuration larger than this is not kept as a key (git reads it every time).
+    const LARGEST: u64 = 1 << 20;
+    let read = |name: &str| -> std::io::Result<Vec<u8>> {
+        let path = checkout.join(".git").join(name);
+        if std::fs::symlink_metadata(&path)?.len() > LARGEST {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        std::fs::read(path)
+    };
+    let mut key = read("config").ok()?;
+    match read("config.worktree") {
         Ok(more) => {
             key.push(0);
             key.extend(more);

@@ -83,6 +83,7 @@ impl std::fmt::Debug for GitResponse {
 pub async fn serve(ws: &Workspace, req: GitRequest) -> Result<GitResponse, WorkspaceError> {
     let checkout = ws.checkout();
     let git = Git::workspace(&checkout)?.with_config(SERVE_PINNED);
+    super::make::keep_borrowing(&checkout, &ws.source_git)?;
     let mut cmd = tokio::process::Command::from(git.command(["http-backend"]));
     cgi_env(&mut cmd, &ws.dir, &req);
     cmd.stdin(Stdio::piped())

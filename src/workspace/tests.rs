@@ -584,7 +584,7 @@ fn a_linked_object_folder_stops_the_hosts_git_from_writing_outside() {
 }
 
 #[test]
-fn a_linked_index_is_not_read_and_the_change_is_taken_all_the_same() {
+fn a_linked_index_is_refused_and_a_huge_one_is_not_copied() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
     let all = workspaces(t.path(), 1 << 20);
@@ -594,9 +594,19 @@ fn a_linked_index_is_not_read_and_the_change_is_taken_all_the_same() {
     let secret = t.path().join("secret");
     std::fs::write(&secret, "root:$y$j9T$not-an-index\n").unwrap();
     plant_link(&co.join(".git/index"), &secret);
+    assert!(matches!(
+        all.changes(&ws),
+        Err(WorkspaceError::Tampered { .. })
+    ));
+    // A sparse index of a terabyte is not copied: git reads every file instead.
+    std::fs::remove_file(co.join(".git/index")).unwrap();
+    let huge = std::fs::File::create(co.join(".git/index")).unwrap();
+    huge.set_len(1 << 40).unwrap();
     let ch = all.changes(&ws).unwrap();
     let names: Vec<&str> = ch.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names, ["a.txt"]);
+    std::fs::remove_file(co.join(".git/index")).unwrap();
+    plant_link(&co.join(".git/index"), &secret);
     // git reading that file as its index fails on it (the test proves something).
     let out = Command::new("git")
         .arg("-C")
@@ -605,6 +615,94 @@ fn a_linked_index_is_not_read_and_the_change_is_taken_all_the_same() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+#[test]
+fn a_turn_folder_the_agent_replaced_by_a_link_is_not_entered() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("cwd", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    assert_eq!(ws.map_cwd(&src.join("sub")), co.join("sub"));
+    // Turn 1's agent replaces the folder the next turn starts in by a link to a host folder.
+    let outside = t.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    plant_link(&co.join("sub"), &outside);
+    assert!(co.join("sub").is_dir(), "the link leads to a folder");
+    assert_eq!(ws.map_cwd(&src.join("sub")), co);
+    assert_eq!(ws.map_cwd(&src.join("sub/deeper")), co);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // A missing folder is still made inside the checkout.
+    assert_eq!(ws.map_cwd(&src.join("new/deeper")), co.join("new/deeper"));
+    assert!(co.join("new/deeper").is_dir());
+}
+
+#[test]
+fn alternates_the_agent_pointed_at_another_repository_are_put_back() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let other = t.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    std::fs::write(other.join("secret.txt"), "not this context's\n").unwrap();
+    git(&other, &["add", "-A"]);
+    git(&other, &["commit", "-qm", "secret"]);
+    let secret = git(&other, &["rev-parse", "HEAD"]);
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("alt", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let alternates = co.join(".git/objects/info/alternates");
+    let made = std::fs::read_to_string(&alternates).unwrap();
+    let borrowed = format!("{made}{}\n", other.join(".git/objects").display());
+    std::fs::write(&alternates, &borrowed).unwrap();
+    // With that line, a ref of the workspace names the other repository's commit, which
+    // `git fetch` of this workspace would then send (the test proves something).
+    git(&co, &["update-ref", "refs/heads/leak", &secret]);
+    assert_eq!(git(&co, &["cat-file", "-t", &secret]), "commit");
+    std::fs::write(co.join("a.txt"), "x\n").unwrap();
+    all.changes(&ws).unwrap();
+    assert_eq!(std::fs::read_to_string(&alternates).unwrap(), made);
+    let seen = Command::new("git")
+        .arg("-C")
+        .arg(&co)
+        .args(["cat-file", "-e", &secret])
+        .status()
+        .unwrap();
+    assert!(
+        !seen.success(),
+        "the other repository's commit is out of reach"
+    );
+}
+
+#[test]
+fn a_linked_packed_refs_a_linked_logs_folder_and_a_fifo_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("special", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let dot_git = co.join(".git");
+    let refused = |all: &Workspaces, ws: &Workspace| {
+        matches!(all.changes(ws), Err(WorkspaceError::Tampered { .. }))
+    };
+    plant_link(&dot_git.join("packed-refs"), &src.join(".git/packed-refs"));
+    assert!(refused(&all, &ws));
+    std::fs::remove_file(dot_git.join("packed-refs")).unwrap();
+    let elsewhere = t.path().join("logs-elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    plant_link(&dot_git.join("logs"), &elsewhere);
+    assert!(refused(&all, &ws));
+    std::fs::remove_file(dot_git.join("logs")).unwrap();
+    // A fifo git would open and wait on for ever.
+    nix::unistd::mkfifo(
+        &dot_git.join("shallow"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    assert!(refused(&all, &ws));
+    std::fs::remove_file(dot_git.join("shallow")).unwrap();
+    assert!(all.changes(&ws).is_ok());
 }
 
 #[test]
