@@ -4,7 +4,8 @@
 //! the change; the disk use, measured when `/metrics` is read, on its own) against `git diff
 //! --stat` of the same change; and the change alone (what `Workspaces::changes` computes: the
 //! files staged and diffed, no commit) against `git diff` (the patch of the same edits, which
-//! leaves the new file out), on
+//! leaves the new file out) and against plain git's way to show the whole change, the new
+//! file included (`git add -A` then `git diff --cached`, two processes as the host's), on
 //! repositories of 100, 10,000 and 100,000 files. Plain git and the workspace alternate
 //! within each run, so a busy machine slows both alike.
 //!
@@ -111,8 +112,8 @@ fn turn_end(all: &Workspaces, ws: &Workspace) -> usize {
 
 /// One run on `repo`: plain git, then the workspace. The costs: `git worktree add`, the
 /// workspace made, `git diff --stat`, the turn's end, the disk use, `git diff` (the patch),
-/// the change alone (no commit).
-fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost; 7] {
+/// the change alone (no commit), plain git's whole change (`add -A`, `diff --cached`).
+fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost; 8] {
     let wt = dir.join(format!("wt{n}"));
     let wt_arg = wt.to_str().expect("utf-8 path");
     let ((), worktree) = measure(|| {
@@ -151,13 +152,17 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     let (files, ended) = measure(|| turn_end(all, &ws));
     let ((), patch) = measure(|| git(&wt, &["diff"]));
     let (change_alone, alone) = measure(|| all.changes(&ws).expect("changes"));
+    let ((), whole) = measure(|| {
+        git(&wt, &["add", "-A"]);
+        git(&wt, &["diff", "--cached"]);
+    });
     assert_eq!(change_alone.files.len(), 11, "10 files edited, 1 added");
     assert_eq!(files, 11, "10 files edited, 1 added");
     let (_, disk) = measure(|| all.refresh_gauges());
     git(repo, &["worktree", "remove", "--force", wt_arg]);
     git(repo, &["branch", "-q", "-D", &format!("wt{n}")]);
     all.remove(&context).expect("remove");
-    [worktree, made, diff, ended, disk, patch, alone]
+    [worktree, made, diff, ended, disk, patch, alone, whole]
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -198,12 +203,12 @@ fn main() {
     )
     .expect("workspaces");
     if full {
-        println!("| files | `git worktree add` | workspace made | ratio | `git diff --stat` | turn's end (commit, change) | ratio | `git diff` (the patch) | the change alone (no commit) | ratio | disk use (next `/metrics`) |");
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("| files | `git worktree add` | workspace made | ratio | `git diff --stat` | turn's end (commit, change) | ratio | `git diff` (the patch) | the change alone (no commit) | ratio | plain git, new file included (`add -A`, `diff --cached`) | ratio | disk use (next `/metrics`) |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     }
     for files in sizes {
         let repo = repository(tmp.path(), files);
-        let results: Vec<[Cost; 7]> = (0..runs)
+        let results: Vec<[Cost; 8]> = (0..runs)
             .map(|r| run(tmp.path(), &repo, &all, r, full))
             .collect();
         if !full {
@@ -225,7 +230,7 @@ fn main() {
             format!("{:.2}× wall, {:.2}× CPU", r(|c| c.wall), r(|c| c.cpu))
         };
         println!(
-            "| {files} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {files} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(0),
             cell(1),
             ratio(0, 1),
@@ -235,6 +240,8 @@ fn main() {
             cell(5),
             cell(6),
             ratio(5, 6),
+            cell(7),
+            ratio(7, 6),
             cell(4)
         );
         std::fs::remove_dir_all(&repo).expect("rm repo");

@@ -24,6 +24,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::deadline::Deadline;
 use super::WorkspaceError;
 
 /// Configuration every host-side git call overrides.
@@ -446,51 +447,6 @@ fn read_limited(
 /// agent wrote, e.g. `include.path` or `core.excludesFile`), and the turn's end waits on it.
 const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Kills a git process still running after its time ([`GIT_TIMEOUT`]): a thread waits for the call's
-/// end or the time, whichever comes first (the standard library's `Child` has no wait with
-/// a time limit).
-struct Deadline {
-    done: Option<std::sync::mpsc::Sender<()>>,
-    watcher: Option<std::thread::JoinHandle<bool>>,
-}
-
-impl Deadline {
-    fn watch(pid: u32, within: std::time::Duration) -> Deadline {
-        let (done, wait) = std::sync::mpsc::channel::<()>();
-        let watcher = std::thread::Builder::new()
-            .name("git-deadline".into())
-            .spawn(move || {
-                let timed_out = matches!(
-                    wait.recv_timeout(within),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                );
-                if timed_out {
-                    if let Ok(pid) = i32::try_from(pid) {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-                timed_out
-            })
-            .ok();
-        Deadline {
-            done: Some(done),
-            watcher,
-        }
-    }
-
-    /// Ends the watch (the process was waited for): whether the time had passed and it was
-    /// killed.
-    fn passed(mut self) -> bool {
-        drop(self.done.take());
-        self.watcher
-            .take()
-            .is_some_and(|w| w.join().unwrap_or(false))
-    }
-}
-
 /// The error of a git call stopped at [`GIT_TIMEOUT`].
 fn timed_out(args: &[std::ffi::OsString]) -> WorkspaceError {
     WorkspaceError::Git {
@@ -526,19 +482,6 @@ fn describe(args: &[std::ffi::OsString]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_process_past_its_deadline_is_killed_and_one_within_it_is_not() {
-        let mut slow = Command::new("sleep").arg("30").spawn().unwrap();
-        let deadline = Deadline::watch(slow.id(), std::time::Duration::from_millis(100));
-        let status = slow.wait().unwrap();
-        assert!(deadline.passed());
-        assert!(!status.success());
-        let mut quick = Command::new("true").spawn().unwrap();
-        let deadline = Deadline::watch(quick.id(), std::time::Duration::from_secs(30));
-        assert!(quick.wait().unwrap().success());
-        assert!(!deadline.passed());
-    }
 
     #[test]
     fn a_workspace_git_reads_neither_the_system_nor_the_users_configuration() {

@@ -39,6 +39,7 @@
 //! `git repack -a -d` in a workspace makes it independent (at the cost of a copy).
 
 mod changes;
+mod deadline;
 mod git;
 pub mod local;
 mod make;
