@@ -12,7 +12,8 @@
 //!   the repository's own configuration defines are overridden on the command line, which wins
 //!   over the repository's configuration; diffs run with `--no-ext-diff --no-textconv`;
 //! - the system's and the host user's configuration are not read (`GIT_CONFIG_NOSYSTEM`,
-//!   `GIT_CONFIG_GLOBAL=/dev/null`);
+//!   `GIT_CONFIG_GLOBAL=/dev/null`), nor files of ignore rules and attributes other than the
+//!   workspace's own ([`WORKSPACE_PINNED`]);
 //! - everything in `.git` must be a regular file or a real folder, the folders git writes
 //!   through real folders inside the workspace ([`Git::check_contained`]): git follows links
 //!   there (a link to the source repository's `refs` would make the host's commit move the
@@ -40,6 +41,15 @@ const PINNED: &[&str] = &[
     "color.ui=false",
     "advice.detachedHead=false",
     "init.defaultBranch=main",
+];
+
+/// Configuration the host's git calls in a workspace override besides [`PINNED`]: the files
+/// of ignore rules and attributes beyond the workspace's own (`.gitignore`, `.git/info/`),
+/// which git otherwise reads from the host user's home (`~/.config/git/ignore`) or from
+/// wherever the agent's configuration points (a host file, a fifo that never ends).
+const WORKSPACE_PINNED: &[&str] = &[
+    "core.excludesFile=/dev/null",
+    "core.attributesFile=/dev/null",
 ];
 
 /// The variables of the host's environment git would follow instead of its arguments.
@@ -246,8 +256,7 @@ impl Git {
         if let Some(top) = &self.workspace {
             let dot_git = top.join(".git");
             // Nor the host user's own configuration: a filter it defines (git-lfs's) would
-            // run on files and settings the agent wrote, and what the change holds would
-            // depend on that user's ignore rules.
+            // run on files and settings the agent wrote.
             cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
                 .env("GIT_DIR", &dot_git)
                 .env("GIT_COMMON_DIR", &dot_git)
@@ -280,8 +289,10 @@ impl Git {
                 .env_remove("XDG_CONFIG_HOME");
         }
         cmd.arg("-C").arg(&self.dir);
+        let own = self.workspace.is_some().then_some(WORKSPACE_PINNED);
         for c in PINNED
             .iter()
+            .chain(own.into_iter().flatten())
             .map(|s| s.to_string())
             .chain(self.filters.iter().cloned())
         {

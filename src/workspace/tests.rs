@@ -706,6 +706,27 @@ fn a_linked_packed_refs_a_linked_logs_folder_and_a_fifo_are_refused() {
 }
 
 #[test]
+fn ignore_rules_from_a_file_the_workspace_config_names_are_not_read() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("excludes", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    // A file of the host's (it could be one that never ends, a fifo) named by the agent.
+    let host_file = t.path().join("host-ignore");
+    std::fs::write(&host_file, "*.md\n").unwrap();
+    git(
+        &co,
+        &["config", "core.excludesFile", host_file.to_str().unwrap()],
+    );
+    std::fs::write(co.join("notes.md"), "new\n").unwrap();
+    let ch = all.changes(&ws).unwrap();
+    assert!(ch.files.iter().any(|f| f.path == "notes.md"));
+    // git run plainly reads that file and leaves the new file out (the test proves something).
+    assert_eq!(git(&co, &["status", "--porcelain", "--", "notes.md"]), "");
+}
+
+#[test]
 fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
