@@ -14,10 +14,10 @@
 //! - the system's and the host user's configuration are not read (`GIT_CONFIG_NOSYSTEM`,
 //!   `GIT_CONFIG_GLOBAL=/dev/null`), nor files of ignore rules and attributes other than the
 //!   workspace's own ([`WORKSPACE_PINNED`]);
-//! - everything in `.git` must be a regular file or a real folder, the folders git writes
-//!   through real folders inside the workspace ([`Git::check_contained`]): git follows links
-//!   there (a link to the source repository's `refs` would make the host's commit move the
-//!   source's branches; a linked reflog gets the host's lines);
+//! - everything in `.git` must be a regular file, a real folder or a socket, the folders git
+//!   writes through real folders inside the workspace ([`Git::check_contained`]): git follows
+//!   links there (a link to the source repository's `refs` would make the host's commit move
+//!   the source's branches; a linked reflog gets the host's lines);
 //! - each call is stopped after [`GIT_TIMEOUT`].
 
 use std::ffi::OsStr;
@@ -416,7 +416,8 @@ impl Git {
     }
 }
 
-/// Fails when anything below `dir` is other than a regular file or a folder. git follows
+/// Fails when anything below `dir` is other than a regular file, a folder or a socket (git's
+/// own file-system monitor leaves one there; nothing opens a socket as a file). git follows
 /// links in its own folder wherever it reads or writes: it appends to a reflog through a
 /// link (a `logs/HEAD` linked to a file of the host's gets a line at each host commit),
 /// writes a new object into a linked `objects/ab`, reads a linked `packed-refs` or
@@ -424,6 +425,7 @@ impl Git {
 /// or a linked configuration; and a fifo or a device it opens blocks it or never ends.
 /// Walks every folder once; the entries' types come with their names (no `stat` each).
 fn only_files_and_folders(dir: &Path) -> Result<(), WorkspaceError> {
+    use std::os::unix::fs::FileTypeExt;
     let tampered = |path: PathBuf| WorkspaceError::Tampered { path };
     let entries = std::fs::read_dir(dir).map_err(|_| tampered(dir.to_path_buf()))?;
     for entry in entries {
@@ -431,7 +433,7 @@ fn only_files_and_folders(dir: &Path) -> Result<(), WorkspaceError> {
         let kind = entry.file_type().map_err(|_| tampered(entry.path()))?;
         if kind.is_dir() {
             only_files_and_folders(&entry.path())?;
-        } else if !kind.is_file() {
+        } else if !kind.is_file() && !kind.is_socket() {
             return Err(tampered(entry.path()));
         }
     }
