@@ -115,6 +115,9 @@ struct Host {
     session: Mutex<Option<HeaderValue>>,
     /// Requests under way, by their JSON-RPC id: a cancellation closes them.
     running: Mutex<HashMap<String, tokio::task::AbortHandle>>,
+    /// Held (for writing) while an `initialize` is under way: a message the client sent
+    /// after it goes out once its answer is in (its protocol version, its session).
+    initializing: Arc<tokio::sync::RwLock<()>>,
     /// Lines for stdout.
     out: mpsc::UnboundedSender<String>,
     /// Set when the host could not be reached: the bridge then ends.
@@ -142,23 +145,32 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
         version: Mutex::new(None),
         session: Mutex::new(None),
         running: Mutex::new(HashMap::new()),
+        initializing: Arc::new(tokio::sync::RwLock::new(())),
         out,
         gone,
     });
+    // Every message being relayed (requests and notifications).
+    let mut relaying = tokio::task::JoinSet::new();
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let ended = loop {
+        while relaying.try_join_next().is_some() {}
         tokio::select! {
             line = lines.next_line() => match line {
-                Ok(Some(line)) => relay(&host, &line),
+                Ok(Some(line)) => relay(&host, &line, &mut relaying),
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(BridgeError::Local(format!("reading stdin: {e}"))),
             },
             Some(why) = gone_rx.recv() => break Err(BridgeError::Remote(why)),
         }
     };
-    for (_, h) in lock(&host.running).drain() {
-        h.abort();
+    if ended.is_ok() {
+        // The client closed its input: what it asked is still answered (a client that
+        // writes its requests and closes, as a pipe does), then the bridge ends. One that
+        // will not wait stops the bridge (SIGTERM, as MCP's stdio shutdown says).
+        while relaying.join_next().await.is_some() {}
     }
+    relaying.abort_all();
+    lock(&host.running).clear();
     drop(host);
     // What was answered is written before the bridge ends.
     let _ = writer.await;
@@ -184,7 +196,7 @@ async fn write_lines(mut rx: mpsc::UnboundedReceiver<String>) {
 /// Sends one line from the client to the host, without waiting for the answer: a tool call
 /// that waits for its task must not hold up the client's next message (another call, or a
 /// cancellation).
-fn relay(host: &Arc<Host>, line: &str) {
+fn relay(host: &Arc<Host>, line: &str, relaying: &mut tokio::task::JoinSet<()>) {
     if line.trim().is_empty() {
         return;
     }
@@ -204,7 +216,19 @@ fn relay(host: &Arc<Host>, line: &str) {
     let request_id = msg.get("method").and(msg.get("id")).cloned();
     let h = host.clone();
     let key = request_id.as_ref().map(Value::to_string);
-    let task = tokio::spawn(async move {
+    // An `initialize` holds the gate until answered; what follows it waits at the gate. The
+    // guard is taken here, in the order the client wrote, not in the spawned task.
+    let initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+    let held = initialize
+        .then(|| host.initializing.clone().try_write_owned().ok())
+        .flatten();
+    let gate = (!initialize).then(|| host.initializing.clone());
+    let task = relaying.spawn(async move {
+        let _held = held;
+        let _passed = match gate {
+            Some(g) => Some(g.read_owned().await),
+            None => None,
+        };
         let id = request_id.clone();
         if let Err(why) = h.post(msg).await {
             if let Some(id) = &id {
@@ -217,7 +241,7 @@ fn relay(host: &Arc<Host>, line: &str) {
         }
     });
     if let Some(key) = key {
-        lock(&host.running).insert(key, task.abort_handle());
+        lock(&host.running).insert(key, task);
     }
 }
 

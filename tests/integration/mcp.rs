@@ -595,3 +595,124 @@ async fn an_mcp_task_is_answered_for_by_the_next_host_on_the_same_database() {
     })
     .await;
 }
+
+/// `agent-host mcp` as a client that writes its messages and closes its input at once (a
+/// pipe): each request is answered, the ones after `initialize` sent once it has answered,
+/// and the bridge ends by itself.
+#[tokio::test]
+async fn the_stdio_bridge_answers_what_a_pipe_asked_before_it_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    limit(async {
+        let s = TestServer::start().await;
+        let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["mcp", "--url", &s.base])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("agent-host mcp");
+        let lines = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "pipe", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "start_task", "arguments": {"prompt": "say hello", "wait": true}}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        ];
+        let mut stdin = bridge.stdin.take().unwrap();
+        for l in &lines {
+            stdin.write_all(format!("{l}\n").as_bytes()).await.unwrap();
+        }
+        drop(stdin);
+        let mut out = String::new();
+        bridge
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        assert!(bridge.wait().await.unwrap().success());
+        let answers: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .filter(|v: &Value| v.get("id").is_some())
+            .collect();
+        let by_id = |id: i64| answers.iter().find(|a| a["id"] == id).cloned();
+        assert!(
+            by_id(1).is_some_and(|a| a["result"]["protocolVersion"].is_string()),
+            "{out}"
+        );
+        let started = by_id(2).expect("the task's answer");
+        assert_eq!(
+            started["result"]["structuredContent"]["state"], "completed",
+            "{out}"
+        );
+        assert!(
+            by_id(3).is_some_and(|a| a["result"]["tools"].is_array()),
+            "{out}"
+        );
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// A body that is not one JSON-RPC message gets 400 and the JSON-RPC error that says why; one
+/// over the size limit 413 with the limit named.
+#[tokio::test]
+async fn a_malformed_or_oversized_mcp_body_is_refused_with_a_json_rpc_error() {
+    limit(async {
+        let s = TestServer::start().await;
+        let post = |body: String| {
+            s.client
+                .post(format!("{}/mcp", s.base))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(body)
+                .send()
+        };
+        let cases = [
+            (r#"{"jsonrpc":"2.0","#.to_string(), 400, -32700, "not JSON"),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#.to_string(),
+                400,
+                -32600,
+                "batch",
+            ),
+            (
+                r#"{"id":1,"method":"tools/list"}"#.to_string(),
+                400,
+                -32600,
+                "JSON-RPC 2.0",
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"p":"{}"}}}}"#,
+                    "a".repeat(Options::default().body_limit)
+                ),
+                413,
+                -32600,
+                "larger than",
+            ),
+        ];
+        for (body, status, code, says) in cases {
+            let resp = post(body).await.unwrap();
+            assert_eq!(resp.status().as_u16(), status);
+            let v: Value = resp.json().await.expect("a JSON body");
+            assert_eq!(v["error"]["code"], code, "{v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains(says),
+                "{v}"
+            );
+        }
+        // A good one still passes.
+        let resp = post(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.into())
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        s.shutdown().await;
+    })
+    .await;
+}

@@ -259,9 +259,19 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
     }
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, host.body_limit).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+        return refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            &format!(
+                "the request body is larger than {} bytes ([server] body_limit)",
+                host.body_limit
+            ),
+        );
     };
     let msg: Option<Value> = serde_json::from_slice(&bytes).ok();
+    if let Some(refusal) = malformed(&parts.headers, &bytes, msg.as_ref()) {
+        return refusal;
+    }
     let header = protocol_header(&parts.headers);
     let routed = msg.map_or(Route::Pass, |m| route(&m, header.as_deref()));
     match routed {
@@ -283,6 +293,53 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
                 .await
         }
     }
+}
+
+/// A JSON body that is not one JSON-RPC message: 400 with the JSON-RPC error that says why
+/// (rmcp would answer 415, "unsupported media type", with a line of text). A body of
+/// another media type is left to rmcp's 415.
+fn malformed(headers: &HeaderMap, bytes: &[u8], msg: Option<&Value>) -> Option<Response> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !json {
+        return None;
+    }
+    let why = match msg {
+        None => {
+            let e = serde_json::from_slice::<Value>(bytes).err();
+            let detail = e.map(|e| e.to_string()).unwrap_or_default();
+            return Some(refused(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                &format!("Parse error: the body is not JSON ({detail})"),
+            ));
+        }
+        Some(Value::Array(_)) => {
+            "a batch (a JSON array) is not taken: send one JSON-RPC message per request"
+        }
+        Some(m) if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
+            "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\" is missing)"
+        }
+        Some(_) => return None,
+    };
+    Some(refused(StatusCode::BAD_REQUEST, -32600, why))
+}
+
+/// An HTTP refusal with a JSON-RPC error body (`id` null: the request could not be read).
+fn refused(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn protocol_header(headers: &HeaderMap) -> Option<String> {
