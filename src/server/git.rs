@@ -32,6 +32,8 @@ pub fn routes() -> Router<AppState> {
         .route("/git/{context}/info/refs", get(info_refs))
         .route("/git/{context}/git-upload-pack", post(upload_pack))
         .route("/git/{context}/git-receive-pack", post(receive_pack))
+        // The "dumb" protocol's file reads (`HEAD`, `objects/...`): refused as such.
+        .route("/git/{context}/{*file}", get(dumb_read))
 }
 
 #[derive(serde::Deserialize)]
@@ -61,6 +63,16 @@ async fn info_refs(
         _ => Asked::Dumb,
     };
     handle(&state, &context, &caller, &opts, asked, req).await
+}
+
+async fn dumb_read(
+    State(state): State<AppState>,
+    Path((context, _file)): Path<(String, String)>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    axum::Extension(opts): axum::Extension<RequestOptions>,
+    req: Request,
+) -> Response {
+    handle(&state, &context, &caller, &opts, Asked::Dumb, req).await
 }
 
 async fn upload_pack(

@@ -364,6 +364,9 @@ pub fn ct_eq(a: &str, b: &str) -> bool {
         == 0
 }
 
+/// The message of every 401: the schemes taken are in `WWW-Authenticate`.
+const UNAUTHORIZED_MESSAGE: &str = "this request needs a valid credential: see the WWW-Authenticate header for the schemes this host takes";
+
 fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
     (status, Json(json!({"error": error, "message": message}))).into_response()
 }
@@ -454,11 +457,13 @@ pub async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) ->
                     return r;
                 }
             }
-            let mut r = (
+            // One body for every refused credential (missing, wrong, of a wrong scheme):
+            // nothing in it tells a guess that was near from one that was not.
+            let mut r = refuse(
                 StatusCode::UNAUTHORIZED,
-                Json(json!({"error": "Unauthorized"})),
-            )
-                .into_response();
+                "Unauthorized",
+                UNAUTHORIZED_MESSAGE,
+            );
             if let Ok(v) = HeaderValue::from_str(&g.www_authenticate()) {
                 r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
             }

@@ -139,13 +139,17 @@ async fn health(axum::extract::State(state): axum::extract::State<AppState>) -> 
     }
 }
 
+/// Whether `path` lies under one of the HTTP+JSON bases (whose refusals carry a
+/// `google.rpc.Status` body, as REST clients expect).
+fn under_rest_base(path: &str) -> bool {
+    [paths::V1_BASE, paths::V03_BASE]
+        .iter()
+        .any(|base| path == *base || path.strip_prefix(base).is_some_and(|r| r.starts_with('/')))
+}
+
 async fn not_found(method: Method, uri: Uri) -> Response {
     let path = uri.path();
-    if path == paths::V1_BASE
-        || path.starts_with(&format!("{}/", paths::V1_BASE))
-        || path == paths::V03_BASE
-        || path.starts_with(&format!("{}/", paths::V03_BASE))
-    {
+    if under_rest_base(path) {
         return rest::route_not_found(&method, path);
     }
     (
@@ -156,6 +160,9 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    if under_rest_base(uri.path()) {
+        return rest::method_not_allowed(&method, uri.path()).into_response();
+    }
     (
         StatusCode::METHOD_NOT_ALLOWED,
         Json(json!({"error": "Method Not Allowed", "message": format!("{method} is not allowed on {}", uri.path())})),

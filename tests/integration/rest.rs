@@ -386,10 +386,17 @@ async fn v1_errors() {
         // Unknown routes and methods.
         let r = v1(&s, Method::GET, "/nothing/here/at/all", None).await;
         assert_error(&r, 404, None);
-        let r = v1(&s, Method::GET, "/tasks/x:cancel", None).await;
-        assert_eq!(r.status, 405);
-        let r = v1(&s, Method::DELETE, "/message:send", None).await;
-        assert_eq!(r.status, 405);
+        // A wrong method: 405 with a google.rpc.Status body, whichever route it is.
+        for (m, p) in [
+            (Method::GET, "/tasks/x:cancel"),
+            (Method::DELETE, "/message:send"),
+            (Method::GET, "/message:send"),
+            (Method::DELETE, "/tasks/x"),
+            (Method::PUT, "/tasks"),
+        ] {
+            let r = v1(&s, m, p, None).await;
+            assert_error(&r, 405, None);
+        }
     })
     .await;
 }

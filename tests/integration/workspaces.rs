@@ -644,10 +644,17 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
             .get(format!("{url}/info/refs"))
             .bearer_auth("ws-secret-token");
         assert_eq!(status(r.send().await.unwrap()), 403);
-        let r = http
-            .get(format!("{url}/HEAD"))
-            .bearer_auth("ws-secret-token");
-        assert_eq!(status(r.send().await.unwrap()), 404);
+        for file in ["HEAD", "objects/info/packs"] {
+            let r = http
+                .get(format!("{url}/{file}"))
+                .bearer_auth("ws-secret-token");
+            assert_eq!(status(r.send().await.unwrap()), 403, "{file}");
+            // Another caller learns nothing of the context: 404.
+            let r = http
+                .get(format!("{url}/{file}"))
+                .header("X-API-Key", "other-callers-key");
+            assert_eq!(status(r.send().await.unwrap()), 404, "{file}");
+        }
         h.stop().await;
     })
     .await;
