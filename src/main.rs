@@ -93,7 +93,7 @@ fn main() {
     // Old variable names (AGENT_ADAPTER, PORT, AGENT_TIMEOUT_MS, ...) are set under their
     // new names before clap reads the environment, while this process has one thread.
     let aliases = agent_host::settings::legacy::apply_env_aliases();
-    let cli = Cli::parse();
+    let cli = parse_command_line(&aliases);
     if let Command::FakeAgent { args } = cli.command {
         agent_host::fake_agent::main_with(args.into_iter());
     }
@@ -110,6 +110,65 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The command line (and the variables clap reads); on an error, clap's message, and when
+/// the bad value came from a variable rather than the flag clap names, which variable.
+fn parse_command_line(aliases: &[agent_host::settings::legacy::EnvAlias]) -> Cli {
+    use clap::CommandFactory;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let note = from_variable(&e, &Cli::command(), aliases);
+            let _ = e.print();
+            if let Some(note) = note {
+                eprintln!("\nnote: {note}");
+            }
+            std::process::exit(e.exit_code());
+        }
+    }
+}
+
+/// "the value came from VARIABLE" for an invalid value of a flag that was not on the command
+/// line but whose variable is set (an old name set it, if one did).
+fn from_variable(
+    e: &clap::Error,
+    cmd: &clap::Command,
+    aliases: &[agent_host::settings::legacy::EnvAlias],
+) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next()?.to_string();
+    let long = flag.strip_prefix("--")?;
+    if std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+        return None;
+    }
+    let var = variable_of(cmd, long)?;
+    std::env::var_os(&var)?;
+    Some(match aliases.iter().find(|a| a.new == var) {
+        Some(a) => format!(
+            "the value came from the environment variable {} (read as {var})",
+            a.old
+        ),
+        None => format!("the value came from the environment variable {var}"),
+    })
+}
+
+/// The variable of the flag `--long` in `cmd` or any of its subcommands.
+fn variable_of(cmd: &clap::Command, long: &str) -> Option<String> {
+    cmd.get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned())
+        .or_else(|| cmd.get_subcommands().find_map(|c| variable_of(c, long)))
 }
 
 /// Says once which old names of settings were used, and their new names.

@@ -99,17 +99,37 @@ impl Serialize for Dur {
 impl<'de> Deserialize<'de> for Dur {
     /// A string with a unit; a number (`timeout = 30`) gets the same "no unit" message.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
         let text = match Raw::deserialize(d)? {
             Raw::Int(n) => n.to_string(),
             Raw::Text(s) => s,
+            other => other.to_string(),
         };
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A size or a duration as a file gives it: a whole number, text, or a value of another
+/// type, which is read as its text so that the error names it (`'-5' is not a size`, not
+/// serde's "did not match any variant").
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Raw {
+    Int(u64),
+    Negative(i64),
+    Fraction(f64),
+    Flag(bool),
+    Text(String),
+}
+
+impl std::fmt::Display for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Raw::Int(n) => write!(f, "{n}"),
+            Raw::Negative(n) => write!(f, "{n}"),
+            Raw::Fraction(x) => write!(f, "{x}"),
+            Raw::Flag(b) => write!(f, "{b}"),
+            Raw::Text(t) => f.write_str(t),
+        }
     }
 }
 
@@ -183,15 +203,12 @@ impl serde::Serialize for ByteSize {
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
         match Raw::deserialize(d)? {
             Raw::Int(n) => Ok(ByteSize(n)),
             Raw::Text(s) => ByteSize::parse(&s).map_err(serde::de::Error::custom),
+            other => Err(serde::de::Error::custom(ByteSizeError::NotASize(
+                other.to_string(),
+            ))),
         }
     }
 }
@@ -199,6 +216,28 @@ impl<'de> Deserialize<'de> for ByteSize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_value_of_a_wrong_kind_is_named_in_its_error() {
+        #[derive(Debug, Deserialize)]
+        struct File {
+            #[allow(dead_code)]
+            size: Option<ByteSize>,
+            #[allow(dead_code)]
+            time: Option<Dur>,
+        }
+        let err = |text: &str| toml::from_str::<File>(text).unwrap_err().to_string();
+        assert!(
+            err("size = -5").contains("'-5' is not a size"),
+            "{}",
+            err("size = -5")
+        );
+        assert!(err("size = 1.5").contains("'1.5' is not a size"));
+        assert!(err("size = true").contains("'true' is not a size"));
+        assert!(err("time = 30.5").contains("'30.5' has no unit"));
+        assert!(err("time = -5").contains("'-5' is not a duration"));
+        assert!(err("time = 30").contains("'30' has no unit"));
+    }
 
     #[test]
     fn sizes_with_and_without_units() {

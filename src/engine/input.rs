@@ -436,22 +436,24 @@ pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decisio
 }
 
 /// The working directory a message asks for: `metadata.cwd`, or the iac-code shape
-/// `metadata.iac_code.cwd`, on the message or on the request.
+/// `metadata.iac_code.cwd`, on the message or on the request. A value that is not a string
+/// (nor null) is refused rather than taken for absent.
 pub fn requested_cwd(
     m: &Message,
     request_metadata: Option<&serde_json::Map<String, Value>>,
-) -> Option<String> {
-    let from = |md: &serde_json::Map<String, Value>| {
-        md.get("cwd")
-            .and_then(Value::as_str)
-            .or_else(|| md.get("iac_code")?.get("cwd")?.as_str())
-            .map(str::to_string)
+) -> Result<Option<String>, A2AError> {
+    let from = |md: &serde_json::Map<String, Value>| -> Result<Option<String>, A2AError> {
+        if let Some(cwd) = text_field(md.get("cwd"), "metadata.cwd", "an absolute path")? {
+            return Ok(Some(cwd));
+        }
+        let iac = md.get("iac_code").and_then(|v| v.get("cwd"));
+        text_field(iac, "metadata.iac_code.cwd", "an absolute path")
     };
-    m.metadata
-        .as_ref()
-        .and_then(from)
-        .or_else(|| request_metadata.and_then(from))
-        .filter(|c| !c.is_empty())
+    let asked = match m.metadata.as_ref().map(from).transpose()?.flatten() {
+        Some(c) => Some(c),
+        None => request_metadata.map(from).transpose()?.flatten(),
+    };
+    Ok(asked.filter(|c| !c.is_empty()))
 }
 
 /// The base a new context's workspace starts from: `metadata.baseRef` of the message, else
@@ -459,16 +461,29 @@ pub fn requested_cwd(
 pub fn requested_base_ref(
     m: &Message,
     request_metadata: Option<&serde_json::Map<String, Value>>,
-) -> Option<String> {
+) -> Result<Option<String>, A2AError> {
     let from = |md: &serde_json::Map<String, Value>| {
-        md.get("baseRef")
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        text_field(
+            md.get("baseRef"),
+            "metadata.baseRef",
+            "a branch, tag or commit",
+        )
     };
-    m.metadata
-        .as_ref()
-        .and_then(from)
-        .or_else(|| request_metadata.and_then(from))
+    match m.metadata.as_ref().map(from).transpose()?.flatten() {
+        Some(b) => Ok(Some(b)),
+        None => Ok(request_metadata.map(from).transpose()?.flatten()),
+    }
+}
+
+/// A metadata field that must be text when present (null counts as absent).
+fn text_field(v: Option<&Value>, name: &str, what: &str) -> Result<Option<String>, A2AError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(A2AError::InvalidParams(format!(
+            "{name} must be a string ({what}), not {other}"
+        ))),
+    }
 }
 
 /// A text part, for tests and callers building messages.

@@ -361,10 +361,13 @@ impl Engine {
         let request = req.metadata.as_ref();
         // The rules and budget it asks for: checked before anything starts.
         let controls = self.request_controls(&msg, request)?;
-        let cwd = match input::requested_cwd(&msg, request) {
+        let cwd = match input::requested_cwd(&msg, request)? {
             Some(raw) => Some(self.check_cwd(&raw)?),
             None => None,
         };
+        // Its type checked here, before anything starts; it is used once the context's
+        // workspace is made.
+        input::requested_base_ref(&msg, request)?;
         let context_id = match msg.context_id.clone().filter(|c| !c.is_empty()) {
             Some(c) => {
                 task::check_id("message.contextId", &c)?;
@@ -505,7 +508,7 @@ impl Engine {
         let Some(all) = &self.inner.config.workspaces else {
             return Ok(work_dir);
         };
-        let base = input::requested_base_ref(msg, new.request);
+        let base = input::requested_base_ref(msg, new.request)?;
         Ok(
             match changes::workspace_for(all, new.context_id, &work_dir, base).await? {
                 Some(ws) => ws.map_cwd(&work_dir),

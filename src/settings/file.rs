@@ -38,9 +38,9 @@ impl FileConfig {
             return Ok(FileConfig::default());
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+        let text = std::fs::read_to_string(path).map_err(|reason| SettingsError::Read {
             path: shown.clone(),
-            source,
+            reason,
         })?;
         let table: toml::Table = toml::from_str(&text).map_err(|e| SettingsError::Parse {
             path: shown.clone(),

@@ -61,10 +61,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// A setting that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error("cannot read config file {path}: {source}")]
+    /// (The reason is in the message and is not a `source`: printed with its chain, the
+    /// error would say it twice.)
+    #[error("cannot read config file {path}: {reason}")]
     Read {
         path: String,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },

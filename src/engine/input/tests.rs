@@ -261,3 +261,40 @@ fn an_answer_for_another_question_is_refused() {
     assert!(decision_of(&t, "prompt-1", "other").is_ok());
     assert!(decision_of(&t, "prompt-2", "other").is_err());
 }
+
+#[test]
+fn cwd_and_base_ref_of_another_type_than_text_are_refused_not_ignored() {
+    let with = |md: Value| Message {
+        metadata: md.as_object().cloned(),
+        ..text_message("x")
+    };
+    assert_eq!(
+        requested_cwd(&with(json!({"cwd": "/srv/p"})), None).unwrap(),
+        Some("/srv/p".to_string())
+    );
+    assert_eq!(
+        requested_cwd(&with(json!({"iac_code": {"cwd": "/srv/q"}})), None).unwrap(),
+        Some("/srv/q".to_string())
+    );
+    assert_eq!(
+        requested_cwd(&with(json!({"cwd": null})), None).unwrap(),
+        None
+    );
+    for md in [json!({"cwd": 42}), json!({"iac_code": {"cwd": ["/a"]}})] {
+        let err = requested_cwd(&with(md), None).unwrap_err();
+        assert!(
+            matches!(&err, A2AError::InvalidParams(m) if m.contains("cwd must be a string")),
+            "{err:?}"
+        );
+    }
+    let request = json!({"baseRef": true});
+    let err = requested_base_ref(&with(json!({})), request.as_object()).unwrap_err();
+    assert!(
+        matches!(&err, A2AError::InvalidParams(m) if m.contains("metadata.baseRef must be a string")),
+        "{err:?}"
+    );
+    assert_eq!(
+        requested_base_ref(&with(json!({"baseRef": "v1"})), None).unwrap(),
+        Some("v1".to_string())
+    );
+}
