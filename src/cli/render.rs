@@ -592,16 +592,18 @@ impl<O: Write, E: Write> Renderer<O, E> {
         }
     }
 
-    /// At the end, the tool uses that never reported a result.
+    /// At the end, the tool uses that never reported a result. The one an answer approved
+    /// reads as approved: an answer's stream starts from the task as it is by then, so a
+    /// quick agent's result for it is in that task, not in an event of its own.
     fn flush_pending(&mut self) {
         for p in std::mem::take(&mut self.pending) {
             if self.json {
                 continue;
             }
-            if p.asked && self.answer == Some(false) {
-                self.line(&format!("⊘ {} · refused", p.label));
-            } else {
-                self.line(&format!("→ {} · no result", p.label));
+            match (p.asked, self.answer) {
+                (true, Some(false)) => self.line(&format!("⊘ {} · refused", p.label)),
+                (true, Some(true)) => self.line(&format!("✓ {} · approved", p.label)),
+                _ => self.line(&format!("→ {} · no result", p.label)),
             }
         }
     }
@@ -836,6 +838,20 @@ mod tests {
             drop(r);
             assert_eq!(String::from_utf8(out).expect("utf-8"), line);
         }
+
+        // An answer's stream that opens on the task already ended (a quick agent): the
+        // approved tool reads as approved, not as without a result.
+        let mut out = Vec::new();
+        let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+        r.event(&use_ls);
+        r.event(&asks());
+        r.resume();
+        r.answered(true);
+        r.event(&completed("Done."));
+        drop(r);
+        let shown = String::from_utf8(out).expect("utf-8");
+        assert!(shown.contains("✓ Bash: ls · approved\n"), "{shown}");
+        assert!(!shown.contains("no result"), "{shown}");
 
         // Text while a tool runs shows it as running; its end then says how it ended.
         let mut out = Vec::new();
