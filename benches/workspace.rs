@@ -134,11 +134,18 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     let (ws, made) = measure(|| all.for_turn(&context, repo, None).expect("workspace"));
     let ws = ws.expect("a workspace (the folder is a repository)");
     if full {
-        // A turn lasts longer than a second. Both checkouts' indexes were written in the
-        // second their files were, so git reads every file again until an index is written
-        // in a later second ("racily clean" entries); an edit made in that same second would
-        // make both sides pay for it, which no real turn does.
-        std::thread::sleep(Duration::from_millis(1100));
+        // A turn of a few seconds. Both checkouts' indexes were written in the second their
+        // files were, so git reads every file again until an index is written in a later
+        // second ("racily clean" entries): plain git does at its first look, the host in the
+        // background a second after it made the workspace (its refreshed copy of the index,
+        // `workspace::seed`), which this wait lets finish (about a second at 100,000 files);
+        // its CPU is not in the turn's end's column. An edit in the second of the checkout
+        // would make both sides pay for it, which no real turn does.
+        std::thread::sleep(Duration::from_millis(if n_files(repo) > 50_000 {
+            3000
+        } else {
+            2000
+        }));
     }
     change(&wt);
     change(&ws.checkout());
@@ -163,6 +170,14 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     git(repo, &["branch", "-q", "-D", &format!("wt{n}")]);
     all.remove(&context).expect("remove");
     [worktree, made, diff, ended, disk, patch, alone, whole]
+}
+
+/// The files of the bench's repository (its name ends in their number).
+fn n_files(repo: &Path) -> usize {
+    repo.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.trim_start_matches("src").parse().ok())
+        .unwrap_or(0)
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {

@@ -49,7 +49,7 @@ pub struct Changes {
 
 /// The largest index the host copies to seed its own: an index takes about 100 bytes a
 /// file, so this is ten million files.
-const LARGEST_INDEX: u64 = 1 << 30;
+pub(crate) const LARGEST_INDEX: u64 = 1 << 30;
 
 /// The option that writes an index without its trailing checksum.
 pub(crate) const SKIP_HASH: &str = "index.skipHash=true";
@@ -70,19 +70,28 @@ impl TempIndex {
 impl Drop for TempIndex {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-        let _ = std::fs::remove_file(self.0.with_extension("lock"));
+        let _ = std::fs::remove_file(lock_of(&self.0));
     }
 }
 
+/// The lock file git writes beside the index `index` (`index.lock` for `index`).
+pub(crate) fn lock_of(index: &Path) -> std::path::PathBuf {
+    let mut name = index.as_os_str().to_os_string();
+    name.push(".lock");
+    name.into()
+}
+
 /// Writes the workspace's files into a temporary index in `scratch` (a folder of the host's,
-/// outside the checkout) and returns it, seeded from the workspace's own index.
+/// outside the checkout) and returns it, seeded from `seed` (the refreshed copy of the
+/// workspace's index, [`super::seed`]) if given, else from the workspace's own index.
 pub(crate) fn stage_all(
     git: &Git,
     checkout: &Path,
     scratch: &Path,
+    seed: Option<&Path>,
 ) -> Result<(Git, TempIndex), WorkspaceError> {
     let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
-    let own = checkout.join(".git").join("index");
+    let own = seed.map_or_else(|| checkout.join(".git").join("index"), Path::to_path_buf);
     let guard = TempIndex(tmp.clone());
     // Only the workspace's own file, and one of an index's size: an index the agent
     // replaced by a link (to a file of the host's, or another workspace's index) or made
@@ -107,7 +116,7 @@ pub(crate) fn stage_all(
 /// unless it reads the file, and it tells those entries by the index file's time: a copy
 /// with a later time would hide an edit made in that second that kept the file's size (seen:
 /// such an edit missing from the change).
-fn copy_index(own: &Path, tmp: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_index(own: &Path, tmp: &Path) -> std::io::Result<()> {
     std::fs::copy(own, tmp)?;
     let written = std::fs::metadata(own)?.modified()?;
     std::fs::File::options()
@@ -124,8 +133,9 @@ pub(crate) fn compute(
     scratch: &Path,
     base: &str,
     limit: usize,
+    seed: Option<&Path>,
 ) -> Result<Changes, WorkspaceError> {
-    let (staged, _guard) = stage_all(git, checkout, scratch)?;
+    let (staged, _guard) = stage_all(git, checkout, scratch, seed)?;
     diff_staged(&staged, base, limit)
 }
 

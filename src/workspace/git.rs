@@ -89,6 +89,8 @@ pub(crate) struct Git {
     workspace: Option<PathBuf>,
     /// `-c` overrides: of this repository's own filter drivers, and any a caller adds.
     filters: Vec<String>,
+    /// A git folder of the host's used in place of the workspace's `.git` ([`Git::detached`]).
+    git_dir: Option<PathBuf>,
     /// An index other than the repository's own.
     index: Option<PathBuf>,
     env: Vec<(String, String)>,
@@ -105,6 +107,7 @@ impl Git {
             dir: dir.to_path_buf(),
             workspace: None,
             filters: Vec::new(),
+            git_dir: None,
             index: None,
             env: Vec::new(),
             user: None,
@@ -145,12 +148,29 @@ impl Git {
             dir: checkout.to_path_buf(),
             workspace: Some(checkout.to_path_buf()),
             filters: Vec::new(),
+            git_dir: None,
             index: None,
             env: Vec::new(),
             user: owner_of(checkout),
         };
         git.check_contained()?;
         Ok(git)
+    }
+
+    /// git on a workspace's files with `git_dir`, a git folder of the host's, in place of the
+    /// workspace's `.git`: nothing the agent wrote there (configuration, attributes, hooks,
+    /// objects) is read, so such a git may run while the agent does (a program its
+    /// configuration named could otherwise be run between a check and the call).
+    pub(crate) fn detached(checkout: &Path, git_dir: &Path) -> Git {
+        Git {
+            dir: checkout.to_path_buf(),
+            workspace: Some(checkout.to_path_buf()),
+            filters: Vec::new(),
+            git_dir: Some(git_dir.to_path_buf()),
+            index: None,
+            env: Vec::new(),
+            user: owner_of(checkout),
+        }
     }
 
     /// The same git with another index file (a temporary one for the host's diffs).
@@ -254,7 +274,7 @@ impl Git {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("LC_ALL", "C");
         if let Some(top) = &self.workspace {
-            let dot_git = top.join(".git");
+            let dot_git = self.git_dir.clone().unwrap_or_else(|| top.join(".git"));
             // Nor the host user's own configuration: a filter it defines (git-lfs's) would
             // run on files and settings the agent wrote.
             cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")

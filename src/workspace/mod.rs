@@ -43,6 +43,7 @@ mod deadline;
 mod git;
 pub mod local;
 mod make;
+mod seed;
 pub mod serve;
 pub mod settings;
 mod source;
@@ -217,6 +218,8 @@ pub struct Workspaces {
     filters: Mutex<std::collections::HashMap<PathBuf, KnownFilters>>,
     /// The template of the workspaces' `git init`, once made ([`make`]).
     template: Mutex<Option<PathBuf>>,
+    /// New workspaces' refreshed index copies ([`seed`]).
+    seeds: seed::Seeds,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -254,6 +257,7 @@ impl Workspaces {
             owner: None,
             filters: Mutex::new(std::collections::HashMap::new()),
             template: Mutex::new(None),
+            seeds: seed::Seeds::default(),
             _temp: temp,
         })
     }
@@ -434,7 +438,10 @@ impl Workspaces {
                 return Err(e);
             }
         };
-        self.finish(&tmp, ws)
+        let ws = self.finish(&tmp, ws)?;
+        self.seeds
+            .prepare(ws.checkout(), ws.scratch(), source.object_format.clone());
+        Ok(ws)
     }
 
     /// Records the workspace made in `tmp` and moves it to its place.
@@ -530,6 +537,7 @@ impl Workspaces {
         let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
         known.remove(&dir.join("repo"));
         drop(known);
+        self.seeds.forget(&dir.join("repo"));
         std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
         tracing::info!(context = %context_id, "workspace removed");
         Ok(true)
@@ -545,6 +553,7 @@ impl Workspaces {
             &ws.scratch(),
             &ws.base_commit,
             self.config.patch_limit,
+            self.seeds.usable(&checkout).as_deref(),
         )
     }
 
@@ -560,7 +569,8 @@ impl Workspaces {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
         let head = head_of(&git)?;
-        let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch())?;
+        let seed = self.seeds.usable(&checkout);
+        let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref())?;
         let message = commit_message(subject, task_id);
         let committed = self.commit_staged(&git, &staged, &head, &message)?;
         if committed.is_some() {
@@ -589,7 +599,8 @@ impl Workspaces {
         // `HEAD` is read while the files are staged: the two are independent git processes.
         let (staged, head) = std::thread::scope(|s| {
             let head = s.spawn(|| head_of(&git));
-            let staged = changes::stage_all(&git, &checkout, &ws.scratch());
+            let seed = self.seeds.usable(&checkout);
+            let staged = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref());
             (staged, head.join())
         });
         let (staged, index) = staged?;

@@ -815,3 +815,71 @@ fn an_edit_in_the_second_the_workspace_was_made_that_keeps_the_size_is_in_the_ch
     }
     panic!("no attempt edited the file within the second its workspace was made");
 }
+
+/// Waits (a few seconds at most) for the refreshed copy of `ws`'s index.
+fn seeded(all: &Workspaces, ws: &Workspace) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        if all.seeds.usable(&ws.checkout()).is_some() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_refreshed_index_is_made_after_a_second_and_misses_no_edit() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("seed", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    // An edit before the copy is made, keeping the file's size, in the second the
+    // workspace was made.
+    std::fs::write(co.join("a.txt"), "one\ntwo\nthreE\n").unwrap();
+    assert!(seeded(&all, &ws), "a refreshed copy within a few seconds");
+    // One after it, keeping the size too, and a new file.
+    std::fs::write(co.join("sub/b.txt"), "B\n").unwrap();
+    std::fs::write(co.join("new.txt"), "n\n").unwrap();
+    let ch = all.changes(&ws).unwrap();
+    let mut names: Vec<&str> = ch.files.iter().map(|f| f.path.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["a.txt", "new.txt", "sub/b.txt"]);
+    // A commit replaces the workspace's index: the copy is no longer the one to start from.
+    all.commit_turn(&ws, "x", "t").unwrap().unwrap();
+    assert!(all.seeds.usable(&co).is_none());
+    std::fs::write(co.join("a.txt"), "one\ntwo\nthrEE\n").unwrap();
+    let ch = all.changes(&ws).unwrap();
+    assert!(ch.files.iter().any(|f| f.path == "a.txt"));
+}
+
+#[test]
+fn the_refresh_runs_no_program_the_agents_configuration_names() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("seed-filter", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let marker = t.path().join("ran");
+    let cmd = format!("touch {}; cat", marker.display());
+    // Written while the agent runs, before the host's refresh: nothing stops it then.
+    git(&co, &["config", "filter.x.clean", &cmd]);
+    git(&co, &["config", "core.fsmonitor", &cmd]);
+    std::fs::write(co.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+    assert!(seeded(&all, &ws));
+    assert!(
+        !marker.exists(),
+        "the host ran a program the workspace named"
+    );
+    // The same refresh with the workspace's own git folder does run it (the test proves
+    // something).
+    std::fs::copy(co.join(".git/index"), t.path().join("plain-index")).unwrap();
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(&co)
+        .env("GIT_INDEX_FILE", t.path().join("plain-index"))
+        .args(["update-index", "-q", "--refresh"])
+        .output();
+    assert!(marker.exists());
+}
