@@ -209,7 +209,7 @@ pub struct LimitsConfig {
         value_name = "LIMITS"
     )]
     pub budget: Option<Limits>,
-    /// Highest task budget a request may set (same form as budget; kinds left out: no ceiling); a request above it gets -32602
+    /// Highest task budget a request may set (same form as budget; kinds left out: no ceiling); a request above it gets -32602, and the kinds a request and `budget` leave out take it
     #[arg(
         id = "limits.max_budget",
         long = "max-budget",
@@ -217,7 +217,7 @@ pub struct LimitsConfig {
         value_name = "LIMITS"
     )]
     pub max_budget: Option<Limits>,
-    /// Highest budget a request may set for a whole conversation, the sum over its tasks (metadata.budget.context)
+    /// Highest budget a request may set for a whole conversation, the sum over its tasks (metadata.budget.context); also the conversation's budget of the kinds a request leaves out
     #[arg(
         id = "limits.max_context_budget",
         long = "max-context-budget",

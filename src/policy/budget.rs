@@ -251,8 +251,8 @@ pub fn parse(v: &Value, host: &Controls) -> Result<Budget, BadInput> {
         }
     };
     Ok(Budget {
-        task: task.or(host.default_budget),
-        context: context.unwrap_or_default(),
+        task: task.or(host.default_budget).or(host.ceiling),
+        context: context.unwrap_or_default().or(host.context_ceiling),
         context_named: context.is_some(),
         on_budget,
     })

@@ -43,9 +43,11 @@ pub struct Controls {
     pub sets: BTreeMap<String, Arc<RuleSet>>,
     /// The set of a request that names none.
     pub default_set: String,
-    /// Highest task budget a request may set.
+    /// Highest task budget a request may set; also the budget of the kinds neither the
+    /// request nor the default sets (a request that leaves a kind out does not escape it).
     pub ceiling: Limits,
-    /// Highest context budget a request may set.
+    /// Highest context budget a request may set; also the context budget of the kinds the
+    /// request leaves out.
     pub context_ceiling: Limits,
     /// The task budget of a request that sets none.
     pub default_budget: Limits,
@@ -95,8 +97,8 @@ impl Controls {
         let budget = match pick("budget") {
             Some(v) => budget::parse(v, self)?,
             None => Budget {
-                task: self.default_budget,
-                context: Limits::default(),
+                task: self.default_budget.or(self.ceiling),
+                context: self.context_ceiling,
                 context_named: false,
                 on_budget: self.on_budget,
             },

@@ -43,6 +43,9 @@ impl Decision {
     }
 }
 
+/// The kinds of request a rule may name.
+const KINDS: &[&str] = &["command", "file-edit", "tool", "question", "other"];
+
 /// A rule as written in the config file or in `metadata.approvals.rules`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +95,12 @@ impl Rule {
     pub fn new(spec: RuleSpec) -> Result<Rule, RuleError> {
         if spec.target.is_some() && spec.target_regex.is_some() {
             return Err(RuleError::TwoTargets);
+        }
+        // A misspelt kind would make a rule that never applies: a deny that denies nothing.
+        if let Some(k) = &spec.kind {
+            if !KINDS.iter().any(|known| known.eq_ignore_ascii_case(k)) {
+                return Err(RuleError::Kind(k.clone()));
+            }
         }
         let tool = match &spec.tool {
             Some(g) => Some(compile(&format!("(?i){}", glob_regex(g)), "tool")?),
@@ -163,6 +172,8 @@ impl Rule {
 pub enum RuleError {
     #[error("give target or target_regex, not both")]
     TwoTargets,
+    #[error("kind '{0}' is not a kind of request (command, file-edit, tool, question, other)")]
+    Kind(String),
     #[error("{field} does not parse as a pattern: {source}")]
     Pattern {
         field: &'static str,

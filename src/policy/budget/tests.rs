@@ -198,3 +198,24 @@ fn the_card_lists_the_rule_sets_and_the_ceilings() {
     assert_eq!(d["defaultBudget"]["seconds"], 600);
     assert_eq!(d["onBudget"], "ask");
 }
+
+#[test]
+fn the_ceiling_bounds_the_kinds_a_request_and_the_default_leave_out() {
+    let h = host();
+    // Set by the request: its own; left out: the default (seconds), else the ceiling.
+    let b = parse(&json!({"toolCalls": 5}), &h).unwrap();
+    assert_eq!(b.task.tool_calls, Some(5));
+    assert_eq!(b.task.seconds, Some(600));
+    assert_eq!(b.task.usd, Some(5.0));
+    assert_eq!(b.task.tokens, Some(1_000_000));
+    assert_eq!(b.context.usd, Some(20.0));
+    assert!(!b.context_named);
+    // A request that sends no budget at all does not escape the ceiling either.
+    let none = h.for_request(None, None).unwrap().budget;
+    assert_eq!(none.task.tool_calls, Some(100));
+    assert_eq!(none.task.seconds, Some(600));
+    assert_eq!(none.context.usd, Some(20.0));
+    // With no ceiling and no default, no limit.
+    let open = Controls::default().for_request(None, None).unwrap().budget;
+    assert!(open.is_empty());
+}

@@ -166,3 +166,21 @@ fn config_sets_add_to_the_shipped_ones_and_bad_rules_name_the_set() {
     let e = config_sets(&raw).unwrap_err();
     assert_eq!(e.field, "[approvals] sets.ci.rules[0]");
 }
+
+#[test]
+fn a_rule_of_an_unknown_kind_is_refused_not_left_to_match_nothing() {
+    let spec = |kind: &str| RuleSpec {
+        decision: Decision::Deny,
+        kind: Some(kind.into()),
+        tool: None,
+        target: None,
+        target_regex: None,
+        in_workdir: false,
+    };
+    let err = Rule::new(spec("comand")).unwrap_err();
+    assert!(matches!(&err, RuleError::Kind(k) if k == "comand"), "{err}");
+    assert!(err.to_string().contains("command, file-edit, tool"));
+    for kind in ["command", "File-Edit", "tool", "question", "other"] {
+        assert!(Rule::new(spec(kind)).is_ok(), "{kind}");
+    }
+}
