@@ -52,6 +52,8 @@ pub enum PruneError {
     Memory,
     #[error("tasks prune works on a SQLite database; hosts on a PostgreSQL store apply [retention] themselves (set it in their config)")]
     Postgres,
+    #[error("no task database at {0}: nothing to prune (check --store)")]
+    NoDatabase(String),
 }
 
 impl PruneError {
@@ -93,6 +95,10 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
         StoreChoice::Memory => return Err(PruneError::Memory),
         StoreChoice::Postgres(_) => return Err(PruneError::Postgres),
     };
+    // Opening would make an empty database where a mistyped path points.
+    if !path.is_file() {
+        return Err(PruneError::NoDatabase(path.display().to_string()));
+    }
     let store = SqliteStore::open(&path)?;
     let dry_run = !args.yes;
     let folders = crate::retention::Folders {
@@ -254,5 +260,12 @@ mod tests {
         args.older_than = None;
         let e = run(&args, false).await.unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
+        // A path with no database is an error, and none is made there.
+        let missing = dir.path().join("typo.db");
+        args.older_than = Some("30d".parse().unwrap());
+        args.store = Some(format!("sqlite:{}", missing.display()));
+        let e = run(&args, false).await.unwrap_err();
+        assert!(matches!(e, PruneError::NoDatabase(_)), "{e}");
+        assert!(!missing.exists());
     }
 }

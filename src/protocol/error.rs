@@ -19,6 +19,10 @@ pub enum A2AError {
     Internal(String),
     #[error("Task not found: {0}")]
     TaskNotFound(String),
+    /// A task's push notification config that does not exist: A2A has no error of its own
+    /// for it, so it is the task-not-found error (code, reason, status) naming both ids.
+    #[error("push notification config '{config_id}' of task {task_id} not found")]
+    PushConfigNotFound { task_id: String, config_id: String },
     #[error("{0}")]
     TaskNotCancelable(String),
     #[error("Push notifications are not supported by this agent")]
@@ -73,7 +77,7 @@ impl A2AError {
             A2AError::MethodNotFound(_) => -32601,
             A2AError::InvalidParams(_) => -32602,
             A2AError::Internal(_) => -32603,
-            A2AError::TaskNotFound(_) => -32001,
+            A2AError::TaskNotFound(_) | A2AError::PushConfigNotFound { .. } => -32001,
             A2AError::TaskNotCancelable(_) => -32002,
             A2AError::PushNotificationNotSupported => -32003,
             A2AError::UnsupportedOperation(_) => -32004,
@@ -119,7 +123,7 @@ impl A2AError {
     /// The `google.rpc.ErrorInfo` reason for A2A-defined errors; None for plain JSON-RPC ones.
     pub fn reason(&self) -> Option<&'static str> {
         Some(match self {
-            A2AError::TaskNotFound(_) => "TASK_NOT_FOUND",
+            A2AError::TaskNotFound(_) | A2AError::PushConfigNotFound { .. } => "TASK_NOT_FOUND",
             A2AError::TaskNotCancelable(_) => "TASK_NOT_CANCELABLE",
             A2AError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2AError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
@@ -141,7 +145,7 @@ impl A2AError {
             A2AError::Parse(_) | A2AError::InvalidRequest(_) | A2AError::InvalidParams(_) => 400,
             A2AError::MethodNotFound(_) => 404,
             A2AError::Internal(_) => 500,
-            A2AError::TaskNotFound(_) => 404,
+            A2AError::TaskNotFound(_) | A2AError::PushConfigNotFound { .. } => 404,
             A2AError::TaskNotCancelable(_) => 409,
             A2AError::ContentTypeNotSupported(_) => 415,
             A2AError::InvalidAgentResponse(_) => 502,
@@ -160,7 +164,9 @@ impl A2AError {
             A2AError::Parse(_) | A2AError::InvalidRequest(_) | A2AError::InvalidParams(_) => {
                 "INVALID_ARGUMENT"
             }
-            A2AError::MethodNotFound(_) | A2AError::TaskNotFound(_) => "NOT_FOUND",
+            A2AError::MethodNotFound(_)
+            | A2AError::TaskNotFound(_)
+            | A2AError::PushConfigNotFound { .. } => "NOT_FOUND",
             A2AError::Internal(_) | A2AError::InvalidAgentResponse(_) => "INTERNAL",
             A2AError::ContentTypeNotSupported(_) => "INVALID_ARGUMENT",
             A2AError::Busy(_) => "RESOURCE_EXHAUSTED",
@@ -201,6 +207,10 @@ impl A2AError {
     pub fn error_info_metadata(&self) -> Vec<(String, String)> {
         match self {
             A2AError::TaskNotFound(id) => vec![("taskId".into(), id.clone())],
+            A2AError::PushConfigNotFound { task_id, config_id } => vec![
+                ("taskId".into(), task_id.clone()),
+                ("configId".into(), config_id.clone()),
+            ],
             _ => Vec::new(),
         }
     }
@@ -364,6 +374,27 @@ mod tests {
         assert_eq!(
             A2AError::TaskNotFound("t9".into()).error_info_metadata(),
             vec![("taskId".to_string(), "t9".to_string())]
+        );
+        // A missing push config: the not-found error, naming the task and the config apart.
+        let e = A2AError::PushConfigNotFound {
+            task_id: "t9".into(),
+            config_id: "c1".into(),
+        };
+        assert_eq!(
+            (e.code(), e.http_status(), e.grpc_code()),
+            (-32001, 404, NOT_FOUND)
+        );
+        assert_eq!(e.reason(), Some("TASK_NOT_FOUND"));
+        assert_eq!(
+            e.error_info_metadata(),
+            vec![
+                ("taskId".to_string(), "t9".to_string()),
+                ("configId".to_string(), "c1".to_string())
+            ]
+        );
+        assert_eq!(
+            e.to_string(),
+            "push notification config 'c1' of task t9 not found"
         );
     }
 

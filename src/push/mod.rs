@@ -330,8 +330,9 @@ impl PushService {
             .get_push(task_id, id)
             .await
             .map_err(store_err)?
-            .ok_or_else(|| {
-                A2AError::TaskNotFound(format!("{task_id} (push notification config {id})"))
+            .ok_or_else(|| A2AError::PushConfigNotFound {
+                task_id: task_id.to_string(),
+                config_id: id.to_string(),
             })?;
         self.to_config(&rec)
     }

@@ -74,7 +74,7 @@ pub enum StoreError {
     #[error("postgres: {}", postgres_detail(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// No pooled PostgreSQL connection could be had.
-    #[error("postgres pool: {0}")]
+    #[error("postgres: {}", pool_detail(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
     /// The PostgreSQL pool could not be built from the settings.
     #[error("postgres pool settings: {0}")]
@@ -127,6 +127,16 @@ pub enum StoreError {
 }
 
 /// A PostgreSQL error with what the server said (the driver's own text is only "db error").
+/// What the pool says, with the database's own reason when a connection failed (the pool's
+/// words alone, "Error occurred while creating a new object: db error", do not tell a missing
+/// database from a wrong user or a refused connection).
+fn pool_detail(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => postgres_detail(pg),
+        other => format!("connection pool: {other}"),
+    }
+}
+
 fn postgres_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),

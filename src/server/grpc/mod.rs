@@ -107,7 +107,7 @@ impl Calls {
         let headers = metadata.into_headers();
         let (caller, _) = self.guard.admit(&headers, false, peer, weight).map_err(|r| match r {
             Refusal::Unauthenticated => Status::unauthenticated(
-                "credentials required: send `authorization` (Bearer or Basic) or the API key metadata",
+                "this call needs a valid credential: send `authorization` (Bearer or Basic) or the API key metadata",
             ),
             Refusal::RateLimited(wait) => Status::resource_exhausted(format!(
                 "rate limit reached for this caller (its credential, or its address without one); retry in {wait} s"
