@@ -532,6 +532,72 @@ async fn an_agent_cannot_write_the_source_or_another_workspace_in_the_sandbox() 
     .await;
 }
 
+/// Links an agent plants in its workspace lead the host nowhere. Under Landlock (bubblewrap
+/// left unused: there a turn's folder is a mount point the agent cannot replace), turn 1's
+/// agent replaces its context's folder `sub/` by a link to a host folder and the reflog by a
+/// link into it. The reflog link stops the turn's commit and change (the host's commit would
+/// append to the file it names), and turn 2 does not run in the link (its sandbox would let
+/// it write the host folder) but at the workspace's top. Unit tests in
+/// `src/workspace/tests.rs` show plain git and the former folder check following both.
+#[tokio::test]
+async fn links_an_agent_plants_in_its_workspace_lead_the_host_nowhere() {
+    let abi = agent_host::runner::sandbox::Capabilities::get()
+        .landlock_abi
+        .unwrap_or(0);
+    if abi < 1 {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "CI=true and Landlock is missing"
+        );
+        eprintln!("\n*** SKIPPED: the test needs Landlock ***\n");
+        return;
+    }
+    limit(async {
+        let h = Host::start(&[
+            ("AGENT_SANDBOX", "auto"),
+            ("AGENT_HOST_SANDBOX_DISABLE", "bwrap"),
+        ])
+        .await;
+        let outside = h.root.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let ctx = format!("links-{}", super::common::uuid());
+        // The context works in the repository's folder sub/ (its workspace's sub/).
+        let sub = h.work().join("sub");
+        let in_sub = json!({"cwd": sub.to_str().unwrap()});
+        let t = h
+            .run(
+                &format!("plant {}", outside.display()),
+                &ctx,
+                in_sub.clone(),
+            )
+            .await;
+        let co = h.checkout_of(&ctx);
+        assert!(
+            co.join("sub").is_symlink(),
+            "the agent planted its link: {t}"
+        );
+        assert!(
+            t["artifacts"]
+                .as_array()
+                .is_none_or(|a| a.iter().all(|a| a["artifactId"] != "changes")),
+            "no change is taken through the linked reflog: {t}"
+        );
+        assert!(
+            !outside.join("reflog").exists(),
+            "the host wrote the reflog's target"
+        );
+        let t = h.run("write pwned", &ctx, in_sub).await;
+        let said = t.to_string();
+        assert!(
+            !outside.join("pwned").exists(),
+            "written through the link: {said}"
+        );
+        assert!(co.join("pwned").is_file(), "{said}");
+        h.stop().await;
+    })
+    .await;
+}
+
 /// Runs the real `git` client with no configuration of the machine's or the user's and no
 /// prompt, `header` (if any) sent with every HTTP request; its output.
 fn git_client(dir: &Path, header: Option<&str>, args: &[&str]) -> std::process::Output {
