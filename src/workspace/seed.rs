@@ -39,13 +39,17 @@ struct IndexId {
 
 fn index_id(path: &Path) -> Option<IndexId> {
     let m = std::fs::symlink_metadata(path).ok()?;
-    m.is_file().then(|| IndexId {
+    m.is_file().then(|| id_of(&m))
+}
+
+fn id_of(m: &std::fs::Metadata) -> IndexId {
+    IndexId {
         dev: m.dev(),
         ino: m.ino(),
         size: m.len(),
         mtime: m.mtime(),
         mtime_ns: m.mtime_nsec(),
-    })
+    }
 }
 
 /// A refreshed copy, and the version of the workspace's index it was copied from.
@@ -163,13 +167,7 @@ fn copy_own_index(own: &Path, tmp: &Path) -> std::io::Result<IndexId> {
             "not an index file",
         ));
     }
-    let from = IndexId {
-        dev: m.dev(),
-        ino: m.ino(),
-        size: m.len(),
-        mtime: m.mtime(),
-        mtime_ns: m.mtime_nsec(),
-    };
+    let from = id_of(&m);
     let mut out = std::fs::File::create(tmp)?;
     std::io::copy(&mut file, &mut out)?;
     out.set_modified(m.modified()?)?;
