@@ -113,7 +113,8 @@ fn turn_end(all: &Workspaces, ws: &Workspace) -> usize {
 /// One run on `repo`: plain git, then the workspace. The costs: `git worktree add`, the
 /// workspace made, `git diff --stat`, the turn's end, the disk use, `git diff` (the patch),
 /// the change alone (no commit), plain git's whole change (`add -A`, `diff --cached`).
-fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost; 8] {
+/// `turn`: how long the turn lasts between making the checkouts and editing them (full runs).
+fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, turn: Option<Duration>) -> [Cost; 8] {
     let wt = dir.join(format!("wt{n}"));
     let wt_arg = wt.to_str().expect("utf-8 path");
     let ((), worktree) = measure(|| {
@@ -133,7 +134,7 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     let context = format!("{n:08x}-bench");
     let (ws, made) = measure(|| all.for_turn(&context, repo, None).expect("workspace"));
     let ws = ws.expect("a workspace (the folder is a repository)");
-    if full {
+    if let Some(turn) = turn {
         // A turn of a few seconds. Both checkouts' indexes were written in the second their
         // files were, so git reads every file again until an index is written in a later
         // second ("racily clean" entries): plain git does at its first look, the host in the
@@ -141,11 +142,7 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
         // `workspace::seed`), which this wait lets finish (about a second at 100,000 files);
         // its CPU is not in the turn's end's column. An edit in the second of the checkout
         // would make both sides pay for it, which no real turn does.
-        std::thread::sleep(Duration::from_millis(if n_files(repo) > 50_000 {
-            3000
-        } else {
-            2000
-        }));
+        std::thread::sleep(turn);
     }
     change(&wt);
     change(&ws.checkout());
@@ -170,14 +167,6 @@ fn run(dir: &Path, repo: &Path, all: &Workspaces, n: usize, full: bool) -> [Cost
     git(repo, &["branch", "-q", "-D", &format!("wt{n}")]);
     all.remove(&context).expect("remove");
     [worktree, made, diff, ended, disk, patch, alone, whole]
-}
-
-/// The files of the bench's repository (its name ends in their number).
-fn n_files(repo: &Path) -> usize {
-    repo.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.trim_start_matches("src").parse().ok())
-        .unwrap_or(0)
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -223,8 +212,9 @@ fn main() {
     }
     for files in sizes {
         let repo = repository(tmp.path(), files);
+        let turn = full.then(|| Duration::from_secs(if files > 50_000 { 3 } else { 2 }));
         let results: Vec<[Cost; 8]> = (0..runs)
-            .map(|r| run(tmp.path(), &repo, &all, r, full))
+            .map(|r| run(tmp.path(), &repo, &all, r, turn))
             .collect();
         if !full {
             continue;

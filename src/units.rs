@@ -100,7 +100,6 @@ impl<'de> Deserialize<'de> for Dur {
     /// A string with a unit; a number (`timeout = 30`) gets the same "no unit" message.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = match Raw::deserialize(d)? {
-            Raw::Int(n) => n.to_string(),
             Raw::Text(s) => s,
             other => other.to_string(),
         };

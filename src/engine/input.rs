@@ -449,10 +449,7 @@ pub fn requested_cwd(
         let iac = md.get("iac_code").and_then(|v| v.get("cwd"));
         text_field(iac, "metadata.iac_code.cwd", "an absolute path")
     };
-    let asked = match m.metadata.as_ref().map(from).transpose()?.flatten() {
-        Some(c) => Some(c),
-        None => request_metadata.map(from).transpose()?.flatten(),
-    };
+    let asked = message_or_request(m, request_metadata, from)?;
     Ok(asked.filter(|c| !c.is_empty()))
 }
 
@@ -469,9 +466,18 @@ pub fn requested_base_ref(
             "a branch, tag or commit",
         )
     };
-    match m.metadata.as_ref().map(from).transpose()?.flatten() {
-        Some(b) => Ok(Some(b)),
-        None => Ok(request_metadata.map(from).transpose()?.flatten()),
+    message_or_request(m, request_metadata, from)
+}
+
+/// What `from` reads in the message's metadata, else in the request's.
+fn message_or_request(
+    m: &Message,
+    request_metadata: Option<&serde_json::Map<String, Value>>,
+    from: impl Fn(&serde_json::Map<String, Value>) -> Result<Option<String>, A2AError>,
+) -> Result<Option<String>, A2AError> {
+    match m.metadata.as_ref().map(&from).transpose()?.flatten() {
+        Some(v) => Ok(Some(v)),
+        None => Ok(request_metadata.map(&from).transpose()?.flatten()),
     }
 }
 

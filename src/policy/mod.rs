@@ -94,15 +94,9 @@ impl Controls {
             Some(v) => rules::policy_of(v, &self.sets, &self.default_set)?,
             None => self.default_policy(),
         };
-        let budget = match pick("budget") {
-            Some(v) => budget::parse(v, self)?,
-            None => Budget {
-                task: self.default_budget.or(self.ceiling),
-                context: self.context_ceiling,
-                context_named: false,
-                on_budget: self.on_budget,
-            },
-        };
+        // No budget reads as an empty one: every kind from the defaults and the ceilings.
+        let none = Value::Object(Map::new());
+        let budget = budget::parse(pick("budget").unwrap_or(&none), self)?;
         Ok(TaskControls { policy, budget })
     }
 

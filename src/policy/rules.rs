@@ -172,7 +172,7 @@ impl Rule {
 pub enum RuleError {
     #[error("give target or target_regex, not both")]
     TwoTargets,
-    #[error("kind '{0}' is not a kind of request (command, file-edit, tool, question, other)")]
+    #[error("kind '{0}' is not a kind of request ({kinds})", kinds = KINDS.join(", "))]
     Kind(String),
     #[error("{field} does not parse as a pattern: {source}")]
     Pattern {

@@ -49,7 +49,7 @@ pub struct Changes {
 
 /// The largest index the host copies to seed its own: an index takes about 100 bytes a
 /// file, so this is ten million files.
-pub(crate) const LARGEST_INDEX: u64 = 1 << 30;
+const LARGEST_INDEX: u64 = 1 << 30;
 
 /// The option that writes an index without its trailing checksum.
 pub(crate) const SKIP_HASH: &str = "index.skipHash=true";
@@ -93,15 +93,11 @@ pub(crate) fn stage_all(
     let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
     let own = seed.map_or_else(|| checkout.join(".git").join("index"), Path::to_path_buf);
     let guard = TempIndex(tmp.clone());
-    // Only the workspace's own file, and one of an index's size: an index the agent
-    // replaced by a link (to a file of the host's, or another workspace's index) or made
-    // huge (a sparse file of a terabyte) is not read; git then reads every file.
-    if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_file() && m.len() <= LARGEST_INDEX) {
-        copy_index(&own, &tmp).map_err(|e| WorkspaceError::Io {
-            path: tmp.clone(),
-            source: e,
-        })?;
-    }
+    // No index to copy: git starts from an empty one and reads every file.
+    copy_index(&own, &tmp).map_err(|e| WorkspaceError::Io {
+        path: tmp.clone(),
+        source: e,
+    })?;
     // No checksum over the whole index at each write: with SHA-1 (collision-detecting) that
     // is most of what `add -A` and `write-tree` cost in a large checkout (10,000 files: 48
     // and 37 million instructions with it, 21 and 10 without). Git reads such an index since
@@ -116,13 +112,35 @@ pub(crate) fn stage_all(
 /// unless it reads the file, and it tells those entries by the index file's time: a copy
 /// with a later time would hide an edit made in that second that kept the file's size (seen:
 /// such an edit missing from the change).
-pub(crate) fn copy_index(own: &Path, tmp: &Path) -> std::io::Result<()> {
-    std::fs::copy(own, tmp)?;
-    let written = std::fs::metadata(own)?.modified()?;
-    std::fs::File::options()
-        .write(true)
-        .open(tmp)?
-        .set_modified(written)
+///
+/// Only a regular file of an index's size is copied, never through a link: an index the
+/// agent replaced by a link (to a file of the host's, or another workspace's index), a fifo,
+/// or a huge sparse file is not read. The metadata of the file copied; `None` (nothing
+/// copied) for those and for no file.
+pub(crate) fn copy_index(own: &Path, tmp: &Path) -> std::io::Result<Option<std::fs::Metadata>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(own);
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ELOOP) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let m = file.metadata()?;
+    if !m.is_file() || m.len() > LARGEST_INDEX {
+        return Ok(None);
+    }
+    let mut out = std::fs::File::create(tmp)?;
+    std::io::copy(&mut file, &mut out)?;
+    out.set_modified(m.modified()?)?;
+    Ok(Some(m))
 }
 
 /// The changes from `base` (a commit) to the workspace's files, the patch at most `limit`

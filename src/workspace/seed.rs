@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::changes::{lock_of, LARGEST_INDEX, SKIP_HASH};
+use super::changes::{copy_index, lock_of, SKIP_HASH};
 use super::git::Git;
 
 /// What identifies an index file's version: the file, its size and its modification time.
@@ -121,8 +121,9 @@ fn until_next_second() -> Duration {
         + Duration::from_millis(50)
 }
 
-/// Copies the workspace's index (keeping its time) and refreshes the copy, with a git folder
-/// of the host's: the agent is running, and may be writing its `.git` meanwhile.
+/// Copies the workspace's index (keeping its time, never through a link) and refreshes the
+/// copy, with a git folder of the host's: the agent is running, and may be writing its
+/// `.git` meanwhile.
 fn refresh(
     checkout: &Path,
     scratch: &Path,
@@ -134,7 +135,13 @@ fn refresh(
         move |source| super::WorkspaceError::Io { path, source }
     };
     let tmp = scratch.join(format!("seed.{}", uuid::Uuid::new_v4().simple()));
-    let from = copy_own_index(&own, &tmp).map_err(io(&own))?;
+    let copied = copy_index(&own, &tmp).map_err(io(&own))?;
+    let from = copied.as_ref().map(id_of).ok_or_else(|| {
+        io(&own)(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "no index file to copy",
+        ))
+    })?;
     let git_dir = host_git_dir(scratch, object_format).map_err(io(scratch))?;
     // A file's clean filter would be a program of the agent's configuration: the host's git
     // folder defines none, and the workspace's is not read.
@@ -149,29 +156,6 @@ fn refresh(
         let _ = std::fs::remove_file(lock_of(&tmp));
     }
     placed.map(|()| Seed { index, from })
-}
-
-/// Copies the workspace's index `own` to `tmp` with its modification time, never through a
-/// link (the agent may have put one there) and only a file of an index's size; the version
-/// copied.
-fn copy_own_index(own: &Path, tmp: &Path) -> std::io::Result<IndexId> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(own)?;
-    let m = file.metadata()?;
-    if !m.is_file() || m.len() > LARGEST_INDEX {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "not an index file",
-        ));
-    }
-    let from = id_of(&m);
-    let mut out = std::fs::File::create(tmp)?;
-    std::io::copy(&mut file, &mut out)?;
-    out.set_modified(m.modified()?)?;
-    Ok(from)
 }
 
 /// The host's git folder for refreshing copies (in `scratch`, which the sandbox does not

@@ -268,10 +268,11 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
             ),
         );
     };
-    let msg: Option<Value> = serde_json::from_slice(&bytes).ok();
-    if let Some(refusal) = malformed(&parts.headers, &bytes, msg.as_ref()) {
+    let parsed = serde_json::from_slice::<Value>(&bytes);
+    if let Some(refusal) = malformed(&parts.headers, &parsed) {
         return refusal;
     }
+    let msg = parsed.ok();
     let header = protocol_header(&parts.headers);
     let routed = msg.map_or(Route::Pass, |m| route(&m, header.as_deref()));
     match routed {
@@ -298,7 +299,7 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
 /// A JSON body that is not one JSON-RPC message: 400 with the JSON-RPC error that says why
 /// (rmcp would answer 415, "unsupported media type", with a line of text). A body of
 /// another media type is left to rmcp's 415.
-fn malformed(headers: &HeaderMap, bytes: &[u8], msg: Option<&Value>) -> Option<Response> {
+fn malformed(headers: &HeaderMap, parsed: &serde_json::Result<Value>) -> Option<Response> {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -310,23 +311,21 @@ fn malformed(headers: &HeaderMap, bytes: &[u8], msg: Option<&Value>) -> Option<R
     if !json {
         return None;
     }
-    let why = match msg {
-        None => {
-            let e = serde_json::from_slice::<Value>(bytes).err();
-            let detail = e.map(|e| e.to_string()).unwrap_or_default();
+    let why = match parsed {
+        Err(e) => {
             return Some(refused(
                 StatusCode::BAD_REQUEST,
                 -32700,
-                &format!("Parse error: the body is not JSON ({detail})"),
+                &format!("Parse error: the body is not JSON ({e})"),
             ));
         }
-        Some(Value::Array(_)) => {
+        Ok(Value::Array(_)) => {
             "a batch (a JSON array) is not taken: send one JSON-RPC message per request"
         }
-        Some(m) if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
+        Ok(m) if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
             "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\" is missing)"
         }
-        Some(_) => return None,
+        Ok(_) => return None,
     };
     Some(refused(StatusCode::BAD_REQUEST, -32600, why))
 }
