@@ -311,6 +311,68 @@ async fn secrets_other_tasks_and_the_system_are_out_of_reach() {
     .await;
 }
 
+/// A task that is root in its sandbox (a root host, no `sandbox_user`) cannot undo the
+/// mounts that hide the host from it: unmounting what covers the data folder, in the
+/// sandbox's mount namespace or in a new one, remounting `/` writable, unmounting `/run`.
+/// The same script under bubblewrap as the host ran it before (`--unshare-user --uid 0`,
+/// no user namespace of the task's own) does all of it, which shows the probes can succeed.
+#[tokio::test]
+async fn a_root_task_cannot_undo_its_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("\n*** SKIPPED: a task is root in its sandbox only on a root host ***\n");
+        return;
+    }
+    limit(async {
+        let host = Host::start("auto", &[]).await;
+        let data = host.path("data");
+        let etc = format!("/etc/agent-host-unhide-{}", std::process::id());
+        let run = format!("/run/agent-host-unhide-{}", std::process::id());
+        std::fs::write(&run, "host").expect("a file in the host's /run");
+        let prompt = format!("unhide {} {etc} {run}", data.display());
+        let text = text_of(&host.run(&prompt).await);
+        let etc_written = Path::new(&etc).exists();
+        let _ = std::fs::remove_file(&etc);
+
+        // The protection off: bubblewrap with the mounts alone, the task root with every
+        // capability in the namespace that owns them.
+        let work = host.path("work");
+        let bare = std::process::Command::new("bwrap")
+            .args(["--die-with-parent", "--unshare-pid", "--unshare-user"])
+            .args(["--uid", "0", "--gid", "0", "--ro-bind", "/", "/"])
+            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            .args(["--tmpfs", "/run", "--tmpfs"])
+            .arg(&data)
+            .arg("--bind")
+            .args([&work, &work])
+            .arg("--")
+            .arg(probe_script())
+            .arg(&prompt)
+            .output()
+            .expect("run bubblewrap");
+        let bare = String::from_utf8_lossy(&bare.stdout).to_string();
+        let bare_etc = Path::new(&etc).exists();
+        let _ = std::fs::remove_file(&etc);
+        let _ = std::fs::remove_file(&run);
+        host.sigterm().await;
+
+        for probe in ["unmount", "unmount_new_namespace", "remount", "run"] {
+            assert!(
+                text.contains(&format!("{probe}=refused")),
+                "{probe}: {text}"
+            );
+        }
+        assert!(!etc_written, "{text}");
+        for probe in ["unmount", "remount", "run"] {
+            assert!(bare.contains(&format!("{probe}=ok")), "{probe}: {bare}");
+        }
+        assert!(bare_etc, "{bare}");
+    })
+    .await;
+}
+
 /// What a task's escaping children (`setsid`, `timeout`, `setpgid`, a double-forking daemon)
 /// left alive after the program exited, after cancel, and after SIGTERM to the host, with
 /// `AGENT_SANDBOX=mode` and `extra` variables; `zombies`: the host's children left unreaped

@@ -74,11 +74,12 @@ fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
 }
 
 /// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
-/// `root`: the host is root and the task stays root: it then gets its own user namespace
-/// (uid 0 mapped to itself), so its capabilities reach only what the sandbox owns: it cannot
-/// remount the read-only system or see out of its namespaces, yet a CLI that starts its own
-/// bubblewrap for its commands (Codex does) still can. Without it (`--cap-drop ALL`) that
-/// nested sandbox fails.
+/// `root`: the host is root and the task stays root: bubblewrap then makes a user namespace
+/// (uid 0 mapped to itself) in which it makes the mounts. In that namespace the program
+/// would hold every capability over those mounts and could undo them; the caller runs it in
+/// a user namespace of its own below that one (see `setup::Steps::own_userns`), where the
+/// mounts are locked and a CLI that starts its own bubblewrap for its commands (Codex does)
+/// still can.
 /// `user`: the task runs as that user (bubblewrap then starts as the user, unprivileged, in a
 /// user namespace of its own): what the user cannot reach by the file modes needs no hiding,
 /// and bubblewrap, as the user, could not mount over it.

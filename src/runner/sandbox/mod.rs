@@ -559,11 +559,18 @@ impl Prepared {
         };
         let (program, args, wrapped) = match &caps.bwrap {
             Some((bwrap, _)) => {
-                let mut all = bwrap::args(policy, cwd, caps.root && user.is_none(), user);
+                let root_task = caps.root && user.is_none();
+                let mut all = bwrap::args(policy, cwd, root_task, user);
                 // The program runs wherever it lies (`/tmp` included): shown read-only.
                 let needs = program::needs(program, path_var);
                 all.extend(program::binds(&needs, policy, cwd));
+                let inside = if root_task {
+                    lock_mounts(&mut all)
+                } else {
+                    Vec::new()
+                };
                 all.push("--".into());
+                all.extend(inside);
                 all.extend(net::command_prefix(policy));
                 all.push(program.display().to_string());
                 all.extend(args.iter().cloned());
@@ -592,6 +599,37 @@ impl Prepared {
     /// What the task's first process does to itself before the program runs (taken once).
     pub fn take_steps(&mut self) -> setup::Steps {
         std::mem::take(&mut self.steps)
+    }
+}
+
+/// For a task that is root in its sandbox: keeps it from undoing the sandbox's mounts.
+/// Adds to bubblewrap's arguments `all` what that needs, and returns what runs inside the
+/// sandbox before the program: the setup mode entering a user namespace of the task's own
+/// ([`setup::Steps::own_userns`], which says why), shown at a path of the sandbox's `/run`.
+/// Without an executable that offers the setup mode, the task runs without capabilities.
+fn lock_mounts(all: &mut Vec<String>) -> Vec<String> {
+    match setup::helper() {
+        Some(helper) => {
+            let helper = helper.display().to_string();
+            all.extend(["--ro-bind".into(), helper, setup::IN_SANDBOX.into()]);
+            let steps = setup::Steps {
+                own_userns: true,
+                ..setup::Steps::default()
+            };
+            let mut inside = vec![setup::IN_SANDBOX.to_string(), setup::MODE.to_string()];
+            inside.extend(
+                steps
+                    .to_args()
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned()),
+            );
+            inside.push("--".into());
+            inside
+        }
+        None => {
+            all.extend(["--cap-drop".into(), "ALL".into()]);
+            Vec::new()
+        }
     }
 }
 

@@ -59,6 +59,10 @@ use super::SandboxError;
 /// The first argument that selects the setup mode (hidden from `--help`).
 pub const MODE: &str = "__exec-setup";
 
+/// Where the executable that offers the setup mode is shown inside bubblewrap's sandbox
+/// (its `/run` is the sandbox's own), to run the steps that must run in there.
+pub const IN_SANDBOX: &str = "/run/agent-host/agent-host-exec";
+
 /// Exit status of the setup mode when a step fails (as `env` and `timeout` use it).
 const STEP_FAILED: i32 = 125;
 /// Exit status when the program cannot be run (as shells use them).
@@ -83,6 +87,10 @@ pub struct Steps {
     pub scope_sockets: bool,
     /// Lead a new session whose controlling terminal is the pty on stdout.
     pub session: bool,
+    /// Enter a user namespace of its own, root in it mapped to root in the caller's (see
+    /// [`enter_own_user_namespace`]): run inside bubblewrap's sandbox, so that the sandbox's
+    /// mounts belong to a namespace in which the task has no capability.
+    pub own_userns: bool,
 }
 
 impl Steps {
@@ -91,7 +99,7 @@ impl Steps {
     }
 
     /// The steps as arguments of the setup mode (before its `--`).
-    fn to_args(&self) -> Vec<OsString> {
+    pub(crate) fn to_args(&self) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         for j in &self.join {
             a.push("--join".into());
@@ -122,6 +130,9 @@ impl Steps {
         }
         if self.session {
             a.push("--session".into());
+        }
+        if self.own_userns {
+            a.push("--own-userns".into());
         }
         a
     }
@@ -172,6 +183,7 @@ impl Steps {
                 }
                 Some("--scope-sockets") => steps.scope_sockets = true,
                 Some("--session") => steps.session = true,
+                Some("--own-userns") => steps.own_userns = true,
                 _ => return Err(ArgsError::Unknown(a.to_string_lossy().into_owned())),
             }
         }
@@ -204,6 +216,9 @@ impl Steps {
                 .and_then(|()| nix::unistd::setuid(Uid::from_raw(*uid)))
                 .map_err(|e| ("becoming the sandbox user", e.into()))?;
         }
+        if self.own_userns {
+            enter_own_user_namespace().map_err(step("a user namespace of its own"))?;
+        }
         if let Some(r) = ruleset {
             r.restrict_self().map_err(step("Landlock"))?;
         }
@@ -223,6 +238,55 @@ impl Steps {
         let privileged = nix::unistd::geteuid().is_root() && self.user.is_none();
         landlock::Prepared::new(self.landlock.as_deref(), self.scope_sockets, privileged).map(Some)
     }
+}
+
+/// Moves the calling process into a new user namespace in which uid and gid 0 are the
+/// caller's uid and gid 0 (so it stays root, with every capability, over what that namespace
+/// owns), and in which `setgroups` is refused (the kernel's condition for a process to map
+/// its own group).
+///
+/// Why: bubblewrap started by root with `--unshare-user --uid 0` makes the sandbox's mount
+/// namespace in a user namespace where the program is root with every capability. The
+/// mounts that hide the host's data folder, empty `/tmp` and `/run` and make `/` read-only
+/// were made in that same namespace, so the program could undo them (`umount /tmp`, `mount
+/// -o remount,rw /`) and, being the host's root there, write the host's files. Entered from
+/// inside the sandbox, this namespace is a child of bubblewrap's: the program keeps root
+/// over anything it creates (a nested sandbox, as Codex's bubblewrap makes for its
+/// commands), but the mounts it was given belong to the parent and are locked (the kernel
+/// does not let a less privileged namespace unmount or remount what would show what they
+/// cover). `--cap-drop ALL` would lock them too, but a CLI without capabilities as root
+/// cannot start a nested bubblewrap. This is what a setuid bubblewrap does after its mounts;
+/// one run by root has no option for it.
+///
+/// System calls only, no allocation: it also runs between fork and exec.
+fn enter_own_user_namespace() -> io::Result<()> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    // The single mapping "0 <own id> 1" is the only one a process may write for itself
+    // without a capability in the parent namespace; only root's is needed here.
+    if !nix::unistd::getuid().is_root() || nix::unistd::getgid().as_raw() != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "only a task that is root in its sandbox gets a user namespace of its own",
+        ));
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)?;
+    let write = |path: &std::ffi::CStr, text: &[u8]| -> io::Result<()> {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let raw = open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
+        // SAFETY: `open` just returned this descriptor, which nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let n = nix::unistd::write(&fd, text)?;
+        if n == text.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::WriteZero, "a short write"))
+        }
+    };
+    write(c"/proc/self/setgroups", b"deny")?;
+    write(c"/proc/self/uid_map", b"0 0 1")?;
+    write(c"/proc/self/gid_map", b"0 0 1")?;
+    Ok(())
 }
 
 /// Joins the network namespace at `path` (as root, before the user is changed). System
@@ -420,6 +484,7 @@ mod tests {
             landlock: Some(vec!["/work".into(), "/home/u/.cache".into()]),
             scope_sockets: true,
             session: true,
+            own_userns: true,
         };
         let mut args = steps.to_args();
         args.extend(["--", "/bin/prog", "--", "-x"].map(OsString::from));
