@@ -168,7 +168,6 @@ async fn handle(
         content_encoding: text(&parts.headers, header::CONTENT_ENCODING.as_str()),
         content_length: text(&parts.headers, header::CONTENT_LENGTH.as_str())
             .and_then(|v| v.parse().ok()),
-        git_protocol: text(&parts.headers, "git-protocol"),
         body: body
             .into_data_stream()
             .map_err(std::io::Error::other)

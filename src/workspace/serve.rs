@@ -57,8 +57,6 @@ pub struct GitRequest {
     pub content_encoding: Option<String>,
     /// `Content-Length`, when announced.
     pub content_length: Option<u64>,
-    /// `Git-Protocol` (protocol version 2 and its options).
-    pub git_protocol: Option<String>,
     /// The request body (empty for GET).
     pub body: BoxStream<'static, Result<Bytes, std::io::Error>>,
 }
@@ -141,7 +139,6 @@ fn cgi_env(cmd: &mut tokio::process::Command, root: &Path, req: &GitRequest) {
         ("CONTENT_TYPE", req.content_type.clone()),
         ("HTTP_CONTENT_ENCODING", req.content_encoding.clone()),
         ("CONTENT_LENGTH", req.content_length.map(|n| n.to_string())),
-        ("HTTP_GIT_PROTOCOL", req.git_protocol.clone()),
     ] {
         match value {
             Some(v) => cmd.env(name, v),
