@@ -63,6 +63,18 @@ fn large_allocations_return_to_the_system() {
     }
 }
 
+/// Raises this process's limit of open files to the most it may have (the soft limit is
+/// often 1024 where the hard one is far higher): a host holds a descriptor per client
+/// connection, per task's pipes and per connection through a task's proxy.
+fn more_open_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
 fn main() {
     // `agent-host __exec-setup STEPS -- PROGRAM ARGS`: how the runner starts a task's program
     // without forking the host (runner::sandbox::setup); applies the steps and execs.
@@ -72,6 +84,7 @@ fn main() {
     agent_host::egress::relay::main_if_asked();
     agent_host::runner::sandbox::setup::use_own_executable();
     large_allocations_return_to_the_system();
+    more_open_files();
     // Other processes of this user (a task's agent among them) may not read this process's
     // environment or memory (/proc/PID/environ, mem) nor attach to it.
     #[cfg(target_os = "linux")]

@@ -151,6 +151,7 @@ impl TaskProxy {
         let ctx = Arc::new(proxy::Ctx {
             rules: rules.clone(),
             log: log.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(proxy::MAX_CONNECTIONS)),
         });
         let made = own_namespace
             .then(|| netns::take(PROXY_PORT, &rules.loopback_forwards()))
@@ -212,7 +213,9 @@ async fn accept_unix(listener: tokio::net::UnixListener, ctx: Arc<proxy::Ctx>) {
         tokio::select! {
             a = listener.accept() => match a {
                 Ok((io, _)) => {
-                    conns.spawn(proxy::serve(io, ctx.clone()));
+                    if let Some(slot) = ctx.slot() {
+                        conns.spawn(proxy::serve(io, ctx.clone(), slot));
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "egress proxy cannot accept");
@@ -255,11 +258,12 @@ async fn accept_tcp(
     loop {
         tokio::select! {
             c = rx.recv() => match c {
-                Some((io, None)) => {
-                    conns.spawn(proxy::serve(io, ctx.clone()));
-                }
-                Some((io, Some(to))) => {
-                    conns.spawn(proxy::carry(io, to, ctx.clone()));
+                Some((io, forward)) => {
+                    let Some(slot) = ctx.slot() else { continue };
+                    match forward {
+                        None => conns.spawn(proxy::serve(io, ctx.clone(), slot)),
+                        Some(to) => conns.spawn(proxy::carry(io, to, ctx.clone(), slot)),
+                    };
                 }
                 None => break,
             },

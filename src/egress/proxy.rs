@@ -25,11 +25,44 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// How long a connection to an allowed address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long the program may take to send a request's head on a connection to its proxy: a
+/// connection that sends nothing does not hold the host's descriptors for the whole turn.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections one task may hold open through its proxy at once (each holds the host's
+/// descriptors, two for a tunnel). More are closed as they arrive, and said in the task's
+/// refusals: one task cannot use up the host's descriptors and keep every other task, and
+/// the API, from opening any. Programs that fetch in parallel open a few dozen.
+pub(super) const MAX_CONNECTIONS: usize = 256;
+
 /// What one connection of the task's proxy knows.
 pub(super) struct Ctx {
     pub rules: Arc<Rules>,
     pub log: Arc<TaskLog>,
+    /// [`MAX_CONNECTIONS`] permits; each connection holds one until it and its tunnel end.
+    pub slots: Arc<tokio::sync::Semaphore>,
 }
+
+impl Ctx {
+    /// A slot for one more connection, or None (the refusal said) when the task holds
+    /// [`MAX_CONNECTIONS`] already.
+    pub(super) fn slot(&self) -> Option<Slot> {
+        match self.slots.clone().try_acquire_owned() {
+            Ok(p) => Some(Arc::new(p)),
+            Err(_) => {
+                self.log.refused(Refusal {
+                    host: "*".into(),
+                    port: 0,
+                    reason: format!("more than {MAX_CONNECTIONS} connections at once"),
+                });
+                None
+            }
+        }
+    }
+}
+
+/// A connection's slot, held by the connection and any tunnel it opened.
+pub(super) type Slot = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 /// Why a target cannot be reached.
 enum Fail {
@@ -46,15 +79,18 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
 /// Serves one connection from the relay.
 /// One connection of the program to its proxy: HTTP requests in absolute form and
 /// `CONNECT`s, each checked against the task's rules.
-pub(super) async fn serve<IO>(io: IO, ctx: Arc<Ctx>)
+pub(super) async fn serve<IO>(io: IO, ctx: Arc<Ctx>, slot: Slot)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
-        async move { Ok::<_, Infallible>(handle(req, &ctx).await) }
+        let slot = slot.clone();
+        async move { Ok::<_, Infallible>(handle(req, &ctx, slot).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     if let Err(e) = conn.await {
@@ -64,7 +100,7 @@ where
 
 /// One connection of the program to a forwarded loopback address (`to`, named on the
 /// allow-list with its port): carried to that address as a `CONNECT` to it would be.
-pub(super) async fn carry(mut conn: TcpStream, to: SocketAddr, ctx: Arc<Ctx>) {
+pub(super) async fn carry(mut conn: TcpStream, to: SocketAddr, ctx: Arc<Ctx>, _slot: Slot) {
     let host = to.ip().to_string();
     match open(&host, to.port(), &ctx).await {
         Ok(mut up) => {
@@ -81,7 +117,7 @@ pub(super) async fn carry(mut conn: TcpStream, to: SocketAddr, ctx: Arc<Ctx>) {
     }
 }
 
-async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Body> {
+async fn handle(req: Request<Incoming>, ctx: &Ctx, slot: Slot) -> Response<Body> {
     let Some((host, port)) = target(&req) else {
         return text(
             StatusCode::BAD_REQUEST,
@@ -100,10 +136,10 @@ async fn handle(req: Request<Incoming>, ctx: &Ctx) -> Response<Body> {
         }
     };
     if req.method() == Method::CONNECT {
-        tokio::spawn(tunnel(req, stream));
+        tokio::spawn(tunnel(req, stream, slot));
         return Response::new(Full::new(Bytes::new()).map_err(|e| match e {}).boxed());
     }
-    forward(req, stream).await
+    forward(req, stream, &host, port).await
 }
 
 /// The host and port a request asks for: the authority of a CONNECT, the URL of a plain
@@ -187,7 +223,7 @@ async fn resolve(host: &str, port: u16, rules: &Rules) -> Result<Vec<IpAddr>, Fa
 }
 
 /// After the 200 to a CONNECT: the client's bytes to the target and back.
-async fn tunnel(req: Request<Incoming>, mut stream: TcpStream) {
+async fn tunnel(req: Request<Incoming>, mut stream: TcpStream, _slot: Slot) {
     match hyper::upgrade::on(req).await {
         Ok(up) => {
             let mut up = TokioIo::new(up);
@@ -208,8 +244,16 @@ const HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// A plain HTTP request: sent to the target in origin form, its answer passed back.
-async fn forward(mut req: Request<Incoming>, stream: TcpStream) -> Response<Body> {
+/// A plain HTTP request: sent to the target in origin form, its answer passed back. Its
+/// `Host` is the target that was checked (`host`, `port`), whatever the program sent: on a
+/// server with several names (a shared front, a reverse proxy) a request reaches only the
+/// name on the allow-list.
+async fn forward(
+    mut req: Request<Incoming>,
+    stream: TcpStream,
+    host: &str,
+    port: u16,
+) -> Response<Body> {
     let path = req
         .uri()
         .path_and_query()
@@ -221,6 +265,18 @@ async fn forward(mut req: Request<Incoming>, stream: TcpStream) -> Response<Body
     *req.uri_mut() = uri;
     for h in HOP {
         req.headers_mut().remove(*h);
+    }
+    let authority = match (host.parse::<IpAddr>(), port) {
+        (Ok(IpAddr::V6(ip)), 80) => format!("[{ip}]"),
+        (Ok(IpAddr::V6(ip)), p) => format!("[{ip}]:{p}"),
+        (_, 80) => host.to_string(),
+        (_, p) => format!("{host}:{p}"),
+    };
+    match hyper::header::HeaderValue::from_str(&authority) {
+        Ok(v) => {
+            req.headers_mut().insert(hyper::header::HOST, v);
+        }
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad host\n".into()),
     }
     let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
     {

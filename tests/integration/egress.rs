@@ -123,10 +123,21 @@ impl TestNet {
                 while let Ok((mut s, _)) = l.accept().await {
                     tokio::spawn(async move {
                         let mut buf = [0u8; 2048];
-                        let _ = s.read(&mut buf).await;
-                        let _ = s
-                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nremote-ok")
-                            .await;
+                        let n = s.read(&mut buf).await.unwrap_or(0);
+                        // The Host it was sent, for the probe of a name in front of another.
+                        let head = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+                        let host = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("host:"))
+                            .map(str::trim)
+                            .unwrap_or("")
+                            .to_string();
+                        let body = format!("remote-ok host={host}");
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = s.write_all(answer.as_bytes()).await;
                     });
                 }
             }));
@@ -359,6 +370,10 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
             for ok in ["allowed_http", "allowed_tunnel"] {
                 assert!(text.contains(&format!("{ok}=ok")), "{mode} {disable}: {ok}: {text}");
             }
+            // A request to an allowed host carries that host's name, whatever the program
+            // put in its Host header (without the proxy the other name gets through).
+            let fronted = if mode == "auto" { "refused" } else { "ok" };
+            assert!(text.contains(&format!("fronted={fronted}")), "{mode} {disable}: {text}");
             let expect = if mode == "auto" { "refused" } else { "ok" };
             for p in probes() {
                 assert!(
@@ -383,6 +398,9 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
                 assert!(reason(&net.remote, 8081).contains("private"));
                 assert!(reason("loopy.test", 6379).contains("resolves to a loopback"));
                 assert!(reason("169.254.169.254", 80).contains("metadata"));
+                // One task holds at most 256 connections through its proxy at once.
+                assert!(text.contains("tunnels=256"), "{text}");
+                assert!(reason("*", 0).contains("256 connections at once"), "{refused}");
                 let count = metrics
                     .lines()
                     .find(|l| l.starts_with("agent_host_egress_refused_total"))
