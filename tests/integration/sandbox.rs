@@ -373,6 +373,35 @@ async fn a_root_task_cannot_undo_its_sandbox() {
     .await;
 }
 
+/// Without bubblewrap (Landlock's tier), a task on a root host runs in the host's own
+/// namespaces: it keeps no capability (it could otherwise reboot the machine, load a
+/// module, reconfigure the host's network). Without the sandbox the same script has them.
+#[tokio::test]
+async fn a_root_task_without_bubblewrap_has_no_capability() {
+    if !sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("\n*** SKIPPED: a task has capabilities only on a root host ***\n");
+        return;
+    }
+    limit(async {
+        for (mode, disable) in [("auto", "bwrap"), ("off", "")] {
+            let host = Host::start(mode, &[("AGENT_HOST_SANDBOX_DISABLE", disable)]).await;
+            let text = text_of(&host.run("caps").await);
+            host.sigterm().await;
+            if mode == "auto" {
+                assert!(text.contains("capeff=0000000000000000"), "{text}");
+                assert!(text.contains("netns=refused"), "{text}");
+            } else {
+                assert!(!text.contains("capeff=0000000000000000"), "{text}");
+                assert!(text.contains("netns=ok"), "{text}");
+            }
+        }
+    })
+    .await;
+}
+
 /// What a task's escaping children (`setsid`, `timeout`, `setpgid`, a double-forking daemon)
 /// left alive after the program exited, after cancel, and after SIGTERM to the host, with
 /// `AGENT_SANDBOX=mode` and `extra` variables; `zombies`: the host's children left unreaped

@@ -56,7 +56,9 @@ impl Prepared {
         let all = AccessFs::from_all(ABI_USED);
         let mut ruleset = Ruleset::default();
         if write.is_some() {
-            ruleset = ruleset.handle_access(all)?;
+            // Without bubblewrap the task sees the host's processes: it may not signal
+            // them either (kernels with Landlock ABI 6; ignored by older ones).
+            ruleset = ruleset.handle_access(all)?.scope(Scope::Signal)?;
         }
         if scope_sockets {
             ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;

@@ -582,6 +582,8 @@ impl Prepared {
                     write.extend(policy.write.iter().cloned());
                     steps.landlock = Some(write);
                 }
+                // Root in the host's own namespaces: no capability (see the step).
+                steps.drop_caps = caps.root && user.is_none() && policy.mode != Mode::Off;
                 (program.to_path_buf(), args.to_vec(), false)
             }
         };
@@ -608,7 +610,14 @@ impl Prepared {
 /// ([`setup::Steps::own_userns`], which says why), shown at a path of the sandbox's `/run`.
 /// Without an executable that offers the setup mode, the task runs without capabilities.
 fn lock_mounts(all: &mut Vec<String>) -> Vec<String> {
-    match setup::helper() {
+    // By its real path: bubblewrap would read `/proc/self/exe` (the helper when it is the
+    // host's own executable) as its own.
+    static REAL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let real = REAL.get_or_init(|| {
+        let real = std::fs::canonicalize(setup::helper()?).ok()?;
+        (!real.to_string_lossy().ends_with(" (deleted)")).then_some(real)
+    });
+    match real {
         Some(helper) => {
             let helper = helper.display().to_string();
             all.extend(["--ro-bind".into(), helper, setup::IN_SANDBOX.into()]);

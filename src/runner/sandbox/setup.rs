@@ -87,6 +87,9 @@ pub struct Steps {
     pub scope_sockets: bool,
     /// Lead a new session whose controlling terminal is the pty on stdout.
     pub session: bool,
+    /// Give up every capability for good (bounding, inheritable and ambient sets), so that
+    /// a root task keeps none after its exec: see [`drop_capabilities`].
+    pub drop_caps: bool,
     /// Enter a user namespace of its own, root in it mapped to root in the caller's (see
     /// [`enter_own_user_namespace`]): run inside bubblewrap's sandbox, so that the sandbox's
     /// mounts belong to a namespace in which the task has no capability.
@@ -133,6 +136,9 @@ impl Steps {
         }
         if self.own_userns {
             a.push("--own-userns".into());
+        }
+        if self.drop_caps {
+            a.push("--drop-caps".into());
         }
         a
     }
@@ -184,6 +190,7 @@ impl Steps {
                 Some("--scope-sockets") => steps.scope_sockets = true,
                 Some("--session") => steps.session = true,
                 Some("--own-userns") => steps.own_userns = true,
+                Some("--drop-caps") => steps.drop_caps = true,
                 _ => return Err(ArgsError::Unknown(a.to_string_lossy().into_owned())),
             }
         }
@@ -218,6 +225,9 @@ impl Steps {
         }
         if self.own_userns {
             enter_own_user_namespace().map_err(step("a user namespace of its own"))?;
+        }
+        if self.drop_caps {
+            drop_capabilities().map_err(step("giving up the capabilities"))?;
         }
         if let Some(r) = ruleset {
             r.restrict_self().map_err(step("Landlock"))?;
@@ -287,6 +297,73 @@ fn enter_own_user_namespace() -> io::Result<()> {
     write(c"/proc/self/uid_map", b"0 0 1")?;
     write(c"/proc/self/gid_map", b"0 0 1")?;
     Ok(())
+}
+
+/// Empties the calling process's bounding, ambient and inheritable capability sets: after
+/// its exec, a root process then holds no capability (its permitted set is drawn from
+/// those), while it stays uid 0 for the file modes.
+///
+/// Why: without bubblewrap a task on a root host runs as the host's root in the host's
+/// namespaces, and Landlock bounds its file writes but not what capabilities allow besides
+/// (rebooting the machine, loading a kernel module, reconfiguring the host's network,
+/// changing its name). Written with `prctl` and `capset` rather than the `caps` crate, whose
+/// functions build sets on the heap: this also runs between fork and exec.
+///
+/// System calls only, no allocation.
+fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let last = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    last(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
+    for cap in 0..64 {
+        // SAFETY: as above.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            let e = io::Error::last_os_error();
+            // Past the kernel's last capability.
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(e);
+        }
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set.
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: the kernel writes two `Data` for version 3 into an array of two.
+    last(unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } as i32)?;
+    for d in &mut data {
+        d.inheritable = 0;
+    }
+    // SAFETY: as above, read by the kernel.
+    last(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } as i32)
 }
 
 /// Joins the network namespace at `path` (as root, before the user is changed). System
@@ -485,6 +562,7 @@ mod tests {
             scope_sockets: true,
             session: true,
             own_userns: true,
+            drop_caps: true,
         };
         let mut args = steps.to_args();
         args.extend(["--", "/bin/prog", "--", "-x"].map(OsString::from));
