@@ -311,7 +311,6 @@ fn enter_own_user_namespace() -> io::Result<()> {
 ///
 /// System calls only, no allocation.
 fn drop_capabilities() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
     let last = |r: libc::c_int| {
         if r == 0 {
             Ok(())
@@ -319,15 +318,10 @@ fn drop_capabilities() -> io::Result<()> {
             Err(io::Error::last_os_error())
         }
     };
-    last(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    })?;
+    let (ambient, clear) = (libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL);
+    // SAFETY: prctl with integer arguments only.
+    let cleared = unsafe { libc::prctl(ambient, clear, 0, 0, 0) };
+    last(cleared)?;
     for cap in 0..64 {
         // SAFETY: as above.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
