@@ -100,6 +100,7 @@ impl Homes {
         }
         for c in &layout.config {
             if let Some(to) = layout.in_context(&dir, c) {
+                unlink_below(&dir, &to)?;
                 copy_missing(c, &to, &mut made)?;
             }
         }
@@ -114,6 +115,7 @@ impl Homes {
             };
             if c.exists() {
                 // The mount point, in the context's folder (an empty file, or a folder).
+                unlink_below(&dir, &place)?;
                 mount_point(&place, c.is_dir(), &mut made)?;
                 present.push(c.clone());
             } else if std::fs::metadata(&place).is_ok_and(|m| m.is_file() && m.len() == 0) {
@@ -199,6 +201,29 @@ fn make_missing(path: &Path, folder: bool, made: &mut Vec<PathBuf>) -> Result<()
     Ok(())
 }
 
+/// Removes a link at `place` or at a folder between the context's folder `dir` and it.
+/// The context's agent writes these folders: a link it left there would have the host copy
+/// a setting through it, and bubblewrap make the login's mount point at its target (an
+/// empty file anywhere, as root). The host then makes what it needs itself.
+fn unlink_below(dir: &Path, place: &Path) -> Result<(), HomeError> {
+    let Ok(rel) = place.strip_prefix(dir) else {
+        return Ok(());
+    };
+    let mut at = dir.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                tracing::warn!(path = %at.display(), "a link in a context's CLI folder was removed");
+                return std::fs::remove_file(&at).map_err(io(&at));
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 /// An empty file (or folder) at `path` when nothing is there, its folders made.
 fn mount_point(path: &Path, folder: bool, made: &mut Vec<PathBuf>) -> Result<(), HomeError> {
     if folder || std::fs::symlink_metadata(path).is_ok() {
@@ -248,6 +273,38 @@ mod tests {
             &[h(".cli/credentials.json"), h(".cli/absent.json")],
             &[h(".cli/settings.json"), h(".cli/agents/")],
         )
+    }
+
+    /// Links the context's agent left where the host copies a setting or makes the login's
+    /// mount point are removed, never followed (a plain write or bubblewrap's mount point
+    /// would make a file at their target).
+    #[test]
+    fn links_in_a_context_home_are_removed_not_followed() {
+        let host = tempfile::tempdir().unwrap();
+        let home = host.path().join("home");
+        std::fs::create_dir_all(home.join(".cli")).unwrap();
+        std::fs::write(home.join(".cli/settings.json"), "s").unwrap();
+        let homes = Homes::open(Some(&host.path().join("data/homes"))).unwrap();
+        let l = layout(&home);
+        homes.prepare("ctx-1", &l, None).unwrap();
+        let cli = homes.dir("ctx-1").join("home/.cli");
+        let victim = host.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        // The agent's links: the login's place (the host had no login yet), a setting's.
+        std::os::unix::fs::symlink(victim.join("created"), cli.join("credentials.json")).unwrap();
+        std::fs::remove_file(cli.join("settings.json")).unwrap();
+        std::os::unix::fs::symlink(victim.join("copied"), cli.join("settings.json")).unwrap();
+        std::fs::write(home.join(".cli/credentials.json"), "token").unwrap();
+
+        let binds = homes.prepare("ctx-1", &l, None).unwrap();
+        assert!(!victim.join("created").exists() && !victim.join("copied").exists());
+        let meta = std::fs::symlink_metadata(cli.join("credentials.json")).unwrap();
+        assert!(meta.is_file() && meta.len() == 0, "{meta:?}");
+        assert_eq!(
+            std::fs::read_to_string(cli.join("settings.json")).unwrap(),
+            "s"
+        );
+        assert!(binds.iter().any(|b| b.read_only));
     }
 
     #[test]

@@ -305,6 +305,13 @@ async fn start_program(
     };
     let proc = match spawning.await {
         Ok(p) => p,
+        Err(SpawnError::Runner(crate::runner::RunnerError::Sandbox(
+            e @ crate::runner::sandbox::SandboxError::Link(_),
+        ))) => {
+            // A folder of the task replaced by a link: said to the caller, whose folder it is.
+            tracing::warn!(error = %e, "a folder of the task's sandbox is a link");
+            return Err(format!("the agent was not started: {e}"));
+        }
         Err(SpawnError::Runner(e)) => {
             metrics::counter!("agent_host_spawn_failures_total", "adapter" => launch.adapter.id.clone())
                 .increment(1);

@@ -402,6 +402,60 @@ async fn a_root_task_without_bubblewrap_has_no_capability() {
     .await;
 }
 
+/// A folder bubblewrap binds from a place agents write (here the folder of a context, in a
+/// working directory another context's agent shares) and an agent replaced by a link since
+/// it was checked: the next start in it refuses to bind it, rather than mounting the link's
+/// target writable. The task is started again without a new check when its budget is raised.
+#[tokio::test]
+async fn a_folder_replaced_by_a_link_is_not_bound() {
+    if !sandbox_available() {
+        return;
+    }
+    limit(async {
+        let host = Host::start("auto", &[]).await;
+        let sub = host.path("work/sub");
+        let victim = host.path("victim");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        std::fs::create_dir_all(&victim).expect("mkdir");
+        let sub_cwd = std::fs::canonicalize(&sub).expect("canonical");
+        let mut first = message("tools 3", true);
+        first["message"]["contextId"] = json!("ctx-b");
+        first["message"]["metadata"] = json!({"cwd": sub_cwd, "budget": {"toolCalls": 1}});
+        let v = host.rpc("SendMessage", first).await;
+        let task = &v["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{v}");
+        let id = task["id"].as_str().expect("task id").to_string();
+
+        // Another context's agent, in the working directory above: a relative link, which
+        // leads to the same folder on the host and in bubblewrap's new root.
+        let swap = "swap sub ../victim".to_string();
+        assert!(text_of(&host.run(&swap).await).contains("swapped"));
+
+        let mut answer = message("continue", true);
+        answer["message"]["taskId"] = json!(id);
+        answer["message"]["contextId"] = json!("ctx-b");
+        let v = host.rpc("SendMessage", answer).await;
+        let done = eventually("the task ends", WAIT, async || {
+            let t = host.rpc("GetTask", json!({"id": id})).await["result"].clone();
+            let state = t["status"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            ready(
+                state == "TASK_STATE_FAILED" || state == "TASK_STATE_COMPLETED",
+                t,
+            )
+        })
+        .await;
+        let wrote = victim.join("written-by-agent").exists();
+        host.sigterm().await;
+        assert!(!wrote, "the agent wrote into the link's target: {done}");
+        assert_eq!(done["status"]["state"], "TASK_STATE_FAILED", "{v} {done}");
+        assert!(text_of(&done).contains("is a link"), "{done}");
+    })
+    .await;
+}
+
 /// What a task's escaping children (`setsid`, `timeout`, `setpgid`, a double-forking daemon)
 /// left alive after the program exited, after cancel, and after SIGTERM to the host, with
 /// `AGENT_SANDBOX=mode` and `extra` variables; `zombies`: the host's children left unreaped

@@ -63,6 +63,16 @@ pub fn probe() -> (Option<(PathBuf, String)>, String) {
     }
 }
 
+/// Whether the bubblewrap at `path` takes `--bind-fd` (0.8 and later).
+pub fn binds_fds(path: &Path) -> bool {
+    Command::new(path)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--bind-fd"))
+}
+
 /// Hides `h`: an empty tmpfs over a folder, `/dev/null` over a file.
 fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
     let h = h.display().to_string();

@@ -23,6 +23,7 @@ pub(crate) mod cgroup;
 pub(crate) mod config;
 mod landlock;
 pub(crate) mod net;
+mod pin;
 pub(crate) mod program;
 pub(crate) mod reaper;
 pub mod setup;
@@ -249,6 +250,8 @@ pub struct Capabilities {
     pub bwrap_missing: String,
     /// The bubblewrap found is setuid (it must not start under `no_new_privs`).
     pub bwrap_setuid: bool,
+    /// The bubblewrap found binds open descriptors (`--bind-fd`, 0.8 and later).
+    pub bwrap_bind_fd: bool,
     /// The Landlock ABI version the kernel supports.
     pub landlock_abi: Option<i32>,
     pub cgroups: cgroup::Hierarchies,
@@ -290,10 +293,14 @@ impl Capabilities {
             use std::os::unix::fs::PermissionsExt;
             std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
         });
+        let bwrap_bind_fd = bwrap
+            .as_ref()
+            .is_some_and(|(path, _)| bwrap::binds_fds(path));
         Capabilities {
             bwrap,
             bwrap_missing,
             bwrap_setuid,
+            bwrap_bind_fd,
             landlock_abi: if off(Piece::Landlock) {
                 None
             } else {
@@ -504,6 +511,8 @@ pub enum SandboxError {
     NoUser(String),
     #[error("cannot set up Landlock: {0}")]
     Landlock(#[source] ::landlock::RulesetError),
+    #[error("{0}")]
+    Link(#[source] std::io::Error),
 }
 
 impl Prepared {
@@ -559,6 +568,15 @@ impl Prepared {
         };
         let (program, args, wrapped) = match &caps.bwrap {
             Some((bwrap, _)) => {
+                // What bubblewrap binds from folders an agent may have written: no link on
+                // the way now, and held by descriptor until the mount (see [`pin`]).
+                let reachable = agent_reachable(policy, cwd);
+                for p in &reachable {
+                    pin::open_without_links(p).map_err(SandboxError::Link)?;
+                }
+                if caps.bwrap_bind_fd && setup::helper().is_some() {
+                    steps.pin = reachable;
+                }
                 let root_task = caps.root && user.is_none();
                 let mut all = bwrap::args(policy, cwd, root_task, user);
                 // The program runs wherever it lies (`/tmp` included): shown read-only.
@@ -602,6 +620,17 @@ impl Prepared {
     pub fn take_steps(&mut self) -> setup::Steps {
         std::mem::take(&mut self.steps)
     }
+}
+
+/// The sources of bubblewrap's binds that lie in folders an agent may write (the working
+/// directory, the task's own attachments in it, the context's checkout), where they exist.
+fn agent_reachable(policy: &SandboxPolicy, cwd: &Path) -> Vec<PathBuf> {
+    let mut out = vec![cwd.to_path_buf()];
+    out.extend(policy.reveal.iter().cloned());
+    out.extend(policy.workspace.iter().map(|w| w.checkout.clone()));
+    out.retain(|p| std::fs::symlink_metadata(p).is_ok());
+    out.dedup();
+    out
 }
 
 /// For a task that is root in its sandbox: keeps it from undoing the sandbox's mounts.

@@ -87,6 +87,9 @@ pub struct Steps {
     pub scope_sockets: bool,
     /// Lead a new session whose controlling terminal is the pty on stdout.
     pub session: bool,
+    /// Sources of bubblewrap's binds to open without following links and hand over as
+    /// descriptors (see [`super::pin`]); the command is bubblewrap's.
+    pub pin: Vec<PathBuf>,
     /// Give up every capability for good (bounding, inheritable and ambient sets), so that
     /// a root task keeps none after its exec: see [`drop_capabilities`].
     pub drop_caps: bool,
@@ -140,6 +143,10 @@ impl Steps {
         if self.drop_caps {
             a.push("--drop-caps".into());
         }
+        for p in &self.pin {
+            a.push("--pin".into());
+            a.push(p.as_os_str().to_os_string());
+        }
         a
     }
 
@@ -191,6 +198,10 @@ impl Steps {
                 Some("--session") => steps.session = true,
                 Some("--own-userns") => steps.own_userns = true,
                 Some("--drop-caps") => steps.drop_caps = true,
+                Some("--pin") => {
+                    let p = it.next().ok_or(ArgsError::NoPath("--pin"))?;
+                    steps.pin.push(PathBuf::from(p));
+                }
                 _ => return Err(ArgsError::Unknown(a.to_string_lossy().into_owned())),
             }
         }
@@ -483,6 +494,11 @@ fn run(args: Vec<OsString>) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
+    // Opened as the host's user, before any step changes who this process is.
+    let (command, _held) = match super::pin::pin_binds(command, &steps.pin) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("a folder of the sandbox: {e}")),
+    };
     let mut ruleset = match steps.ruleset() {
         Ok(r) => r,
         Err(e) => return fail(format!("Landlock: {e}")),
@@ -557,6 +573,7 @@ mod tests {
             session: true,
             own_userns: true,
             drop_caps: true,
+            pin: vec!["/work".into(), "/work/.agent-host/attachments/t".into()],
         };
         let mut args = steps.to_args();
         args.extend(["--", "/bin/prog", "--", "-x"].map(OsString::from));
