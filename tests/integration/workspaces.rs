@@ -452,6 +452,63 @@ async fn a_bad_base_ref_is_refused_before_anything_starts() {
     .await;
 }
 
+/// The contexts that have a workspace folder (from the records in the data folder).
+fn workspace_contexts(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.join("data/workspaces")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("workspace.json")).ok())
+        .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+        .filter_map(|r| r["contextId"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_refused_first_message_leaves_no_workspace_behind() {
+    limit(async {
+        let h = Host::start(&[("AGENT_HOST_MAX_WORKSPACES", "1")]).await;
+        let long = "x".repeat(200_000);
+        // Too long for the jsonl adapter's one argument: refused, once before the workspace
+        // would be made (the prompt alone), once after (the prompt names a saved attachment,
+        // whose path in the workspace is part of it).
+        let with_file = |ctx: &str| {
+            json!({"message": {"messageId": super::common::uuid(), "role": "ROLE_USER",
+                "contextId": ctx, "parts": [{"text": long},
+                {"raw": "AAEC/w==", "filename": "blob.bin", "mediaType": "application/octet-stream"}]}})
+        };
+        for i in 0..3 {
+            let ctx = format!("long-{i}-{}", super::common::uuid());
+            let params = if i == 0 {
+                message(&long, &ctx, json!({}))
+            } else {
+                with_file(&ctx)
+            };
+            let v = h.rpc("SendMessage", params).await;
+            assert_eq!(v["error"]["code"], -32602, "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("command-line argument"),
+                "{v}"
+            );
+            assert_eq!(workspace_contexts(h.root.path()), Vec::<String>::new());
+        }
+        // The one workspace allowed is still free for a new context.
+        let ctx = format!("fits-{}", super::common::uuid());
+        h.run("edit one", &ctx, json!({})).await;
+        assert_eq!(workspace_contexts(h.root.path()), std::slice::from_ref(&ctx));
+        // A follow-up refused keeps its context's workspace.
+        let v = h.rpc("SendMessage", message(&long, &ctx, json!({}))).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert_eq!(workspace_contexts(h.root.path()), [ctx]);
+        h.stop().await;
+    })
+    .await;
+}
+
 /// True when bubblewrap runs here; else says why (and fails under `CI=true`).
 fn bwrap_available() -> bool {
     let caps = agent_host::runner::sandbox::Capabilities::get();
