@@ -557,9 +557,10 @@ impl Workspaces {
         )
     }
 
-    /// Commits the workspace's files on its current branch when they differ from its `HEAD`:
-    /// message `subject` (the first line of the prompt) with the trailer `Agent-Host-Task`,
-    /// the configured author, no hook, no signature. Returns the new commit.
+    /// Commits the workspace's files on the context's branch ([`Workspace::branch`]) when
+    /// they differ from its tip, whatever branch the agent's `HEAD` is on: message `subject`
+    /// (the first line of the prompt) with the trailer `Agent-Host-Task`, the configured
+    /// author, no hook, no signature. Returns the new commit.
     pub fn commit_turn(
         &self,
         ws: &Workspace,
@@ -568,12 +569,12 @@ impl Workspaces {
     ) -> Result<Option<String>, WorkspaceError> {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
-        let head = head_of(&git)?;
+        let tip = tip_of(&git, ws)?;
         let seed = self.seeds.usable(&checkout);
         let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref())?;
         let message = commit_message(subject, task_id);
-        let committed = self.commit_staged(&git, &staged, &head, &message)?;
-        if committed.is_some() {
+        let committed = self.commit_staged(&git, &staged, ws, &tip, &message)?;
+        if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean).
             index.replace(&checkout.join(".git").join("index"))?;
         }
@@ -596,20 +597,20 @@ impl Workspaces {
     ) -> Result<TurnEnd, WorkspaceError> {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
-        // `HEAD` is read while the files are staged: the two are independent git processes.
-        let (staged, head) = std::thread::scope(|s| {
-            let head = s.spawn(|| head_of(&git));
+        // The branch is read while the files are staged: independent git processes.
+        let (staged, tip) = std::thread::scope(|s| {
+            let tip = s.spawn(|| tip_of(&git, ws));
             let seed = self.seeds.usable(&checkout);
             let staged = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref());
-            (staged, head.join())
+            (staged, tip.join())
         });
         let (staged, index) = staged?;
-        let head = head.map_err(|_| panicked("git rev-parse HEAD"))??;
+        let tip = tip.map_err(|_| panicked("git for-each-ref"))??;
         let message = commit.map(|(subject, task_id)| commit_message(subject, task_id));
         let (changes, committed) = std::thread::scope(|s| {
             let committed = message
                 .as_deref()
-                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, &head, m)));
+                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, ws, &tip, m)));
             let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit);
             let committed = committed.map(|t| t.join().map_err(|_| panicked("git commit-tree")));
             (changes, committed)
@@ -623,31 +624,45 @@ impl Workspaces {
             }
             None => None,
         };
-        if committed.is_some() {
+        if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean):
-            // only now, when the diff no longer reads the staged index.
+            // only now, when the diff no longer reads the staged index, and only when its
+            // `HEAD` is the branch committed on (on a branch of its own, its index is its).
             if let Err(e) = index.replace(&checkout.join(".git").join("index")) {
                 tracing::warn!(error = %e, "the workspace's index could not be updated");
             }
         }
+        let head = committed
+            .clone()
+            .or_else(|| tip.commit.as_ref().map(|(c, _)| c.clone()))
+            .unwrap_or_else(|| ws.base_commit.clone());
         Ok(TurnEnd {
-            head: committed.clone().unwrap_or(head.commit),
+            head,
             committed,
             changes,
         })
     }
 
-    /// Commits the files `staged` holds on top of `head` when their tree differs from its
-    /// tree; the new commit.
+    /// Commits the files `staged` holds on the context's branch, on top of its `tip`, when
+    /// their tree differs from the tip's; the new commit. A branch the agent deleted (or
+    /// pointed at something other than a commit) starts again from the base.
     fn commit_staged(
         &self,
         git: &Git,
         staged: &Git,
-        head: &Head,
+        ws: &Workspace,
+        tip: &Tip,
         message: &str,
     ) -> Result<Option<String>, WorkspaceError> {
         let tree = staged.text(["write-tree"])?;
-        if tree == head.tree {
+        let (parent, parent_tree) = match &tip.commit {
+            Some((commit, tree)) => (commit.clone(), tree.clone()),
+            None => {
+                let base_tree = git.text(["rev-parse", &format!("{}^{{tree}}", ws.base_commit)])?;
+                (ws.base_commit.clone(), base_tree)
+            }
+        };
+        if tree == parent_tree {
             return Ok(None);
         }
         let (name, email) = &self.identity;
@@ -657,22 +672,22 @@ impl Workspaces {
             ("GIT_COMMITTER_NAME", name.as_str()),
             ("GIT_COMMITTER_EMAIL", email.as_str()),
         ];
-        let commit = staged.with_env(&author).text([
-            "commit-tree",
-            &tree,
-            "-p",
-            &head.commit,
-            "-m",
-            message,
-        ])?;
+        let commit =
+            staged
+                .with_env(&author)
+                .text(["commit-tree", &tree, "-p", &parent, "-m", message])?;
         git.check_contained()?;
+        // The branch by its full name, never `HEAD`: an agent that switched to a branch of
+        // its own (`git checkout -b mine`) keeps it, and the turn's commit still lands where
+        // the `changes` artifact and `git fetch` say it is. The old value makes the update
+        // fail rather than overwrite a branch that moved since it was read.
         git.output([
             "update-ref",
             "-m",
             "agent-host: turn",
-            "HEAD",
+            &format!("refs/heads/{}", ws.branch),
             &commit,
-            &head.commit,
+            &tip.old,
         ])?;
         Ok(Some(commit))
     }
@@ -719,32 +734,50 @@ pub struct TurnEnd {
     /// The commit made of the turn's files (none: nothing changed since `HEAD`, no commit
     /// asked for, or git refused it).
     pub committed: Option<String>,
-    /// The workspace's `HEAD` commit afterwards.
+    /// The tip of the context's branch afterwards (the base when it has none).
     pub head: String,
     /// The change from the base to the files.
     pub changes: Changes,
 }
 
-/// A workspace's `HEAD`: its commit and that commit's tree.
-struct Head {
-    commit: String,
-    tree: String,
+/// The context's branch as a turn's end finds it.
+struct Tip {
+    /// Its commit and that commit's tree; None when the branch is gone or names no commit.
+    commit: Option<(String, String)>,
+    /// What the ref holds now, for the update's check: its object, or empty when missing.
+    old: String,
+    /// The workspace's `HEAD` is this branch (the agent's index follows the commit).
+    checked_out: bool,
 }
 
-/// `HEAD`'s commit and tree, in one git call (`--` makes both revisions, never paths).
-fn head_of(git: &Git) -> Result<Head, WorkspaceError> {
-    let out = git.text(["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--"])?;
-    let mut lines = out.lines();
-    match (lines.next(), lines.next()) {
-        (Some(commit), Some(tree)) => Ok(Head {
-            commit: commit.to_string(),
-            tree: tree.to_string(),
-        }),
-        _ => Err(WorkspaceError::Git {
-            command: "git rev-parse HEAD".into(),
-            message: format!("no commit and tree in {out:?}"),
-        }),
+/// The context's branch: its commit and tree (one `for-each-ref`), and whether `HEAD` names
+/// it (one `symbolic-ref`).
+fn tip_of(git: &Git, ws: &Workspace) -> Result<Tip, WorkspaceError> {
+    let full = format!("refs/heads/{}", ws.branch);
+    let out = git.text([
+        "for-each-ref",
+        "--format=%(refname)%00%(objectname)%00%(objecttype)%00%(tree)",
+        &full,
+    ])?;
+    let mut tip = Tip {
+        commit: None,
+        old: String::new(),
+        checked_out: false,
+    };
+    // The pattern also matches the refs below it (`refs/heads/<branch>/x`): the exact one.
+    let fields = out
+        .lines()
+        .map(|l| l.split('\0').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&full.as_str()));
+    if let Some([_, object, kind, tree]) = fields.as_deref() {
+        tip.old = object.to_string();
+        if *kind == "commit" && !tree.is_empty() {
+            tip.commit = Some((object.to_string(), tree.to_string()));
+        }
     }
+    let head = git.output_allow(["symbolic-ref", "--quiet", "HEAD"], &[1])?;
+    tip.checked_out = String::from_utf8_lossy(&head).trim_end() == full;
+    Ok(tip)
 }
 
 /// A workspace configuration's text and the filter overrides read from it.

@@ -438,6 +438,52 @@ fn turn_commits_are_one_per_changing_turn_and_the_patch_stays_cumulative() {
 }
 
 #[test]
+fn the_turn_commit_goes_on_the_contexts_branch_whatever_branch_the_agent_is_on() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("switcher", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("one.txt"), "1\n").unwrap();
+    let c1 = all.end_turn(&ws, Some(("one", "t1"))).unwrap().committed;
+    let c1 = c1.expect("a commit");
+    // The agent makes a branch of its own, commits a file there, and leaves another
+    // uncommitted and unstaged.
+    git(&co, &["checkout", "-q", "-b", "mybranch"]);
+    std::fs::write(co.join("z.txt"), "z\n").unwrap();
+    git(&co, &["add", "z.txt"]);
+    git(&co, &["commit", "-q", "-m", "the agent's own"]);
+    let mine = git(&co, &["rev-parse", "mybranch"]);
+    std::fs::write(co.join("loose.txt"), "loose\n").unwrap();
+    let end = all.end_turn(&ws, Some(("two", "t2"))).unwrap();
+    let c2 = end.committed.expect("a commit");
+    assert_eq!(git(&co, &["rev-parse", "agent-host/switcher"]), c2);
+    assert_eq!(
+        git(&co, &["rev-parse", &format!("{c2}^")]),
+        c1,
+        "on the branch's tip"
+    );
+    assert_eq!(end.head, c2, "the data part's head is the branch's");
+    let files = git(&co, &["ls-tree", "-r", "--name-only", &c2]);
+    for f in ["one.txt", "z.txt", "loose.txt"] {
+        assert!(files.lines().any(|l| l == f), "{f} in {files}");
+    }
+    // The agent's branch, HEAD and index are as it left them.
+    assert_eq!(git(&co, &["symbolic-ref", "HEAD"]), "refs/heads/mybranch");
+    assert_eq!(git(&co, &["rev-parse", "mybranch"]), mine);
+    assert_eq!(git(&co, &["status", "--porcelain"]), "?? loose.txt");
+    // Nothing new: no commit, the head still the branch's.
+    let again = all.end_turn(&ws, Some(("three", "t3"))).unwrap();
+    assert_eq!((again.committed, again.head), (None, c2.clone()));
+    // The context's branch deleted: it starts again from the base.
+    git(&co, &["branch", "-D", "agent-host/switcher"]);
+    let end = all.end_turn(&ws, Some(("four", "t4"))).unwrap();
+    let c4 = end.committed.expect("a commit");
+    assert_eq!(git(&co, &["rev-parse", &format!("{c4}^")]), ws.base_commit);
+    assert_eq!(git(&co, &["rev-parse", "agent-host/switcher"]), c4);
+}
+
+#[test]
 fn a_large_change_is_cut_after_its_last_whole_file() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
