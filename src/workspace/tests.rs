@@ -135,6 +135,13 @@ fn a_tag_or_a_commit_is_a_base_and_a_bad_ref_is_refused_with_nothing_made() {
         "--upload-pack=x",
         "0123456789abcdef0123456789abcdef01234567",
         "",
+        "^main",
+        "^HEAD",
+        "main..v1",
+        "v1...main",
+        "HEAD@{0}",
+        ":/first",
+        "v1:a.txt",
     ] {
         let err = all
             .for_turn(&format!("bad{bad}"), &src, Some(bad))
@@ -151,6 +158,63 @@ fn a_tag_or_a_commit_is_a_base_and_a_bad_ref_is_refused_with_nothing_made() {
         .filter(|name| name.starts_with('.') && !name.starts_with(".git-template-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_base_is_a_plain_name_of_one_commit_with_ancestry_steps() {
+    use crate::workspace::source::unusable;
+    for good in [
+        "HEAD",
+        "HEAD~1",
+        "HEAD^",
+        "main~2^1",
+        "v1",
+        "refs/heads/main",
+        "feature/x-1.2",
+        "0123abc",
+    ] {
+        assert!(!unusable(good), "{good}");
+    }
+    for bad in [
+        "",
+        "^main",
+        "^HEAD",
+        "main..feature",
+        "main...feature",
+        "HEAD@{1}",
+        "@{-1}",
+        "@",
+        ":/text",
+        "v1:path",
+        "v1^{tree}",
+        "HEAD~x",
+        "-x",
+        "a b",
+        "x.lock",
+        ".hidden",
+        "a//b",
+        "a/",
+        "a\nb",
+    ] {
+        assert!(unusable(bad), "{bad}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let parent = git(&src, &["rev-parse", "HEAD~1"]);
+    let full = git(&src, &["rev-parse", "HEAD"]);
+    for (i, (base, commit)) in [
+        ("HEAD~1", &parent),
+        ("refs/heads/main", &full),
+        (&full[..], &full),
+        ("main^", &parent),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ws = all.for_turn(&format!("ok{i}"), &src, Some(base)).unwrap();
+        assert_eq!(&ws.expect("a workspace").base_commit, commit, "{base}");
+    }
 }
 
 #[test]
