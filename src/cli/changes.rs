@@ -247,11 +247,15 @@ async fn fetch<E: Write>(
         return false;
     };
     match fetched {
-        Ok(commit) => {
+        Ok(done) => {
+            let (commit, how) = match &done {
+                local::Fetched::Updated(c) => (c, "fetched"),
+                local::Fetched::UpToDate(c) => (c, "already up to date:"),
+            };
             let short: String = commit.chars().take(12).collect();
             let _ = writeln!(
                 err,
-                "agent-host: fetched {branch} ({short}) into this repository"
+                "agent-host: {how} {branch} ({short}) in this repository"
             );
             if ch.data["head"].is_null() {
                 let _ = writeln!(

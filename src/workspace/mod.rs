@@ -13,7 +13,7 @@
 //! # The mechanism: a clone that borrows the source's objects
 //!
 //! A workspace is what `git clone --shared --no-checkout` of the source repository makes, then
-//! a checkout of the base commit on a new branch `agent-host/<first 8 of the context id>`: a
+//! a checkout of the base commit on a new branch `agent-host/<context>` ([`branch_name`]): a
 //! repository with its own `.git` (its own index, refs, configuration and new objects) that
 //! borrows the source's objects read-only through `objects/info/alternates`. It is made with
 //! `git init` and that one line rather than by `git clone` ([`make`] says why). The agent can
@@ -829,22 +829,32 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// `agent-host/` and the first 8 characters of the context id (those git takes in a branch
-/// name; others become `-`).
+/// The context's branch: `agent-host/` and, for a context id that is a UUID (as the host
+/// makes them), its first 8 characters; for any other id (a client's choice, where
+/// `session-1` and `session-2` share their first 8) the whole id. An id that is longer than
+/// [`LONGEST_BRANCH_ID`] or holds characters other than letters, digits, `_` and `-` (a
+/// branch name takes `.` and `:` only in some places) is shortened and those characters
+/// become `-`, and a digest of the whole id is added: distinct ids, distinct branches.
 pub fn branch_name(context_id: &str) -> String {
-    let short: String = context_id
+    if context_id.len() == 36 && uuid::Uuid::try_parse(context_id).is_ok() {
+        return format!("agent-host/{}", &context_id[..8]);
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if context_id.len() <= LONGEST_BRANCH_ID && context_id.chars().all(plain) {
+        return format!("agent-host/{context_id}");
+    }
+    let kept: String = context_id
         .chars()
-        .take(8)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
+        .take(LONGEST_BRANCH_ID - 13)
+        .map(|c| if plain(c) { c } else { '-' })
         .collect();
-    format!("agent-host/{short}")
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(context_id.as_bytes());
+    format!("agent-host/{kept}-{}", hex::encode(&digest[..6]))
 }
+
+/// The longest context id a branch name holds whole ([`branch_name`]).
+const LONGEST_BRANCH_ID: usize = 64;
 
 /// The folder of a context's workspace: a digest of its id (ids may hold `.` and `:`).
 fn folder_name(context_id: &str) -> String {

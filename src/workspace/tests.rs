@@ -79,13 +79,13 @@ fn a_workspace_starts_at_head_on_its_branch_and_leaves_the_source_alone() {
         .for_turn("ctx-12345678-abc", &src.join("sub"), None)
         .unwrap()
         .expect("a workspace");
-    assert_eq!(ws.branch, "agent-host/ctx-1234");
+    assert_eq!(ws.branch, "agent-host/ctx-12345678-abc");
     assert_eq!(ws.base_commit, git(&src, &["rev-parse", "HEAD"]));
     assert!(!ws.source_dirty);
     let co = ws.checkout();
     assert_eq!(
         git(&co, &["symbolic-ref", "HEAD"]),
-        "refs/heads/agent-host/ctx-1234"
+        "refs/heads/agent-host/ctx-12345678-abc"
     );
     assert_eq!(
         std::fs::read_to_string(co.join("a.txt")).unwrap(),
@@ -108,6 +108,41 @@ fn a_workspace_starts_at_head_on_its_branch_and_leaves_the_source_alone() {
     assert!(all.remove("ctx-12345678-abc").unwrap());
     assert!(all.list().is_empty());
     assert!(!all.remove("ctx-12345678-abc").unwrap());
+}
+
+#[test]
+fn distinct_contexts_get_distinct_valid_branch_names() {
+    assert_eq!(
+        branch_name("5b2e90aa-1c3d-4e5f-8a9b-0c1d2e3f4a5b"),
+        "agent-host/5b2e90aa",
+        "a UUID (the host's own ids): its first 8"
+    );
+    assert_eq!(branch_name("session-1"), "agent-host/session-1");
+    let ids = [
+        "session-1",
+        "session-2",
+        "a.b",
+        "a:b",
+        "a-b",
+        "x.lock",
+        "..",
+        &"long-".repeat(30),
+        &format!("{}1", "long-".repeat(30)),
+    ];
+    let names: Vec<String> = ids.iter().map(|id| branch_name(id)).collect();
+    let unique: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{names:?}");
+    for name in &names {
+        assert!(
+            name.len() <= "agent-host/".len() + LONGEST_BRANCH_ID,
+            "{name}"
+        );
+        let ok = Command::new("git")
+            .args(["check-ref-format", &format!("refs/heads/{name}")])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "{name}");
+    }
 }
 
 #[test]

@@ -281,7 +281,7 @@ async fn eight_contexts_at_once_each_get_exactly_their_own_change() {
             );
             assert_eq!(data["base"]["commit"], head.as_str());
             assert_eq!(data["base"]["ref"], "HEAD");
-            assert_eq!(data["branch"], format!("agent-host/{}", &ctx[..8]));
+            assert_eq!(data["branch"], format!("agent-host/{ctx}"));
             assert_eq!(data["truncated"], false);
             let text = String::from_utf8_lossy(&patch);
             assert!(text.contains(&format!("+line 2 from c{i}")), "{text}");
@@ -868,7 +868,7 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
         let (code, out, err) =
             call_in(&h, &theirs, "edit three", &["--context", &ctx3, "--fetch"]).await;
         assert_eq!(code, 0, "{out}\n{err}");
-        let branch = format!("agent-host/{}", &ctx3[..8]);
+        let branch = format!("agent-host/{ctx3}");
         assert!(err.contains(&format!("fetched {branch}")), "{err}");
         let co = h.checkout_of(&ctx3);
         assert_eq!(
@@ -879,6 +879,91 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
             git(&theirs, &["log", "-1", "--format=%s", &branch]),
             "edit three"
         );
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn call_fetch_gives_each_context_its_branch_and_never_overwrites_one() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let scratch = h.root.path();
+        let mine = scratch.join("mine");
+        git(
+            scratch,
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+        let tip = |ctx: &str| {
+            git(
+                &h.checkout_of(ctx),
+                &["rev-parse", &format!("agent-host/{ctx}")],
+            )
+        };
+        // Two client-chosen ids with the same first 8 characters: two branches.
+        for (ctx, prompt) in [("session-1", "edit one"), ("session-2", "edit two")] {
+            let (code, out, err) = call_in(&h, &mine, prompt, &["--context", ctx, "--fetch"]).await;
+            assert_eq!(code, 0, "{out}\n{err}");
+            assert!(err.contains(&format!("fetched agent-host/{ctx}")), "{err}");
+        }
+        for ctx in ["session-1", "session-2"] {
+            assert_eq!(
+                git(&mine, &["rev-parse", &format!("agent-host/{ctx}")]),
+                tip(ctx)
+            );
+        }
+
+        // A local commit on a context's branch: the next fetch does not overwrite it.
+        git(&mine, &["checkout", "-q", "agent-host/session-1"]);
+        std::fs::write(mine.join("mine.txt"), "mine\n").unwrap();
+        git(&mine, &["add", "-A"]);
+        git(&mine, &["commit", "-q", "-m", "my own"]);
+        let own = git(&mine, &["rev-parse", "HEAD"]);
+        git(&mine, &["checkout", "-q", "main"]);
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "edit three",
+            &["--context", "session-1", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("was not overwritten"), "{err}");
+        assert_eq!(git(&mine, &["rev-parse", "agent-host/session-1"]), own);
+        assert_eq!(git(&mine, &["rev-parse", "FETCH_HEAD"]), tip("session-1"));
+
+        // A branch checked out: not moved, and the exit code says so.
+        git(&mine, &["checkout", "-q", "agent-host/session-2"]);
+        let before = git(&mine, &["rev-parse", "HEAD"]);
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "edit four",
+            &["--context", "session-2", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("is checked out in"), "{err}");
+        assert_eq!(git(&mine, &["rev-parse", "HEAD"]), before);
+        assert_eq!(git(&mine, &["status", "--porcelain"]), "");
+        git(&mine, &["checkout", "-q", "main"]);
+
+        // An agent that switches to a branch of its own: its work still comes on the
+        // context's branch.
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "branch mybranch",
+            &["--context", "session-3", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let files = git(
+            &mine,
+            &["ls-tree", "-r", "--name-only", "agent-host/session-3"],
+        );
+        assert!(files.lines().any(|f| f == "z.txt"), "{files}");
         h.stop().await;
     })
     .await;
@@ -1020,7 +1105,7 @@ async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
         let checkout = h.checkout_of(&ctx);
         let (code, out, err) = workspaces_cmd(&root, &[]).await;
         assert_eq!(code, 0, "{out}\n{err}");
-        let branch = format!("agent-host/{}", &ctx[..8]);
+        let branch = format!("agent-host/{ctx}");
         assert!(
             out.contains(&ctx) && out.contains(&branch) && out.contains("HEAD@"),
             "{out}"
