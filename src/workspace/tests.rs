@@ -583,6 +583,29 @@ fn the_turn_commit_goes_on_the_contexts_branch_whatever_branch_the_agent_is_on()
 }
 
 #[test]
+fn a_repository_the_agent_made_inside_is_named_as_one() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("nested", &src, None).unwrap().unwrap();
+    let nested = ws.checkout().join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    std::fs::write(nested.join("inner.txt"), "inner\n").unwrap();
+    git(&nested, &["add", "-A"]);
+    git(&nested, &["commit", "-q", "-m", "inner"]);
+    std::fs::write(ws.checkout().join("plain.txt"), "plain\n").unwrap();
+    let end = all.end_turn(&ws, Some(("nested", "t1"))).unwrap();
+    let got: Vec<_> = end
+        .changes
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.embedded_repository))
+        .collect();
+    assert_eq!(got, [("nested", true), ("plain.txt", false)]);
+}
+
+#[test]
 fn a_large_change_is_cut_after_its_last_whole_file() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());

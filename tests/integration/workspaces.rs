@@ -969,6 +969,31 @@ async fn call_fetch_gives_each_context_its_branch_and_never_overwrites_one() {
     .await;
 }
 
+#[tokio::test]
+async fn a_repository_the_agent_nests_is_named_and_call_warns_of_it() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nest-{}", super::common::uuid());
+        let (code, out, err) = call_in(&h, &h.work(), "nest inner", &["--context", &ctx]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            err.contains("warning: inner/ is a git repository of its own"),
+            "{err}"
+        );
+        let list = h
+            .rpc(
+                "ListTasks",
+                json!({"contextId": ctx, "includeArtifacts": true}),
+            )
+            .await;
+        let (data, _) = changes_of(&list["result"]["tasks"][0]);
+        assert_eq!(data["files"][0]["path"], "inner", "{data}");
+        assert_eq!(data["files"][0]["embeddedRepository"], true, "{data}");
+        h.stop().await;
+    })
+    .await;
+}
+
 /// A git repository with one commit, in a fresh folder under the target's scratch space.
 fn small_repo() -> (tempfile::TempDir, PathBuf) {
     let root = tempfile::Builder::new()
