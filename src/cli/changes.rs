@@ -161,6 +161,14 @@ pub async fn after_answer<O: Write, E: Write>(
         }
         return true;
     };
+    if let Some(why) = ch.data["error"].as_str() {
+        let _ = writeln!(err, "agent-host: warning: {why}");
+        if act.apply || act.fetch {
+            let _ = writeln!(err, "agent-host: nothing applied or fetched");
+            return false;
+        }
+        return true;
+    }
     if act.show {
         let _ = write!(out, "{}", stat(&ch.data));
         let _ = out.flush();

@@ -71,6 +71,10 @@ pub enum WorkspaceError {
     NotARepository { dir: PathBuf },
     #[error("the repository {repo} has no commits yet: a workspace starts from a commit")]
     NoCommits { repo: PathBuf },
+    #[error("the HEAD of the repository {repo} is on the branch '{branch}', which has no commits yet (other branches have): name the branch, tag or commit to start from with metadata.baseRef")]
+    UnbornHead { repo: PathBuf, branch: String },
+    #[error("the workspace's git folder {path} is missing (removed during a turn?): no change is taken and no commit made there")]
+    GitFolderMissing { path: PathBuf },
     #[error("too many workspaces ({max}, --max-workspaces): a new context is refused until one is removed")]
     TooMany { max: usize },
     #[error(
@@ -101,7 +105,21 @@ impl WorkspaceError {
             WorkspaceError::BadRef { .. }
                 | WorkspaceError::NotARepository { .. }
                 | WorkspaceError::NoCommits { .. }
+                | WorkspaceError::UnbornHead { .. }
         )
+    }
+
+    /// What a caller may be told of an error at a turn's end, without the host's paths:
+    /// the workspace's git folder gone or tampered with, else a pointer to the host's log.
+    pub fn for_client(&self, checkout: &Path) -> String {
+        match self {
+            WorkspaceError::GitFolderMissing { .. } => "the workspace's git folder (.git) is gone (removed during the turn): no change was taken and no commit made; the workspace's files are as the agent left them".into(),
+            WorkspaceError::Tampered { path } => format!(
+                "the workspace's {} is a link, a special file, or not a folder: the host runs no git through it, so no change was taken and no commit made",
+                path.strip_prefix(checkout).unwrap_or(Path::new(".git")).display()
+            ),
+            _ => "the change could not be taken from the workspace (see the host's log)".into(),
+        }
     }
 }
 
@@ -362,6 +380,9 @@ impl Workspaces {
             {
                 Ok(None)
             }
+            Err(WorkspaceError::NoCommits { .. }) if base_ref.is_none() => {
+                Err(source.why_no_commit())
+            }
             made => made.map(Some),
         }
     }
@@ -378,6 +399,9 @@ impl Workspaces {
                     if self.mode() == WorkspaceMode::Auto && base_ref.is_none() =>
                 {
                     Ok(())
+                }
+                Err(WorkspaceError::NoCommits { .. }) if base_ref.is_none() => {
+                    Err(source.why_no_commit())
                 }
                 checked => checked.map(|_| ()),
             },

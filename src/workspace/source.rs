@@ -156,6 +156,32 @@ impl Source {
     }
 }
 
+impl Source {
+    /// Why `HEAD` names no commit: the repository has none at all, or `HEAD` is on a branch
+    /// that has none while others have (two git processes, asked only then).
+    pub(crate) fn why_no_commit(&self) -> WorkspaceError {
+        let git = Git::trusted(&self.top);
+        let any = git.output(["rev-list", "-n", "1", "--all"]);
+        if !any.is_ok_and(|out| !out.is_empty()) {
+            return WorkspaceError::NoCommits {
+                repo: self.top.clone(),
+            };
+        }
+        let branch = git
+            .output_allow(["symbolic-ref", "--quiet", "--short", "HEAD"], &[1])
+            .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+            .unwrap_or_default();
+        WorkspaceError::UnbornHead {
+            repo: self.top.clone(),
+            branch: if branch.is_empty() {
+                "HEAD".into()
+            } else {
+                branch
+            },
+        }
+    }
+}
+
 fn canonical(path: &str) -> PathBuf {
     let path = PathBuf::from(path);
     std::fs::canonicalize(&path).unwrap_or(path)

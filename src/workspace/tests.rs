@@ -290,6 +290,31 @@ fn no_repository_no_commits_and_a_dirty_source() {
         isolated.for_turn("c", &empty, None),
         Err(WorkspaceError::NoCommits { .. })
     ));
+    // HEAD on a branch without commits while another branch has some: said as such, with
+    // baseRef as the way out.
+    let unborn = source(&t.path().join("unborn"));
+    git(&unborn, &["checkout", "-q", "--orphan", "fresh"]);
+    git(&unborn, &["rm", "-rfq", "--cached", "."]);
+    let err = isolated.for_turn("u", &unborn, None).unwrap_err();
+    assert!(
+        matches!(&err, WorkspaceError::UnbornHead { branch, .. } if branch == "fresh"),
+        "{err}"
+    );
+    assert!(err.is_bad_input());
+    let text = err.to_string();
+    assert!(
+        text.contains("baseRef") && !text.contains("no commits yet:"),
+        "{text}"
+    );
+    assert!(matches!(
+        isolated.check_base(&unborn, None),
+        Err(WorkspaceError::UnbornHead { .. })
+    ));
+    assert!(isolated
+        .for_turn("u", &unborn, Some("main"))
+        .unwrap()
+        .is_some());
+    assert!(auto.for_turn("u2", &unborn, None).unwrap().is_none());
     let src = source(t.path());
     std::fs::create_dir_all(src.join("build/out")).unwrap();
     std::fs::write(src.join(".gitignore"), "*.log\nbuild/\n").unwrap();
@@ -603,6 +628,32 @@ fn a_repository_the_agent_made_inside_is_named_as_one() {
         .map(|f| (f.path.as_str(), f.embedded_repository))
         .collect();
     assert_eq!(got, [("nested", true), ("plain.txt", false)]);
+}
+
+#[test]
+fn a_removed_git_folder_is_said_to_be_missing() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("nogit", &src, None).unwrap().unwrap();
+    std::fs::remove_dir_all(ws.checkout().join(".git")).unwrap();
+    let err = all.end_turn(&ws, Some(("x", "t"))).unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::GitFolderMissing { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("is missing"), "{err}");
+    assert!(err.for_client(&ws.checkout()).contains("is gone"));
+    // A .git that is a file (a gitfile pointing elsewhere) is still refused as tampered.
+    std::fs::write(ws.checkout().join(".git"), "gitdir: /elsewhere\n").unwrap();
+    let err = all.end_turn(&ws, Some(("x", "t"))).unwrap_err();
+    assert!(matches!(err, WorkspaceError::Tampered { .. }), "{err}");
+    assert!(
+        err.for_client(&ws.checkout())
+            .contains("workspace's .git is a link"),
+        "{}",
+        err.for_client(&ws.checkout())
+    );
 }
 
 #[test]

@@ -718,11 +718,23 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
         let http = reqwest::Client::new();
         let refs = format!("{url}/info/refs?service=git-upload-pack");
         let status = |r: reqwest::Response| r.status().as_u16();
+        let status_of = |r: &reqwest::Response| r.status().as_u16();
         assert_eq!(status(http.get(&refs).send().await.unwrap()), 401);
         let other = http.get(&refs).header("X-API-Key", "other-callers-key");
         assert_eq!(status(other.send().await.unwrap()), 404);
         let mine_req = http.get(&refs).bearer_auth("ws-secret-token");
         assert_eq!(status(mine_req.send().await.unwrap()), 200);
+        // A query git never sends: the small JSON body of the other refusals.
+        let twice = format!("{refs}&service=git-receive-pack");
+        let r = http.get(&twice).bearer_auth("ws-secret-token");
+        let r = r.send().await.unwrap();
+        assert_eq!(status_of(&r), 400);
+        let body: Value = r.json().await.expect("a JSON body");
+        assert_eq!(body["error"], "Bad Request", "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("service"),
+            "{body}"
+        );
         let unknown = format!(
             "{}/git/no-such-context/info/refs?service=git-upload-pack",
             h.base
@@ -989,6 +1001,46 @@ async fn a_repository_the_agent_nests_is_named_and_call_warns_of_it() {
         let (data, _) = changes_of(&list["result"]["tasks"][0]);
         assert_eq!(data["files"][0]["path"], "inner", "{data}");
         assert_eq!(data["files"][0]["embeddedRepository"], true, "{data}");
+        h.stop().await;
+    })
+    .await;
+}
+
+/// The `changes` artifact of the last task of `ctx`.
+async fn last_changes(h: &Host, ctx: &str) -> Value {
+    let list = h
+        .rpc(
+            "ListTasks",
+            json!({"contextId": ctx, "includeArtifacts": true}),
+        )
+        .await;
+    let task = &list["result"]["tasks"][0];
+    task["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["artifactId"] == "changes"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no changes artifact in {task}"))
+}
+
+#[tokio::test]
+async fn a_removed_git_folder_is_told_to_the_caller() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nogit-{}", super::common::uuid());
+        h.run("write one.txt", &ctx, json!({})).await;
+        let art = last_changes(&h, &ctx).await;
+        assert!(
+            art["description"].as_str().unwrap().ends_with("(1 file)"),
+            "{art}"
+        );
+        let (code, out, err) =
+            call_in(&h, &h.work(), "nogit", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("git folder (.git) is gone"), "{err}");
+        let art = last_changes(&h, &ctx).await;
+        let data = &art["parts"][0]["data"];
+        assert!(data["error"].as_str().unwrap().contains("is gone"), "{art}");
+        assert!(data.get("files").is_none(), "{art}");
         h.stop().await;
     })
     .await;
