@@ -101,6 +101,22 @@ pub fn stat(data: &Value) -> String {
     out
 }
 
+/// What the caller must know of the change before using it: each folder that is a git
+/// repository of its own in the workspace, whose files the change does not hold.
+pub fn warnings(data: &Value) -> Vec<String> {
+    let files = data["files"].as_array().cloned().unwrap_or_default();
+    files
+        .iter()
+        .filter(|f| f["embeddedRepository"].as_bool() == Some(true))
+        .filter_map(|f| f["path"].as_str())
+        .map(|path| {
+            format!(
+                "{path}/ is a git repository of its own in the workspace: the change records only its commit (a gitlink), not its files; neither --apply nor --fetch brings them"
+            )
+        })
+        .collect()
+}
+
 /// The bar's `+` and `-` for `a` additions and `d` deletions, scaled so that the largest
 /// change (`most`) fills [`BAR`]; a change shows at least one sign of each kind it has.
 fn scaled(a: u64, d: u64, most: u64) -> (u64, u64) {
@@ -145,9 +161,20 @@ pub async fn after_answer<O: Write, E: Write>(
         }
         return true;
     };
+    if let Some(why) = ch.data["error"].as_str() {
+        let _ = writeln!(err, "agent-host: warning: {why}");
+        if act.apply || act.fetch {
+            let _ = writeln!(err, "agent-host: nothing applied or fetched");
+            return false;
+        }
+        return true;
+    }
     if act.show {
         let _ = write!(out, "{}", stat(&ch.data));
         let _ = out.flush();
+    }
+    for warning in warnings(&ch.data) {
+        let _ = writeln!(err, "agent-host: warning: {warning}");
     }
     let mut ok = true;
     if act.apply {
@@ -247,11 +274,15 @@ async fn fetch<E: Write>(
         return false;
     };
     match fetched {
-        Ok(commit) => {
+        Ok(done) => {
+            let (commit, how) = match &done {
+                local::Fetched::Updated(c) => (c, "fetched"),
+                local::Fetched::UpToDate(c) => (c, "already up to date:"),
+            };
             let short: String = commit.chars().take(12).collect();
             let _ = writeln!(
                 err,
-                "agent-host: fetched {branch} ({short}) into this repository"
+                "agent-host: {how} {branch} ({short}) in this repository"
             );
             if ch.data["head"].is_null() {
                 let _ = writeln!(
@@ -286,6 +317,17 @@ mod tests {
         );
         assert_eq!(stat(&json!({"files": []})), " no files changed\n");
         assert_eq!(scaled(400, 0, 400), (40, 0));
+        let nested = json!({"files": [
+            {"path": "nested", "status": "added", "additions": 0, "deletions": 0, "binary": false, "embeddedRepository": true},
+            {"path": "a.txt", "status": "added", "additions": 1, "deletions": 0, "binary": false}
+        ]});
+        let w = warnings(&nested);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("nested/ is a git repository of its own"),
+            "{w:?}"
+        );
+        assert!(warnings(&data).is_empty());
         assert_eq!(scaled(1, 399, 400), (1, 39));
     }
 }

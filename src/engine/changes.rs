@@ -98,7 +98,9 @@ pub(super) async fn turn_workspace(
 }
 
 /// The `changes` artifact of the turn that ends now: commits the change first when the
-/// settings say so. `None` (logged) when git failed.
+/// settings say so. When the change cannot be taken (git failed, the agent removed or
+/// tampered with the workspace's `.git`), logged, and the artifact says why instead
+/// ([`failed_artifact`]); `None` only when the thread taking it panicked.
 pub(super) async fn changes_update(
     tw: &TurnWorkspace,
     task_id: &str,
@@ -125,7 +127,15 @@ pub(super) async fn changes_update(
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "the turn's change could not be taken from its workspace");
-            return None;
+            let why = e.for_client(&tw.ws.checkout());
+            return Some(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: task_id.to_string(),
+                context_id: context_id.to_string(),
+                artifact: failed_artifact(&tw.ws, &why),
+                append: false,
+                last_chunk: true,
+                metadata: None,
+            }));
         }
         Err(e) => {
             tracing::error!(error = %e, "taking the turn's change failed");
@@ -186,11 +196,37 @@ pub fn artifact(
         artifact_id: CHANGES_ARTIFACT.into(),
         name: Some(CHANGES_ARTIFACT.into()),
         description: Some(format!(
-            "The change from {} to the workspace's files ({} files)",
+            "The change from {} to the workspace's files ({} {})",
             ws.base_ref,
-            changes.files.len()
+            changes.files.len(),
+            if changes.files.len() == 1 {
+                "file"
+            } else {
+                "files"
+            }
         )),
         parts,
+        metadata: None,
+        extensions: Vec::new(),
+    }
+}
+
+/// The artifact of a turn whose change could not be taken: a data part with the base, the
+/// branch and `error` (why, for the caller), and no `files` (nothing is known of them).
+pub fn failed_artifact(ws: &Workspace, why: &str) -> Artifact {
+    let data = json!({
+        "base": { "ref": ws.base_ref, "commit": ws.base_commit },
+        "branch": ws.branch,
+        "error": why,
+    });
+    Artifact {
+        artifact_id: CHANGES_ARTIFACT.into(),
+        name: Some(CHANGES_ARTIFACT.into()),
+        description: Some(format!("The change could not be taken: {why}")),
+        parts: vec![Part {
+            data: Some(data),
+            ..Part::default()
+        }],
         metadata: None,
         extensions: Vec::new(),
     }

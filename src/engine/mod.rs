@@ -416,12 +416,17 @@ impl Engine {
             }
             Err(e) => {
                 // Its place given back: the turns it held back may start.
-                let turns = {
+                let new_context = ticket.new_context.is_some();
+                let (turns, forgotten) = {
                     let mut st = lock(&self.inner.state);
                     let starts = st.sched.release(ticket);
-                    self.inner.prepare(&mut st, starts)
+                    let forgotten = new_context && !st.sched.knows(&context_id);
+                    (self.inner.prepare(&mut st, starts), forgotten)
                 };
                 self.inner.spawn(turns);
+                if forgotten {
+                    self.drop_unused_workspace(&context_id).await;
+                }
                 Err(e)
             }
         }
@@ -435,6 +440,13 @@ impl Engine {
         msg: crate::protocol::v1::Message,
     ) -> Result<(String, String), A2AError> {
         let (task_id, context_id) = (new.task_id, new.context_id);
+        // A prompt that names no saved attachment does not depend on the folder: checked
+        // before a new context's workspace is made for it.
+        if input::attachments(&msg).is_empty() {
+            self.inner
+                .launch
+                .check_prompt(&input::prompt_of(&msg, None))?;
+        }
         let work_dir = self.work_dir_of(new, &msg).await?;
         self.inner.note_work_dir(&work_dir);
         // The prompt as the turn will have it (attachments named by where they are saved).
@@ -515,6 +527,38 @@ impl Engine {
                 None => work_dir,
             },
         )
+    }
+
+    /// Removes the workspace of a context that a refused first message made and that has no
+    /// task (nothing else of it is known here): it would count against `--max-workspaces`,
+    /// and neither retention nor `tasks prune`, which go by tasks, would ever remove it.
+    async fn drop_unused_workspace(&self, context_id: &str) {
+        let Some(all) = self.inner.config.workspaces.clone() else {
+            return;
+        };
+        let query = crate::store::ListQuery {
+            context_id: Some(context_id.to_string()),
+            page_size: 1,
+            ..crate::store::ListQuery::default()
+        };
+        match self.inner.store.list(&query, false).await {
+            Ok(page) if page.tasks.is_empty() => {}
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(context = %context_id, error = %e,
+                    "cannot tell whether a refused context has tasks; its workspace is kept");
+                return;
+            }
+        }
+        let id = context_id.to_string();
+        match tokio::task::spawn_blocking(move || all.remove(&id)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(context = %context_id, error = %e,
+                    "the workspace of a refused context could not be removed");
+            }
+            Err(e) => tracing::error!(error = %e, "removing a refused context's workspace failed"),
+        }
     }
 
     /// Queues a stored new task's turn (it starts now when its context and the limits let

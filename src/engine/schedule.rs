@@ -537,6 +537,12 @@ impl Scheduler {
         ctx.cwd = record.cwd.map(Into::into);
     }
 
+    /// Whether the context is known here (it has, or had since the host started, a turn or
+    /// an admitted send).
+    pub fn knows(&self, context_id: &str) -> bool {
+        self.contexts.contains_key(context_id)
+    }
+
     /// The context's CLI session, if known.
     pub fn session_of(&self, context_id: &str) -> Option<&str> {
         self.contexts.get(context_id)?.session.as_deref()

@@ -52,11 +52,26 @@ enum Asked {
 async fn info_refs(
     State(state): State<AppState>,
     Path(context): Path<String>,
-    Query(q): Query<InfoRefsQuery>,
+    q: Result<Query<InfoRefsQuery>, axum::extract::rejection::QueryRejection>,
     axum::Extension(caller): axum::Extension<Caller>,
     axum::Extension(opts): axum::Extension<RequestOptions>,
     req: Request,
 ) -> Response {
+    // A query git would not send (`service` twice, ...): the small JSON body of every other
+    // refusal, not the extractor's plain text.
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                &format!(
+                    "the query string is not one git sends (one service=git-upload-pack): {}",
+                    e.body_text()
+                ),
+            )
+        }
+    };
     let asked = match q.service.as_deref() {
         Some("git-upload-pack") => Asked::Fetch(GitEndpoint::InfoRefs),
         Some("git-receive-pack") => Asked::Push,

@@ -4,6 +4,16 @@
 //! timestamps spare it reading unchanged files), with `git add -A` (untracked files in,
 //! ignored files out) and `git diff --cached` against the base: the agent's own index, its
 //! staged and unstaged changes, stay as they were.
+//!
+//! A folder the agent made a git repository of its own (`git init` or `git clone` in the
+//! workspace) is staged as `git add` stages it: a gitlink, the nested repository's commit,
+//! without its files. The change says so ([`FileChange::embedded_repository`]) rather than
+//! taking the files in: such a folder is most often a repository the agent fetched to read
+//! (a dependency's or a tool's source), whose files are not the change and would put a whole
+//! other project into the patch, the commit and the caller's checkout; and a repository the
+//! agent meant as part of the work has a history of its own, which as plain files of the
+//! workspace it would lose. The agent (or the caller) decides: removing the folder's `.git`
+//! makes its files part of the change at the next turn's end.
 
 use std::path::Path;
 
@@ -34,6 +44,11 @@ pub struct FileChange {
     pub additions: u64,
     pub deletions: u64,
     pub binary: bool,
+    /// The path is a git repository of its own that the base did not have as one (the agent
+    /// ran `git init` or `git clone` there): the change records only its commit (a gitlink,
+    /// as `git add` does), not its files.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub embedded_repository: bool,
 }
 
 /// The change from the base to the workspace's files.
@@ -269,9 +284,11 @@ fn parse_listing(out: &[u8]) -> Vec<FileChange> {
         }
         if let Some(raw) = field.strip_prefix(':') {
             // `:MODE MODE OID OID STATUS`, then the path (two for renames and copies).
-            let code = raw.split_whitespace().last().unwrap_or("M");
+            let words: Vec<&str> = raw.split_whitespace().collect();
+            let code = words.last().copied().unwrap_or("M");
+            let embedded = words.get(1) == Some(&GITLINK) && words.first() != Some(&GITLINK);
             let Some(first) = fields.next() else { break };
-            let entry = match code.chars().next() {
+            let (status, path, old) = match code.chars().next() {
                 Some('R') => {
                     let Some(to) = fields.next() else { break };
                     (FileStatus::Renamed, to, Some(first))
@@ -284,7 +301,12 @@ fn parse_listing(out: &[u8]) -> Vec<FileChange> {
                 Some('D') => (FileStatus::Deleted, first, None),
                 _ => (FileStatus::Modified, first, None),
             };
-            names.push(entry);
+            names.push(Named {
+                status,
+                path,
+                old_path: old,
+                embedded,
+            });
             continue;
         }
         let mut parts = field.splitn(3, '\t');
@@ -302,23 +324,33 @@ fn parse_listing(out: &[u8]) -> Vec<FileChange> {
     merge(names, counts)
 }
 
-fn merge(
-    names: Vec<(FileStatus, String, Option<String>)>,
-    counts: Vec<(Option<(u64, u64)>, String)>,
-) -> Vec<FileChange> {
+/// The mode git gives a path that is a repository of its own (a gitlink).
+const GITLINK: &str = "160000";
+
+/// A path of the raw listing.
+struct Named {
+    status: FileStatus,
+    path: String,
+    old_path: Option<String>,
+    /// A gitlink where the base had none ([`FileChange::embedded_repository`]).
+    embedded: bool,
+}
+
+fn merge(names: Vec<Named>, counts: Vec<(Option<(u64, u64)>, String)>) -> Vec<FileChange> {
     let by_path: std::collections::HashMap<String, Option<(u64, u64)>> =
         counts.into_iter().map(|(c, p)| (p, c)).collect();
     names
         .into_iter()
-        .map(|(status, path, old_path)| {
-            let counts = by_path.get(&path).copied().flatten();
+        .map(|n| {
+            let counts = by_path.get(&n.path).copied().flatten();
             FileChange {
-                binary: counts.is_none() && by_path.contains_key(&path),
+                binary: counts.is_none() && by_path.contains_key(&n.path),
                 additions: counts.map_or(0, |c| c.0),
                 deletions: counts.map_or(0, |c| c.1),
-                path,
-                old_path,
-                status,
+                path: n.path,
+                old_path: n.old_path,
+                status: n.status,
+                embedded_repository: n.embedded,
             }
         })
         .collect()
@@ -343,6 +375,23 @@ mod tests {
         assert_eq!(parse_listing(listing)[0].path, "new");
         assert_eq!(patch, b"diff --git a/old b/new\n");
         assert!(split_listing(b":100644 100644 a b M\0f\x001\t0\tf\0").is_none());
+    }
+
+    #[test]
+    fn a_new_gitlink_is_an_embedded_repository_and_a_submodules_is_not() {
+        let z = "0".repeat(40);
+        let out = format!(
+            ":000000 160000 {z} {z} A\0nested\0:160000 160000 {z} {z} M\0sub\0-\t-\tnested\0-\t-\tsub\0"
+        );
+        let files = parse_listing(out.as_bytes());
+        let got: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.embedded_repository))
+            .collect();
+        assert_eq!(got, [("nested", true), ("sub", false)]);
+        let json = serde_json::to_value(&files).unwrap();
+        assert_eq!(json[0]["embeddedRepository"], true);
+        assert!(json[1].get("embeddedRepository").is_none());
     }
 
     #[test]

@@ -213,6 +213,9 @@ impl Git {
                 Ok(m) if m.file_type().is_dir() => {}
                 Err(e)
                     if e.kind() == std::io::ErrorKind::NotFound && sub.contains("agent-host") => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && sub.is_empty() => {
+                    return Err(WorkspaceError::GitFolderMissing { path: p })
+                }
                 _ => return Err(WorkspaceError::Tampered { path: p }),
             }
         }

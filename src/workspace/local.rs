@@ -25,6 +25,33 @@ pub enum ApplyError {
     Git(#[from] WorkspaceError),
 }
 
+/// Why a context's branch was not fetched into the caller's branch.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The local branch has commits the fetched one does not descend from.
+    #[error("your branch {branch} has commits that the context's branch does not have (the fetched commit {fetched} does not descend from it), so it was not overwritten. The context's commit is in FETCH_HEAD: compare with `git log {branch}...FETCH_HEAD`, or rename or delete your branch and fetch again")]
+    Diverged { branch: String, fetched: String },
+    /// The local branch is checked out (here or in another worktree): moving it would leave
+    /// that checkout's files behind its branch.
+    #[error("the branch {branch} is checked out in {worktree}, so it was not moved. The context's commit {fetched} is in FETCH_HEAD: bring it in with `git merge --ff-only FETCH_HEAD` there, or switch that checkout to another branch and fetch again")]
+    CheckedOut {
+        branch: String,
+        worktree: String,
+        fetched: String,
+    },
+    #[error(transparent)]
+    Git(#[from] WorkspaceError),
+}
+
+/// What a fetch did to the caller's branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// The branch was made, or moved forward, to this commit.
+    Updated(String),
+    /// The branch already was at this commit.
+    UpToDate(String),
+}
+
 fn git_in(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).stdin(Stdio::null());
@@ -109,14 +136,16 @@ pub fn conflicting_files(stderr: &str) -> Vec<String> {
 }
 
 /// Fetches `branch` from `url` (a context's `/git/<contextId>`) into the same branch of the
-/// repository `dir` is in (replacing it), sending `header` (`Authorization: ...`) with each
-/// request; the fetched commit.
+/// repository `dir` is in, sending `header` (`Authorization: ...`) with each request. The
+/// branch is made, or moved forward; never overwritten: a local branch the fetched commit
+/// does not descend from, or one checked out in a worktree, is left as it is and the fetched
+/// commit stays in `FETCH_HEAD` ([`FetchError`]).
 pub fn fetch_branch(
     dir: &Path,
     url: &str,
     branch: &str,
     header: Option<&str>,
-) -> Result<String, WorkspaceError> {
+) -> Result<Fetched, FetchError> {
     let mut cmd = git_in(dir);
     cmd.env("GIT_TERMINAL_PROMPT", "0");
     if let Some(h) = header {
@@ -129,19 +158,104 @@ pub fn fetch_branch(
             .env(format!("GIT_CONFIG_KEY_{n}"), "http.extraHeader")
             .env(format!("GIT_CONFIG_VALUE_{n}"), h);
     }
-    let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-    cmd.args(["fetch", "--no-tags", "--", url, &refspec]);
+    // Into `FETCH_HEAD` only: the local branch is moved below, when that is safe.
+    let remote = format!("refs/heads/{branch}");
+    cmd.args(["fetch", "--no-tags", "--", url, &remote]);
     let out = run(cmd, "git fetch")?;
     if !out.status.success() {
-        return Err(WorkspaceError::Git {
-            command: "git fetch".into(),
-            message: stderr_of(&out),
+        return Err(failed("git fetch", &out).into());
+    }
+    let fetched = rev_parse(dir, "FETCH_HEAD^{commit}")?.ok_or_else(|| WorkspaceError::Git {
+        command: "git rev-parse FETCH_HEAD".into(),
+        message: "the fetch brought no commit".into(),
+    })?;
+    let local = format!("refs/heads/{branch}");
+    let old = rev_parse(dir, &format!("{local}^{{commit}}"))?;
+    if old.as_deref() == Some(fetched.as_str()) {
+        return Ok(Fetched::UpToDate(fetched));
+    }
+    if let Some(old) = &old {
+        if !is_ancestor(dir, old, &fetched)? {
+            return Err(FetchError::Diverged {
+                branch: branch.to_string(),
+                fetched,
+            });
+        }
+    }
+    if let Some(worktree) = checked_out_in(dir, &local)? {
+        return Err(FetchError::CheckedOut {
+            branch: branch.to_string(),
+            worktree,
+            fetched,
         });
     }
-    let mut rev = git_in(dir);
-    rev.args(["rev-parse", "--verify", &format!("refs/heads/{branch}")]);
-    let out = run(rev, "git rev-parse")?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let mut update = git_in(dir);
+    update.args([
+        "update-ref",
+        "-m",
+        "agent-host call --fetch",
+        &local,
+        &fetched,
+        old.as_deref().unwrap_or(""),
+    ]);
+    let out = run(update, "git update-ref")?;
+    if !out.status.success() {
+        return Err(failed("git update-ref", &out).into());
+    }
+    Ok(Fetched::Updated(fetched))
+}
+
+fn failed(command: &str, out: &std::process::Output) -> WorkspaceError {
+    WorkspaceError::Git {
+        command: command.into(),
+        message: stderr_of(out),
+    }
+}
+
+/// The object `rev` names in `dir`'s repository, None when it names none.
+fn rev_parse(dir: &Path, rev: &str) -> Result<Option<String>, WorkspaceError> {
+    let mut cmd = git_in(dir);
+    cmd.args(["rev-parse", "--verify", "--quiet", "--end-of-options", rev]);
+    let out = run(cmd, "git rev-parse")?;
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok((out.status.success() && !name.is_empty()).then_some(name))
+}
+
+/// Whether `old` is an ancestor of (or is) `new`.
+fn is_ancestor(dir: &Path, old: &str, new: &str) -> Result<bool, WorkspaceError> {
+    let mut cmd = git_in(dir);
+    cmd.args(["merge-base", "--is-ancestor", old, new]);
+    let out = run(cmd, "git merge-base")?;
+    match out.status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => Err(failed("git merge-base --is-ancestor", &out)),
+    }
+}
+
+/// The worktree of `dir`'s repository that has the branch `full` (`refs/heads/...`)
+/// checked out, if one has.
+fn checked_out_in(dir: &Path, full: &str) -> Result<Option<String>, WorkspaceError> {
+    let mut cmd = git_in(dir);
+    cmd.args(["worktree", "list", "--porcelain"]);
+    let out = run(cmd, "git worktree list")?;
+    if !out.status.success() {
+        return Err(failed("git worktree list", &out));
+    }
+    Ok(worktree_of(&String::from_utf8_lossy(&out.stdout), full))
+}
+
+/// In `git worktree list --porcelain` output, the worktree whose branch is `full`.
+fn worktree_of(listing: &str, full: &str) -> Option<String> {
+    let mut at = None;
+    for line in listing.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            at = Some(path.to_string());
+        } else if line.strip_prefix("branch ") == Some(full) {
+            return at.or_else(|| Some("a worktree".into()));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -155,5 +269,15 @@ mod tests {
             conflicting_files(err),
             ["shared.txt", "new.txt", "gone.txt"]
         );
+    }
+
+    #[test]
+    fn the_worktree_that_has_a_branch_checked_out_is_found() {
+        let listing = "worktree /a\nHEAD 1111\nbranch refs/heads/main\n\nworktree /b c\nHEAD 2222\nbranch refs/heads/agent-host/x\n\nworktree /d\nHEAD 3333\ndetached\n";
+        assert_eq!(
+            worktree_of(listing, "refs/heads/agent-host/x").as_deref(),
+            Some("/b c")
+        );
+        assert_eq!(worktree_of(listing, "refs/heads/agent-host"), None);
     }
 }

@@ -13,7 +13,7 @@
 //! # The mechanism: a clone that borrows the source's objects
 //!
 //! A workspace is what `git clone --shared --no-checkout` of the source repository makes, then
-//! a checkout of the base commit on a new branch `agent-host/<first 8 of the context id>`: a
+//! a checkout of the base commit on a new branch `agent-host/<context>` ([`branch_name`]): a
 //! repository with its own `.git` (its own index, refs, configuration and new objects) that
 //! borrows the source's objects read-only through `objects/info/alternates`. It is made with
 //! `git init` and that one line rather than by `git clone` ([`make`] says why). The agent can
@@ -71,6 +71,10 @@ pub enum WorkspaceError {
     NotARepository { dir: PathBuf },
     #[error("the repository {repo} has no commits yet: a workspace starts from a commit")]
     NoCommits { repo: PathBuf },
+    #[error("the HEAD of the repository {repo} is on the branch '{branch}', which has no commits yet (other branches have): name the branch, tag or commit to start from with metadata.baseRef")]
+    UnbornHead { repo: PathBuf, branch: String },
+    #[error("the workspace's git folder {path} is missing (removed during a turn?): no change is taken and no commit made there")]
+    GitFolderMissing { path: PathBuf },
     #[error("too many workspaces ({max}, --max-workspaces): a new context is refused until one is removed")]
     TooMany { max: usize },
     #[error(
@@ -101,7 +105,21 @@ impl WorkspaceError {
             WorkspaceError::BadRef { .. }
                 | WorkspaceError::NotARepository { .. }
                 | WorkspaceError::NoCommits { .. }
+                | WorkspaceError::UnbornHead { .. }
         )
+    }
+
+    /// What a caller may be told of an error at a turn's end, without the host's paths:
+    /// the workspace's git folder gone or tampered with, else a pointer to the host's log.
+    pub fn for_client(&self, checkout: &Path) -> String {
+        match self {
+            WorkspaceError::GitFolderMissing { .. } => "the workspace's git folder (.git) is gone (removed during the turn): no change was taken and no commit made; the workspace's files are as the agent left them".into(),
+            WorkspaceError::Tampered { path } => format!(
+                "the workspace's {} is a link, a special file, or not a folder: the host runs no git through it, so no change was taken and no commit made",
+                path.strip_prefix(checkout).unwrap_or(Path::new(".git")).display()
+            ),
+            _ => "the change could not be taken from the workspace (see the host's log)".into(),
+        }
     }
 }
 
@@ -362,6 +380,9 @@ impl Workspaces {
             {
                 Ok(None)
             }
+            Err(WorkspaceError::NoCommits { .. }) if base_ref.is_none() => {
+                Err(source.why_no_commit())
+            }
             made => made.map(Some),
         }
     }
@@ -378,6 +399,9 @@ impl Workspaces {
                     if self.mode() == WorkspaceMode::Auto && base_ref.is_none() =>
                 {
                     Ok(())
+                }
+                Err(WorkspaceError::NoCommits { .. }) if base_ref.is_none() => {
+                    Err(source.why_no_commit())
                 }
                 checked => checked.map(|_| ()),
             },
@@ -557,9 +581,10 @@ impl Workspaces {
         )
     }
 
-    /// Commits the workspace's files on its current branch when they differ from its `HEAD`:
-    /// message `subject` (the first line of the prompt) with the trailer `Agent-Host-Task`,
-    /// the configured author, no hook, no signature. Returns the new commit.
+    /// Commits the workspace's files on the context's branch ([`Workspace::branch`]) when
+    /// they differ from its tip, whatever branch the agent's `HEAD` is on: message `subject`
+    /// (the first line of the prompt) with the trailer `Agent-Host-Task`, the configured
+    /// author, no hook, no signature. Returns the new commit.
     pub fn commit_turn(
         &self,
         ws: &Workspace,
@@ -568,12 +593,12 @@ impl Workspaces {
     ) -> Result<Option<String>, WorkspaceError> {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
-        let head = head_of(&git)?;
+        let tip = tip_of(&git, ws)?;
         let seed = self.seeds.usable(&checkout);
         let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref())?;
         let message = commit_message(subject, task_id);
-        let committed = self.commit_staged(&git, &staged, &head, &message)?;
-        if committed.is_some() {
+        let committed = self.commit_staged(&git, &staged, ws, &tip, &message)?;
+        if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean).
             index.replace(&checkout.join(".git").join("index"))?;
         }
@@ -596,20 +621,20 @@ impl Workspaces {
     ) -> Result<TurnEnd, WorkspaceError> {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
-        // `HEAD` is read while the files are staged: the two are independent git processes.
-        let (staged, head) = std::thread::scope(|s| {
-            let head = s.spawn(|| head_of(&git));
+        // The branch is read while the files are staged: independent git processes.
+        let (staged, tip) = std::thread::scope(|s| {
+            let tip = s.spawn(|| tip_of(&git, ws));
             let seed = self.seeds.usable(&checkout);
             let staged = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref());
-            (staged, head.join())
+            (staged, tip.join())
         });
         let (staged, index) = staged?;
-        let head = head.map_err(|_| panicked("git rev-parse HEAD"))??;
+        let tip = tip.map_err(|_| panicked("git for-each-ref"))??;
         let message = commit.map(|(subject, task_id)| commit_message(subject, task_id));
         let (changes, committed) = std::thread::scope(|s| {
             let committed = message
                 .as_deref()
-                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, &head, m)));
+                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, ws, &tip, m)));
             let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit);
             let committed = committed.map(|t| t.join().map_err(|_| panicked("git commit-tree")));
             (changes, committed)
@@ -623,31 +648,45 @@ impl Workspaces {
             }
             None => None,
         };
-        if committed.is_some() {
+        if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean):
-            // only now, when the diff no longer reads the staged index.
+            // only now, when the diff no longer reads the staged index, and only when its
+            // `HEAD` is the branch committed on (on a branch of its own, its index is its).
             if let Err(e) = index.replace(&checkout.join(".git").join("index")) {
                 tracing::warn!(error = %e, "the workspace's index could not be updated");
             }
         }
+        let head = committed
+            .clone()
+            .or_else(|| tip.commit.as_ref().map(|(c, _)| c.clone()))
+            .unwrap_or_else(|| ws.base_commit.clone());
         Ok(TurnEnd {
-            head: committed.clone().unwrap_or(head.commit),
+            head,
             committed,
             changes,
         })
     }
 
-    /// Commits the files `staged` holds on top of `head` when their tree differs from its
-    /// tree; the new commit.
+    /// Commits the files `staged` holds on the context's branch, on top of its `tip`, when
+    /// their tree differs from the tip's; the new commit. A branch the agent deleted (or
+    /// pointed at something other than a commit) starts again from the base.
     fn commit_staged(
         &self,
         git: &Git,
         staged: &Git,
-        head: &Head,
+        ws: &Workspace,
+        tip: &Tip,
         message: &str,
     ) -> Result<Option<String>, WorkspaceError> {
         let tree = staged.text(["write-tree"])?;
-        if tree == head.tree {
+        let (parent, parent_tree) = match &tip.commit {
+            Some((commit, tree)) => (commit.clone(), tree.clone()),
+            None => {
+                let base_tree = git.text(["rev-parse", &format!("{}^{{tree}}", ws.base_commit)])?;
+                (ws.base_commit.clone(), base_tree)
+            }
+        };
+        if tree == parent_tree {
             return Ok(None);
         }
         let (name, email) = &self.identity;
@@ -657,22 +696,22 @@ impl Workspaces {
             ("GIT_COMMITTER_NAME", name.as_str()),
             ("GIT_COMMITTER_EMAIL", email.as_str()),
         ];
-        let commit = staged.with_env(&author).text([
-            "commit-tree",
-            &tree,
-            "-p",
-            &head.commit,
-            "-m",
-            message,
-        ])?;
+        let commit =
+            staged
+                .with_env(&author)
+                .text(["commit-tree", &tree, "-p", &parent, "-m", message])?;
         git.check_contained()?;
+        // The branch by its full name, never `HEAD`: an agent that switched to a branch of
+        // its own (`git checkout -b mine`) keeps it, and the turn's commit still lands where
+        // the `changes` artifact and `git fetch` say it is. The old value makes the update
+        // fail rather than overwrite a branch that moved since it was read.
         git.output([
             "update-ref",
             "-m",
             "agent-host: turn",
-            "HEAD",
+            &format!("refs/heads/{}", ws.branch),
             &commit,
-            &head.commit,
+            &tip.old,
         ])?;
         Ok(Some(commit))
     }
@@ -719,32 +758,50 @@ pub struct TurnEnd {
     /// The commit made of the turn's files (none: nothing changed since `HEAD`, no commit
     /// asked for, or git refused it).
     pub committed: Option<String>,
-    /// The workspace's `HEAD` commit afterwards.
+    /// The tip of the context's branch afterwards (the base when it has none).
     pub head: String,
     /// The change from the base to the files.
     pub changes: Changes,
 }
 
-/// A workspace's `HEAD`: its commit and that commit's tree.
-struct Head {
-    commit: String,
-    tree: String,
+/// The context's branch as a turn's end finds it.
+struct Tip {
+    /// Its commit and that commit's tree; None when the branch is gone or names no commit.
+    commit: Option<(String, String)>,
+    /// What the ref holds now, for the update's check: its object, or empty when missing.
+    old: String,
+    /// The workspace's `HEAD` is this branch (the agent's index follows the commit).
+    checked_out: bool,
 }
 
-/// `HEAD`'s commit and tree, in one git call (`--` makes both revisions, never paths).
-fn head_of(git: &Git) -> Result<Head, WorkspaceError> {
-    let out = git.text(["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--"])?;
-    let mut lines = out.lines();
-    match (lines.next(), lines.next()) {
-        (Some(commit), Some(tree)) => Ok(Head {
-            commit: commit.to_string(),
-            tree: tree.to_string(),
-        }),
-        _ => Err(WorkspaceError::Git {
-            command: "git rev-parse HEAD".into(),
-            message: format!("no commit and tree in {out:?}"),
-        }),
+/// The context's branch: its commit and tree (one `for-each-ref`), and whether `HEAD` names
+/// it (one `symbolic-ref`).
+fn tip_of(git: &Git, ws: &Workspace) -> Result<Tip, WorkspaceError> {
+    let full = format!("refs/heads/{}", ws.branch);
+    let out = git.text([
+        "for-each-ref",
+        "--format=%(refname)%00%(objectname)%00%(objecttype)%00%(tree)",
+        &full,
+    ])?;
+    let mut tip = Tip {
+        commit: None,
+        old: String::new(),
+        checked_out: false,
+    };
+    // The pattern also matches the refs below it (`refs/heads/<branch>/x`): the exact one.
+    let fields = out
+        .lines()
+        .map(|l| l.split('\0').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&full.as_str()));
+    if let Some([_, object, kind, tree]) = fields.as_deref() {
+        tip.old = object.to_string();
+        if *kind == "commit" && !tree.is_empty() {
+            tip.commit = Some((object.to_string(), tree.to_string()));
+        }
     }
+    let head = git.output_allow(["symbolic-ref", "--quiet", "HEAD"], &[1])?;
+    tip.checked_out = String::from_utf8_lossy(&head).trim_end() == full;
+    Ok(tip)
 }
 
 /// A workspace configuration's text and the filter overrides read from it.
@@ -796,22 +853,32 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// `agent-host/` and the first 8 characters of the context id (those git takes in a branch
-/// name; others become `-`).
+/// The context's branch: `agent-host/` and, for a context id that is a UUID (as the host
+/// makes them), its first 8 characters; for any other id (a client's choice, where
+/// `session-1` and `session-2` share their first 8) the whole id. An id that is longer than
+/// [`LONGEST_BRANCH_ID`] or holds characters other than letters, digits, `_` and `-` (a
+/// branch name takes `.` and `:` only in some places) is shortened and those characters
+/// become `-`, and a digest of the whole id is added: distinct ids, distinct branches.
 pub fn branch_name(context_id: &str) -> String {
-    let short: String = context_id
+    if context_id.len() == 36 && uuid::Uuid::try_parse(context_id).is_ok() {
+        return format!("agent-host/{}", &context_id[..8]);
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if context_id.len() <= LONGEST_BRANCH_ID && context_id.chars().all(plain) {
+        return format!("agent-host/{context_id}");
+    }
+    let kept: String = context_id
         .chars()
-        .take(8)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
+        .take(LONGEST_BRANCH_ID - 13)
+        .map(|c| if plain(c) { c } else { '-' })
         .collect();
-    format!("agent-host/{short}")
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(context_id.as_bytes());
+    format!("agent-host/{kept}-{}", hex::encode(&digest[..6]))
 }
+
+/// The longest context id a branch name holds whole ([`branch_name`]).
+const LONGEST_BRANCH_ID: usize = 64;
 
 /// The folder of a context's workspace: a digest of its id (ids may hold `.` and `:`).
 fn folder_name(context_id: &str) -> String {

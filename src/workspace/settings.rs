@@ -44,7 +44,7 @@ pub struct WorkspaceConfig {
     )]
     pub mode: Option<WorkspaceMode>,
     /// turn: a turn that changed the workspace is committed on the context's branch
-    /// (agent-host/<first 8 of the context id>); off: left uncommitted
+    /// (agent-host/<context>, see docs/workspaces.md); off: left uncommitted
     #[arg(
         id = "workspace.commit",
         long = "workspace-commit",

@@ -24,10 +24,46 @@ pub(crate) struct Source {
     commit: Option<String>,
 }
 
-/// True for a base name git could take for an option or that holds control characters:
-/// refused before git is asked.
-fn unusable(name: &str) -> bool {
-    name.is_empty() || name.starts_with('-') || name.chars().any(|c| c.is_control())
+/// True for a base name that is not a plain name of one commit: refused before git is
+/// asked. A base is a branch, a tag, a full ref name (`refs/heads/x`), `HEAD` or an object
+/// name (as a ref name, by `git check-ref-format`'s rules, one level allowed), followed by
+/// any ancestry steps (`~`, `~N`, `^`, `^N`). Everything else `git rev-parse` understands is
+/// refused: an exclusion (`^main`, which rev-parse answers with `^<commit>`, which nothing
+/// can check out), a range (`a..b`, `a...b`), a reflog entry (`@{1}`, `@{-1}`), a search
+/// (`:/text`), a path in a commit (`v1:file`), peeling (`^{…}`), and anything git could take
+/// for an option (`-x`).
+pub(crate) fn unusable(name: &str) -> bool {
+    let (base, steps) = name.split_at(name.find(['~', '^']).unwrap_or(name.len()));
+    !ref_name(base) || !ancestry_steps(steps)
+}
+
+/// Whether `name` is a ref name by `git check-ref-format --allow-onelevel`'s rules (which
+/// also keep out `..`, `@{`, `:` and every other piece of revision syntax).
+fn ref_name(name: &str) -> bool {
+    let bad_char =
+        |c: char| c.is_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\');
+    !name.is_empty()
+        && name != "@"
+        && !name.starts_with('-')
+        && !name.ends_with('.')
+        && !name.contains("..")
+        && !name.contains("@{")
+        && !name.chars().any(bad_char)
+        && name
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.ends_with(".lock"))
+}
+
+/// Whether `steps` is a sequence of ancestry steps: `~` or `^`, each with an optional count.
+fn ancestry_steps(steps: &str) -> bool {
+    let mut chars = steps.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '~' && c != '^' {
+            return false;
+        }
+        while chars.next_if(char::is_ascii_digit).is_some() {}
+    }
+    true
 }
 
 impl Source {
@@ -78,7 +114,11 @@ impl Source {
             top,
             git_dir: canonical(git_dir),
             object_format: format.to_string(),
-            commit: lines.next().map(str::to_string).filter(|c| !c.is_empty()),
+            // One object name, nothing else (`--verify` prints one line per revision).
+            commit: lines
+                .next()
+                .filter(|c| !c.is_empty() && c.chars().all(|ch| ch.is_ascii_hexdigit()))
+                .map(str::to_string),
         }))
     }
 
@@ -113,6 +153,32 @@ impl Source {
             });
         }
         Err(bad())
+    }
+}
+
+impl Source {
+    /// Why `HEAD` names no commit: the repository has none at all, or `HEAD` is on a branch
+    /// that has none while others have (two git processes, asked only then).
+    pub(crate) fn why_no_commit(&self) -> WorkspaceError {
+        let git = Git::trusted(&self.top);
+        let any = git.output(["rev-list", "-n", "1", "--all"]);
+        if !any.is_ok_and(|out| !out.is_empty()) {
+            return WorkspaceError::NoCommits {
+                repo: self.top.clone(),
+            };
+        }
+        let branch = git
+            .output_allow(["symbolic-ref", "--quiet", "--short", "HEAD"], &[1])
+            .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+            .unwrap_or_default();
+        WorkspaceError::UnbornHead {
+            repo: self.top.clone(),
+            branch: if branch.is_empty() {
+                "HEAD".into()
+            } else {
+                branch
+            },
+        }
     }
 }
 

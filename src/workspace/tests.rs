@@ -79,13 +79,13 @@ fn a_workspace_starts_at_head_on_its_branch_and_leaves_the_source_alone() {
         .for_turn("ctx-12345678-abc", &src.join("sub"), None)
         .unwrap()
         .expect("a workspace");
-    assert_eq!(ws.branch, "agent-host/ctx-1234");
+    assert_eq!(ws.branch, "agent-host/ctx-12345678-abc");
     assert_eq!(ws.base_commit, git(&src, &["rev-parse", "HEAD"]));
     assert!(!ws.source_dirty);
     let co = ws.checkout();
     assert_eq!(
         git(&co, &["symbolic-ref", "HEAD"]),
-        "refs/heads/agent-host/ctx-1234"
+        "refs/heads/agent-host/ctx-12345678-abc"
     );
     assert_eq!(
         std::fs::read_to_string(co.join("a.txt")).unwrap(),
@@ -108,6 +108,41 @@ fn a_workspace_starts_at_head_on_its_branch_and_leaves_the_source_alone() {
     assert!(all.remove("ctx-12345678-abc").unwrap());
     assert!(all.list().is_empty());
     assert!(!all.remove("ctx-12345678-abc").unwrap());
+}
+
+#[test]
+fn distinct_contexts_get_distinct_valid_branch_names() {
+    assert_eq!(
+        branch_name("5b2e90aa-1c3d-4e5f-8a9b-0c1d2e3f4a5b"),
+        "agent-host/5b2e90aa",
+        "a UUID (the host's own ids): its first 8"
+    );
+    assert_eq!(branch_name("session-1"), "agent-host/session-1");
+    let ids = [
+        "session-1",
+        "session-2",
+        "a.b",
+        "a:b",
+        "a-b",
+        "x.lock",
+        "..",
+        &"long-".repeat(30),
+        &format!("{}1", "long-".repeat(30)),
+    ];
+    let names: Vec<String> = ids.iter().map(|id| branch_name(id)).collect();
+    let unique: std::collections::HashSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{names:?}");
+    for name in &names {
+        assert!(
+            name.len() <= "agent-host/".len() + LONGEST_BRANCH_ID,
+            "{name}"
+        );
+        let ok = Command::new("git")
+            .args(["check-ref-format", &format!("refs/heads/{name}")])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "{name}");
+    }
 }
 
 #[test]
@@ -135,6 +170,13 @@ fn a_tag_or_a_commit_is_a_base_and_a_bad_ref_is_refused_with_nothing_made() {
         "--upload-pack=x",
         "0123456789abcdef0123456789abcdef01234567",
         "",
+        "^main",
+        "^HEAD",
+        "main..v1",
+        "v1...main",
+        "HEAD@{0}",
+        ":/first",
+        "v1:a.txt",
     ] {
         let err = all
             .for_turn(&format!("bad{bad}"), &src, Some(bad))
@@ -151,6 +193,63 @@ fn a_tag_or_a_commit_is_a_base_and_a_bad_ref_is_refused_with_nothing_made() {
         .filter(|name| name.starts_with('.') && !name.starts_with(".git-template-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_base_is_a_plain_name_of_one_commit_with_ancestry_steps() {
+    use crate::workspace::source::unusable;
+    for good in [
+        "HEAD",
+        "HEAD~1",
+        "HEAD^",
+        "main~2^1",
+        "v1",
+        "refs/heads/main",
+        "feature/x-1.2",
+        "0123abc",
+    ] {
+        assert!(!unusable(good), "{good}");
+    }
+    for bad in [
+        "",
+        "^main",
+        "^HEAD",
+        "main..feature",
+        "main...feature",
+        "HEAD@{1}",
+        "@{-1}",
+        "@",
+        ":/text",
+        "v1:path",
+        "v1^{tree}",
+        "HEAD~x",
+        "-x",
+        "a b",
+        "x.lock",
+        ".hidden",
+        "a//b",
+        "a/",
+        "a\nb",
+    ] {
+        assert!(unusable(bad), "{bad}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let parent = git(&src, &["rev-parse", "HEAD~1"]);
+    let full = git(&src, &["rev-parse", "HEAD"]);
+    for (i, (base, commit)) in [
+        ("HEAD~1", &parent),
+        ("refs/heads/main", &full),
+        (&full[..], &full),
+        ("main^", &parent),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ws = all.for_turn(&format!("ok{i}"), &src, Some(base)).unwrap();
+        assert_eq!(&ws.expect("a workspace").base_commit, commit, "{base}");
+    }
 }
 
 #[test]
@@ -191,6 +290,31 @@ fn no_repository_no_commits_and_a_dirty_source() {
         isolated.for_turn("c", &empty, None),
         Err(WorkspaceError::NoCommits { .. })
     ));
+    // HEAD on a branch without commits while another branch has some: said as such, with
+    // baseRef as the way out.
+    let unborn = source(&t.path().join("unborn"));
+    git(&unborn, &["checkout", "-q", "--orphan", "fresh"]);
+    git(&unborn, &["rm", "-rfq", "--cached", "."]);
+    let err = isolated.for_turn("u", &unborn, None).unwrap_err();
+    assert!(
+        matches!(&err, WorkspaceError::UnbornHead { branch, .. } if branch == "fresh"),
+        "{err}"
+    );
+    assert!(err.is_bad_input());
+    let text = err.to_string();
+    assert!(
+        text.contains("baseRef") && !text.contains("no commits yet:"),
+        "{text}"
+    );
+    assert!(matches!(
+        isolated.check_base(&unborn, None),
+        Err(WorkspaceError::UnbornHead { .. })
+    ));
+    assert!(isolated
+        .for_turn("u", &unborn, Some("main"))
+        .unwrap()
+        .is_some());
+    assert!(auto.for_turn("u2", &unborn, None).unwrap().is_none());
     let src = source(t.path());
     std::fs::create_dir_all(src.join("build/out")).unwrap();
     std::fs::write(src.join(".gitignore"), "*.log\nbuild/\n").unwrap();
@@ -434,6 +558,101 @@ fn turn_commits_are_one_per_changing_turn_and_the_patch_stays_cumulative() {
         state(&src),
         before,
         "the source's refs, HEAD and files are as they were"
+    );
+}
+
+#[test]
+fn the_turn_commit_goes_on_the_contexts_branch_whatever_branch_the_agent_is_on() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("switcher", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("one.txt"), "1\n").unwrap();
+    let c1 = all.end_turn(&ws, Some(("one", "t1"))).unwrap().committed;
+    let c1 = c1.expect("a commit");
+    // The agent makes a branch of its own, commits a file there, and leaves another
+    // uncommitted and unstaged.
+    git(&co, &["checkout", "-q", "-b", "mybranch"]);
+    std::fs::write(co.join("z.txt"), "z\n").unwrap();
+    git(&co, &["add", "z.txt"]);
+    git(&co, &["commit", "-q", "-m", "the agent's own"]);
+    let mine = git(&co, &["rev-parse", "mybranch"]);
+    std::fs::write(co.join("loose.txt"), "loose\n").unwrap();
+    let end = all.end_turn(&ws, Some(("two", "t2"))).unwrap();
+    let c2 = end.committed.expect("a commit");
+    assert_eq!(git(&co, &["rev-parse", "agent-host/switcher"]), c2);
+    assert_eq!(
+        git(&co, &["rev-parse", &format!("{c2}^")]),
+        c1,
+        "on the branch's tip"
+    );
+    assert_eq!(end.head, c2, "the data part's head is the branch's");
+    let files = git(&co, &["ls-tree", "-r", "--name-only", &c2]);
+    for f in ["one.txt", "z.txt", "loose.txt"] {
+        assert!(files.lines().any(|l| l == f), "{f} in {files}");
+    }
+    // The agent's branch, HEAD and index are as it left them.
+    assert_eq!(git(&co, &["symbolic-ref", "HEAD"]), "refs/heads/mybranch");
+    assert_eq!(git(&co, &["rev-parse", "mybranch"]), mine);
+    assert_eq!(git(&co, &["status", "--porcelain"]), "?? loose.txt");
+    // Nothing new: no commit, the head still the branch's.
+    let again = all.end_turn(&ws, Some(("three", "t3"))).unwrap();
+    assert_eq!((again.committed, again.head), (None, c2.clone()));
+    // The context's branch deleted: it starts again from the base.
+    git(&co, &["branch", "-D", "agent-host/switcher"]);
+    let end = all.end_turn(&ws, Some(("four", "t4"))).unwrap();
+    let c4 = end.committed.expect("a commit");
+    assert_eq!(git(&co, &["rev-parse", &format!("{c4}^")]), ws.base_commit);
+    assert_eq!(git(&co, &["rev-parse", "agent-host/switcher"]), c4);
+}
+
+#[test]
+fn a_repository_the_agent_made_inside_is_named_as_one() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("nested", &src, None).unwrap().unwrap();
+    let nested = ws.checkout().join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    std::fs::write(nested.join("inner.txt"), "inner\n").unwrap();
+    git(&nested, &["add", "-A"]);
+    git(&nested, &["commit", "-q", "-m", "inner"]);
+    std::fs::write(ws.checkout().join("plain.txt"), "plain\n").unwrap();
+    let end = all.end_turn(&ws, Some(("nested", "t1"))).unwrap();
+    let got: Vec<_> = end
+        .changes
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.embedded_repository))
+        .collect();
+    assert_eq!(got, [("nested", true), ("plain.txt", false)]);
+}
+
+#[test]
+fn a_removed_git_folder_is_said_to_be_missing() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("nogit", &src, None).unwrap().unwrap();
+    std::fs::remove_dir_all(ws.checkout().join(".git")).unwrap();
+    let err = all.end_turn(&ws, Some(("x", "t"))).unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::GitFolderMissing { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("is missing"), "{err}");
+    assert!(err.for_client(&ws.checkout()).contains("is gone"));
+    // A .git that is a file (a gitfile pointing elsewhere) is still refused as tampered.
+    std::fs::write(ws.checkout().join(".git"), "gitdir: /elsewhere\n").unwrap();
+    let err = all.end_turn(&ws, Some(("x", "t"))).unwrap_err();
+    assert!(matches!(err, WorkspaceError::Tampered { .. }), "{err}");
+    assert!(
+        err.for_client(&ws.checkout())
+            .contains("workspace's .git is a link"),
+        "{}",
+        err.for_client(&ws.checkout())
     );
 }
 

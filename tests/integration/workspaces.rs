@@ -281,7 +281,7 @@ async fn eight_contexts_at_once_each_get_exactly_their_own_change() {
             );
             assert_eq!(data["base"]["commit"], head.as_str());
             assert_eq!(data["base"]["ref"], "HEAD");
-            assert_eq!(data["branch"], format!("agent-host/{}", &ctx[..8]));
+            assert_eq!(data["branch"], format!("agent-host/{ctx}"));
             assert_eq!(data["truncated"], false);
             let text = String::from_utf8_lossy(&patch);
             assert!(text.contains(&format!("+line 2 from c{i}")), "{text}");
@@ -452,6 +452,63 @@ async fn a_bad_base_ref_is_refused_before_anything_starts() {
     .await;
 }
 
+/// The contexts that have a workspace folder (from the records in the data folder).
+fn workspace_contexts(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.join("data/workspaces")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("workspace.json")).ok())
+        .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+        .filter_map(|r| r["contextId"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_refused_first_message_leaves_no_workspace_behind() {
+    limit(async {
+        let h = Host::start(&[("AGENT_HOST_MAX_WORKSPACES", "1")]).await;
+        let long = "x".repeat(200_000);
+        // Too long for the jsonl adapter's one argument: refused, once before the workspace
+        // would be made (the prompt alone), once after (the prompt names a saved attachment,
+        // whose path in the workspace is part of it).
+        let with_file = |ctx: &str| {
+            json!({"message": {"messageId": super::common::uuid(), "role": "ROLE_USER",
+                "contextId": ctx, "parts": [{"text": long},
+                {"raw": "AAEC/w==", "filename": "blob.bin", "mediaType": "application/octet-stream"}]}})
+        };
+        for i in 0..3 {
+            let ctx = format!("long-{i}-{}", super::common::uuid());
+            let params = if i == 0 {
+                message(&long, &ctx, json!({}))
+            } else {
+                with_file(&ctx)
+            };
+            let v = h.rpc("SendMessage", params).await;
+            assert_eq!(v["error"]["code"], -32602, "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("command-line argument"),
+                "{v}"
+            );
+            assert_eq!(workspace_contexts(h.root.path()), Vec::<String>::new());
+        }
+        // The one workspace allowed is still free for a new context.
+        let ctx = format!("fits-{}", super::common::uuid());
+        h.run("edit one", &ctx, json!({})).await;
+        assert_eq!(workspace_contexts(h.root.path()), std::slice::from_ref(&ctx));
+        // A follow-up refused keeps its context's workspace.
+        let v = h.rpc("SendMessage", message(&long, &ctx, json!({}))).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert_eq!(workspace_contexts(h.root.path()), [ctx]);
+        h.stop().await;
+    })
+    .await;
+}
+
 /// True when bubblewrap runs here; else says why (and fails under `CI=true`).
 fn bwrap_available() -> bool {
     let caps = agent_host::runner::sandbox::Capabilities::get();
@@ -576,12 +633,12 @@ async fn links_an_agent_plants_in_its_workspace_lead_the_host_nowhere() {
             co.join("sub").is_symlink(),
             "the agent planted its link: {t}"
         );
-        assert!(
-            t["artifacts"]
-                .as_array()
-                .is_none_or(|a| a.iter().all(|a| a["artifactId"] != "changes")),
-            "no change is taken through the linked reflog: {t}"
-        );
+        // No change is taken through the linked reflog: the artifact says so, with the
+        // path inside the workspace, and lists no files.
+        let (data, patch) = changes_of(&t);
+        let why = data["error"].as_str().unwrap_or_else(|| panic!("{t}"));
+        assert!(why.contains(".git/logs/HEAD is a link"), "{why}");
+        assert!(data.get("files").is_none() && patch.is_empty(), "{t}");
         assert!(
             !outside.join("reflog").exists(),
             "the host wrote the reflog's target"
@@ -686,11 +743,23 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
         let http = reqwest::Client::new();
         let refs = format!("{url}/info/refs?service=git-upload-pack");
         let status = |r: reqwest::Response| r.status().as_u16();
+        let status_of = |r: &reqwest::Response| r.status().as_u16();
         assert_eq!(status(http.get(&refs).send().await.unwrap()), 401);
         let other = http.get(&refs).header("X-API-Key", "other-callers-key");
         assert_eq!(status(other.send().await.unwrap()), 404);
         let mine_req = http.get(&refs).bearer_auth("ws-secret-token");
         assert_eq!(status(mine_req.send().await.unwrap()), 200);
+        // A query git never sends: the small JSON body of the other refusals.
+        let twice = format!("{refs}&service=git-receive-pack");
+        let r = http.get(&twice).bearer_auth("ws-secret-token");
+        let r = r.send().await.unwrap();
+        assert_eq!(status_of(&r), 400);
+        let body: Value = r.json().await.expect("a JSON body");
+        assert_eq!(body["error"], "Bad Request", "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("service"),
+            "{body}"
+        );
         let unknown = format!(
             "{}/git/no-such-context/info/refs?service=git-upload-pack",
             h.base
@@ -836,7 +905,7 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
         let (code, out, err) =
             call_in(&h, &theirs, "edit three", &["--context", &ctx3, "--fetch"]).await;
         assert_eq!(code, 0, "{out}\n{err}");
-        let branch = format!("agent-host/{}", &ctx3[..8]);
+        let branch = format!("agent-host/{ctx3}");
         assert!(err.contains(&format!("fetched {branch}")), "{err}");
         let co = h.checkout_of(&ctx3);
         assert_eq!(
@@ -847,6 +916,156 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
             git(&theirs, &["log", "-1", "--format=%s", &branch]),
             "edit three"
         );
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn call_fetch_gives_each_context_its_branch_and_never_overwrites_one() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let scratch = h.root.path();
+        let mine = scratch.join("mine");
+        git(
+            scratch,
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+        let tip = |ctx: &str| {
+            git(
+                &h.checkout_of(ctx),
+                &["rev-parse", &format!("agent-host/{ctx}")],
+            )
+        };
+        // Two client-chosen ids with the same first 8 characters: two branches.
+        for (ctx, prompt) in [("session-1", "edit one"), ("session-2", "edit two")] {
+            let (code, out, err) = call_in(&h, &mine, prompt, &["--context", ctx, "--fetch"]).await;
+            assert_eq!(code, 0, "{out}\n{err}");
+            assert!(err.contains(&format!("fetched agent-host/{ctx}")), "{err}");
+        }
+        for ctx in ["session-1", "session-2"] {
+            assert_eq!(
+                git(&mine, &["rev-parse", &format!("agent-host/{ctx}")]),
+                tip(ctx)
+            );
+        }
+
+        // A local commit on a context's branch: the next fetch does not overwrite it.
+        git(&mine, &["checkout", "-q", "agent-host/session-1"]);
+        std::fs::write(mine.join("mine.txt"), "mine\n").unwrap();
+        git(&mine, &["add", "-A"]);
+        git(&mine, &["commit", "-q", "-m", "my own"]);
+        let own = git(&mine, &["rev-parse", "HEAD"]);
+        git(&mine, &["checkout", "-q", "main"]);
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "edit three",
+            &["--context", "session-1", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("was not overwritten"), "{err}");
+        assert_eq!(git(&mine, &["rev-parse", "agent-host/session-1"]), own);
+        assert_eq!(git(&mine, &["rev-parse", "FETCH_HEAD"]), tip("session-1"));
+
+        // A branch checked out: not moved, and the exit code says so.
+        git(&mine, &["checkout", "-q", "agent-host/session-2"]);
+        let before = git(&mine, &["rev-parse", "HEAD"]);
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "edit four",
+            &["--context", "session-2", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("is checked out in"), "{err}");
+        assert_eq!(git(&mine, &["rev-parse", "HEAD"]), before);
+        assert_eq!(git(&mine, &["status", "--porcelain"]), "");
+        git(&mine, &["checkout", "-q", "main"]);
+
+        // An agent that switches to a branch of its own: its work still comes on the
+        // context's branch.
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "branch mybranch",
+            &["--context", "session-3", "--fetch"],
+        )
+        .await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let files = git(
+            &mine,
+            &["ls-tree", "-r", "--name-only", "agent-host/session-3"],
+        );
+        assert!(files.lines().any(|f| f == "z.txt"), "{files}");
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_repository_the_agent_nests_is_named_and_call_warns_of_it() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nest-{}", super::common::uuid());
+        let (code, out, err) = call_in(&h, &h.work(), "nest inner", &["--context", &ctx]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            err.contains("warning: inner/ is a git repository of its own"),
+            "{err}"
+        );
+        let list = h
+            .rpc(
+                "ListTasks",
+                json!({"contextId": ctx, "includeArtifacts": true}),
+            )
+            .await;
+        let (data, _) = changes_of(&list["result"]["tasks"][0]);
+        assert_eq!(data["files"][0]["path"], "inner", "{data}");
+        assert_eq!(data["files"][0]["embeddedRepository"], true, "{data}");
+        h.stop().await;
+    })
+    .await;
+}
+
+/// The `changes` artifact of the last task of `ctx`.
+async fn last_changes(h: &Host, ctx: &str) -> Value {
+    let list = h
+        .rpc(
+            "ListTasks",
+            json!({"contextId": ctx, "includeArtifacts": true}),
+        )
+        .await;
+    let task = &list["result"]["tasks"][0];
+    task["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["artifactId"] == "changes"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no changes artifact in {task}"))
+}
+
+#[tokio::test]
+async fn a_removed_git_folder_is_told_to_the_caller() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nogit-{}", super::common::uuid());
+        h.run("write one.txt", &ctx, json!({})).await;
+        let art = last_changes(&h, &ctx).await;
+        assert!(
+            art["description"].as_str().unwrap().ends_with("(1 file)"),
+            "{art}"
+        );
+        let (code, out, err) =
+            call_in(&h, &h.work(), "nogit", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("git folder (.git) is gone"), "{err}");
+        let art = last_changes(&h, &ctx).await;
+        let data = &art["parts"][0]["data"];
+        assert!(data["error"].as_str().unwrap().contains("is gone"), "{art}");
+        assert!(data.get("files").is_none(), "{art}");
         h.stop().await;
     })
     .await;
@@ -988,7 +1207,7 @@ async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
         let checkout = h.checkout_of(&ctx);
         let (code, out, err) = workspaces_cmd(&root, &[]).await;
         assert_eq!(code, 0, "{out}\n{err}");
-        let branch = format!("agent-host/{}", &ctx[..8]);
+        let branch = format!("agent-host/{ctx}");
         assert!(
             out.contains(&ctx) && out.contains(&branch) && out.contains("HEAD@"),
             "{out}"
