@@ -406,17 +406,42 @@ fn workspaces_check(settings: &Settings) -> Option<Check> {
     })
 }
 
-/// A PostgreSQL store: reachable, and its schema opens (migrated if older).
+/// A PostgreSQL store: reachable, and how its schema stands against this build's, read
+/// without writing (`serve` creates or migrates it; doctor changes nothing).
 async fn postgres_check(url: &str) -> Check {
-    let open = crate::store::postgres::PgStore::open(url, None);
-    match tokio::time::timeout(std::time::Duration::from_secs(10), open).await {
-        Ok(Ok(_)) => check(
+    use crate::store::postgres::{SchemaState, SCHEMA_VERSION};
+    let inspect = crate::store::postgres::inspect(url);
+    let state = match tokio::time::timeout(Duration::from_secs(10), inspect).await {
+        Ok(Ok(state)) => state,
+        // The error says "postgres: ..." itself.
+        Ok(Err(e)) => return check("store", Status::Fail, e.to_string()),
+        Err(_) => return check("store", Status::Fail, "postgres: no answer within 10 s"),
+    };
+    match state {
+        SchemaState::Current => check(
             "store",
             Status::Pass,
             "postgres: reachable, schema up to date",
         ),
-        Ok(Err(e)) => check("store", Status::Fail, format!("postgres: {e}")),
-        Err(_) => check("store", Status::Fail, "postgres: no answer within 10 s"),
+        SchemaState::Missing => check(
+            "store",
+            Status::Pass,
+            "postgres: reachable, schema missing (created at the first start)",
+        ),
+        SchemaState::Older(v) => check(
+            "store",
+            Status::Pass,
+            format!(
+                "postgres: reachable, schema older ({v}, this build {SCHEMA_VERSION}): migrated at the next start"
+            ),
+        ),
+        SchemaState::Newer(v) => check(
+            "store",
+            Status::Fail,
+            format!(
+                "postgres: schema newer ({v}, this build {SCHEMA_VERSION}): use a newer agent-host"
+            ),
+        ),
     }
 }
 

@@ -49,28 +49,33 @@ async fn doctor_with(
     json: bool,
     env: &[(&str, &str)],
 ) -> (i32, String) {
+    doctor_run(adapters, home, repo, json, env, &["--store", "memory"]).await
+}
+
+/// `agent-host doctor` with `args` besides the adapter's (a `--store` among them).
+async fn doctor_run(
+    adapters: &Path,
+    home: &Path,
+    repo: &Path,
+    json: bool,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (i32, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
     // The program may live in /tmp (the sandbox's private /tmp shows it again).
-    cmd.args([
-        "doctor",
-        "--adapter",
-        "fakecli",
-        "--store",
-        "memory",
-        "--port",
-        "0",
-    ])
-    .arg("--adapters-dir")
-    .arg(adapters)
-    .arg("--repo-path")
-    .arg(repo)
-    .env("HOME", home)
-    .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
-    .env_remove("AGENT_HOST_CONFIG")
-    .env_remove("AGENT_BINARY")
-    .env_remove("AGENT_HOST_SANDBOX_STATE")
-    .envs(env.iter().copied())
-    .kill_on_drop(true);
+    cmd.args(["doctor", "--adapter", "fakecli", "--port", "0"])
+        .args(args)
+        .arg("--adapters-dir")
+        .arg(adapters)
+        .arg("--repo-path")
+        .arg(repo)
+        .env("HOME", home)
+        .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
+        .env_remove("AGENT_HOST_CONFIG")
+        .env_remove("AGENT_BINARY")
+        .env_remove("AGENT_HOST_SANDBOX_STATE")
+        .envs(env.iter().copied())
+        .kill_on_drop(true);
     if json {
         cmd.arg("--json");
     }
@@ -251,6 +256,90 @@ async fn doctor_says_where_the_cli_state_is() {
             );
             assert!(l.contains(why) && l.contains(".fakecli"), "{l}");
         }
+    })
+    .await
+}
+
+/// The store line of doctor's output.
+fn store_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("store"))
+        .unwrap_or_else(|| panic!("no store line: {out}"))
+        .to_string()
+}
+
+/// The tables of `db`'s schema.
+async fn tables(db: &crate::postgres::Schema) -> Vec<String> {
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1
+             ORDER BY 1",
+            &[&db.name()],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.get::<_, String>(0)).collect()
+}
+
+/// Doctor reads a PostgreSQL schema and writes nothing: an empty database stays empty, an
+/// older schema stays older, a newer one fails the check.
+#[tokio::test]
+async fn doctor_reads_a_postgres_schema_without_changing_it() {
+    limit(async {
+        let Some(db) = crate::postgres::Schema::new("doctor_ro").await else {
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let key = [("AGENT_HOST_DOCTOR_TEST_KEY", "k")];
+        let run = async || {
+            let args = ["--store", db.url.as_str()];
+            doctor_run(&adapters, &home, tmp.path(), false, &key, &args).await
+        };
+        let (_, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.starts_with("pass")
+                && line.contains("schema missing (created at the first start)"),
+            "{line}"
+        );
+        assert_eq!(
+            tables(&db).await,
+            Vec::<String>::new(),
+            "doctor wrote to the database"
+        );
+
+        let client = db.client().await;
+        client
+            .batch_execute(
+                "CREATE TABLE agent_host_schema (version INTEGER PRIMARY KEY);
+                 INSERT INTO agent_host_schema VALUES (1);",
+            )
+            .await
+            .unwrap();
+        let (_, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.contains("schema older (1, this build ")
+                && line.contains("migrated at the next start"),
+            "{line}"
+        );
+        assert_eq!(tables(&db).await, vec!["agent_host_schema".to_string()]);
+
+        client
+            .batch_execute("INSERT INTO agent_host_schema VALUES (999);")
+            .await
+            .unwrap();
+        let (code, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.starts_with("FAIL") && line.contains("schema newer (999"),
+            "{line}"
+        );
+        assert_eq!(code, 1, "{out}");
+        drop(client);
+        db.drop_now().await;
     })
     .await
 }
