@@ -355,7 +355,10 @@ impl Engine {
         }
         // A reply that names only its context answers the context's task that waits for
         // input (the flow of the coding-agent-a2a API): queued behind it, it would wait forever.
-        if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
+        if let Some(waiting) = self
+            .waiting_task_of(msg.context_id.as_deref(), owner)
+            .await?
+        {
             return self.answer(&waiting, msg, owner, opts).await;
         }
         let request = req.metadata.as_ref();
