@@ -557,6 +557,11 @@ impl Scheduler {
         self.contexts.get(context_id)?.running.as_deref()
     }
 
+    /// The context of a task the scheduler knows.
+    pub fn context_of(&self, task_id: &str) -> Option<&str> {
+        self.tasks.get(task_id).map(|e| e.context_id.as_str())
+    }
+
     /// The context's working directory, if it has one.
     pub fn cwd_of(&self, context_id: &str) -> Option<&PathBuf> {
         self.contexts.get(context_id)?.cwd.as_ref()
