@@ -343,3 +343,118 @@ async fn doctor_reads_a_postgres_schema_without_changing_it() {
     })
     .await
 }
+
+/// What `serve` refuses, doctor fails, on a line naming the setting: a listener beyond
+/// loopback without credentials, a gRPC port in use, a file where a folder of the push key,
+/// the workspaces or the database should be, a folder as the database, a PostgreSQL URL
+/// serve cannot read.
+#[tokio::test]
+async fn doctor_fails_what_serve_refuses() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "not a folder\n").unwrap();
+        let under = |name: &str| file.join(name).display().to_string();
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy_port = busy.local_addr().unwrap().port().to_string();
+        let repo = tmp.path().display().to_string();
+        let cases: Vec<(Vec<String>, &str, &str)> = vec![
+            (vec!["--bind".into(), "0.0.0.0".into()], "bind", "--bind"),
+            (
+                vec!["--grpc-port".into(), busy_port.clone()],
+                "grpc port",
+                "--grpc-port",
+            ),
+            (
+                vec!["--push".into(), "--push-key-file".into(), under("push.key")],
+                "push key",
+                "is not a directory",
+            ),
+            (
+                vec!["--workspace-dir".into(), under("ws")],
+                "git workspaces",
+                "--workspace-dir",
+            ),
+            (
+                vec!["--store".into(), format!("sqlite:{}", under("x.db"))],
+                "store",
+                "is not a directory",
+            ),
+            (
+                vec!["--store".into(), format!("sqlite:{repo}")],
+                "store",
+                "is a directory",
+            ),
+            (
+                vec![
+                    "--store".into(),
+                    "postgres://root@127.0.0.1/x?sslmode=bogus".into(),
+                ],
+                "settings",
+                "store",
+            ),
+        ];
+        let key = [("AGENT_HOST_DOCTOR_TEST_KEY", "k")];
+        for (args, check, says) in cases {
+            let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+            if !args.iter().any(|a| a == "--store") {
+                all.extend(["--store", "memory"]);
+            }
+            let (code, out) = doctor_run(&adapters, &home, tmp.path(), false, &key, &all).await;
+            assert_eq!(code, 1, "{args:?}: {out}");
+            let failed = out.lines().find(|l| {
+                l.starts_with("FAIL")
+                    && l.split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .starts_with(&format!("FAIL {check}"))
+            });
+            let line = failed.unwrap_or_else(|| panic!("{args:?}: no FAIL {check} line: {out}"));
+            assert!(line.contains(says), "{args:?}: {line}");
+        }
+        drop(busy);
+    })
+    .await
+}
+
+/// serve's error for a file where the workspaces' folder should be says why once.
+#[tokio::test]
+async fn serve_says_a_folder_error_once() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "not a folder\n").unwrap();
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(tmp.path())
+            .status()
+            .unwrap();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args([
+                "serve",
+                "--store",
+                "memory",
+                "--port",
+                "0",
+                "--adapter",
+                "demo",
+            ])
+            .arg("--workspace-dir")
+            .arg(file.join("ws"))
+            .arg("--repo-path")
+            .arg(tmp.path())
+            .env_remove("AGENT_HOST_CONFIG")
+            .env("AGENT_HOST_SANDBOX", "off")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said.lines().last().unwrap_or_default();
+        assert_ne!(out.status.code(), Some(0), "{said}");
+        assert!(last.contains("workspaces"), "{said}");
+        assert_eq!(last.matches("Not a directory").count(), 1, "{last}");
+    })
+    .await
+}
