@@ -119,10 +119,24 @@ fn main() {
         Ok(0) => {}
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("agent-host: {e:#}");
+            eprintln!("agent-host: {}", error_text(&e));
             std::process::exit(1);
         }
     }
+}
+
+/// An error with its causes, each said once: a cause whose text the message already holds
+/// (an error that names its source in its own text) is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
 }
 
 /// The command line (and the variables clap reads); on an error, clap's message, and when
@@ -225,8 +239,10 @@ async fn run(
         }
         Command::Man => print_stdout(&String::from_utf8_lossy(&cli::completions::man_page()?)),
         Command::Doctor(args) => {
-            let settings = Settings::resolve(&args.serve)?;
-            let checks = cli::doctor::run(&settings, &args).await;
+            let checks = match Settings::resolve(&args.serve) {
+                Ok(settings) => cli::doctor::run(&settings, &args).await,
+                Err(e) => cli::doctor::unresolved(&e),
+            };
             let text = if args.json {
                 cli::doctor::render_json(&checks)
             } else {

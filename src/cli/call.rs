@@ -315,7 +315,7 @@ pub(super) async fn drive<O: Write, E: Write>(
     let mut events = events;
     loop {
         match follow(&mut r, events, &mut interrupt).await {
-            Ok(Followed::Ended) => {}
+            Ok(Followed::Ended) => r.ended(),
             Ok(Followed::Interrupted) => {
                 return interrupted(client, &mut r, interrupt.cancel).await;
             }
@@ -363,6 +363,7 @@ pub(super) fn show_task<O: Write, E: Write>(
     let ev = Event { id: None, response };
     let mut r = Renderer::new(io.out, io.err, json, false);
     r.event(&ev);
+    r.ended();
     if r.closed() {
         return 0;
     }

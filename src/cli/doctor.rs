@@ -74,9 +74,47 @@ pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
         StoreChoice::Postgres(url) => postgres_check(url).await,
         other => store_check(other),
     });
+    out.extend(push_key_check(settings));
     out.extend(sandbox_checks(settings));
+    out.push(bind_check(settings));
     out.push(port_check(settings));
+    out.extend(grpc_port_check(settings));
     out
+}
+
+/// The settings could not be resolved (a value `serve` refuses): one failed check saying
+/// which, in place of the checks that need them.
+pub fn unresolved(e: &crate::settings::SettingsError) -> Vec<Check> {
+    vec![check("settings", Status::Fail, e.to_string())]
+}
+
+/// `serve`'s refusal to listen beyond loopback without a credential.
+fn bind_check(settings: &Settings) -> Check {
+    match settings.check_open_bind() {
+        Ok(()) => check("bind", Status::Pass, settings.bind.to_string()),
+        Err(e) => check("bind", Status::Fail, format!("--bind: {e}")),
+    }
+}
+
+/// The push key file, when push is on and the key is kept in one: read and checked, or,
+/// missing, a place it can be created in (serve creates it).
+fn push_key_check(settings: &Settings) -> Option<Check> {
+    let Some(crate::settings::PushConfig {
+        key: crate::settings::PushKey::File(f),
+        ..
+    }) = &settings.push
+    else {
+        return None;
+    };
+    Some(match crate::push::seal::Sealer::check_file(f) {
+        Ok(()) if f.exists() => check("push key", Status::Pass, f.display().to_string()),
+        Ok(()) => check(
+            "push key",
+            Status::Pass,
+            format!("{} (created at the first start)", f.display()),
+        ),
+        Err(e) => check("push key", Status::Fail, format!("--push-key-file: {e}")),
+    })
 }
 
 async fn adapter_checks(
@@ -388,6 +426,22 @@ fn workspaces_check(settings: &Settings) -> Option<Check> {
         (None, StoreChoice::Sqlite(db)) => db.parent()?.join("workspaces"),
         (None, _) => return None,
     };
+    if let Some(part) = crate::store::files::blocked_at(&dir) {
+        let setting = if config.dir.is_some() {
+            "--workspace-dir "
+        } else {
+            ""
+        };
+        return Some(check(
+            "git workspaces",
+            Status::Fail,
+            format!(
+                "{setting}{}: {} is not a directory",
+                dir.display(),
+                part.display()
+            ),
+        ));
+    }
     if !dir.is_dir() {
         return None;
     }
@@ -406,17 +460,42 @@ fn workspaces_check(settings: &Settings) -> Option<Check> {
     })
 }
 
-/// A PostgreSQL store: reachable, and its schema opens (migrated if older).
+/// A PostgreSQL store: reachable, and how its schema stands against this build's, read
+/// without writing (`serve` creates or migrates it; doctor changes nothing).
 async fn postgres_check(url: &str) -> Check {
-    let open = crate::store::postgres::PgStore::open(url, None);
-    match tokio::time::timeout(std::time::Duration::from_secs(10), open).await {
-        Ok(Ok(_)) => check(
+    use crate::store::postgres::{SchemaState, SCHEMA_VERSION};
+    let inspect = crate::store::postgres::inspect(url);
+    let state = match tokio::time::timeout(Duration::from_secs(10), inspect).await {
+        Ok(Ok(state)) => state,
+        // The error says "postgres: ..." itself.
+        Ok(Err(e)) => return check("store", Status::Fail, e.to_string()),
+        Err(_) => return check("store", Status::Fail, "postgres: no answer within 10 s"),
+    };
+    match state {
+        SchemaState::Current => check(
             "store",
             Status::Pass,
             "postgres: reachable, schema up to date",
         ),
-        Ok(Err(e)) => check("store", Status::Fail, format!("postgres: {e}")),
-        Err(_) => check("store", Status::Fail, "postgres: no answer within 10 s"),
+        SchemaState::Missing => check(
+            "store",
+            Status::Pass,
+            "postgres: reachable, schema missing (created at the first start)",
+        ),
+        SchemaState::Older(v) => check(
+            "store",
+            Status::Pass,
+            format!(
+                "postgres: reachable, schema older ({v}, this build {SCHEMA_VERSION}): migrated at the next start"
+            ),
+        ),
+        SchemaState::Newer(v) => check(
+            "store",
+            Status::Fail,
+            format!(
+                "postgres: schema newer ({v}, this build {SCHEMA_VERSION}): use a newer agent-host"
+            ),
+        ),
     }
 }
 
@@ -434,6 +513,9 @@ fn store_check(store: &StoreChoice) -> Check {
         }
         StoreChoice::Sqlite(p) => p,
     };
+    if let Err(e) = crate::store::SqliteStore::check_path(path) {
+        return check("store", Status::Fail, format!("--store sqlite:{e}"));
+    }
     let size: u64 = [path.clone()]
         .into_iter()
         .chain(side_files(path))
@@ -593,6 +675,20 @@ fn port_check(settings: &Settings) -> Check {
             }
         }
     }
+}
+
+/// The gRPC port (`--grpc-port`), when set: free, as serve binds it beside the HTTP port.
+fn grpc_port_check(settings: &Settings) -> Option<Check> {
+    let port = settings.grpc_port.filter(|p| *p != 0)?;
+    let addr = std::net::SocketAddr::new(settings.bind.ip(), port);
+    Some(match std::net::TcpListener::bind(addr) {
+        Ok(_) => check("grpc port", Status::Pass, format!("{addr} is free")),
+        Err(e) => check(
+            "grpc port",
+            Status::Fail,
+            format!("--grpc-port {port}: {addr} cannot be bound: {e}"),
+        ),
+    })
 }
 
 /// The checks as text, one line each.

@@ -92,6 +92,11 @@ pub struct Renderer<O: Write, E: Write> {
     created_at: Option<DateTime<Utc>>,
     /// The host's time of the latest status seen.
     last_status_at: Option<DateTime<Utc>>,
+    /// A task frame's wait for input, not yet the outcome: a frame is the task as it was
+    /// when the stream opened (an answer's stream can open on the question just answered,
+    /// which a turn resumed after a host restart has not left yet), so what follows it
+    /// decides; it is the outcome only when the stream ends on it ([`Renderer::ended`]).
+    waits: Option<(TaskState, Option<Message>)>,
 }
 
 /// A task or status timestamp.
@@ -199,6 +204,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
             answer: None,
             created_at: None,
             last_status_at: None,
+            waits: None,
         }
     }
 
@@ -225,9 +231,18 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.outcome.clone().unwrap_or(Outcome::Unfinished)
     }
 
+    /// The stream has ended: a task frame's wait for input that nothing after it replaced
+    /// is the outcome.
+    pub fn ended(&mut self) {
+        if let Some((st, msg)) = self.waits.take() {
+            self.status(st, msg.as_ref());
+        }
+    }
+
     /// Forgets the outcome (a new stream follows an answer).
     pub fn resume(&mut self) {
         self.outcome = None;
+        self.waits = None;
     }
 
     fn clear_status(&mut self) {
@@ -350,6 +365,10 @@ impl<O: Write, E: Write> Renderer<O, E> {
             let line = serde_json::to_string(&ev.response).unwrap_or_default();
             self.put(&format!("{line}\n"));
         }
+        if !matches!(ev.response, StreamResponse::ArtifactUpdate(_)) {
+            // A later state replaces what a task frame said.
+            self.waits = None;
+        }
         match &ev.response {
             StreamResponse::Task(t) => self.task(t),
             StreamResponse::Message(m) => {
@@ -445,7 +464,9 @@ impl<O: Write, E: Write> Renderer<O, E> {
             }
         }
         let st = t.status.state;
-        if st.is_terminal() || st.is_interrupted() {
+        if st.is_interrupted() {
+            self.waits = Some((st, t.status.message.clone()));
+        } else if st.is_terminal() {
             if !self.json && !self.printed_text && st == TaskState::Completed {
                 let a = answer_of(t);
                 self.text(&a);
@@ -742,6 +763,7 @@ mod tests {
         for e in events {
             r.event(e);
         }
+        r.ended();
         assert_eq!(r.outcome(), Outcome::Completed);
         drop(r);
         String::from_utf8(out).expect("utf-8")
@@ -867,6 +889,44 @@ mod tests {
             String::from_utf8(out).expect("utf-8"),
             "→ Bash: ls · running\nLooking.\n✗ Bash: ls · boom\n"
         );
+    }
+
+    fn waiting_task() -> Event {
+        ev(json!({"task": {"id": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [
+                {"text": "Allow Bash: ls?"},
+                {"data": {"approvalId": "a1", "kind": "command", "tool": "Bash", "target": "ls",
+                          "detail": "run ls", "options": [{"id": "allow"}, {"id": "deny"}]}}]}}}}))
+    }
+
+    #[test]
+    fn an_answer_stream_that_opens_on_the_answered_question_ends_with_what_follows() {
+        // After a host restart the answer's stream opens on the task still waiting (the
+        // resumed turn has not started yet); the turn's events then say how it ended.
+        let mut err = Vec::new();
+        let mut r = Renderer::new(Vec::new(), &mut err, false, false);
+        r.answered(true);
+        r.event(&waiting_task());
+        r.event(&working(json!({}), "Resuming."));
+        r.event(&completed("Done."));
+        r.ended();
+        assert_eq!(r.outcome(), Outcome::Completed);
+        drop(r);
+        let said = String::from_utf8(err).expect("utf-8");
+        assert!(said.contains("✓ completed"), "{said}");
+        assert!(!said.contains("input required"), "{said}");
+
+        // A stream that ends on the task frame (asked again, a subscription to a waiting
+        // task) ends waiting for input.
+        let mut err = Vec::new();
+        let mut r = Renderer::new(Vec::new(), &mut err, false, false);
+        r.event(&waiting_task());
+        r.ended();
+        assert!(matches!(r.outcome(), Outcome::InputRequired { .. }));
+        drop(r);
+        let said = String::from_utf8(err).expect("utf-8");
+        assert!(said.contains("? input required: run ls"), "{said}");
     }
 
     /// A writer that is closed, like a pipe whose reader has gone.

@@ -5,23 +5,40 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::schedule::{visible, Refusal};
 use super::{lock, state_word, stream::EventStream, Control, Engine, Owner, RequestOptions};
-use super::{store_err, Accepted};
+use super::{refusal, store_err, Accepted};
 use crate::protocol::v1::TaskState;
 use crate::protocol::A2AError;
 use crate::store::Snapshot;
 
 impl Engine {
-    /// The task of `context_id` that is in `input-required`, if there is one.
-    pub(super) async fn waiting_task_of(&self, context_id: Option<&str>) -> Option<String> {
-        let context_id = context_id.filter(|c| !c.is_empty())?;
-        let holder = lock(&self.inner.state)
+    /// The task of `context_id` that is in `input-required`, if there is one. A context of
+    /// another caller is refused as a context of another caller, whatever its task is doing:
+    /// the answer names no task of theirs.
+    pub(super) async fn waiting_task_of(
+        &self,
+        context_id: Option<&str>,
+        owner: Owner<'_>,
+    ) -> Result<Option<String>, A2AError> {
+        let Some(context_id) = context_id.filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
+        let Some(holder) = lock(&self.inner.state)
             .sched
-            .holder_of(context_id)?
-            .to_string();
+            .holder_of(context_id)
+            .map(str::to_string)
+        else {
+            return Ok(None);
+        };
         match self.inner.store.get(&holder).await {
-            Ok(Some(snap)) if snap.task.status.state == TaskState::InputRequired => Some(holder),
-            _ => None,
+            Ok(Some(snap)) if snap.task.status.state == TaskState::InputRequired => {
+                if !visible(&snap.owner, owner) {
+                    return Err(refusal(Refusal::NotOwner));
+                }
+                Ok(Some(holder))
+            }
+            _ => Ok(None),
         }
     }
 

@@ -355,7 +355,10 @@ impl Engine {
         }
         // A reply that names only its context answers the context's task that waits for
         // input (the flow of the coding-agent-a2a API): queued behind it, it would wait forever.
-        if let Some(waiting) = self.waiting_task_of(msg.context_id.as_deref()).await {
+        if let Some(waiting) = self
+            .waiting_task_of(msg.context_id.as_deref(), owner)
+            .await?
+        {
             return self.answer(&waiting, msg, owner, opts).await;
         }
         let request = req.metadata.as_ref();
@@ -512,10 +515,12 @@ impl Engine {
         new: &NewTask<'_>,
         msg: &crate::protocol::v1::Message,
     ) -> Result<PathBuf, A2AError> {
+        let default_cwd = self.default_cwd();
         let work_dir = match (new.cwd, &new.ticket.context_cwd) {
             (Some(c), _) => c.clone(),
-            (None, Some(c)) => self.recheck_cwd(c)?,
-            (None, None) => self.default_cwd(),
+            // The host's own folder is not a caller's choice: no roots to check it against.
+            (None, Some(c)) if *c != default_cwd => self.recheck_cwd(c)?,
+            (None, _) => default_cwd,
         };
         let Some(all) = &self.inner.config.workspaces else {
             return Ok(work_dir);
@@ -577,7 +582,7 @@ impl Engine {
             }
             self.inner.prepare(&mut st, starts)
         };
-        if let Some(record) = new_context.filter(|r| r.owner.is_some() || r.cwd.is_some()) {
+        if let Some(record) = new_context {
             if let Err(e) = self.inner.store.put_context(&record).await {
                 tracing::error!(error = %e, "could not store a context");
             }

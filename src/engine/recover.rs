@@ -224,19 +224,47 @@ impl Inner {
 }
 
 impl Engine {
+    /// At shutdown, the tasks waiting for an answer without a program: kept as they are for
+    /// the next start when it can resume them (what a running turn's end keeps), else ended
+    /// `failed` as a running one is.
+    async fn end_idle(&self, idle: Vec<(String, String)>) {
+        for (task_id, ctx) in idle {
+            if self.inner.keeps_on_shutdown(&ctx, TaskState::InputRequired) {
+                lock(&self.inner.state).live.remove(&task_id);
+                self.inner.turn_ended.notify_waiters();
+                continue;
+            }
+            let mut m = TurnMapper::new(&task_id, &ctx);
+            let events = m.on_exit(ExitReason::Shutdown);
+            self.inner.publish_final(&task_id, events).await;
+        }
+    }
+
     /// Ends every task: running ones have their CLI stopped (process group SIGTERM, grace,
     /// SIGKILL); those a next start can resume are kept unfinished (with a durable store,
     /// queued ones too), the others end `failed`. Returns when all are done or
     /// after the grace period plus a margin.
     pub async fn shutdown(&self) {
-        let (queued, running) = {
+        let (queued, running, idle) = {
             let mut st = lock(&self.inner.state);
             let queued = st.sched.shutdown();
             let running: Vec<mpsc::UnboundedSender<Control>> =
                 st.live.values().filter_map(|l| l.control.clone()).collect();
+            // Waiting for an answer with no program (parked at a budget, or waiting since a
+            // restart): nothing to stop, nothing to wait for.
+            let idle: Vec<(String, String)> = st
+                .live
+                .iter()
+                .filter(|(id, l)| l.control.is_none() && !queued.iter().any(|(q, _)| q == *id))
+                .filter_map(|(id, _)| {
+                    let ctx = st.sched.context_of(id)?;
+                    Some((id.clone(), ctx.to_string()))
+                })
+                .collect();
             Inner::gauge_load(&st);
-            (queued, running)
+            (queued, running, idle)
         };
+        self.end_idle(idle).await;
         for (task_id, ctx) in queued {
             if self.inner.store.durable() {
                 // Kept as a crash keeps it: the next start runs it.

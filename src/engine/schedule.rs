@@ -61,8 +61,14 @@ struct Context {
     session: Option<String>,
     /// The credential whose conversation this is.
     owner: Option<String>,
-    /// The working directory chosen by its first message, if any.
+    /// The folder its turns work in: the one its first message chose, else the host's
+    /// default at the time. None only for a context stored before folders were recorded
+    /// (its turns work in the host's default).
     cwd: Option<PathBuf>,
+    /// Its folder must be remembered: its first message chose it, or it was restored from
+    /// the store (possibly another host's). A context in the host's default folder with
+    /// nothing else to remember is forgotten; made again, it gets the same folder.
+    keeps_cwd: bool,
 }
 
 impl Context {
@@ -75,14 +81,14 @@ impl Context {
         }
     }
 
-    /// Nothing to remember: no task, no session, no owner, no directory.
+    /// Nothing to remember: no task, no session, no owner, no chosen directory.
     fn is_empty(&self) -> bool {
         self.running.is_none()
             && self.queue.is_empty()
             && self.reserved == 0
             && self.session.is_none()
             && self.owner.is_none()
-            && self.cwd.is_none()
+            && !self.keeps_cwd
     }
 }
 
@@ -287,7 +293,10 @@ impl Scheduler {
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
         if new {
             ctx.owner = owner.map(str::to_string);
-            ctx.cwd = cwd.cloned();
+            // Recorded whatever its source, so that a host taking the context over runs
+            // its turns in this folder, not in its own default.
+            ctx.cwd = Some(cwd.unwrap_or(default_cwd).clone());
+            ctx.keeps_cwd = cwd.is_some();
         } else {
             if !visible(&ctx.owner, owner) {
                 return Err(Refusal::NotOwner);
@@ -534,6 +543,7 @@ impl Scheduler {
         let ctx = self.contexts.entry(record.context_id).or_default();
         ctx.session = record.session_id;
         ctx.owner = record.owner;
+        ctx.keeps_cwd = record.cwd.is_some();
         ctx.cwd = record.cwd.map(Into::into);
     }
 
@@ -551,6 +561,11 @@ impl Scheduler {
     /// The task holding the context (running, waiting for a slot or for an answer), if any.
     pub fn holder_of(&self, context_id: &str) -> Option<&str> {
         self.contexts.get(context_id)?.running.as_deref()
+    }
+
+    /// The context of a task the scheduler knows.
+    pub fn context_of(&self, task_id: &str) -> Option<&str> {
+        self.tasks.get(task_id).map(|e| e.context_id.as_str())
     }
 
     /// The context's working directory, if it has one.

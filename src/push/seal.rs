@@ -36,6 +36,17 @@ pub enum SealError {
     Open,
 }
 
+/// A key file's path with no file where a folder of it should be (named in the error).
+fn not_blocked(path: &Path) -> Result<(), SealError> {
+    match path.parent().and_then(crate::store::files::blocked_at) {
+        Some(part) => Err(SealError::KeyFile {
+            path: path.display().to_string(),
+            source: crate::store::files::not_a_directory(&part),
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Sealer {
     /// From 64 hex digits.
     pub fn from_hex(hex_key: &str) -> Result<Sealer, SealError> {
@@ -54,6 +65,7 @@ impl Sealer {
             path: path.display().to_string(),
             source,
         };
+        not_blocked(path)?;
         match std::fs::read_to_string(path) {
             Ok(text) => Sealer::from_hex(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -68,6 +80,21 @@ impl Sealer {
                 Sealer::from_hex(&hex_key)
             }
             Err(e) => Err(err(e)),
+        }
+    }
+
+    /// Whether `from_file` would work, looked at without writing: the file's key read and
+    /// checked, or, missing, a place where it can be created (no file where a folder of its
+    /// path should be).
+    pub fn check_file(path: &Path) -> Result<(), SealError> {
+        not_blocked(path)?;
+        match std::fs::read_to_string(path) {
+            Ok(text) => Sealer::from_hex(&text).map(drop),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(SealError::KeyFile {
+                path: path.display().to_string(),
+                source,
+            }),
         }
     }
 

@@ -204,6 +204,85 @@ mod tests {
         );
     }
 
+    /// The old names of settings (those that warn at every start, the old file keys, the
+    /// keys that became constants) appear nowhere in the documentation but where the
+    /// configuration page lists them as old names and the example config says what a key
+    /// was: a reader copying a line from a page gets the current name.
+    #[test]
+    fn the_docs_use_no_old_names() {
+        use crate::settings::legacy::{ENV_ALIASES, KEY_ALIASES, REMOVED_KEYS};
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut files = vec![
+            format!("{root}/README.md"),
+            format!("{root}/adapters/README.md"),
+            format!("{root}/config/agent-host.toml"),
+            format!("{root}/contrib/agent-host.service"),
+        ];
+        let docs = std::fs::read_dir(format!("{root}/docs")).unwrap();
+        files.extend(
+            docs.flatten()
+                .map(|e| e.path().display().to_string())
+                .filter(|p| p.ends_with(".md") && !p.ends_with("/configuration.md")),
+        );
+        let mut old: Vec<String> = ENV_ALIASES
+            .iter()
+            .filter(|(_, _, _, a2a)| !a2a)
+            .map(|(name, ..)| name.to_string())
+            .collect();
+        let keys = KEY_ALIASES.iter().map(|(k, ..)| *k);
+        for k in keys.chain(REMOVED_KEYS.iter().map(|(k, ..)| *k)) {
+            let (section, key) = crate::settings::file::split(k);
+            old.push(format!("[{section}] {key}"));
+            old.push(k.to_string());
+        }
+        // The flags of settings once in milliseconds (`--heartbeat-ms`, now `--heartbeat`).
+        let millis = ENV_ALIASES
+            .iter()
+            .filter(|(_, _, c, _)| *c == crate::settings::legacy::Conversion::Millis)
+            .map(|(_, id, ..)| *id)
+            .chain(
+                KEY_ALIASES
+                    .iter()
+                    .filter(|(_, _, c)| *c == crate::settings::legacy::Conversion::Millis)
+                    .map(|(_, id, _)| *id),
+            );
+        for id in millis {
+            let cmd = crate::settings::command();
+            let long = cmd.get_arguments().find(|a| a.get_id().as_str() == id);
+            if let Some(l) = long.and_then(|a| a.get_long()) {
+                old.push(format!("--{l}-ms"));
+            }
+        }
+        old.sort();
+        old.dedup();
+        // A name inside a longer one (AGENT_PUSH in AGENT_PUSH_KEY) is not that name.
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let mut found = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("(Was ") {
+                    continue;
+                }
+                for name in &old {
+                    let hit = line.match_indices(name.as_str()).any(|(i, m)| {
+                        let before = line[..i].chars().next_back();
+                        let after = line[i + m.len()..].chars().next();
+                        !before.is_some_and(word) && !after.is_some_and(word)
+                    });
+                    if hit {
+                        found.push(format!("{f}:{}: {name}", n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "old names in the docs:\n{}",
+            found.join("\n")
+        );
+    }
+
     /// Every flag, variable and file key appears on the page, and every file key in the
     /// annotated example config (set or commented out, under its section).
     #[test]

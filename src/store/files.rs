@@ -15,9 +15,33 @@ pub const FILE_MODE: u32 = 0o600;
 /// Mode of the folders agent-host creates.
 pub const DIR_MODE: u32 = 0o700;
 
+/// The part of `dir`'s path that is in the way of making it a folder: the nearest part that
+/// exists, when it is not a folder (a file where a folder is wanted). Looked at without
+/// writing; what `create_dir_all` would otherwise report as "File exists" or "Not a
+/// directory" without naming the part.
+pub fn blocked_at(dir: &Path) -> Option<PathBuf> {
+    let existing = dir
+        .ancestors()
+        .filter(|d| !d.as_os_str().is_empty())
+        .find(|d| d.exists())?;
+    (!existing.is_dir()).then(|| existing.to_path_buf())
+}
+
+/// The error for a part of a path that is not a folder.
+pub fn not_a_directory(part: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotADirectory,
+        format!("{} is not a directory", part.display()),
+    )
+}
+
 /// Creates `dir` and its missing parents, each new one 0700; folders that exist keep their
-/// mode (they may be shared, like a home directory).
+/// mode (they may be shared, like a home directory). A part of the path that is not a folder
+/// is named in the error.
 pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    if let Some(part) = blocked_at(dir) {
+        return Err(not_a_directory(&part));
+    }
     let mut missing: Vec<PathBuf> = Vec::new();
     let mut at = Some(dir);
     while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {

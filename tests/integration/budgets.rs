@@ -246,3 +246,29 @@ async fn workspace_write_answers_the_demo_agents_ls_without_asking_and_read_only
     })
     .await;
 }
+
+/// A task parked at its budget question has no program: the host stops without waiting for
+/// it. The grace is longer than the wait for the stop, which fails when the host waits it.
+#[tokio::test]
+async fn a_task_parked_at_its_budget_does_not_hold_up_the_shutdown() {
+    limit(async {
+        let s = TestServer::with(Options {
+            grace: std::time::Duration::from_secs(60),
+            ..Options::default()
+        })
+        .await;
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("tools=20", json!({"budget": {"toolCalls": 2}}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(question(&task)["kind"], "budget");
+        // Within TestServer::shutdown's limit (20 s), well before the grace (60 s).
+        s.shutdown().await;
+    })
+    .await;
+}

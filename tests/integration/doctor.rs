@@ -49,28 +49,33 @@ async fn doctor_with(
     json: bool,
     env: &[(&str, &str)],
 ) -> (i32, String) {
+    doctor_run(adapters, home, repo, json, env, &["--store", "memory"]).await
+}
+
+/// `agent-host doctor` with `args` besides the adapter's (a `--store` among them).
+async fn doctor_run(
+    adapters: &Path,
+    home: &Path,
+    repo: &Path,
+    json: bool,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (i32, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
     // The program may live in /tmp (the sandbox's private /tmp shows it again).
-    cmd.args([
-        "doctor",
-        "--adapter",
-        "fakecli",
-        "--store",
-        "memory",
-        "--port",
-        "0",
-    ])
-    .arg("--adapters-dir")
-    .arg(adapters)
-    .arg("--repo-path")
-    .arg(repo)
-    .env("HOME", home)
-    .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
-    .env_remove("AGENT_HOST_CONFIG")
-    .env_remove("AGENT_BINARY")
-    .env_remove("AGENT_HOST_SANDBOX_STATE")
-    .envs(env.iter().copied())
-    .kill_on_drop(true);
+    cmd.args(["doctor", "--adapter", "fakecli", "--port", "0"])
+        .args(args)
+        .arg("--adapters-dir")
+        .arg(adapters)
+        .arg("--repo-path")
+        .arg(repo)
+        .env("HOME", home)
+        .env_remove("AGENT_HOST_DOCTOR_TEST_KEY")
+        .env_remove("AGENT_HOST_CONFIG")
+        .env_remove("AGENT_BINARY")
+        .env_remove("AGENT_HOST_SANDBOX_STATE")
+        .envs(env.iter().copied())
+        .kill_on_drop(true);
     if json {
         cmd.arg("--json");
     }
@@ -251,6 +256,205 @@ async fn doctor_says_where_the_cli_state_is() {
             );
             assert!(l.contains(why) && l.contains(".fakecli"), "{l}");
         }
+    })
+    .await
+}
+
+/// The store line of doctor's output.
+fn store_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("store"))
+        .unwrap_or_else(|| panic!("no store line: {out}"))
+        .to_string()
+}
+
+/// The tables of `db`'s schema.
+async fn tables(db: &crate::postgres::Schema) -> Vec<String> {
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1
+             ORDER BY 1",
+            &[&db.name()],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.get::<_, String>(0)).collect()
+}
+
+/// Doctor reads a PostgreSQL schema and writes nothing: an empty database stays empty, an
+/// older schema stays older, a newer one fails the check.
+#[tokio::test]
+async fn doctor_reads_a_postgres_schema_without_changing_it() {
+    limit(async {
+        let Some(db) = crate::postgres::Schema::new("doctor_ro").await else {
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let key = [("AGENT_HOST_DOCTOR_TEST_KEY", "k")];
+        let run = async || {
+            let args = ["--store", db.url.as_str()];
+            doctor_run(&adapters, &home, tmp.path(), false, &key, &args).await
+        };
+        let (_, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.starts_with("pass")
+                && line.contains("schema missing (created at the first start)"),
+            "{line}"
+        );
+        assert_eq!(
+            tables(&db).await,
+            Vec::<String>::new(),
+            "doctor wrote to the database"
+        );
+
+        let client = db.client().await;
+        client
+            .batch_execute(
+                "CREATE TABLE agent_host_schema (version INTEGER PRIMARY KEY);
+                 INSERT INTO agent_host_schema VALUES (1);",
+            )
+            .await
+            .unwrap();
+        let (_, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.contains("schema older (1, this build ")
+                && line.contains("migrated at the next start"),
+            "{line}"
+        );
+        assert_eq!(tables(&db).await, vec!["agent_host_schema".to_string()]);
+
+        client
+            .batch_execute("INSERT INTO agent_host_schema VALUES (999);")
+            .await
+            .unwrap();
+        let (code, out) = run().await;
+        let line = store_line(&out);
+        assert!(
+            line.starts_with("FAIL") && line.contains("schema newer (999"),
+            "{line}"
+        );
+        assert_eq!(code, 1, "{out}");
+        drop(client);
+        db.drop_now().await;
+    })
+    .await
+}
+
+/// What `serve` refuses, doctor fails, on a line naming the setting: a listener beyond
+/// loopback without credentials, a gRPC port in use, a file where a folder of the push key,
+/// the workspaces or the database should be, a folder as the database, a PostgreSQL URL
+/// serve cannot read.
+#[tokio::test]
+async fn doctor_fails_what_serve_refuses() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "not a folder\n").unwrap();
+        let under = |name: &str| file.join(name).display().to_string();
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy_port = busy.local_addr().unwrap().port().to_string();
+        let repo = tmp.path().display().to_string();
+        let cases: Vec<(Vec<String>, &str, &str)> = vec![
+            (vec!["--bind".into(), "0.0.0.0".into()], "bind", "--bind"),
+            (
+                vec!["--grpc-port".into(), busy_port.clone()],
+                "grpc port",
+                "--grpc-port",
+            ),
+            (
+                vec!["--push".into(), "--push-key-file".into(), under("push.key")],
+                "push key",
+                "is not a directory",
+            ),
+            (
+                vec!["--workspace-dir".into(), under("ws")],
+                "git workspaces",
+                "--workspace-dir",
+            ),
+            (
+                vec!["--store".into(), format!("sqlite:{}", under("x.db"))],
+                "store",
+                "is not a directory",
+            ),
+            (
+                vec!["--store".into(), format!("sqlite:{repo}")],
+                "store",
+                "is a directory",
+            ),
+            (
+                vec![
+                    "--store".into(),
+                    "postgres://root@127.0.0.1/x?sslmode=bogus".into(),
+                ],
+                "settings",
+                "store",
+            ),
+        ];
+        let key = [("AGENT_HOST_DOCTOR_TEST_KEY", "k")];
+        for (args, check, says) in cases {
+            let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+            if !args.iter().any(|a| a == "--store") {
+                all.extend(["--store", "memory"]);
+            }
+            let (code, out) = doctor_run(&adapters, &home, tmp.path(), false, &key, &all).await;
+            assert_eq!(code, 1, "{args:?}: {out}");
+            let failed = out.lines().find(|l| {
+                l.starts_with("FAIL")
+                    && l.split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .starts_with(&format!("FAIL {check}"))
+            });
+            let line = failed.unwrap_or_else(|| panic!("{args:?}: no FAIL {check} line: {out}"));
+            assert!(line.contains(says), "{args:?}: {line}");
+        }
+        drop(busy);
+    })
+    .await
+}
+
+/// serve's error for a file where the workspaces' folder should be says why once.
+#[tokio::test]
+async fn serve_says_a_folder_error_once() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "not a folder\n").unwrap();
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(tmp.path())
+            .status()
+            .unwrap();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args([
+                "serve",
+                "--store",
+                "memory",
+                "--port",
+                "0",
+                "--adapter",
+                "demo",
+            ])
+            .arg("--workspace-dir")
+            .arg(file.join("ws"))
+            .arg("--repo-path")
+            .arg(tmp.path())
+            .env_remove("AGENT_HOST_CONFIG")
+            .env("AGENT_HOST_SANDBOX", "off")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said.lines().last().unwrap_or_default();
+        assert_ne!(out.status.code(), Some(0), "{said}");
+        assert!(last.contains("workspaces"), "{said}");
+        assert_eq!(last.matches("Not a directory").count(), 1, "{last}");
     })
     .await
 }

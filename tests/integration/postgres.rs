@@ -50,6 +50,20 @@ impl Schema {
         })
     }
 
+    /// The schema's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A connection to the test database, confined to this schema.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test database");
+        tokio::spawn(conn);
+        client
+    }
+
     pub async fn drop_now(self) {
         let base = self.url.split("options=").next().unwrap_or_default();
         let base = base.trim_end_matches(['?', '&']);

@@ -283,3 +283,42 @@ async fn a_host_stopped_with_sigterm_keeps_its_tasks_for_the_next_start() {
     })
     .await;
 }
+
+/// `agent-host call URL --task ID yes` after a restart: the answer's stream opens on the task
+/// still waiting (its turn resumes the session after the answer is stored), and the command
+/// reports how the task ended, not the question it answered.
+#[tokio::test]
+async fn call_answers_a_task_left_waiting_by_a_killed_host() {
+    limit(async {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agent-host.db");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let mut a = Host::start(&db, &repo).await;
+        let asking =
+            a.rpc("SendMessage", send_params("approval edit")).await["result"]["task"].clone();
+        assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        let asking = asking["id"].as_str().unwrap().to_string();
+        a.kill9();
+
+        let b = Host::start(&db, &repo).await;
+        let base = b.base.clone();
+        let task = asking.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_agent-host"))
+                .args(["call", &base, "--task", &task, "yes"])
+                .env_remove("A2A_TOKEN")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run agent-host call")
+        })
+        .await
+        .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{said}");
+        assert!(said.contains("✓ completed"), "{said}");
+        assert!(!said.contains("input required"), "{said}");
+        b.task_in(&asking, "TASK_STATE_COMPLETED").await;
+    })
+    .await;
+}

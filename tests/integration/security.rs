@@ -280,6 +280,39 @@ async fn tasks_are_visible_only_to_their_owner() {
     .await;
 }
 
+/// A message naming only the context of another caller's task that waits for input gets
+/// the answer a context of another caller gets, naming no task of theirs.
+#[tokio::test]
+async fn a_waiting_task_of_another_caller_is_not_named_to_its_context() {
+    limit(async {
+        let s = TestServer::with(Options {
+            security: creds(),
+            ..Options::default()
+        })
+        .await;
+        let t = rpc_as(&s, ALICE, "SendMessage", send_params("question")).await["result"]["task"]
+            .clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{t}");
+        let id = t["id"].as_str().unwrap().to_string();
+        let ctx = t["contextId"].as_str().unwrap().to_string();
+        let mut reply = send_params("src/main.rs");
+        reply["message"]["contextId"] = json!(ctx);
+        let v = rpc_as(&s, BOB, "SendMessage", reply.clone()).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("belongs to a conversation of another caller")),
+            "{v}"
+        );
+        assert!(!v.to_string().contains(&id), "the task's id is named: {v}");
+        // Its owner still answers it by its context alone.
+        let v = rpc_as(&s, ALICE, "SendMessage", reply).await;
+        assert_eq!(v["result"]["task"]["id"], json!(id), "{v}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn foreign_hosts_and_origins_are_refused() {
     limit(async {

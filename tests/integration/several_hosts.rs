@@ -258,3 +258,89 @@ async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
     })
     .await;
 }
+
+/// A context made without `metadata.cwd` works in its host's folder; after a takeover the
+/// taker (working in a folder of its own) runs the context's next turn in that folder too,
+/// not in its own (docs/several-hosts.md: "in the context's folder itself").
+#[tokio::test]
+async fn a_taken_over_context_keeps_working_in_its_own_folder() {
+    limit(async {
+        let Some(db) = Schema::new("takeover_cwd").await else {
+            return;
+        };
+        let a_dir = tempfile::tempdir().expect("tempdir");
+        for f in ["only-on-a.txt", "also-on-a.txt"] {
+            std::fs::write(a_dir.path().join(f), "A's project\n").expect("write");
+        }
+        let a_repo = a_dir.path().to_str().expect("a UTF-8 path");
+        let mut a = HostProcess::spawn(
+            &[
+                ("AGENT_SANDBOX", "off"),
+                ("AGENT_ADAPTER", "demo"),
+                ("AGENT_REPO_PATH", a_repo),
+            ],
+            &[
+                "--store",
+                &db.url,
+                "--binary",
+                env!("CARGO_BIN_EXE_agent-host"),
+                "--heartbeat",
+                "200ms",
+                "--lease",
+                "1000ms",
+            ],
+        )
+        .await;
+        let b = TestServer::with(Options {
+            cluster: Some(ClusterSettings {
+                heartbeat: Duration::from_millis(200),
+                lease: Duration::from_millis(1000),
+                ..ClusterSettings::default()
+            }),
+            ..on(&db)
+        })
+        .await;
+        assert!(!b.dir().join("only-on-a.txt").exists());
+        let mut p = send_params("question");
+        p["configuration"] = json!({"returnImmediately": true});
+        let asking = a.rpc("/", "SendMessage", p, &[]).await["result"]["task"]["id"]
+            .as_str()
+            .expect("task id")
+            .to_string();
+        b.task_when(&asking, |t| {
+            t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        })
+        .await;
+        a.kill9().await;
+        // Answered on B once B has taken A's tasks over (until then B passes the answer to
+        // A, which is gone: UNAVAILABLE).
+        let answered = eventually("B takes the answer itself", WAIT, async || {
+            let mut answer = send_params("src/main.rs");
+            answer["message"]["taskId"] = json!(asking);
+            let r = b.rpc("SendMessage", answer).await;
+            ready(r.get("error").is_none(), r)
+        })
+        .await;
+        assert!(answered.get("result").is_some(), "{answered}");
+        let done = b
+            .task_when(&asking, |t| {
+                t["status"]["state"]
+                    .as_str()
+                    .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED")
+            })
+            .await;
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        // The resumed turn ran in A's folder (two entries there), not B's (one).
+        let cwd = done["artifacts"][0]["parts"][0]["data"]["cwd"].clone();
+        assert_eq!(
+            done["artifacts"][0]["artifactId"], "agent-metadata",
+            "{done}"
+        );
+        assert_eq!(cwd, json!(a_repo), "B's folder is {}", b.dir().display());
+        let said = done["status"]["message"].to_string();
+        assert!(said.contains("The directory has 2 entries"), "{said}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}

@@ -137,9 +137,19 @@ fn a_context_keeps_its_directory() {
     let t = s.admit("c", None, Some(&dir), &dflt()).unwrap();
     assert_eq!(t.context_cwd.as_ref(), Some(&dir));
     s.release(t);
-    // A context without a directory has the adapter's.
+    // A context without a directory has the adapter's, recorded as its own (a host that
+    // takes it over runs its turns there, not in that host's default).
     let t = s.admit("d", None, None, &dflt()).unwrap();
-    s.enqueue(t, p("t2"));
+    assert_eq!(
+        t.new_context.as_ref().and_then(|r| r.cwd.clone()),
+        Some(dflt().to_string_lossy().into_owned())
+    );
+    let started = s.enqueue(t, p("t2"));
+    assert_eq!(started[0].cwd.as_ref(), Some(&dflt()));
+    assert_eq!(
+        s.set_session("d", "s1").cwd,
+        Some(dflt().to_string_lossy().into_owned())
+    );
     assert!(s.admit("d", None, Some(&dflt()), &dflt()).is_ok());
 }
 

@@ -59,7 +59,8 @@ use crate::store::window::EventWindow;
 use crate::task::{LoggedEvent, TaskEvent};
 
 #[cfg(test)]
-use schema::{migrate, migrate_to, SCHEMA_VERSION};
+use schema::{migrate, migrate_to};
+pub use schema::{SchemaState, SCHEMA_VERSION};
 
 /// Connections in the pool.
 const POOL_SIZE: usize = 8;
@@ -141,6 +142,18 @@ pub async fn config(url: &str, schema: Option<&str>) -> Result<tokio_postgres::C
         config.options(format!("-c search_path={quoted}"));
     }
     Ok(config)
+}
+
+/// The schema of the database at `url` against this build's, read on one connection that
+/// writes nothing (what `agent-host doctor` reports; `serve` migrates instead).
+pub async fn inspect(url: &str) -> Result<SchemaState, StoreError> {
+    let config: tokio_postgres::Config = url.parse()?;
+    let (client, conn) = config.connect(tokio_postgres::NoTls).await?;
+    let task = tokio::spawn(conn);
+    let state = schema::inspect(&client).await;
+    drop(client);
+    let _ = task.await;
+    state
 }
 
 /// A pool of connections with `config`.

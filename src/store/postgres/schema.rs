@@ -154,6 +154,45 @@ pub async fn migrate_to(client: &mut Client, target: usize) -> Result<usize, Sto
     Ok(found)
 }
 
+/// How a database's schema stands against this build's, read without changing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaState {
+    /// No agent-host schema yet: it is made at the first start.
+    Missing,
+    /// An older version (the one found): migrated at the next start.
+    Older(usize),
+    /// This build's version.
+    Current,
+    /// A newer version (the one found): this build refuses to start on it.
+    Newer(usize),
+}
+
+/// Reads the schema version of the database `client` is connected to (its `search_path`),
+/// writing nothing: no table, no schema, no lock.
+pub async fn inspect(client: &Client) -> Result<SchemaState, StoreError> {
+    let made: bool = client
+        .query_one("SELECT to_regclass('agent_host_schema') IS NOT NULL", &[])
+        .await?
+        .try_get(0)?;
+    if !made {
+        return Ok(SchemaState::Missing);
+    }
+    let found: i32 = client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM agent_host_schema",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    let found = usize::try_from(found).unwrap_or(0);
+    Ok(match found {
+        0 => SchemaState::Missing,
+        v if v < SCHEMA_VERSION => SchemaState::Older(v),
+        v if v > SCHEMA_VERSION => SchemaState::Newer(v),
+        _ => SchemaState::Current,
+    })
+}
+
 /// Brings the schema up to date; returns the version it had.
 pub async fn migrate(client: &mut Client) -> Result<usize, StoreError> {
     migrate_to(client, SCHEMA_VERSION).await

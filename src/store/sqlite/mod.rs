@@ -128,8 +128,9 @@ impl SqliteStore {
     /// creates is 0700; the database, its WAL and shared-memory files and the lock file are
     /// 0600.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        SqliteStore::check_path(path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            files::create_dir_all(dir).map_err(StoreError::io(dir))?;
+            files::create_dir_all(dir).map_err(StoreError::io(path))?;
         }
         let lock = DataLock::acquire(path)?;
         let mut conn = schema::connect(path)?;
@@ -153,6 +154,25 @@ impl SqliteStore {
             recent: Mutex::new(Recent::default()),
             lock,
         })
+    }
+
+    /// Whether a database can be at `path`, looked at without writing: not a folder, and no
+    /// file where a folder of its path should be. What `open` checks first, and `doctor`.
+    pub fn check_path(path: &Path) -> Result<(), StoreError> {
+        let at = |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.is_dir() {
+            return Err(at(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory, not a database file",
+            )));
+        }
+        match path.parent().and_then(files::blocked_at) {
+            Some(part) => Err(at(files::not_a_directory(&part))),
+            None => Ok(()),
+        }
     }
 
     /// Where the database is.
