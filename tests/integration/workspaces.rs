@@ -678,6 +678,33 @@ fn git_client(dir: &Path, header: Option<&str>, args: &[&str]) -> std::process::
 const OWNER: &str = "Authorization: Bearer ws-secret-token";
 const OTHER: &str = "X-API-Key: other-callers-key";
 
+/// An object of the source repository that no ref of the workspace reaches (a branch made
+/// after the workspace, whose objects the workspace borrows): refused by its id in every
+/// protocol version (version 2, git's default, would serve it).
+fn an_object_no_ref_reaches_is_not_served(h: &Host, mine: &Path, url: &str) {
+    let work = h.work();
+    git(&work, &["checkout", "-q", "-b", "private"]);
+    std::fs::write(work.join("private.txt"), "not for the caller\n").unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "private"]);
+    let private = git(&work, &["rev-parse", "HEAD"]);
+    git(&work, &["checkout", "-q", "main"]);
+    for version in ["2", "0"] {
+        let protocol = format!("protocol.version={version}");
+        let out = git_client(
+            mine,
+            Some(OWNER),
+            &["-c", &protocol, "fetch", url, &private],
+        );
+        assert!(
+            !out.status.success(),
+            "protocol {version}: fetched {private}"
+        );
+        let have = git_client(mine, None, &["cat-file", "-e", &private]);
+        assert!(!have.status.success(), "protocol {version}");
+    }
+}
+
 #[tokio::test]
 async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
     limit(async {
@@ -708,30 +735,7 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
             "edit one"
         );
 
-        // An object of the source repository that no ref of the workspace reaches (a
-        // branch made after the workspace, whose objects the workspace borrows): refused by
-        // its id in every protocol version (version 2, git's default, would serve it).
-        let work = h.work();
-        git(&work, &["checkout", "-q", "-b", "private"]);
-        std::fs::write(work.join("private.txt"), "not for the caller\n").unwrap();
-        git(&work, &["add", "-A"]);
-        git(&work, &["commit", "-q", "-m", "private"]);
-        let private = git(&work, &["rev-parse", "HEAD"]);
-        git(&work, &["checkout", "-q", "main"]);
-        for version in ["2", "0"] {
-            let protocol = format!("protocol.version={version}");
-            let out = git_client(
-                &mine,
-                Some(OWNER),
-                &["-c", &protocol, "fetch", &url, &private],
-            );
-            assert!(
-                !out.status.success(),
-                "protocol {version}: fetched {private}"
-            );
-            let have = git_client(&mine, None, &["cat-file", "-e", &private]);
-            assert!(!have.status.success(), "protocol {version}");
-        }
+        an_object_no_ref_reaches_is_not_served(&h, &mine, &url);
 
         // Another caller: not found, as its tasks are; no credential: 401.
         let out = git_client(&mine, Some(OTHER), &["fetch", &url, &branch]);
