@@ -92,7 +92,8 @@
 //! - [`workspace`]: a git workspace per context (a checkout borrowing the objects of the task's
 //!   repository, at `metadata.baseRef`, on a branch `agent-host/<context>`), reused by its
 //!   follow-ups; at a turn's end its change from the base (files and a `git apply`-able
-//!   patch) and a commit of it; listing, removal, disk use. Runs the `git` program (the
+//!   patch), on a follow-up its change since the previous turn's end, and a commit of it on
+//!   the context's branch; listing, removal, disk use. Runs the `git` program (the
 //!   only module besides the runner that starts programs), hardened against a `.git` the
 //!   agent wrote. See `docs/workspaces.md`.
 //! - [`home`]: each context's CLI home: a folder per context (in the host's data folder)

@@ -15,11 +15,17 @@ use crate::workspace::local::{self, ApplyError};
 /// The artifact's id (the engine's [`crate::engine::changes::CHANGES_ARTIFACT`]).
 const CHANGES: &str = "changes";
 
-/// A task's change: the artifact's data part and its patch (empty when none).
+/// The name of the file part with the change since the previous turn's end (the engine's
+/// [`crate::engine::changes::TURN_PATCH_NAME`]).
+const TURN_PATCH: &str = "turn.patch";
+
+/// A task's change: the artifact's data part, its patch (empty when none), and the patch of
+/// the change since the previous turn's end when the artifact has it apart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskChanges {
     pub data: Value,
     pub patch: Vec<u8>,
+    pub turn_patch: Vec<u8>,
 }
 
 /// The task's `changes` artifact, if it has one.
@@ -29,14 +35,24 @@ pub fn changes_of(task: &Task) -> Option<TaskChanges> {
         .iter()
         .find(|a| a.artifact_id == CHANGES || a.name.as_deref() == Some(CHANGES))?;
     let data = a.parts.iter().find_map(|p| p.data.clone())?;
-    let patch = a
-        .parts
-        .iter()
-        .find(|p| p.filename.is_some() && p.raw.is_some())
-        .and_then(|p| p.raw.as_deref())
-        .and_then(|raw| base64::engine::general_purpose::STANDARD.decode(raw).ok())
-        .unwrap_or_default();
-    Some(TaskChanges { data, patch })
+    let file = |turn: bool| {
+        a.parts
+            .iter()
+            .filter(|p| p.raw.is_some())
+            .find(|p| match p.filename.as_deref() {
+                Some(TURN_PATCH) => turn,
+                Some(_) => !turn,
+                None => false,
+            })
+            .and_then(|p| p.raw.as_deref())
+            .and_then(|raw| base64::engine::general_purpose::STANDARD.decode(raw).ok())
+            .unwrap_or_default()
+    };
+    Some(TaskChanges {
+        data,
+        patch: file(false),
+        turn_patch: file(true),
+    })
 }
 
 /// Widest `+`/`-` bar of a line.
@@ -186,63 +202,115 @@ pub async fn after_answer<O: Write, E: Write>(
     ok
 }
 
+/// `--apply`: the whole change when it applies (a checkout of the base, or one that has
+/// none of it yet), else, on a follow-up, the change since the previous turn's end (the
+/// earlier turns' change already applied, by an earlier `--apply`); whole or nothing, and
+/// which one it applied said.
 async fn apply<E: Write>(ch: &TaskChanges, dir: &Path, err: &mut E) -> bool {
-    if ch.data["truncated"].as_bool() == Some(true) {
-        let _ = writeln!(
-            err,
-            "agent-host: the patch was cut at the host's size limit; nothing applied (use --fetch)"
-        );
-        return false;
-    }
-    if ch.patch.is_empty() {
+    let turn = &ch.data["turn"];
+    let whole_cut = ch.data["truncated"].as_bool() == Some(true);
+    if ch.patch.is_empty() && !whole_cut {
         let _ = writeln!(err, "agent-host: no change to apply");
         return true;
     }
-    let file = match tempfile::Builder::new()
-        .prefix("agent-host-")
-        .suffix(".patch")
-        .tempfile()
-    {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = writeln!(err, "agent-host: cannot write the patch: {e}");
-            return false;
-        }
-    };
-    if let Err(e) = std::fs::write(file.path(), &ch.patch) {
-        let _ = writeln!(err, "agent-host: cannot write the patch: {e}");
-        return false;
-    }
     let dir = dir.to_path_buf();
-    let applied = tokio::task::spawn_blocking(move || {
-        let top = local::top_of(&dir);
-        let r = local::apply_patch(&top, file.path());
-        (top, r)
-    })
-    .await;
-    let Ok((top, applied)) = applied else {
-        let _ = writeln!(err, "agent-host: git apply did not finish");
-        return false;
+    let top = {
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || local::top_of(&d))
+            .await
+            .unwrap_or(dir)
     };
-    match applied {
-        Ok(()) => {
-            let _ = writeln!(err, "agent-host: applied the change to {}", top.display());
-            true
+    let whole = if whole_cut {
+        None
+    } else {
+        match apply_one(&ch.patch, &top).await {
+            Ok(()) => {
+                let _ = writeln!(err, "agent-host: applied the change to {}", top.display());
+                return true;
+            }
+            Err(e) => Some(e),
         }
-        Err(ApplyError::Conflict { dir, files, detail }) => {
+    };
+    // The whole change does not apply (or was cut): on a follow-up, this turn's alone.
+    let turn_files = turn["files"].as_array().map(Vec::len);
+    if turn_files == Some(0) {
+        let _ = writeln!(
+            err,
+            "agent-host: the whole change does not apply to {}, and this turn changed nothing since the previous one: nothing new to apply",
+            top.display()
+        );
+        return true;
+    }
+    let turn_cut = turn["truncated"].as_bool() == Some(true);
+    if turn_files.is_some() && !ch.turn_patch.is_empty() && !turn_cut {
+        match apply_one(&ch.turn_patch, &top).await {
+            Ok(()) => {
+                let _ = writeln!(
+                    err,
+                    "agent-host: the whole change does not apply to {} (the earlier turns' is there already?); applied this turn's change since the previous one",
+                    top.display()
+                );
+                return true;
+            }
+            Err(e) => {
+                let what = "neither the whole change nor this turn's change applies to";
+                return report(&e, what, err);
+            }
+        }
+    }
+    match whole {
+        Some(e) => report(&e, "the change does not apply to", err),
+        None => {
             let _ = writeln!(
                 err,
-                "agent-host: the change does not apply to {}; nothing was applied. Conflicts in: {}\n{detail}",
-                dir.display(),
-                files.join(", ")
+                "agent-host: the patch was cut at the host's size limit; nothing applied (use --fetch)"
             );
             false
         }
-        Err(e) => {
+    }
+}
+
+/// Applies `patch` to `top` with `git apply` (checked whole first).
+async fn apply_one(patch: &[u8], top: &Path) -> Result<(), ApplyError> {
+    let file = tempfile::Builder::new()
+        .prefix("agent-host-")
+        .suffix(".patch")
+        .tempfile()
+        .and_then(|f| std::fs::write(f.path(), patch).map(|()| f))
+        .map_err(|e| {
+            ApplyError::Git(crate::workspace::WorkspaceError::Io {
+                path: std::env::temp_dir(),
+                source: e,
+            })
+        })?;
+    let top = top.to_path_buf();
+    tokio::task::spawn_blocking(move || local::apply_patch(&top, file.path()))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApplyError::Git(
+                crate::workspace::WorkspaceError::GitMissing(format!(
+                    "git apply did not finish: {e}"
+                )),
+            ))
+        })
+}
+
+/// Says why a patch was not applied (`what`, then the folder); false.
+fn report<E: Write>(e: &ApplyError, what: &str, err: &mut E) -> bool {
+    match e {
+        ApplyError::Conflict { dir, files, detail } => {
+            let _ = writeln!(
+                err,
+                "agent-host: {what} {}; nothing was applied. Conflicts in: {}\n{detail}",
+                dir.display(),
+                files.join(", ")
+            );
+        }
+        e => {
             let _ = writeln!(err, "agent-host: {e}");
-            false
         }
     }
+    false
 }
 
 async fn fetch<E: Write>(

@@ -21,6 +21,8 @@ use crate::workspace::{Changes, CommitMode, TurnEnd, Workspace, WorkspaceError, 
 pub const CHANGES_ARTIFACT: &str = "changes";
 /// The file part's name and media type.
 pub const PATCH_NAME: &str = "changes.patch";
+/// The name of the file part with the change since the previous turn's end (same type).
+pub const TURN_PATCH_NAME: &str = "turn.patch";
 pub const PATCH_MEDIA_TYPE: &str = "text/x-diff";
 
 /// The workspace a turn runs in.
@@ -123,6 +125,7 @@ pub(super) async fn changes_update(
         committed,
         head,
         changes,
+        turn,
     } = match taken {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
@@ -149,19 +152,29 @@ pub(super) async fn changes_update(
     Some(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
         task_id: task_id.to_string(),
         context_id: context_id.to_string(),
-        artifact: artifact(&tw.ws, head.as_deref(), committed.as_deref(), &changes),
+        artifact: artifact(
+            &tw.ws,
+            head.as_deref(),
+            committed.as_deref(),
+            &changes,
+            turn.as_ref(),
+        ),
         append: false,
         last_chunk: true,
         metadata: None,
     }))
 }
 
-/// The artifact: a data part always, the patch as a file part when there is a change.
+/// The artifact: a data part always, the patch as a file part when there is a change, and
+/// on a follow-up the change since the previous turn's end: its files in the data part's
+/// `turn`, its patch as a second file part when it is not empty and differs from the whole
+/// change (it is the same when the earlier turns changed nothing).
 pub fn artifact(
     ws: &Workspace,
     head: Option<&str>,
     committed: Option<&str>,
     changes: &Changes,
+    turn: Option<&Changes>,
 ) -> Artifact {
     let mut data = json!({
         "base": { "ref": ws.base_ref, "commit": ws.base_commit },
@@ -179,18 +192,28 @@ pub fn artifact(
         if ws.source_dirty {
             obj.insert("sourceDirty".into(), json!(true));
         }
+        if let Some(t) = turn {
+            obj.insert(
+                "turn".into(),
+                json!({ "files": t.files, "truncated": t.truncated }),
+            );
+        }
     }
     let mut parts = vec![Part {
         data: Some(data),
         ..Part::default()
     }];
+    let patch_part = |patch: &[u8], name: &str| Part {
+        raw: Some(base64::engine::general_purpose::STANDARD.encode(patch)),
+        filename: Some(name.into()),
+        media_type: Some(PATCH_MEDIA_TYPE.into()),
+        ..Part::default()
+    };
     if !changes.patch.is_empty() {
-        parts.push(Part {
-            raw: Some(base64::engine::general_purpose::STANDARD.encode(&changes.patch)),
-            filename: Some(PATCH_NAME.into()),
-            media_type: Some(PATCH_MEDIA_TYPE.into()),
-            ..Part::default()
-        });
+        parts.push(patch_part(&changes.patch, PATCH_NAME));
+    }
+    if let Some(t) = turn.filter(|t| !t.patch.is_empty() && t.patch != changes.patch) {
+        parts.push(patch_part(&t.patch, TURN_PATCH_NAME));
     }
     Artifact {
         artifact_id: CHANGES_ARTIFACT.into(),

@@ -158,6 +158,32 @@ pub(crate) fn copy_index(own: &Path, tmp: &Path) -> std::io::Result<Option<std::
     Ok(Some(m))
 }
 
+/// The file in a workspace's scratch folder (the host's, not the agent's) that holds the
+/// tree of the files as the last turn's end took them.
+const TURN_END: &str = "turn-end";
+
+/// The tree of the files at the previous turn's end, if one was recorded (a first turn has
+/// none); only an object name is taken.
+pub(crate) fn previous_end(scratch: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(scratch.join(TURN_END)).ok()?;
+    let tree = text.trim();
+    let hex = !tree.is_empty() && tree.len() <= 64 && tree.chars().all(|c| c.is_ascii_hexdigit());
+    hex.then(|| tree.to_string())
+}
+
+/// Records `tree` as the files at this turn's end, for the next turn's change since then
+/// (written aside and renamed, so a reader never sees half of it). A failure is logged: the
+/// next turn then has its change since an older end, or none.
+pub(crate) fn record_end(scratch: &Path, tree: &str) {
+    let tmp = scratch.join(format!("{TURN_END}.{}", uuid::Uuid::new_v4().simple()));
+    let written = std::fs::write(&tmp, format!("{tree}\n"))
+        .and_then(|()| std::fs::rename(&tmp, scratch.join(TURN_END)));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(error = %e, "the turn's end could not be recorded");
+    }
+}
+
 /// The changes from `base` (a commit) to the workspace's files, the patch at most `limit`
 /// bytes.
 pub(crate) fn compute(
@@ -175,8 +201,8 @@ pub(crate) fn compute(
 /// Room for the file listing ahead of the patch in the one diff that gives both.
 const LISTING_ROOM: usize = 1 << 20;
 
-/// The changes from `base` (a commit) to the files `staged` (a git whose index holds them,
-/// from [`stage_all`]), the patch at most `limit` bytes.
+/// The changes from `base` (a commit, or a tree) to the files `staged` (a git whose index
+/// holds them, from [`stage_all`]), the patch at most `limit` bytes.
 ///
 /// One `git diff` gives the listing (`--raw --numstat -z`) and the patch together: git
 /// compares the trees once and starts once, where two diffs did both twice. With `-z` the

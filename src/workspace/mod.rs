@@ -597,7 +597,8 @@ impl Workspaces {
         let seed = self.seeds.usable(&checkout);
         let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref())?;
         let message = commit_message(subject, task_id);
-        let committed = self.commit_staged(&git, &staged, ws, &tip, &message)?;
+        let tree = staged.text(["write-tree"])?;
+        let committed = self.commit_staged(&git, &staged, ws, &tip, &tree, &message)?;
         if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean).
             index.replace(&checkout.join(".git").join("index"))?;
@@ -606,11 +607,12 @@ impl Workspaces {
     }
 
     /// What a turn's end takes from its workspace, its files read once: staged into one
-    /// temporary index, from which come both the change from the base (as
-    /// [`Workspaces::changes`]) and, when `commit` gives the turn's subject and task id, the
+    /// temporary index, from which come the change from the base (as
+    /// [`Workspaces::changes`]), on a follow-up the change since the previous turn's end
+    /// ([`TurnEnd::turn`]), and, when `commit` gives the turn's subject and task id, the
     /// commit of its files (as [`Workspaces::commit_turn`]). Staging is what costs in a large
     /// checkout (git reads every file's metadata and every folder for new files), so doing
-    /// it once instead of for each halves a turn's end there; the change and the commit are
+    /// it once instead of for each halves a turn's end there; the diffs and the commit are
     /// then taken side by side, each needing only the staged files. A commit git refuses
     /// (the agent left its branch in a state git does not take) is logged; the change is
     /// still taken.
@@ -621,6 +623,7 @@ impl Workspaces {
     ) -> Result<TurnEnd, WorkspaceError> {
         let checkout = ws.checkout();
         let git = self.git(ws)?;
+        let previous = changes::previous_end(&ws.scratch());
         // The branch is read while the files are staged: independent git processes.
         let (staged, tip) = std::thread::scope(|s| {
             let tip = s.spawn(|| tip_of(&git, ws));
@@ -631,23 +634,35 @@ impl Workspaces {
         let (staged, index) = staged?;
         let tip = tip.map_err(|_| panicked("git for-each-ref"))??;
         let message = commit.map(|(subject, task_id)| commit_message(subject, task_id));
-        let (changes, committed) = std::thread::scope(|s| {
-            let committed = message
+        let limit = self.config.patch_limit;
+        let (changes, written, turn) = std::thread::scope(|s| {
+            let written =
+                s.spawn(|| self.write_staged(&git, &staged, ws, &tip, message.as_deref()));
+            let turn = previous
                 .as_deref()
-                .map(|m| s.spawn(|| self.commit_staged(&git, &staged, ws, &tip, m)));
-            let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit);
-            let committed = committed.map(|t| t.join().map_err(|_| panicked("git commit-tree")));
-            (changes, committed)
+                .map(|p| s.spawn(|| changes::diff_staged(&staged, p, limit)));
+            let changes = changes::diff_staged(&staged, &ws.base_commit, limit);
+            let written = written.join().unwrap_or_else(|_| {
+                let e = || panicked("git write-tree");
+                (Err(e()), Err(e()))
+            });
+            let turn = turn.map(|t| t.join().map_err(|_| panicked("git diff")).and_then(|t| t));
+            (changes, written, turn)
         });
         let changes = changes?;
-        let committed = match committed.map(|c| c.and_then(|c| c)) {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "the turn's change could not be committed");
-                None
-            }
-            None => None,
-        };
+        let (tree, committed) = written;
+        let committed = committed.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the turn's change could not be committed");
+            None
+        });
+        match tree {
+            Ok(tree) => changes::record_end(&ws.scratch(), &tree),
+            Err(e) => tracing::warn!(error = %e, "the turn's files could not be written as a tree"),
+        }
+        let turn = turn.and_then(|t| {
+            t.map_err(|e| tracing::warn!(error = %e, "the change since the previous turn could not be taken"))
+                .ok()
+        });
         if committed.is_some() && tip.checked_out {
             // The agent's index becomes the committed files (its `git status` is clean):
             // only now, when the diff no longer reads the staged index, and only when its
@@ -664,11 +679,34 @@ impl Workspaces {
             head,
             committed,
             changes,
+            turn,
         })
     }
 
-    /// Commits the files `staged` holds on the context's branch, on top of its `tip`, when
-    /// their tree differs from the tip's; the new commit. A branch the agent deleted (or
+    /// The tree of the files `staged` holds, and, when `message` is given, their commit on
+    /// the context's branch ([`Workspaces::commit_staged`]).
+    fn write_staged(
+        &self,
+        git: &Git,
+        staged: &Git,
+        ws: &Workspace,
+        tip: &Tip,
+        message: Option<&str>,
+    ) -> WrittenTree {
+        let tree = match staged.text(["write-tree"]) {
+            Ok(t) => t,
+            // No tree, no commit (the tree's error is logged).
+            Err(e) => return (Err(e), Ok(None)),
+        };
+        let committed = match message {
+            Some(m) => self.commit_staged(git, staged, ws, tip, &tree, m),
+            None => Ok(None),
+        };
+        (Ok(tree), committed)
+    }
+
+    /// Commits the `tree` of the files `staged` holds on the context's branch, on top of its
+    /// `tip`, when it differs from the tip's; the new commit. A branch the agent deleted (or
     /// pointed at something other than a commit) starts again from the base.
     fn commit_staged(
         &self,
@@ -676,9 +714,9 @@ impl Workspaces {
         staged: &Git,
         ws: &Workspace,
         tip: &Tip,
+        tree: &str,
         message: &str,
     ) -> Result<Option<String>, WorkspaceError> {
-        let tree = staged.text(["write-tree"])?;
         let (parent, parent_tree) = match &tip.commit {
             Some((commit, tree)) => (commit.clone(), tree.clone()),
             None => {
@@ -699,7 +737,7 @@ impl Workspaces {
         let commit =
             staged
                 .with_env(&author)
-                .text(["commit-tree", &tree, "-p", &parent, "-m", message])?;
+                .text(["commit-tree", tree, "-p", &parent, "-m", message])?;
         git.check_contained()?;
         // The branch by its full name, never `HEAD`: an agent that switched to a branch of
         // its own (`git checkout -b mine`) keeps it, and the turn's commit still lands where
@@ -762,7 +800,17 @@ pub struct TurnEnd {
     pub head: String,
     /// The change from the base to the files.
     pub changes: Changes,
+    /// The change since the previous turn's end (the files then, as that turn's end took
+    /// them, to the files now): on a follow-up only.
+    pub turn: Option<Changes>,
 }
+
+/// What writing a turn's staged files gives: their tree, and the turn's commit (none when
+/// not asked for or nothing changed since the branch's tip).
+type WrittenTree = (
+    Result<String, WorkspaceError>,
+    Result<Option<String>, WorkspaceError>,
+);
 
 /// The context's branch as a turn's end finds it.
 struct Tip {

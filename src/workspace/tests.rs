@@ -657,6 +657,47 @@ fn a_removed_git_folder_is_said_to_be_missing() {
 }
 
 #[test]
+fn a_follow_up_also_carries_its_change_since_the_previous_turn() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("turns", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    std::fs::write(co.join("one.txt"), "1\n").unwrap();
+    let first = all.end_turn(&ws, Some(("one", "t1"))).unwrap();
+    assert_eq!(first.turn, None, "a first turn has no earlier end");
+    std::fs::write(co.join("two.txt"), "2\n").unwrap();
+    std::fs::write(co.join("a.txt"), "changed\n").unwrap();
+    // Commits off: the turn's end is recorded all the same.
+    let second = all.end_turn(&ws, None).unwrap();
+    let turn = second.turn.expect("the change since the first turn");
+    let paths: Vec<_> = turn.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt", "two.txt"]);
+    assert_eq!(second.changes.files.len(), 3, "the whole change as before");
+    // The first turn's patch, then this turn's: the workspace's files.
+    let clean = t.path().join("clean");
+    git(
+        t.path(),
+        &[
+            "clone",
+            "-q",
+            src.to_str().unwrap(),
+            clean.to_str().unwrap(),
+        ],
+    );
+    for (i, patch) in [&first.changes.patch, &turn.patch].into_iter().enumerate() {
+        let file = t.path().join(format!("p{i}.patch"));
+        std::fs::write(&file, patch).unwrap();
+        git(&clean, &["apply", "--index", file.to_str().unwrap()]);
+    }
+    assert_eq!(git(&clean, &["write-tree"]), tree_of(&co, t.path()));
+    // Nothing since: an empty change of the turn.
+    let third = all.end_turn(&ws, Some(("three", "t3"))).unwrap();
+    let turn = third.turn.expect("a follow-up");
+    assert!(turn.files.is_empty() && turn.patch.is_empty());
+}
+
+#[test]
 fn a_large_change_is_cut_after_its_last_whole_file() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());

@@ -383,9 +383,11 @@ async fn follow_ups_see_the_earlier_turns_and_the_patch_is_cumulative() {
             .iter()
             .filter_map(|p| p["kind"].as_str())
             .collect();
-        assert_eq!(kinds, ["data", "file"], "{art}");
+        // The whole change, and this turn's since the previous one (turn 2 changed nothing).
+        assert_eq!(kinds, ["data", "file", "file"], "{art}");
         assert_eq!(art["parts"][1]["file"]["name"], "changes.patch");
         assert_eq!(art["parts"][1]["file"]["mimeType"], "text/x-diff");
+        assert_eq!(art["parts"][2]["file"]["name"], "turn.patch");
         // The v1.0 stream: the artifact comes before the terminal status update.
         let body = h
             .post(
@@ -1070,6 +1072,96 @@ async fn a_removed_git_folder_is_told_to_the_caller() {
         let data = &art["parts"][0]["data"];
         assert!(data["error"].as_str().unwrap().contains("is gone"), "{art}");
         assert!(data.get("files").is_none(), "{art}");
+        h.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn apply_on_each_turn_of_a_context_leaves_every_turns_files() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let src = h.work();
+        let scratch = h.root.path();
+        let mine = scratch.join("mine");
+        git(
+            scratch,
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+        let ctx = format!("twice-{}", super::common::uuid());
+        let (code, out, err) =
+            call_in(&h, &mine, "edit one", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(err.contains("applied the change"), "{err}");
+        let (code, out, err) =
+            call_in(&h, &mine, "write t2.txt", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(err.contains("applied this turn's change"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("own-one.txt")).unwrap(),
+            "made by one\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(mine.join("t2.txt")).unwrap(),
+            "written by the agent\n"
+        );
+        // The artifact has both patches: the whole change and this turn's.
+        let art = last_changes(&h, &ctx).await;
+        let names: Vec<&str> = art["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["filename"].as_str())
+            .collect();
+        assert_eq!(names, ["changes.patch", "turn.patch"], "{art}");
+        assert_eq!(
+            art["parts"][0]["data"]["turn"]["files"][0]["path"],
+            "t2.txt"
+        );
+        // A turn that changes nothing: nothing new, and no error.
+        let (code, out, err) =
+            call_in(&h, &mine, "show t2.txt", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(err.contains("nothing new to apply"), "{err}");
+        // A fresh checkout of the base still takes the whole change.
+        let fresh = scratch.join("fresh");
+        git(
+            scratch,
+            &[
+                "clone",
+                "-q",
+                src.to_str().unwrap(),
+                fresh.to_str().unwrap(),
+            ],
+        );
+        let (code, out, err) =
+            call_in(&h, &fresh, "show t2.txt", &["--context", &ctx, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(fresh.join("own-one.txt").is_file() && fresh.join("t2.txt").is_file());
+
+        // A task that waits for input: its first part applied, then the rest after the answer.
+        let asked = format!("asked-{}", super::common::uuid());
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "ask a3.txt b3.txt",
+            &["--context", &asked, "--apply"],
+        )
+        .await;
+        assert_eq!(code, 4, "{out}\n{err}");
+        assert!(
+            mine.join("a3.txt").is_file() && !mine.join("b3.txt").exists(),
+            "{err}"
+        );
+        let list = h.rpc("ListTasks", json!({"contextId": asked})).await;
+        let task = list["result"]["tasks"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (code, out, err) = call_in(&h, &mine, "yes", &["--task", &task, "--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(err.contains("applied this turn's change"), "{err}");
+        assert!(mine.join("b3.txt").is_file(), "{err}");
         h.stop().await;
     })
     .await;
