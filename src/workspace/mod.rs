@@ -543,6 +543,11 @@ impl Workspaces {
         Ok(true)
     }
 
+    /// The largest patch a turn's `changes` carries, in bytes.
+    fn patch_limit(&self) -> usize {
+        usize::try_from(self.config.patch_limit.0).unwrap_or(usize::MAX)
+    }
+
     /// The change from the workspace's base to its files.
     pub fn changes(&self, ws: &Workspace) -> Result<Changes, WorkspaceError> {
         let checkout = ws.checkout();
@@ -552,7 +557,7 @@ impl Workspaces {
             &checkout,
             &ws.scratch(),
             &ws.base_commit,
-            self.config.patch_limit,
+            self.patch_limit(),
             self.seeds.usable(&checkout).as_deref(),
         )
     }
@@ -610,7 +615,7 @@ impl Workspaces {
             let committed = message
                 .as_deref()
                 .map(|m| s.spawn(|| self.commit_staged(&git, &staged, &head, m)));
-            let changes = changes::diff_staged(&staged, &ws.base_commit, self.config.patch_limit);
+            let changes = changes::diff_staged(&staged, &ws.base_commit, self.patch_limit());
             let committed = committed.map(|t| t.join().map_err(|_| panicked("git commit-tree")));
             (changes, committed)
         });
