@@ -146,6 +146,10 @@ fn parse_command_line(aliases: &[agent_host::settings::legacy::EnvAlias]) -> Cli
     match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            if let Some(said) = old_flag_error(&e) {
+                eprintln!("error: {said}");
+                std::process::exit(e.exit_code());
+            }
             let note = from_variable(&e, &Cli::command(), aliases);
             let _ = e.print();
             if let Some(note) = note {
@@ -154,6 +158,20 @@ fn parse_command_line(aliases: &[agent_host::settings::legacy::EnvAlias]) -> Cli
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// An unknown argument that is an old flag: what to use instead (clap's own tip may name
+/// another setting).
+fn old_flag_error(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split('=').next().unwrap_or(arg);
+    agent_host::settings::legacy::old_flag(flag)
 }
 
 /// "the value came from VARIABLE" for an invalid value of a flag that was not on the command

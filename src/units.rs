@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 /// A duration written with its unit: `500ms`, `30s`, `10m`, `12h`, `30d`, `2w`, or combined
 /// (`1h 30m`); `0` and `off` are zero (what "no limit" means where a setting says so).
 /// A bare number is refused with a message naming the units, so that `30` is never taken
-/// for seconds when milliseconds were meant.
+/// for seconds when milliseconds were meant. Whole milliseconds are the resolution: a unit
+/// below them is refused, not rounded to zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
@@ -22,6 +23,66 @@ pub enum DurError {
     NoUnit(String),
     #[error("'{0}' is not a duration (e.g. 500ms, 30s, 10m, 12h, 30d): {1}")]
     Bad(String, String),
+    #[error("'{0}': durations are counted in whole milliseconds; use ms, s, m, h, d or w")]
+    BelowResolution(String),
+}
+
+/// The units of a duration, in milliseconds; the long names are read too.
+const UNITS: &[(&[&str], u64)] = &[
+    (&["ms", "msec", "msecs", "millisecond", "milliseconds"], 1),
+    (&["s", "sec", "secs", "second", "seconds"], 1000),
+    (&["m", "min", "mins", "minute", "minutes"], 60_000),
+    (&["h", "hr", "hrs", "hour", "hours"], 3_600_000),
+    (&["d", "day", "days"], 86_400_000),
+    (&["w", "week", "weeks"], 604_800_000),
+];
+
+/// Units finer than a millisecond, refused by name.
+const BELOW_MS: &[&str] = &["ns", "nsec", "us", "usec", "µs"];
+
+/// `N unit` pieces, summed (`1h 30m`): the milliseconds, or why not.
+fn parse_pieces(s: &str) -> Result<u64, DurError> {
+    let bad = |why: String| DurError::Bad(s.to_string(), why);
+    let mut total: u64 = 0;
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(bad(format!(
+                "expected a whole number and a unit (ms, s, m, h, d or w) at '{rest}'"
+            )));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| bad("the number is too large".into()))?;
+        let after = rest[digits..].trim_start();
+        let end = after
+            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
+            .unwrap_or(after.len());
+        let unit = after[..end].to_ascii_lowercase();
+        if BELOW_MS.contains(&unit.as_str()) {
+            return Err(DurError::BelowResolution(s.to_string()));
+        }
+        let Some((_, ms)) = UNITS
+            .iter()
+            .find(|(names, _)| names.contains(&unit.as_str()))
+        else {
+            let why = if unit.is_empty() {
+                format!("'{n}' has no unit")
+            } else {
+                format!("unknown unit '{unit}'")
+            };
+            return Err(bad(format!("{why}: use ms, s, m, h, d or w")));
+        };
+        total = n
+            .checked_mul(*ms)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| bad("too long".into()))?;
+        rest = after[end..].trim_start();
+    }
+    Ok(total)
 }
 
 impl Dur {
@@ -50,8 +111,7 @@ impl From<Dur> for Duration {
 impl FromStr for Dur {
     type Err = DurError;
 
-    /// Parsing is humantime's (units ms, s, m, h, d, w and their long names); the bare
-    /// number check and `off` are ours.
+    /// Units ms, s, m, h, d, w (and their long names), whole numbers, pieces summed.
     fn from_str(s: &str) -> Result<Dur, DurError> {
         let t = s.trim();
         if matches!(t.to_ascii_lowercase().as_str(), "0" | "off" | "none") {
@@ -60,9 +120,10 @@ impl FromStr for Dur {
         if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return Err(DurError::NoUnit(s.to_string()));
         }
-        humantime::parse_duration(t)
-            .map(Dur)
-            .map_err(|e| DurError::Bad(s.to_string(), e.to_string()))
+        if t.is_empty() {
+            return Err(DurError::Bad(s.to_string(), "it is empty".into()));
+        }
+        parse_pieces(t).map(Dur::from_millis)
     }
 }
 
@@ -275,6 +336,17 @@ mod tests {
         let e = "30".parse::<Dur>().unwrap_err().to_string();
         assert!(e.contains("no unit") && e.contains("ms, s, m"), "{e}");
         assert!("soon".parse::<Dur>().is_err());
+        // Long names are read; units finer than a millisecond, and others, are refused
+        // naming only the units of the docs.
+        assert_eq!("2 hours 5min".parse::<Dur>().unwrap(), Dur::from_secs(7500));
+        let e = "1ns".parse::<Dur>().unwrap_err().to_string();
+        assert!(e.contains("whole milliseconds"), "{e}");
+        for bad in ["3 months", "1y", "5 parsecs", "1.5s", "-5s", "s"] {
+            let e = bad.parse::<Dur>().unwrap_err().to_string();
+            assert!(e.contains("ms, s, m, h, d"), "{bad}: {e}");
+            assert!(!e.contains("month") || bad.contains("month"), "{bad}: {e}");
+            assert!(!e.contains("year"), "{bad}: {e}");
+        }
         let e = serde_json::from_str::<Dur>("5000").unwrap_err().to_string();
         assert!(e.contains("no unit"), "{e}");
         assert_eq!(

@@ -21,9 +21,9 @@ pub struct DoctorArgs {
     /// Also run one tiny real turn ("Reply with OK") against each adapter's model
     #[arg(long)]
     pub online: bool,
-    /// Time limit of the --online turn, in seconds
-    #[arg(long, default_value_t = 60, value_name = "SECS")]
-    pub online_timeout: u64,
+    /// Time limit of the --online turn, a duration (30s, 2m)
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub online_timeout: crate::units::Dur,
     /// Print the checks as one JSON document
     #[arg(long)]
     pub json: bool,
@@ -191,7 +191,7 @@ async fn adapter_checks(
     out.push(credentials_check(&a, &launch));
     out.extend(state_check(settings, &launch));
     if args.online {
-        out.push(online_check(settings, launch, Duration::from_secs(args.online_timeout)).await);
+        out.push(online_check(settings, launch, args.online_timeout.into()).await);
     }
 }
 
@@ -367,7 +367,7 @@ async fn online_check(settings: &Settings, launch: Launch, limit: Duration) -> C
         Err(_) => check(
             name,
             Status::Fail,
-            format!("no answer within {}s", limit.as_secs()),
+            format!("no answer within {}", crate::units::Dur(limit)),
         ),
     }
 }

@@ -26,6 +26,9 @@ pub struct PruneArgs {
     /// Delete; without it, only list what would be deleted
     #[arg(long)]
     pub yes: bool,
+    /// Print what was (or would be) deleted as one JSON document
+    #[arg(long)]
+    pub json: bool,
     /// TOML config file (its [store] location, [agent] repo_path and [retention])
     #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
@@ -237,6 +240,7 @@ mod tests {
             older_than: Some("30d".parse().unwrap()),
             keep: None,
             yes: false,
+            json: false,
             config: None,
             store: Some(format!("sqlite:{}", db.display())),
             repo_path: Some(dir.path().to_path_buf()),

@@ -7,13 +7,12 @@ use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
 use crate::task::mapping::METADATA_ARTIFACT;
 use clap::{Args, Subcommand};
 
-/// `agent-host tasks`.
+/// `agent-host tasks`. The flags that reach an agent (`--token`, `--binding`, ...) are those
+/// of the subcommands that talk to one, not of `prune`, which reads this machine's store.
 #[derive(Debug, Clone, Args)]
 pub struct TasksArgs {
     #[command(subcommand)]
     pub command: TasksCommand,
-    #[command(flatten)]
-    pub connect: ConnectArgs,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -33,6 +32,8 @@ pub enum TasksCommand {
         /// At most this many.
         #[arg(long, default_value_t = 20)]
         limit: i32,
+        #[command(flatten)]
+        connect: ConnectArgs,
     },
     /// Show a task (its JSON).
     Get {
@@ -42,6 +43,8 @@ pub enum TasksCommand {
         /// The task id (as `call` and `tasks list` print it).
         #[arg(value_name = "ID")]
         id: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
     },
     /// Cancel a task.
     Cancel {
@@ -51,6 +54,8 @@ pub enum TasksCommand {
         /// The task id (as `call` and `tasks list` print it).
         #[arg(value_name = "ID")]
         id: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
     },
     /// Follow a task like `call` does; a task that has ended is shown as it ended (exit as
     /// `call`: 0 completed, 1 failed, 3 canceled, 4 input required).
@@ -64,6 +69,8 @@ pub enum TasksCommand {
         /// Replay from after this event id.
         #[arg(long)]
         last_event_id: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
     },
     /// Delete terminal tasks (and their attachments) from this machine's store, by age
     /// and/or count; a dry run that lists them unless --yes. Never deletes a task that is
@@ -77,13 +84,13 @@ const PROMPT_WIDTH: usize = 60;
 
 /// `agent-host tasks ...`: the exit code.
 pub async fn run_tasks(args: TasksArgs) -> i32 {
-    let (url, json) = match &args.command {
-        TasksCommand::List { url, .. }
-        | TasksCommand::Get { url, .. }
-        | TasksCommand::Cancel { url, .. }
-        | TasksCommand::Watch { url, .. } => (url.clone(), args.connect.json),
+    let (url, how) = match &args.command {
+        TasksCommand::List { url, connect, .. }
+        | TasksCommand::Get { url, connect, .. }
+        | TasksCommand::Cancel { url, connect, .. }
+        | TasksCommand::Watch { url, connect, .. } => (url.clone(), connect.clone()),
         TasksCommand::Prune(p) => {
-            return match super::prune::run(p, args.connect.json).await {
+            return match super::prune::run(p, p.json).await {
                 Ok(text) => {
                     print_stdout(&text);
                     0
@@ -95,7 +102,8 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
             };
         }
     };
-    let client = match connect(&url, &args.connect).await {
+    let json = how.json;
+    let client = match connect(&url, &how).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };

@@ -117,7 +117,7 @@ impl RemoteError {
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The agent answered with an A2A / JSON-RPC error.
-    #[error("the agent refused: {0}")]
+    #[error("{kind}: {0}", kind = remote_kind(.0))]
     Remote(RemoteError),
     /// An HTTP error status without an A2A error body.
     #[error("HTTP {status} from {url}: {body}")]
@@ -166,6 +166,17 @@ pub enum ClientError {
     /// A bad argument (URL, header value).
     #[error("{0}")]
     Usage(String),
+}
+
+/// What a remote error says of the agent: a refusal, unless the host could not carry the
+/// request out (busy, another host that owns the task out of reach, an internal failure).
+fn remote_kind(r: &RemoteError) -> &'static str {
+    match r.code {
+        crate::protocol::error::UNAVAILABLE_CODE => "the agent is unavailable",
+        crate::protocol::error::BUSY_CODE => "the agent is busy",
+        -32603 => "the agent failed",
+        _ => "the agent refused",
+    }
 }
 
 impl ClientError {
@@ -252,5 +263,21 @@ mod tests {
         assert_eq!(err.reason(), Some("TASK_NOT_FOUND"));
         assert_eq!(err.code(), Some(-32001));
         assert!(RemoteError::from_rest(500, &json!({"error": "x"})).is_none());
+    }
+
+    #[test]
+    fn only_a_refusal_reads_as_one() {
+        let said = |code: i64| {
+            let e = RemoteError::from_jsonrpc(&json!({"code": code, "message": "m"}));
+            ClientError::Remote(e).to_string()
+        };
+        // The host that owns the task cannot be reached: not the agent's refusal.
+        assert!(
+            said(-32051).starts_with("the agent is unavailable: m"),
+            "{}",
+            said(-32051)
+        );
+        assert!(said(-32050).starts_with("the agent is busy"));
+        assert!(said(-32001).starts_with("the agent refused: m"));
     }
 }

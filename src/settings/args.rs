@@ -75,6 +75,8 @@ pub struct ServeArgs {
     pub flags: ServeFlags,
     /// Ids (`section.key`) of the settings given by a flag or an environment variable.
     explicit: BTreeSet<String>,
+    /// Of those, the ids given by an environment variable.
+    from_env: BTreeSet<String>,
 }
 
 impl std::ops::Deref for ServeArgs {
@@ -108,6 +110,21 @@ impl ServeArgs {
     pub fn is_explicit(&self, id: &str) -> bool {
         self.explicit.contains(id)
     }
+
+    /// How the setting `id` was given, when by a flag (`--timeout`) or an environment
+    /// variable (`AGENT_HOST_TIMEOUT`): what an error about its value calls it.
+    pub fn given_as(&self, id: &str) -> Option<String> {
+        if !self.explicit.contains(id) {
+            return None;
+        }
+        let cmd = command();
+        let arg = cmd.get_arguments().find(|a| a.get_id().as_str() == id)?;
+        if self.from_env.contains(id) {
+            arg.get_env().map(|e| e.to_string_lossy().into_owned())
+        } else {
+            arg.get_long().map(|l| format!("--{l}"))
+        }
+    }
 }
 
 /// The `serve` flags as a command of their own (for the reference page and the tests).
@@ -115,17 +132,17 @@ pub fn command() -> clap::Command {
     ServeArgs::augment_args(clap::Command::new("serve"))
 }
 
-fn explicit_ids(m: &ArgMatches) -> BTreeSet<String> {
+/// The ids of the settings whose value came from one of `sources`.
+fn ids_from(m: &ArgMatches, sources: &[ValueSource]) -> BTreeSet<String> {
     m.ids()
         .map(|id| id.as_str())
-        .filter(|id| {
-            matches!(
-                m.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        })
+        .filter(|id| m.value_source(id).is_some_and(|s| sources.contains(&s)))
         .map(str::to_string)
         .collect()
+}
+
+fn explicit_ids(m: &ArgMatches) -> BTreeSet<String> {
+    ids_from(m, &[ValueSource::CommandLine, ValueSource::EnvVariable])
 }
 
 impl FromArgMatches for ServeArgs {
@@ -133,22 +150,37 @@ impl FromArgMatches for ServeArgs {
         Ok(ServeArgs {
             flags: ServeFlags::from_arg_matches(m)?,
             explicit: explicit_ids(m),
+            from_env: ids_from(m, &[ValueSource::EnvVariable]),
         })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         self.flags.update_from_arg_matches(m)?;
         self.explicit.extend(explicit_ids(m));
+        self.from_env
+            .extend(ids_from(m, &[ValueSource::EnvVariable]));
         Ok(())
     }
 }
 
 impl Args for ServeArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        ServeFlags::augment_args(cmd)
+        values_may_be_negative(ServeFlags::augment_args(cmd))
     }
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        ServeFlags::augment_args_for_update(cmd)
+        values_may_be_negative(ServeFlags::augment_args_for_update(cmd))
     }
+}
+
+/// A value that looks like a negative number (`--max-running-tasks -1`) is the flag's value,
+/// refused by its type with the flag named, not an unknown argument naming no setting.
+fn values_may_be_negative(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
 }

@@ -29,6 +29,8 @@ pub struct FileConfig {
     table: toml::Table,
     /// One line per old key the file used, naming its new key.
     pub notices: Vec<String>,
+    /// The old keys read as new ones: (new id, old `[section] key`), for errors.
+    renamed: Vec<(String, String)>,
 }
 
 impl FileConfig {
@@ -50,6 +52,7 @@ impl FileConfig {
             path: Some(shown),
             table,
             notices: Vec::new(),
+            renamed: Vec::new(),
         };
         file.rename_old_keys()?;
         Ok(file)
@@ -99,8 +102,28 @@ impl FileConfig {
             self.notices.push(format!(
                 "[{os}] {ok} is an old key: read as [{ns}] {nk}; use that"
             ));
+            self.renamed.push((new.to_string(), format!("[{os}] {ok}")));
         }
         Ok(())
+    }
+
+    /// Whether the file sets the setting `id` (under its name or an old one).
+    pub fn sets(&self, id: &str) -> bool {
+        let (section, key) = split(id);
+        self.table
+            .get(section)
+            .and_then(toml::Value::as_table)
+            .is_some_and(|t| t.contains_key(key))
+    }
+
+    /// How an error names the file key of the setting `id`: `[section] key`, or the old key
+    /// the file gave it under (`[agent] timeout_ms (read as [limits] timeout)`).
+    pub fn key_name(&self, id: &str) -> String {
+        let (section, key) = split(id);
+        match self.renamed.iter().find(|(new, _)| new == id) {
+            Some((_, old)) => format!("{old} (read as [{section}] {key})"),
+            None => format!("[{section}] {key}"),
+        }
     }
 
     /// Removes `section.key` from the table; its value.
@@ -170,7 +193,8 @@ impl FileConfig {
                 one.insert(key.clone(), v);
             }
             if let Err(e) = read::<T>(one) {
-                return self.error(format!("[{}] {key}: {e}", T::NAME));
+                let name = self.key_name(&format!("{}.{key}", T::NAME));
+                return self.error(format!("{name}: {e}"));
             }
         }
         self.error(format!("[{}]: {whole}", T::NAME))

@@ -268,6 +268,51 @@ pub const REMOVED_KEYS: &[(&str, &str, i64)] = &[
     ),
 ];
 
+/// Flags that were renamed without a variable or key alias to derive them from: (old flag,
+/// new setting id, what its value is now).
+pub const OLD_FLAGS: &[(&str, &str, &str)] = &[(
+    "--allowed-cwds",
+    "workspace.roots",
+    "directories separated by commas",
+)];
+
+/// What to say of an old flag given on the command line: its new flag, and what its value
+/// is now. clap alone would suggest the nearest current flag, which may be another setting
+/// (`--allowed-cwds` → `--allowed-hosts`). The `--NAME-ms` flags of the settings now in
+/// durations are derived from the aliases. None for a flag that was never renamed.
+pub fn old_flag(flag: &str) -> Option<String> {
+    let cmd = super::args::command();
+    let long_of = |id: &str| {
+        cmd.get_arguments()
+            .find(|a| a.get_id().as_str() == id)
+            .and_then(|a| a.get_long())
+            .map(|l| format!("--{l}"))
+    };
+    if let Some((old, id, value)) = OLD_FLAGS.iter().find(|(old, ..)| *old == flag) {
+        let new = long_of(id)?;
+        return Some(format!("{old} is an old flag: use {new} ({value})"));
+    }
+    let millis = ENV_ALIASES
+        .iter()
+        .filter(|(_, _, c, _)| *c == Conversion::Millis)
+        .map(|(_, id, ..)| *id)
+        .chain(
+            KEY_ALIASES
+                .iter()
+                .filter(|(_, _, c)| *c == Conversion::Millis)
+                .map(|(_, id, _)| *id),
+        );
+    for id in millis {
+        let Some(new) = long_of(id) else { continue };
+        if flag == format!("{new}-ms") {
+            return Some(format!(
+                "{flag} is an old flag: use {new} with a unit (2000ms, 2s, 5m)"
+            ));
+        }
+    }
+    None
+}
+
 /// An old variable's value as the new setting reads it.
 pub fn convert_text(conversion: Conversion, value: &str) -> String {
     let v = value.trim();
@@ -375,6 +420,17 @@ pub fn describe(aliases: &[EnvAlias]) -> Vec<(bool, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn old_flags_name_their_new_flag() {
+        let said = old_flag("--allowed-cwds").unwrap_or_default();
+        assert!(said.contains("--workspace-roots"), "{said}");
+        assert!(!said.contains("--allowed-hosts"), "{said}");
+        let said = old_flag("--heartbeat-ms").unwrap_or_default();
+        assert!(said.contains("use --heartbeat with a unit"), "{said}");
+        assert!(old_flag("--blocking-wait-ms").is_some());
+        assert_eq!(old_flag("--no-such-flag"), None);
+    }
 
     #[test]
     fn old_variables_become_new_ones_without_overriding_them() {

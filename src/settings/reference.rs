@@ -253,6 +253,11 @@ mod tests {
                 old.push(format!("--{l}-ms"));
             }
         }
+        old.extend(
+            crate::settings::legacy::OLD_FLAGS
+                .iter()
+                .map(|(flag, ..)| flag.to_string()),
+        );
         old.sort();
         old.dedup();
         // A name inside a longer one (AGENT_PUSH in AGENT_PUSH_KEY) is not that name.

@@ -113,32 +113,56 @@ fn invalid(message: impl Into<String>) -> SettingsError {
     SettingsError::Invalid(message.into())
 }
 
+/// How an error names a setting: as it was given (its flag or variable, or the old file key
+/// read for it), else by its file key.
+struct Names<'a> {
+    args: &'a ServeArgs,
+    file: &'a FileConfig,
+}
+
+impl Names<'_> {
+    /// Whether the setting `id` was set (flag, variable or file), not left at its default.
+    fn is_set(&self, id: &str) -> bool {
+        self.args.is_explicit(id) || self.file.sets(id)
+    }
+
+    fn of(&self, id: &str) -> String {
+        self.args
+            .given_as(id)
+            .unwrap_or_else(|| self.file.key_name(id))
+    }
+}
+
 impl Settings {
     /// Merges flags and environment (`args`) over the config file over the defaults, and
     /// checks the result.
     pub fn resolve(args: &ServeArgs) -> Result<Settings, SettingsError> {
         let file = FileConfig::load(args.config.as_deref())?;
         let m = Merged::new(args, &file)?;
+        let n = Names { args, file: &file };
         let bind = parse_bind(&m.server.bind, m.server.port)?;
         let repo_path = repo_path(args, &m.agent)?;
-        let store = parse_store(&m.store.location)?;
-        let push = push(&m.push, &store)?;
+        let store = parse_store(&m.store.location)
+            .map_err(|e| invalid(format!("{}: {e}", n.of("store.location"))))?;
+        let push = push(&n, &m.push, &store)?;
         let mut sandbox = sandbox(
+            &n,
             &m.sandbox,
             &secrets(args, &store, &push, &m.card),
             &repo_path,
         )?;
+        check_counts(&n, &m.limits)?;
         sandbox.running_tasks = m.limits.max_running_tasks;
         Ok(Settings {
             bind,
             grpc_port: m.server.grpc_port,
-            public_url: m.server.public_url.clone(),
+            public_url: public_url(&n, &m.server)?,
             adapter: m.agent.adapter.clone().filter(|a| !a.is_empty()),
             adapters_dir: m.agent.adapters_dir.clone(),
             workspace_roots: workspace_roots(&m.workspace, &repo_path)?,
             workspace: m.workspace.clone(),
             repo_path,
-            limits: turn_limits(&m.limits)?,
+            limits: turn_limits(&n, &m.limits)?,
             force: m.agent.force,
             route_by_metadata: m.agent.route_by_metadata,
             model: m.agent.model.clone().filter(|v| !v.is_empty()),
@@ -148,12 +172,12 @@ impl Settings {
             pass_env: trimmed(&m.agent.pass_env),
             agent_env: Vec::new(),
             input_modes: crate::engine::input::input_modes(Some(m.agent.input_modes.clone()))
-                .map_err(|e| invalid(format!("[agent] input_modes: {e}")))?,
+                .map_err(|e| invalid(format!("{}: {e}", n.of("agent.input_modes"))))?,
             approval_pattern: m.agent.approval_pattern.clone(),
             approval_response: m.agent.approval_response.clone().map(with_newline),
-            body_limit: positive("[server] body_limit", m.server.body_limit.0)? as usize,
+            body_limit: positive(&n.of("server.body_limit"), m.server.body_limit.0)? as usize,
             sse_keepalive: crate::server::config::SSE_KEEPALIVE,
-            conn_limits: conn_limits(&m.server)?,
+            conn_limits: conn_limits(&n, &m.server)?,
             blocking_wait: m.server.blocking_wait.non_zero(),
             ui: m.server.ui.unwrap_or(bind.ip().is_loopback()),
             mcp: m.server.mcp,
@@ -163,7 +187,7 @@ impl Settings {
             card_provider: card_provider(&m.card)?,
             required_extensions: required_extensions(&m.card)?,
             card_signer: card_signer(&m.card)?,
-            log_format: log_format(&m.log)?,
+            log_format: log_format(&n, &m.log)?,
             store,
             push,
             security: security(args, &m.auth, &m.security)?,
@@ -172,7 +196,7 @@ impl Settings {
                 .map_err(|e| invalid(format!("{}: {}", e.field, e.why)))?,
             sandbox,
             retention: RetentionSettings::from_config(&m.retention),
-            cluster: cluster(&m.cluster)?,
+            cluster: cluster(&n, &m.cluster)?,
             notices: file.notices,
         })
     }
@@ -281,16 +305,57 @@ fn workspace_roots(w: &WorkspaceConfig, repo: &Path) -> Result<Vec<PathBuf>, Set
         .collect()
 }
 
-fn turn_limits(l: &LimitsConfig) -> Result<TurnLimits, SettingsError> {
+fn turn_limits(n: &Names, l: &LimitsConfig) -> Result<TurnLimits, SettingsError> {
     Ok(TurnLimits {
-        timeout: positive_dur("[limits] timeout", l.timeout)?,
-        idle_timeout: positive_dur("[limits] idle_timeout", l.idle_timeout)?,
+        timeout: positive_dur(&n.of("limits.timeout"), l.timeout)?,
+        idle_timeout: positive_dur(&n.of("limits.idle_timeout"), l.idle_timeout)?,
         cancel_grace: l.cancel_grace.map(Duration::from),
         max_line_bytes: l
             .max_line
-            .map(|b| positive("[limits] max_line", b.0).map(|v| v as usize))
+            .map(|b| positive(&n.of("limits.max_line"), b.0).map(|v| v as usize))
             .transpose()?,
     })
+}
+
+/// The counts whose help says "at least 1", and the live tasks at least the running ones.
+fn check_counts(n: &Names, l: &LimitsConfig) -> Result<(), SettingsError> {
+    for (id, v) in [
+        ("limits.max_running_tasks", l.max_running_tasks),
+        ("limits.max_files_per_message", l.max_files_per_message),
+    ] {
+        if v == 0 {
+            return Err(invalid(format!("{} must be at least 1", n.of(id))));
+        }
+    }
+    // At its default, the live limit rises to the running one (the engine's `max`).
+    if l.max_live_tasks < l.max_running_tasks && n.is_set("limits.max_live_tasks") {
+        return Err(invalid(format!(
+            "{} ({}) must be at least {} ({}): a running turn that asks a question keeps its program alive",
+            n.of("limits.max_live_tasks"),
+            l.max_live_tasks,
+            n.of("limits.max_running_tasks"),
+            l.max_running_tasks
+        )));
+    }
+    Ok(())
+}
+
+/// The card's base URL, when set: an http(s) URL with a host, as `--advertise-url`.
+fn public_url(n: &Names, s: &ServerConfig) -> Result<Option<String>, SettingsError> {
+    match &s.public_url {
+        Some(u) if !is_http_url(u) => Err(invalid(format!(
+            "{} '{u}' is not an http:// or https:// URL",
+            n.of("server.public_url")
+        ))),
+        other => Ok(other.clone()),
+    }
+}
+
+/// An `http://` or `https://` URL with a host.
+fn is_http_url(u: &str) -> bool {
+    url::Url::parse(u)
+        .map(|p| matches!(p.scheme(), "http" | "https") && p.host().is_some())
+        .unwrap_or(false)
 }
 
 fn host_limits(l: &LimitsConfig, s: &ServerConfig) -> HostLimits {
@@ -307,17 +372,20 @@ fn host_limits(l: &LimitsConfig, s: &ServerConfig) -> HostLimits {
     }
 }
 
-fn conn_limits(s: &ServerConfig) -> Result<crate::server::listen::ConnLimits, SettingsError> {
-    let cap = |name: &str, v: usize| positive(name, v as u64).map(|v| v as usize);
+fn conn_limits(
+    n: &Names,
+    s: &ServerConfig,
+) -> Result<crate::server::listen::ConnLimits, SettingsError> {
+    let cap = |id: &str, v: usize| positive(&n.of(id), v as u64).map(|v| v as usize);
     Ok(crate::server::listen::ConnLimits {
-        header_timeout: positive_dur("[server] header_timeout", Some(s.header_timeout))?
+        header_timeout: positive_dur(&n.of("server.header_timeout"), Some(s.header_timeout))?
             .unwrap_or_default(),
-        max_connections: cap("[server] max_connections", s.max_connections)?,
+        max_connections: cap("server.max_connections", s.max_connections)?,
         max_connections_per_address: cap(
-            "[server] max_connections_per_address",
+            "server.max_connections_per_address",
             s.max_connections_per_address,
         )?,
-        max_streams: cap("[server] max_streams", s.max_streams)?,
+        max_streams: cap("server.max_streams", s.max_streams)?,
     })
 }
 
@@ -380,16 +448,26 @@ fn credentials(auth: &AuthConfig) -> Result<Vec<Credential>, SettingsError> {
     Ok(out)
 }
 
-fn push(p: &DeliveryConfig, store: &StoreChoice) -> Result<Option<PushConfig>, SettingsError> {
+fn push(
+    n: &Names,
+    p: &DeliveryConfig,
+    store: &StoreChoice,
+) -> Result<Option<PushConfig>, SettingsError> {
+    for (id, v) in [
+        ("push.max_attempts", p.max_attempts as usize),
+        ("push.max_configs_per_task", p.max_configs_per_task),
+    ] {
+        if v == 0 {
+            return Err(invalid(format!("{} must be at least 1", n.of(id))));
+        }
+    }
     if !p.enabled {
         return Ok(None);
     }
-    if p.max_attempts == 0 {
-        return Err(invalid("[push] max_attempts must be at least 1"));
-    }
     let key = match (&p.key, &p.key_file) {
         (Some(hex), _) => {
-            crate::push::Sealer::from_hex(hex).map_err(|e| invalid(format!("[push] key: {e}")))?;
+            crate::push::Sealer::from_hex(hex)
+                .map_err(|e| invalid(format!("{}: {e}", n.of("push.key"))))?;
             PushKey::Hex(hex.clone())
         }
         (None, Some(f)) => PushKey::File(f.clone()),
@@ -432,58 +510,50 @@ fn secrets(
 }
 
 fn sandbox(
+    n: &Names,
     s: &SandboxConfig,
     secrets: &[PathBuf],
     repo: &Path,
 ) -> Result<sandbox::SandboxSettings, SettingsError> {
+    let one_of = |id: &str, v: &str, words: &str| {
+        invalid(format!("{} '{v}' is not one of {words}", n.of(id)))
+    };
     let mode = s
         .mode
         .as_deref()
-        .map(|v| {
-            Mode::parse(v).ok_or_else(|| {
-                invalid(format!(
-                    "[sandbox] mode '{v}' is not one of auto, required, off"
-                ))
-            })
-        })
+        .map(|v| Mode::parse(v).ok_or_else(|| one_of("sandbox.mode", v, "auto, required, off")))
         .transpose()?;
     let network = s
         .network
         .as_deref()
-        .map(|v| {
-            Network::parse(v).ok_or_else(|| {
-                invalid(format!(
-                    "[sandbox] network '{v}' is not one of proxy, open, none"
-                ))
-            })
-        })
+        .map(|v| Network::parse(v).ok_or_else(|| one_of("sandbox.network", v, "proxy, open, none")))
         .transpose()?;
     let state = s
         .state
         .as_deref()
-        .map(|v| {
-            StateMode::parse(v).ok_or_else(|| {
-                invalid(format!(
-                    "[sandbox] state '{v}' is not one of context, shared"
-                ))
-            })
-        })
+        .map(|v| StateMode::parse(v).ok_or_else(|| one_of("sandbox.state", v, "context, shared")))
         .transpose()?
         .unwrap_or_default();
     crate::egress::Rules::new(
         s.allow_hosts.iter().map(String::as_str),
         s.resolve.iter().map(String::as_str),
     )
-    .map_err(|e| invalid(format!("[sandbox] allow_hosts / resolve: {e}")))?;
+    .map_err(|e| {
+        let (hosts, resolve) = (n.of("sandbox.allow_hosts"), n.of("sandbox.resolve"));
+        invalid(format!("{hosts} / {resolve}: {e}"))
+    })?;
     if let Some(w) = s.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
         return Err(invalid(format!(
-            "[sandbox] cpu_weight {w} is not between 1 and 10000"
+            "{} {w} is not between 1 and 10000",
+            n.of("sandbox.cpu_weight")
         )));
     }
+    let disable = parse_disable(&s.disable)
+        .map_err(|e| invalid(format!("{}{e}", n.of("sandbox.disable"))))?;
     Ok(sandbox::SandboxSettings {
         mode,
         network,
-        disable: parse_disable(&s.disable)?,
+        disable,
         user: s.user.clone().filter(|u| !u.is_empty()),
         state,
         memory: s.memory.map(|b| b.0),
@@ -497,15 +567,12 @@ fn sandbox(
     })
 }
 
-/// The pieces not to use, each once.
-pub(super) fn parse_disable(items: &[String]) -> Result<Vec<Piece>, SettingsError> {
+/// The pieces not to use, each once; an error names the item (after the setting's name).
+pub(super) fn parse_disable(items: &[String]) -> Result<Vec<Piece>, String> {
     let mut out = Vec::new();
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let p = Piece::parse(item).ok_or_else(|| {
-            invalid(format!(
-                "[sandbox] disable '{item}' is not one of cgroup, bwrap, landlock, netns"
-            ))
-        })?;
+        let p = Piece::parse(item)
+            .ok_or_else(|| format!(" '{item}' is not one of cgroup, bwrap, landlock, netns"))?;
         if !out.contains(&p) {
             out.push(p);
         }
@@ -545,35 +612,38 @@ pub(super) fn hidden(secrets: &[PathBuf], repo: &Path) -> Vec<PathBuf> {
 
 /// A host id of printable characters without spaces, an http(s) URL, a heartbeat of at
 /// least 100 ms and a lease of at least two heartbeats.
-fn cluster(c: &ClusterConfig) -> Result<ClusterSettings, SettingsError> {
+fn cluster(n: &Names, c: &ClusterConfig) -> Result<ClusterSettings, SettingsError> {
     if let Some(id) = &c.host_id {
         if id.is_empty()
             || id.len() > 200
             || id.chars().any(|c| c.is_whitespace() || c.is_control())
         {
             return Err(invalid(format!(
-                "[cluster] host_id '{id}' must be 1 to 200 characters without spaces"
+                "{} '{id}' must be 1 to 200 characters without spaces",
+                n.of("cluster.host_id")
             )));
         }
     }
-    if let Some(u) = &c.advertise_url {
-        let ok = url::Url::parse(u)
-            .map(|p| matches!(p.scheme(), "http" | "https") && p.host().is_some())
-            .unwrap_or(false);
-        if !ok {
-            return Err(invalid(format!(
-                "[cluster] advertise_url '{u}' is not an http:// or https:// URL"
-            )));
-        }
+    if let Some(u) = c.advertise_url.as_ref().filter(|u| !is_http_url(u)) {
+        return Err(invalid(format!(
+            "{} '{u}' is not an http:// or https:// URL",
+            n.of("cluster.advertise_url")
+        )));
     }
     let (heartbeat, lease) = (c.heartbeat.0, c.lease.0);
     if heartbeat < Duration::from_millis(100) {
-        return Err(invalid("[cluster] heartbeat must be at least 100ms"));
+        return Err(invalid(format!(
+            "{} must be at least 100ms",
+            n.of("cluster.heartbeat")
+        )));
     }
     if lease < heartbeat * 2 {
         return Err(invalid(format!(
-            "[cluster] lease ({}) must be at least twice heartbeat ({}): a host must be able to miss a heartbeat without losing its tasks",
-            c.lease, c.heartbeat
+            "{} ({}) must be at least twice {} ({}): a host must be able to miss a heartbeat without losing its tasks",
+            n.of("cluster.lease"),
+            c.lease,
+            n.of("cluster.heartbeat"),
+            c.heartbeat
         )));
     }
     Ok(ClusterSettings {
@@ -599,12 +669,13 @@ fn required_extensions(card: &CardConfig) -> Result<Vec<String>, SettingsError> 
     Ok(v)
 }
 
-fn log_format(l: &LogConfig) -> Result<LogFormat, SettingsError> {
+fn log_format(n: &Names, l: &LogConfig) -> Result<LogFormat, SettingsError> {
     match l.format.as_str() {
         "human" | "text" => Ok(LogFormat::Human),
         "json" => Ok(LogFormat::Json),
         other => Err(invalid(format!(
-            "[log] format '{other}' is not one of human, json"
+            "{} '{other}' is not one of human (or text), json",
+            n.of("log.format")
         ))),
     }
 }

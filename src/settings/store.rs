@@ -42,14 +42,14 @@ pub(super) fn parse_store(s: &str) -> Result<StoreChoice, SettingsError> {
         "sqlite" | "" => Ok(StoreChoice::Sqlite(default_db_path()?)),
         url if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             url.parse::<tokio_postgres::Config>().map_err(|e| {
-                SettingsError::Invalid(format!("store: the PostgreSQL URL is not valid: {e}"))
+                SettingsError::Invalid(format!("the PostgreSQL URL is not valid: {e}"))
             })?;
             Ok(StoreChoice::Postgres(url.to_string()))
         }
         other => match other.strip_prefix("sqlite:") {
             Some(p) if !p.is_empty() => Ok(StoreChoice::Sqlite(PathBuf::from(p))),
             _ => Err(SettingsError::Invalid(format!(
-                "store '{other}' is not one of sqlite, sqlite:PATH, memory, postgres://..."
+                "'{other}' is not one of sqlite, sqlite:PATH, memory, postgres://..."
             ))),
         },
     }

@@ -185,7 +185,19 @@ fn errors_name_the_file_key_and_the_units() {
     let e = resolve(&["--bind", "nonsense"]).unwrap_err().to_string();
     assert!(e.contains("nonsense"), "{e}");
     let e = resolve(&["--timeout", "0s"]).unwrap_err().to_string();
-    assert!(e.contains("[limits] timeout"), "{e}");
+    assert_eq!(e, "--timeout must be greater than 0");
+    let e = with_file("[limits]\ntimeout = \"0s\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[limits] timeout must"), "{e}");
+    // An old key is named as the file has it.
+    let e = with_file("[agent]\ntimeout_ms = \"abc\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[agent] timeout_ms (read as [limits] timeout)"),
+        "{e}"
+    );
     let e = ServeArgs::from_flags(["--timeout", "30"])
         .unwrap_err()
         .to_string();
@@ -264,7 +276,7 @@ fn input_modes_from_file_and_flags() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("input_modes") && err.contains("'png'"),
+        err.contains("--input-modes") && err.contains("'png'"),
         "{err}"
     );
     let err = with_file(file, &["--input-modes", ""])
@@ -396,12 +408,16 @@ fn sandbox_values_are_checked_and_named() {
     );
     let s = resolve(&["--sandbox-disable", "cgroup, bubblewrap,cgroup"]).unwrap();
     assert_eq!(s.sandbox.disable, [Piece::Cgroup, Piece::Bwrap]);
-    let e = parse_disable(&["seccomp".into()]).unwrap_err().to_string();
+    let e = parse_disable(&["seccomp".into()]).unwrap_err();
     assert!(e.contains("cgroup, bwrap, landlock"), "{e}");
     let e = resolve(&["--task-cpu-weight", "0"])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("cpu_weight"), "{e}");
+    assert!(e.contains("--task-cpu-weight"), "{e}");
+    let e = with_file("[sandbox]\ncpu_weight = 0\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[sandbox] cpu_weight"), "{e}");
 }
 
 #[test]
@@ -489,4 +505,60 @@ fn credentials_from_flags_and_file() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("'ci' is empty"), "{e}");
+}
+
+/// Counts whose help says "at least 1" refuse 0, naming the setting as given; the live
+/// tasks are at least the running ones; the card's URL is an http(s) URL.
+#[test]
+fn counts_and_urls_are_checked_and_named_as_given() {
+    for (flag, id) in [
+        ("--max-running-tasks", "max_running_tasks"),
+        ("--max-files-per-message", "max_files_per_message"),
+        ("--push-max-configs-per-task", "max_configs_per_task"),
+    ] {
+        let e = resolve(&[flag, "0"]).unwrap_err().to_string();
+        assert_eq!(e, format!("{flag} must be at least 1"));
+        let section = if id == "max_configs_per_task" {
+            "push"
+        } else {
+            "limits"
+        };
+        let e = with_file(&format!("[{section}]\n{id} = 0\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("[{section}] {id} must be at least 1")),
+            "{e}"
+        );
+    }
+    let e = resolve(&["--max-live-tasks", "1", "--max-running-tasks", "4"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--max-live-tasks (1) must be at least --max-running-tasks (4)"),
+        "{e}"
+    );
+    assert!(resolve(&["--max-live-tasks", "4", "--max-running-tasks", "4"]).is_ok());
+    // Left at its default (64), the live limit rises to the running one.
+    let s = resolve(&["--max-running-tasks", "100"]).unwrap();
+    assert_eq!(s.host_limits.max_live, 100);
+    let e = resolve(&["--public-url", "notaurl"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--public-url 'notaurl' is not an http:// or https:// URL"),
+        "{e}"
+    );
+    let s = resolve(&["--public-url", "https://agents.example.com/a2a"]).unwrap();
+    assert_eq!(
+        s.public_url.as_deref(),
+        Some("https://agents.example.com/a2a")
+    );
+    let e = with_file("[log]\nformat = \"xml\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[log] format 'xml'") && e.contains("text"),
+        "{e}"
+    );
 }

@@ -567,6 +567,11 @@ impl Workspaces {
         Ok(true)
     }
 
+    /// The largest patch a turn's `changes` carries, in bytes.
+    fn patch_limit(&self) -> usize {
+        usize::try_from(self.config.patch_limit.0).unwrap_or(usize::MAX)
+    }
+
     /// The change from the workspace's base to its files.
     pub fn changes(&self, ws: &Workspace) -> Result<Changes, WorkspaceError> {
         let checkout = ws.checkout();
@@ -576,7 +581,7 @@ impl Workspaces {
             &checkout,
             &ws.scratch(),
             &ws.base_commit,
-            self.config.patch_limit,
+            self.patch_limit(),
             self.seeds.usable(&checkout).as_deref(),
         )
     }
@@ -634,7 +639,7 @@ impl Workspaces {
         let (staged, index) = staged?;
         let tip = tip.map_err(|_| panicked("git for-each-ref"))??;
         let message = commit.map(|(subject, task_id)| commit_message(subject, task_id));
-        let limit = self.config.patch_limit;
+        let limit = self.patch_limit();
         let (changes, written, turn) = std::thread::scope(|s| {
             let written =
                 s.spawn(|| self.write_staged(&git, &staged, ws, &tip, message.as_deref()));

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::ByteSize;
+
 pub use crate::adapter::WorkspaceMode;
 
 /// Whether each turn's change is committed on the context's branch.
@@ -20,7 +22,7 @@ pub enum CommitMode {
 }
 
 /// Default size limit of a turn's patch: 4 MiB.
-pub const DEFAULT_PATCH_LIMIT: usize = 4 * 1024 * 1024;
+pub const DEFAULT_PATCH_LIMIT: ByteSize = ByteSize(4 * 1024 * 1024);
 /// Default most workspaces at once.
 pub const DEFAULT_MAX_WORKSPACES: usize = 100;
 /// Default author and committer of the turn commits.
@@ -54,16 +56,16 @@ pub struct WorkspaceConfig {
         value_enum
     )]
     pub commit: CommitMode,
-    /// Largest patch a `changes` artifact carries, in bytes; a longer change is cut after its
-    /// last whole file and marked truncated
+    /// Largest patch a `changes` artifact carries; a longer change is cut after its last
+    /// whole file and marked truncated
     #[arg(
         id = "workspace.patch_limit",
         long = "workspace-patch-limit",
         env = "AGENT_HOST_WORKSPACE_PATCH_LIMIT",
-        default_value = "4194304",
-        value_name = "BYTES"
+        default_value = "4MiB",
+        value_name = "SIZE"
     )]
-    pub patch_limit: usize,
+    pub patch_limit: ByteSize,
     /// Folder of the workspaces [default: workspaces/ beside the SQLite database; a temporary
     /// folder, removed at exit, with the memory or PostgreSQL store]
     #[arg(

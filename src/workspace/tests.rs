@@ -55,7 +55,7 @@ fn source(dir: &Path) -> PathBuf {
 fn workspaces(dir: &Path, limit: usize) -> Workspaces {
     let config = WorkspaceConfig {
         dir: Some(dir.join("ws")),
-        patch_limit: limit,
+        patch_limit: crate::units::ByteSize(limit as u64),
         ..WorkspaceConfig::default()
     };
     Workspaces::open(&config, None).unwrap()
@@ -993,7 +993,7 @@ fn ignore_rules_from_a_file_the_workspace_config_names_are_not_read() {
 fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies() {
     let t = tempfile::tempdir().unwrap();
     let src = source(t.path());
-    let all = workspaces(t.path(), settings::DEFAULT_PATCH_LIMIT);
+    let all = workspaces(t.path(), settings::DEFAULT_PATCH_LIMIT.0 as usize);
     let ws = all.for_turn("twenty", &src, None).unwrap().unwrap();
     let co = ws.checkout();
     // 20 files of 1 MiB of text: 20 MiB of change.
@@ -1009,7 +1009,7 @@ fn a_twenty_megabyte_change_is_cut_at_the_default_limit_and_what_is_kept_applies
     let ch = all.changes(&ws).unwrap();
     assert!(ch.truncated);
     assert_eq!(ch.files.len(), 20, "the list names every file");
-    assert!(ch.patch.len() <= settings::DEFAULT_PATCH_LIMIT);
+    assert!(ch.patch.len() as u64 <= settings::DEFAULT_PATCH_LIMIT.0);
     // Whole files only: the kept part applies, and holds 3 of the 1 MiB files.
     let kept = String::from_utf8_lossy(&ch.patch)
         .matches("+++ b/big-")

@@ -266,6 +266,21 @@ fn help_describes_the_arguments_and_adapters_lists_only_its_own_flags() {
     for flag in ["--port", "--bind", "--timeout", "--store", "--public-url"] {
         assert!(!out.contains(flag), "adapters --help lists {flag}: {out}");
     }
+    // prune reads this machine's store: no flags that reach an agent, and its --json is
+    // its own.
+    let (_, out, _) = agent_host(&["tasks", "prune", "--help"]);
+    for flag in [
+        "--token",
+        "--binding",
+        "--a2a-version",
+        "one JSON event per line",
+    ] {
+        assert!(
+            !out.contains(flag),
+            "tasks prune --help lists {flag}: {out}"
+        );
+    }
+    assert!(out.contains("--json"), "{out}");
 }
 
 #[test]

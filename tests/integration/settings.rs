@@ -115,3 +115,83 @@ async fn the_start_log_names_the_old_names_read() {
     })
     .await;
 }
+
+/// `agent-host ARGS` with no setting from this environment: exit code and stderr.
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    cmd.args(args);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AGENT_") || name == "PORT" {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd.output().expect("run agent-host");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Values serve refuses, each with a message naming the setting as given (and once).
+#[test]
+fn refused_values_name_their_setting() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["card", "--public-url", "notaurl"],
+            "--public-url 'notaurl'",
+        ),
+        (
+            &["card", "--max-running-tasks", "0"],
+            "--max-running-tasks must be at least 1",
+        ),
+        (
+            &["card", "--max-running-tasks", "-1"],
+            "'--max-running-tasks <N>'",
+        ),
+        (
+            &["card", "--timeout", "0s"],
+            "--timeout must be greater than 0",
+        ),
+        (&["card", "--timeout", "1ns"], "whole milliseconds"),
+        (
+            &["card", "--workspace-patch-limit", "lots"],
+            "--workspace-patch-limit",
+        ),
+        (&["doctor", "--online-timeout", "5"], "--online-timeout"),
+        (
+            &["serve", "--allowed-cwds", "/tmp"],
+            "use --workspace-roots",
+        ),
+    ];
+    for (args, says) in cases {
+        let (code, err) = refused(args);
+        assert_ne!(code, Some(0), "{args:?} was accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("--allowed-hosts"), "{args:?}: {err}");
+    }
+    // A size with its unit is taken.
+    let card = card(&[], &["--workspace-patch-limit", "4MiB"]);
+    assert!(card.contains("\"name\""), "{card}");
+}
+
+/// serve's error for a workspace author that is not "Name <email>" says so once.
+#[test]
+fn a_bad_workspace_author_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().to_str().unwrap();
+    let (code, err) = refused(&[
+        "serve",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+        "--adapter",
+        "demo",
+        "--workspace-author",
+        "nobody",
+        "--repo-path",
+        repo,
+    ]);
+    assert_ne!(code, Some(0), "{err}");
+    assert_eq!(err.matches("is not of the form").count(), 1, "{err}");
+}
