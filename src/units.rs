@@ -41,6 +41,11 @@ const UNITS: &[(&[&str], u64)] = &[
 const BELOW_MS: &[&str] = &["ns", "nsec", "us", "usec", "µs"];
 
 /// `N unit` pieces, summed (`1h 30m`): the milliseconds, or why not.
+///
+/// Read here rather than by `humantime` (which the settings used before): its errors list
+/// units the settings do not document (months, years), and it reads `1ns` as a duration
+/// the settings' whole milliseconds turn into zero. What is read here is a few lines: whole
+/// numbers and the six units of the docs.
 fn parse_pieces(s: &str) -> Result<u64, DurError> {
     let bad = |why: String| DurError::Bad(s.to_string(), why);
     let mut total: u64 = 0;
