@@ -96,6 +96,18 @@ impl Host {
         Host { child, base, root }
     }
 
+    /// A clone of the source repository in the host's folder, named `name`: the caller's
+    /// own checkout of the base.
+    fn clone_of_source(&self, name: &str) -> PathBuf {
+        let mine = self.root.path().join(name);
+        let src = self.work();
+        git(
+            self.root.path(),
+            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
+        );
+        mine
+    }
+
     fn work(&self) -> PathBuf {
         std::fs::canonicalize(self.root.path().join("work")).unwrap()
     }
@@ -855,13 +867,7 @@ async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, Str
 async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
     limit(async {
         let h = Host::start(&[]).await;
-        let src = h.work();
-        let scratch = h.root.path();
-        let mine = scratch.join("mine");
-        git(
-            scratch,
-            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
-        );
+        let mine = h.clone_of_source("mine");
 
         // --apply on a clean checkout of the base: the files as the agent left them.
         let ctx = format!("apply-{}", super::common::uuid());
@@ -884,16 +890,7 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
             .contains("line 2 from one"));
 
         // A checkout whose shared.txt differs: nothing applied, the file named, exit 1.
-        let theirs = scratch.join("theirs");
-        git(
-            scratch,
-            &[
-                "clone",
-                "-q",
-                src.to_str().unwrap(),
-                theirs.to_str().unwrap(),
-            ],
-        );
+        let theirs = h.clone_of_source("theirs");
         std::fs::write(theirs.join("shared.txt"), "something else entirely\n").unwrap();
         let ctx2 = format!("conflict-{}", super::common::uuid());
         let (code, out, err) =
@@ -931,13 +928,7 @@ async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
 async fn call_fetch_gives_each_context_its_branch_and_never_overwrites_one() {
     limit(async {
         let h = Host::start(&[]).await;
-        let src = h.work();
-        let scratch = h.root.path();
-        let mine = scratch.join("mine");
-        git(
-            scratch,
-            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
-        );
+        let mine = h.clone_of_source("mine");
         let tip = |ctx: &str| {
             git(
                 &h.checkout_of(ctx),
@@ -1081,13 +1072,7 @@ async fn a_removed_git_folder_is_told_to_the_caller() {
 async fn apply_on_each_turn_of_a_context_leaves_every_turns_files() {
     limit(async {
         let h = Host::start(&[]).await;
-        let src = h.work();
-        let scratch = h.root.path();
-        let mine = scratch.join("mine");
-        git(
-            scratch,
-            &["clone", "-q", src.to_str().unwrap(), mine.to_str().unwrap()],
-        );
+        let mine = h.clone_of_source("mine");
         let ctx = format!("twice-{}", super::common::uuid());
         let (code, out, err) =
             call_in(&h, &mine, "edit one", &["--context", &ctx, "--apply"]).await;
@@ -1124,16 +1109,7 @@ async fn apply_on_each_turn_of_a_context_leaves_every_turns_files() {
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(err.contains("nothing new to apply"), "{err}");
         // A fresh checkout of the base still takes the whole change.
-        let fresh = scratch.join("fresh");
-        git(
-            scratch,
-            &[
-                "clone",
-                "-q",
-                src.to_str().unwrap(),
-                fresh.to_str().unwrap(),
-            ],
-        );
+        let fresh = h.clone_of_source("fresh");
         let (code, out, err) =
             call_in(&h, &fresh, "show t2.txt", &["--context", &ctx, "--apply"]).await;
         assert_eq!(code, 0, "{out}\n{err}");
