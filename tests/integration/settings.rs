@@ -117,24 +117,35 @@ async fn the_start_log_names_the_old_names_read() {
 }
 
 /// `agent-host ARGS` with no setting from this environment: exit code and stderr.
-fn refused(args: &[&str]) -> (Option<i32>, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-host"));
-    cmd.args(args);
+/// Runs `agent-host ARGS` without the caller's `AGENT_*` variables, expecting it to refuse
+/// them: its exit code and stderr. One that starts serving instead is stopped after a
+/// while (no exit code), so that a regression fails rather than hangs.
+async fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    cmd.args(args).kill_on_drop(true);
     for (name, _) in std::env::vars() {
         if name.starts_with("AGENT_") || name == "PORT" {
             cmd.env_remove(name);
         }
     }
-    let out = cmd.output().expect("run agent-host");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    match tokio::time::timeout(std::time::Duration::from_secs(20), cmd.output()).await {
+        Ok(out) => {
+            let out = out.expect("run agent-host");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+        Err(_) => (
+            None,
+            format!("agent-host {args:?} did not refuse: it kept running"),
+        ),
+    }
 }
 
 /// Values serve refuses, each with a message naming the setting as given (and once).
-#[test]
-fn refused_values_name_their_setting() {
+#[tokio::test]
+async fn refused_values_name_their_setting() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["card", "--public-url", "notaurl"],
@@ -164,8 +175,8 @@ fn refused_values_name_their_setting() {
         ),
     ];
     for (args, says) in cases {
-        let (code, err) = refused(args);
-        assert_ne!(code, Some(0), "{args:?} was accepted");
+        let (code, err) = refused(args).await;
+        assert!(code.is_some_and(|c| c != 0), "{args:?} was accepted: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("--allowed-hosts"), "{args:?}: {err}");
     }
@@ -174,12 +185,11 @@ fn refused_values_name_their_setting() {
     assert!(card.contains("\"name\""), "{card}");
 }
 
-/// serve's error for a workspace author that is not "Name <email>" says so once.
-#[test]
-fn a_bad_workspace_author_is_said_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().to_str().unwrap();
-    let (code, err) = refused(&[
+/// Runs `agent-host serve` on the memory store and the demo agent in `repo`, with `extra`
+/// settings it should refuse: its stderr, after checking it did.
+async fn serve_refuses(repo: &std::path::Path, extra: &[&str]) -> String {
+    let repo = repo.to_str().expect("a UTF-8 path");
+    let mut args = vec![
         "serve",
         "--store",
         "memory",
@@ -187,11 +197,39 @@ fn a_bad_workspace_author_is_said_once() {
         "0",
         "--adapter",
         "demo",
-        "--workspace-author",
-        "nobody",
-        "--repo-path",
-        repo,
-    ]);
-    assert_ne!(code, Some(0), "{err}");
+    ];
+    args.extend(["--repo-path", repo]);
+    args.extend(extra);
+    let (code, err) = refused(&args).await;
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "{extra:?} was accepted: {err}"
+    );
+    err
+}
+
+/// serve's error for a workspace author that is not "Name <email>" says so once.
+#[tokio::test]
+async fn a_bad_workspace_author_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = serve_refuses(dir.path(), &["--workspace-author", "nobody"]).await;
     assert_eq!(err.matches("is not of the form").count(), 1, "{err}");
+}
+
+/// serve's error for a file where the workspaces' folder should be says why once.
+#[tokio::test]
+async fn serve_says_a_folder_error_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "not a folder\n").unwrap();
+    let init = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(tmp.path())
+        .status();
+    assert!(init.is_ok_and(|s| s.success()));
+    let ws = file.join("ws");
+    let err = serve_refuses(tmp.path(), &["--workspace-dir", ws.to_str().unwrap()]).await;
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("workspaces"), "{err}");
+    assert_eq!(last.matches("Not a directory").count(), 1, "{last}");
 }
