@@ -155,36 +155,44 @@ async fn a_host_started_beside_a_live_one_leaves_its_tasks_and_programs_alone() 
     .await;
 }
 
+/// Host A, a real process (so that it can be killed mid-task) serving the demo agent with
+/// `env` set, and host B in this process, both on `db` with a short heartbeat and lease.
+async fn short_leases(db: &Schema, env: &[(&str, &str)]) -> (HostProcess, TestServer) {
+    let mut vars = vec![("AGENT_SANDBOX", "off"), ("AGENT_ADAPTER", "demo")];
+    vars.extend(env.iter().copied());
+    let a = HostProcess::spawn(
+        &vars,
+        &[
+            "--store",
+            &db.url,
+            "--binary",
+            env!("CARGO_BIN_EXE_agent-host"),
+            "--heartbeat",
+            "200ms",
+            "--lease",
+            "1000ms",
+        ],
+    )
+    .await;
+    let b = TestServer::with(Options {
+        cluster: Some(ClusterSettings {
+            heartbeat: Duration::from_millis(200),
+            lease: Duration::from_millis(1000),
+            ..ClusterSettings::default()
+        }),
+        ..on(db)
+    })
+    .await;
+    (a, b)
+}
+
 #[tokio::test]
 async fn a_killed_hosts_tasks_end_or_stay_answerable_on_another() {
     limit(async {
         let Some(db) = Schema::new("kill9").await else {
             return;
         };
-        // A: a real process with a short lease, so that it can be killed mid-task.
-        let mut a = HostProcess::spawn(
-            &[("AGENT_SANDBOX", "off"), ("AGENT_ADAPTER", "demo")],
-            &[
-                "--store",
-                &db.url,
-                "--binary",
-                env!("CARGO_BIN_EXE_agent-host"),
-                "--heartbeat",
-                "200ms",
-                "--lease",
-                "1000ms",
-            ],
-        )
-        .await;
-        let b = TestServer::with(Options {
-            cluster: Some(ClusterSettings {
-                heartbeat: Duration::from_millis(200),
-                lease: Duration::from_millis(1000),
-                ..ClusterSettings::default()
-            }),
-            ..on(&db)
-        })
-        .await;
+        let (mut a, b) = short_leases(&db, &[]).await;
         let send = |text: &str| {
             let mut p = send_params(text);
             p["configuration"] = json!({"returnImmediately": true});
@@ -273,33 +281,7 @@ async fn a_taken_over_context_keeps_working_in_its_own_folder() {
             std::fs::write(a_dir.path().join(f), "A's project\n").expect("write");
         }
         let a_repo = a_dir.path().to_str().expect("a UTF-8 path");
-        let mut a = HostProcess::spawn(
-            &[
-                ("AGENT_SANDBOX", "off"),
-                ("AGENT_ADAPTER", "demo"),
-                ("AGENT_REPO_PATH", a_repo),
-            ],
-            &[
-                "--store",
-                &db.url,
-                "--binary",
-                env!("CARGO_BIN_EXE_agent-host"),
-                "--heartbeat",
-                "200ms",
-                "--lease",
-                "1000ms",
-            ],
-        )
-        .await;
-        let b = TestServer::with(Options {
-            cluster: Some(ClusterSettings {
-                heartbeat: Duration::from_millis(200),
-                lease: Duration::from_millis(1000),
-                ..ClusterSettings::default()
-            }),
-            ..on(&db)
-        })
-        .await;
+        let (mut a, b) = short_leases(&db, &[("AGENT_REPO_PATH", a_repo)]).await;
         assert!(!b.dir().join("only-on-a.txt").exists());
         let mut p = send_params("question");
         p["configuration"] = json!({"returnImmediately": true});
