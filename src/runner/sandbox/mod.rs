@@ -570,12 +570,14 @@ impl Prepared {
             Some((bwrap, _)) => {
                 // What bubblewrap binds from folders an agent may have written: no link on
                 // the way now, and held by descriptor until the mount (see [`pin`]).
+                // The setup step checks them when it opens them; without it, the host here.
                 let reachable = agent_reachable(policy, cwd);
-                for p in &reachable {
-                    pin::open_without_links(p).map_err(SandboxError::Link)?;
-                }
                 if caps.bwrap_bind_fd && setup::helper().is_some() {
                     steps.pin = reachable;
+                } else {
+                    for p in &reachable {
+                        pin::open_without_links(p).map_err(SandboxError::Link)?;
+                    }
                 }
                 let root_task = caps.root && user.is_none();
                 let mut all = bwrap::args(policy, cwd, root_task, user);
