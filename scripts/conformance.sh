@@ -75,9 +75,9 @@ serve() {
   CONFORMANCE_VERSION=$version \
   AGENT_ADAPTER=conformance \
   AGENT_HOST_BIND=127.0.0.1:$port \
-  AGENT_PUSH=true \
-  AGENT_PUSH_ALLOW_PRIVATE=true \
-  AGENT_REPO_PATH=$work/$name \
+  AGENT_HOST_PUSH=true \
+  AGENT_HOST_PUSH_ALLOW_PRIVATE=true \
+  AGENT_HOST_REPO_PATH=$work/$name \
   XDG_DATA_HOME=$work/$name/data \
     env ${extra[@]+"${extra[@]}"} "$bin" serve >"$work/$name.log" 2>&1 &
   pids+=($!)
@@ -153,8 +153,8 @@ if [[ -n "${A2A_TCK03_DIR:-}" ]]; then
   # message/send answers with the working task. The conformance agent keeps working; a
   # blocking send answers after 500 ms with the task as it is. Its tasks stay working, so
   # the run allows more of them at once than the defaults (16 running, 256 queued).
-  serve v03 0.3 AGENT_HOST_BLOCKING_WAIT_MS=500 AGENT_MAX_RUNNING_TASKS=1000 \
-    AGENT_MAX_QUEUED_TASKS=1000 AGENT_HOST_STORE=memory
+  serve v03 0.3 AGENT_HOST_BLOCKING_WAIT=500ms AGENT_HOST_MAX_RUNNING_TASKS=1000 \
+    AGENT_HOST_MAX_QUEUED_TASKS=1000 AGENT_HOST_STORE=memory
   for category in mandatory capabilities transport-equivalence quality features; do
     set +e
     (cd "$A2A_TCK03_DIR" && "$venvs/tck-0.3/bin/python" run_tck.py --sut-url "http://127.0.0.1:$port" \

@@ -12,6 +12,7 @@ pub mod wire;
 mod workspace;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -19,7 +20,7 @@ pub use event::{AgentEvent, ApprovalOption, Usage};
 pub use sandbox::SandboxSpec;
 pub use workspace::WorkspaceMode;
 
-use crate::units::ByteSize;
+use crate::units::{ByteSize, Dur};
 
 /// How the prompt reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
@@ -93,6 +94,14 @@ pub struct EnvSpec {
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     pub max_line_bytes: Option<usize>,
+    /// Hard time limit of a task, with its unit (`"30m"`).
+    pub timeout: Option<Dur>,
+    /// A task whose program prints nothing for this long fails.
+    pub idle_timeout: Option<Dur>,
+    /// Time between SIGTERM and SIGKILL.
+    pub cancel_grace: Option<Dur>,
+    /// The old names of the three above, in whole milliseconds (still read; the new name
+    /// wins when both are given).
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub cancel_grace_ms: Option<u64>,
@@ -108,6 +117,30 @@ pub struct Limits {
     pub task_cpu_weight: Option<u64>,
     /// Largest file one task may write.
     pub task_file_size: Option<ByteSize>,
+}
+
+impl Limits {
+    /// The hard time limit, from `timeout` or the old `timeout_ms`.
+    pub fn timeout(&self) -> Option<Duration> {
+        either(self.timeout, self.timeout_ms)
+    }
+
+    /// The idle limit, from `idle_timeout` or the old `idle_timeout_ms`.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        either(self.idle_timeout, self.idle_timeout_ms)
+    }
+
+    /// The grace before SIGKILL, from `cancel_grace` or the old `cancel_grace_ms`.
+    pub fn cancel_grace(&self) -> Option<Duration> {
+        either(self.cancel_grace, self.cancel_grace_ms)
+    }
+}
+
+/// A duration given with its unit, else one in the old whole milliseconds.
+fn either(with_unit: Option<Dur>, millis: Option<u64>) -> Option<Duration> {
+    with_unit
+        .map(Duration::from)
+        .or(millis.map(Duration::from_millis))
 }
 
 /// A skill shown in the agent card.

@@ -590,28 +590,43 @@ pub(crate) fn human_size(bytes: u64) -> String {
     }
 }
 
+/// The sandbox of each adapter served (an adapter's own `[sandbox] mode` and `network` count
+/// where the settings leave them unset, as they do in `serve`); named `sandbox` for the one
+/// adapter, `ID sandbox` for each of several.
 fn sandbox_checks(settings: &Settings) -> Vec<Check> {
-    let policy = registry(settings).and_then(|r| {
-        let a = r.get("jsonl")?.clone();
-        let env = crate::engine::launch::child_env(&a, &host_env(), &settings.pass_env);
-        Ok(crate::engine::launch::sandbox_policy(
-            &a,
-            &settings.sandbox,
-            &env,
-        )?)
-    });
-    let policy = match policy {
-        Ok(p) => p,
+    let adapters = match registry(settings).and_then(|r| adapters_to_serve(settings, &r)) {
+        Ok(a) => a,
         Err(e) => return vec![check("sandbox", Status::Fail, e.to_string())],
     };
+    let several = adapters.len() > 1;
+    adapters
+        .iter()
+        .flat_map(|a| {
+            let name = if several {
+                format!("{} sandbox", a.id)
+            } else {
+                "sandbox".to_string()
+            };
+            adapter_sandbox_checks(settings, a, &name)
+        })
+        .collect()
+}
+
+fn adapter_sandbox_checks(settings: &Settings, a: &AdapterSpec, name: &str) -> Vec<Check> {
+    let env = crate::engine::launch::child_env(a, &host_env(), &settings.pass_env);
+    let policy = match crate::engine::launch::sandbox_policy(a, &settings.sandbox, &env) {
+        Ok(p) => p,
+        Err(e) => return vec![check(name, Status::Fail, e.to_string())],
+    };
     let caps = crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
+    let piece = format!("{name} piece");
     let mut out = vec![check(
-        "sandbox",
+        name,
         Status::Pass,
         format!("mode {}", policy.mode.as_str()),
     )];
     for p in caps.pieces(&policy) {
-        out.push(check("sandbox piece", Status::Pass, p));
+        out.push(check(&piece, Status::Pass, p));
     }
     if let Some(u) = &policy.run_as {
         let cwd = &settings.repo_path;
@@ -639,7 +654,7 @@ fn sandbox_checks(settings: &Settings) -> Vec<Check> {
     let required = policy.mode == crate::runner::sandbox::Mode::Required;
     for m in caps.missing(&policy) {
         let status = if required { Status::Fail } else { Status::Warn };
-        out.push(check("sandbox piece", status, format!("missing: {m}")));
+        out.push(check(&piece, status, format!("missing: {m}")));
     }
     out
 }

@@ -621,7 +621,29 @@ impl Engine {
                 "is outside the directories this host allows (workspace roots)",
             ));
         }
+        if let Some(own) = self.host_folder_holding(&canon) {
+            return Err(bad(&format!(
+                "is inside {}, agent-host's own folder (workspaces, CLI homes, the task store), which no task may work in",
+                own.display()
+            )));
+        }
         Ok(canon)
+    }
+
+    /// The host's own folder (the workspaces', the CLI homes', the store's: what the sandbox
+    /// hides) that holds `dir`, if one does: a task made to work there would see, or be made
+    /// a workspace from, another context's files.
+    fn host_folder_holding(&self, dir: &std::path::Path) -> Option<PathBuf> {
+        let config = &self.inner.config;
+        let workspaces = config.workspaces.as_ref().map(|w| w.root().to_path_buf());
+        let homes = config.homes.as_ref().map(|h| h.root().to_path_buf());
+        let hidden = self.inner.launch.sandbox.iter().flat_map(|p| p.hide.iter().cloned());
+        workspaces
+            .into_iter()
+            .chain(homes)
+            .chain(hidden)
+            .map(|h| h.canonicalize().unwrap_or(h))
+            .find(|h| dir.starts_with(h))
     }
 
     /// Checks a conversation's directory (chosen and checked at its first turn) again: still

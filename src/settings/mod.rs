@@ -193,19 +193,18 @@ pub struct ResolvedLimits {
 impl TurnLimits {
     /// Configured values, else the adapter's, else the defaults.
     pub fn resolve(&self, adapter: &crate::adapter::Limits) -> ResolvedLimits {
-        let ms = Duration::from_millis;
         ResolvedLimits {
             timeout: self
                 .timeout
-                .or(adapter.timeout_ms.map(ms))
+                .or(adapter.timeout())
                 .unwrap_or(DEFAULT_TIMEOUT),
             idle_timeout: self
                 .idle_timeout
-                .or(adapter.idle_timeout_ms.map(ms))
+                .or(adapter.idle_timeout())
                 .unwrap_or(DEFAULT_IDLE),
             cancel_grace: self
                 .cancel_grace
-                .or(adapter.cancel_grace_ms.map(ms))
+                .or(adapter.cancel_grace())
                 .unwrap_or(DEFAULT_GRACE),
             max_line_bytes: self
                 .max_line_bytes

@@ -33,7 +33,7 @@ fn defaults() {
     assert_eq!(l.cancel_grace, Duration::from_secs(5));
     // An adapter's limits apply where the configuration says nothing, not over it.
     let adapter = crate::adapter::Limits {
-        timeout_ms: Some(1000),
+        timeout: Some(crate::units::Dur::from_secs(1)),
         idle_timeout_ms: Some(2000),
         ..Default::default()
     };
@@ -561,4 +561,24 @@ fn counts_and_urls_are_checked_and_named_as_given() {
         e.contains("[log] format 'xml'") && e.contains("text"),
         "{e}"
     );
+}
+
+/// The annotated example config file changes nothing, as it says: the same settings as no
+/// file, also beside flags that a key set in it would contradict (a `max_live_tasks` set
+/// below `--max-running-tasks` is refused) and where an adapter's own value would lose to
+/// one set there (`[sandbox] mode`).
+#[test]
+fn the_example_config_file_changes_nothing() {
+    let example = format!("{}/config/agent-host.toml", env!("CARGO_MANIFEST_DIR"));
+    let loads: [&[&str]; 2] = [&[], &["--max-running-tasks", "100"]];
+    for extra in loads {
+        let mut with = vec!["--config", example.as_str()];
+        with.extend_from_slice(extra);
+        let (bare, file) = (resolve(extra).unwrap(), resolve(&with).unwrap());
+        assert_eq!(
+            format!("{:?}", without_notices(bare)),
+            format!("{:?}", without_notices(file)),
+            "with {extra:?}"
+        );
+    }
 }

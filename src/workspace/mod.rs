@@ -433,10 +433,7 @@ impl Workspaces {
         // Whether the source has uncommitted changes is asked while the checkout is made:
         // side by side they cost little more time than the checkout.
         let (asked, made) = std::thread::scope(|s| {
-            let asked = s.spawn(|| {
-                let status = Git::trusted(&source.top).output(["status", "--porcelain", "-z"])?;
-                Ok(!status.is_empty())
-            });
+            let asked = s.spawn(|| source_dirty(&source.top));
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
             let asked = asked.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::GitMissing(
@@ -995,4 +992,24 @@ fn disk_use(dir: &Path) -> u64 {
         }
     }
     total
+}
+
+/// Whether the source repository at `top` has uncommitted changes. Its configuration is not
+/// the host's: an agent that worked in the folder before it was a repository, or in a
+/// `shared` workspace, may have written it. So `git status` runs with the filter drivers it
+/// defines overridden (a clean filter would run on the host, on the files status reads),
+/// without descending into submodules (whose own configuration could name more), and
+/// without the optional lock (status would otherwise write the refreshed index back: the
+/// source is never written).
+fn source_dirty(top: &Path) -> Result<bool, WorkspaceError> {
+    let git = Git::trusted(top)
+        .with_own_filters()?
+        .with_env(&[("GIT_OPTIONAL_LOCKS", "0")]);
+    let status = git.output([
+        "status",
+        "--porcelain",
+        "-z",
+        "--ignore-submodules=all",
+    ])?;
+    Ok(!status.is_empty())
 }

@@ -1143,3 +1143,32 @@ fn the_refresh_runs_no_program_the_agents_configuration_names() {
         .output();
     assert!(marker.exists());
 }
+
+/// A source repository an agent could write (it worked in the folder before it was one, or
+/// in a `shared` workspace): the host's look at it for a new workspace runs none of the
+/// programs its configuration names, and writes nothing into it.
+#[test]
+fn a_source_config_that_would_run_programs_runs_none_on_the_host() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let marker = t.path().join("ran");
+    let cmd = format!("touch {}; cat", marker.display());
+    git(&src, &["config", "filter.x.clean", &cmd]);
+    git(&src, &["config", "filter.x.process", &cmd]);
+    std::fs::write(src.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+    git(&src, &["add", ".gitattributes"]);
+    git(&src, &["commit", "-q", "-m", "attributes"]);
+    std::fs::remove_file(&marker).unwrap_or_default();
+    // An edit that keeps the file's size: git must read (and clean) it to tell.
+    std::fs::write(src.join("a.txt"), "one\ntwo\nthree\nFOUR\n").unwrap();
+    let index = std::fs::metadata(src.join(".git/index")).unwrap().modified().unwrap();
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("dirty-evil", &src, None).unwrap().unwrap();
+    assert!(ws.source_dirty, "the edit is seen");
+    assert!(!marker.exists(), "the host ran a program the source named");
+    let after = std::fs::metadata(src.join(".git/index")).unwrap().modified().unwrap();
+    assert_eq!(index, after, "the source's index was written");
+    // Plain git runs it (the test proves something).
+    let _ = Command::new("git").arg("-C").arg(&src).args(["status"]).output();
+    assert!(marker.exists());
+}

@@ -417,3 +417,33 @@ async fn doctor_fails_what_serve_refuses() {
     })
     .await
 }
+
+/// The sandbox doctor reports is the one `serve` gives the adapter's tasks: an adapter's own
+/// `[sandbox] mode` counts where the settings leave it unset, and a setting wins over it.
+#[tokio::test]
+async fn doctor_reports_the_adapters_own_sandbox() {
+    limit(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let (adapters, home) = setup(tmp.path());
+        let file = adapters.join("fakecli.toml");
+        let spec = std::fs::read_to_string(&file).unwrap();
+        let spec = spec.replace(
+            "[doctor]",
+            "[sandbox]\nmode = \"off\"\nnetwork = \"open\"\n\n[doctor]",
+        );
+        std::fs::write(&file, spec).unwrap();
+        let key = [("AGENT_HOST_DOCTOR_TEST_KEY", "k")];
+        let sandbox = |out: &str| {
+            out.lines()
+                .find(|l| l.contains(" sandbox ") && l.contains("mode "))
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("no sandbox line: {out}"))
+        };
+        let (_, out) = doctor_with(&adapters, &home, tmp.path(), false, &key).await;
+        assert!(sandbox(&out).contains("mode off"), "{out}");
+        let setting = [("AGENT_HOST_DOCTOR_TEST_KEY", "k"), ("AGENT_HOST_SANDBOX", "auto")];
+        let (_, out) = doctor_with(&adapters, &home, tmp.path(), false, &setting).await;
+        assert!(sandbox(&out).contains("mode auto"), "{out}");
+    })
+    .await
+}

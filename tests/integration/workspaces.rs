@@ -466,6 +466,37 @@ async fn a_bad_base_ref_is_refused_before_anything_starts() {
     .await;
 }
 
+/// A caller whose workspace roots hold the host's data folder cannot point a new context at
+/// another context's workspace (it would be made a workspace from that one's files) nor at
+/// the data folder: -32602 naming the host's folder; the source repository still works.
+#[tokio::test]
+async fn a_cwd_in_the_hosts_own_folder_is_refused() {
+    limit(async {
+        let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let roots = parent.path().canonicalize().unwrap();
+        let roots = roots.to_str().unwrap();
+        let h = Host::start_in(parent.path(), &[("AGENT_HOST_WORKSPACE_ROOTS", roots)]).await;
+        let ctx = format!("victim-{}", super::common::uuid());
+        h.run("edit victim", &ctx, json!({})).await;
+        let theirs = h.checkout_of(&ctx);
+        let data = h.root.path().join("data").canonicalize().unwrap();
+        for cwd in [&theirs, &data] {
+            let other = format!("thief-{}", super::common::uuid());
+            let v = h
+                .rpc("SendMessage", message("show shared.txt", &other, json!({"cwd": cwd})))
+                .await;
+            assert_eq!(v["error"]["code"], -32602, "{cwd:?}: {v}");
+            let text = v["error"]["message"].as_str().unwrap();
+            assert!(text.contains("agent-host's own folder"), "{text}");
+        }
+        let work = json!({"cwd": h.work()});
+        h.run("edit fine", &format!("fine-{}", super::common::uuid()), work)
+            .await;
+        h.stop().await;
+    })
+    .await;
+}
+
 /// The contexts that have a workspace folder (from the records in the data folder).
 fn workspace_contexts(root: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(root.join("data/workspaces")) else {
