@@ -637,7 +637,12 @@ impl Engine {
         let config = &self.inner.config;
         let workspaces = config.workspaces.as_ref().map(|w| w.root().to_path_buf());
         let homes = config.homes.as_ref().map(|h| h.root().to_path_buf());
-        let hidden = self.inner.launch.sandbox.iter().flat_map(|p| p.hide.iter().cloned());
+        let hidden = self
+            .inner
+            .launch
+            .sandbox
+            .iter()
+            .flat_map(|p| p.hide.iter().cloned());
         workspaces
             .into_iter()
             .chain(homes)

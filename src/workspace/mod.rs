@@ -1005,11 +1005,6 @@ fn source_dirty(top: &Path) -> Result<bool, WorkspaceError> {
     let git = Git::trusted(top)
         .with_own_filters()?
         .with_env(&[("GIT_OPTIONAL_LOCKS", "0")]);
-    let status = git.output([
-        "status",
-        "--porcelain",
-        "-z",
-        "--ignore-submodules=all",
-    ])?;
+    let status = git.output(["status", "--porcelain", "-z", "--ignore-submodules=all"])?;
     Ok(!status.is_empty())
 }

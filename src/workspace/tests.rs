@@ -1161,14 +1161,24 @@ fn a_source_config_that_would_run_programs_runs_none_on_the_host() {
     std::fs::remove_file(&marker).unwrap_or_default();
     // An edit that keeps the file's size: git must read (and clean) it to tell.
     std::fs::write(src.join("a.txt"), "one\ntwo\nthree\nFOUR\n").unwrap();
-    let index = std::fs::metadata(src.join(".git/index")).unwrap().modified().unwrap();
+    let index = std::fs::metadata(src.join(".git/index"))
+        .unwrap()
+        .modified()
+        .unwrap();
     let all = workspaces(t.path(), 1 << 20);
     let ws = all.for_turn("dirty-evil", &src, None).unwrap().unwrap();
     assert!(ws.source_dirty, "the edit is seen");
     assert!(!marker.exists(), "the host ran a program the source named");
-    let after = std::fs::metadata(src.join(".git/index")).unwrap().modified().unwrap();
+    let after = std::fs::metadata(src.join(".git/index"))
+        .unwrap()
+        .modified()
+        .unwrap();
     assert_eq!(index, after, "the source's index was written");
     // Plain git runs it (the test proves something).
-    let _ = Command::new("git").arg("-C").arg(&src).args(["status"]).output();
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(&src)
+        .args(["status"])
+        .output();
     assert!(marker.exists());
 }

@@ -441,7 +441,10 @@ async fn doctor_reports_the_adapters_own_sandbox() {
         };
         let (_, out) = doctor_with(&adapters, &home, tmp.path(), false, &key).await;
         assert!(sandbox(&out).contains("mode off"), "{out}");
-        let setting = [("AGENT_HOST_DOCTOR_TEST_KEY", "k"), ("AGENT_HOST_SANDBOX", "auto")];
+        let setting = [
+            ("AGENT_HOST_DOCTOR_TEST_KEY", "k"),
+            ("AGENT_HOST_SANDBOX", "auto"),
+        ];
         let (_, out) = doctor_with(&adapters, &home, tmp.path(), false, &setting).await;
         assert!(sandbox(&out).contains("mode auto"), "{out}");
     })

@@ -1,6 +1,6 @@
 //! Egress only through the allow-list, and no host socket (the `proxy` network mode, the
 //! default): a jsonl agent script (`tests/fixtures/egress/egress-agent.sh`) tries the host's
-//! own port, PostgreSQL (TCP and its Unix socket), MySQL's socket, Redis, an abstract Unix
+//! own port, PostgreSQL (TCP and its Unix socket), MySQL's socket, a socket in /var/tmp, Redis, an abstract Unix
 //! socket, a test host outside the machine's loopback (in a network namespace this test
 //! makes, with a veth pair) by name and by address, a name that resolves to loopback, the
 //! cloud metadata address, a direct connection without the proxy, DNS (UDP) to a server,
@@ -295,6 +295,7 @@ fn probes() -> Vec<&'static str> {
         "dns",
         "abstract",
         "run_listed",
+        "elsewhere_socket",
     ];
     for (name, path) in [
         ("postgres_socket", "/var/run/postgresql/.s.PGSQL.5432"),
@@ -322,6 +323,15 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
         let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(&name)
             .unwrap();
         let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract socket");
+        // A host socket outside the folders the sandbox empties (as LXD's, or one in a
+        // project folder): the root file system is shown read-only, which alone does not
+        // stop a connect.
+        let elsewhere = tempfile::Builder::new()
+            .prefix("agent-host-egress-")
+            .tempdir_in("/var/tmp")
+            .expect("a folder in /var/tmp");
+        let socket = elsewhere.path().join("host.sock");
+        let _elsewhere = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
         // The defaults (on a root host the task's namespace is the host's making), the relay
         // that serves where the host may not make namespaces, no sandbox, the open network
         // (with and without Landlock's scope of abstract sockets).
@@ -333,7 +343,7 @@ async fn egress_only_to_the_allow_list_and_no_host_socket() {
             ("auto", "open", "landlock"),
         ] {
             let host = Host::start(mode, network, disable, &net.remote).await;
-            let prompt = format!("egress {} {} {name}", host.port, net.remote);
+            let prompt = format!("egress {} {} {name} {}", host.port, net.remote, socket.display());
             let task = host.run(&prompt).await;
             let text = text_of(&task);
             // Each round's probes on one line, for the log (`--nocapture`).

@@ -483,15 +483,22 @@ async fn a_cwd_in_the_hosts_own_folder_is_refused() {
         for cwd in [&theirs, &data] {
             let other = format!("thief-{}", super::common::uuid());
             let v = h
-                .rpc("SendMessage", message("show shared.txt", &other, json!({"cwd": cwd})))
+                .rpc(
+                    "SendMessage",
+                    message("show shared.txt", &other, json!({"cwd": cwd})),
+                )
                 .await;
             assert_eq!(v["error"]["code"], -32602, "{cwd:?}: {v}");
             let text = v["error"]["message"].as_str().unwrap();
             assert!(text.contains("agent-host's own folder"), "{text}");
         }
         let work = json!({"cwd": h.work()});
-        h.run("edit fine", &format!("fine-{}", super::common::uuid()), work)
-            .await;
+        h.run(
+            "edit fine",
+            &format!("fine-{}", super::common::uuid()),
+            work,
+        )
+        .await;
         h.stop().await;
     })
     .await;

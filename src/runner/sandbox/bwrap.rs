@@ -173,9 +173,37 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
             push(&["--bind", &r, &r]);
         }
     }
+    cover_host_sockets(policy, user, &mut push);
     let cwd = text(cwd);
     push(&["--chdir", &cwd]);
     a
+}
+
+/// `/dev/null` over each host socket the task would otherwise see ([`super::sockets`]):
+/// after every bind, so that one in a folder bound writable (the working directory) is
+/// covered too. Left alone: those in folders the sandbox empties or hides, in the folder of
+/// all workspaces, the sockets the adapter names (`[sandbox] sockets`), and, for a task run
+/// as another user, those that user cannot reach by the file modes.
+fn cover_host_sockets(
+    policy: &SandboxPolicy,
+    user: Option<&RunAs>,
+    push: &mut impl FnMut(&[&str]),
+) {
+    let emptied = |p: &Path| {
+        ["/tmp", "/run", "/var/run"]
+            .iter()
+            .any(|t| p.starts_with(t))
+            || policy.hide.iter().any(|h| p.starts_with(h))
+            || policy
+                .workspace
+                .as_ref()
+                .is_some_and(|w| p.starts_with(&w.root))
+            || policy.sockets.iter().any(|s| s == p)
+            || user.is_some_and(|u| !u.can_reach(p))
+    };
+    for s in super::sockets::to_cover(super::sockets::listed(), emptied) {
+        push(&["--ro-bind", "/dev/null", &s.display().to_string()]);
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod pin;
 pub(crate) mod program;
 pub(crate) mod reaper;
 pub mod setup;
+mod sockets;
 pub(crate) mod state;
 pub(crate) mod user;
 

@@ -10,7 +10,8 @@
 //!
 //! In every sandboxed mode the host's Unix sockets are out of sight: `/run` (and `/var/run`
 //! where it is not a link to it) is an empty tmpfs, and so is `/tmp` (its `.X11-unix`
-//! included); in `none` and `proxy` the abstract socket namespace is the namespace's own.
+//! included), and a socket bound elsewhere gets `/dev/null` over it ([`super::sockets`]); in
+//! `none` and `proxy` the abstract socket namespace is the namespace's own.
 //! An adapter names the sockets its CLI needs (`[sandbox] sockets`); those are bound in.
 
 use std::net::SocketAddr;
