@@ -86,7 +86,7 @@ pub struct AgentConfig {
         value_delimiter = ','
     )]
     pub pass_env: Vec<String>,
-    /// Media types a message part may name (type/subtype, type/* or */*); other parts get -32005, binary ones are saved as files for the agent
+    /// Media types a message part may name (type/subtype, type/* or */*), comma-separated; other parts get -32005, binary ones are saved as files for the agent
     #[arg(id = "agent.input_modes", long = "input-modes", env = "AGENT_HOST_INPUT_MODES", value_name = "TYPES", value_delimiter = ',', default_values = ["text/plain", "application/json", "*/*"])]
     pub input_modes: Vec<String>,
     /// Regular expression of an output line that asks the user something (text adapters such as generic: the task goes input-required)

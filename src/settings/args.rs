@@ -120,11 +120,34 @@ impl ServeArgs {
         let cmd = command();
         let arg = cmd.get_arguments().find(|a| a.get_id().as_str() == id)?;
         if self.from_env.contains(id) {
-            arg.get_env().map(|e| e.to_string_lossy().into_owned())
+            let env = arg.get_env()?.to_string_lossy().into_owned();
+            Some(match applied_alias(&env) {
+                Some(old) => format!("{old} (read as {env})"),
+                None => env,
+            })
         } else {
             arg.get_long().map(|l| format!("--{l}"))
         }
     }
+}
+
+/// The old variables this process's settings were read from, with the new name each set
+/// ([`super::legacy::apply_env_aliases`]).
+static APPLIED: std::sync::OnceLock<Vec<(&'static str, String)>> = std::sync::OnceLock::new();
+
+/// Remembers the old variables read at start (once per process).
+pub(super) fn remember_env_aliases(applied: Vec<(&'static str, String)>) {
+    let _ = APPLIED.set(applied);
+}
+
+/// The old variable the new variable `new` was set from at start, if one was: an error
+/// about its value names the variable the user wrote.
+fn applied_alias(new: &str) -> Option<&'static str> {
+    APPLIED
+        .get()?
+        .iter()
+        .find(|(_, n)| n == new)
+        .map(|(old, _)| *old)
 }
 
 /// The `serve` flags as a command of their own (for the reference page and the tests).

@@ -390,13 +390,15 @@ pub fn apply_env_aliases() -> Vec<EnvAlias> {
     let env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    env_assignments(&env)
+    let applied: Vec<EnvAlias> = env_assignments(&env)
         .into_iter()
         .map(|(alias, value)| {
             std::env::set_var(&alias.new, value);
             alias
         })
-        .collect()
+        .collect();
+    super::args::remember_env_aliases(applied.iter().map(|a| (a.old, a.new.clone())).collect());
+    applied
 }
 
 /// One line per alias used: the a2a names as information, the others as a warning to move.

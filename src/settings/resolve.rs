@@ -534,14 +534,12 @@ fn sandbox(
         .map(|v| StateMode::parse(v).ok_or_else(|| one_of("sandbox.state", v, "context, shared")))
         .transpose()?
         .unwrap_or_default();
-    crate::egress::Rules::new(
-        s.allow_hosts.iter().map(String::as_str),
-        s.resolve.iter().map(String::as_str),
-    )
-    .map_err(|e| {
-        let (hosts, resolve) = (n.of("sandbox.allow_hosts"), n.of("sandbox.resolve"));
-        invalid(format!("{hosts} / {resolve}: {e}"))
-    })?;
+    // The hosts alone first, so that an error names the setting that holds the bad entry.
+    let hosts = || s.allow_hosts.iter().map(String::as_str);
+    crate::egress::Rules::new(hosts(), std::iter::empty())
+        .map_err(|e| invalid(format!("{}: {e}", n.of("sandbox.allow_hosts"))))?;
+    crate::egress::Rules::new(hosts(), s.resolve.iter().map(String::as_str))
+        .map_err(|e| invalid(format!("{}: {e}", n.of("sandbox.resolve"))))?;
     if let Some(w) = s.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
         return Err(invalid(format!(
             "{} {w} is not between 1 and 10000",

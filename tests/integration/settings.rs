@@ -173,6 +173,14 @@ async fn refused_values_name_their_setting() {
             &["serve", "--allowed-cwds", "/tmp"],
             "use --workspace-roots",
         ),
+        (
+            &["card", "--sandbox-resolve", "foo"],
+            "--sandbox-resolve: 'foo' is not name=address",
+        ),
+        (
+            &["card", "--sandbox-allow-hosts", "http://x"],
+            "--sandbox-allow-hosts: 'http://x'",
+        ),
     ];
     for (args, says) in cases {
         let (code, err) = refused(args).await;
@@ -183,6 +191,29 @@ async fn refused_values_name_their_setting() {
     // A size with its unit is taken.
     let card = card(&[], &["--workspace-patch-limit", "4MiB"]);
     assert!(card.contains("\"name\""), "{card}");
+}
+
+/// A value refused from an old variable is named by that variable, as the user wrote it.
+#[tokio::test]
+async fn a_value_from_an_old_variable_is_named_by_it() {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    cmd.arg("card").kill_on_drop(true);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("AGENT_") || name == "PORT" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("AGENT_TIMEOUT_MS", "0");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), cmd.output())
+        .await
+        .expect("card answers in time")
+        .expect("run agent-host");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("AGENT_TIMEOUT_MS (read as AGENT_HOST_TIMEOUT) must be greater than 0"),
+        "{err}"
+    );
 }
 
 /// Runs `agent-host serve` on the memory store and the demo agent in `repo`, with `extra`

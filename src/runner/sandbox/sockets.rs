@@ -81,7 +81,10 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let gone = dir.path().join("gone.sock");
         let all = vec![sock.clone(), file, gone];
-        assert_eq!(to_cover(all.clone(), |_| false), std::slice::from_ref(&sock));
+        assert_eq!(
+            to_cover(all.clone(), |_| false),
+            std::slice::from_ref(&sock)
+        );
         assert!(to_cover(all, |p| p.starts_with(dir.path())).is_empty());
         assert!(listed().contains(&sock), "the kernel lists the socket");
     }
