@@ -10,9 +10,32 @@ pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     out
 }
 
-/// The manual page of `agent-host` (roff).
-pub fn man_page() -> std::io::Result<Vec<u8>> {
-    let cmd = <Cli as clap::CommandFactory>::command();
+/// The manual page (roff) of `agent-host`, or, given `path` (`["serve"]`, `["tasks",
+/// "list"]`), of that command, titled as the main page names it (`agent-host-serve(1)`).
+pub fn man_page(path: &[String]) -> std::io::Result<Vec<u8>> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    // Gives each command its full name (`agent-host-tasks-list`), which titles its page.
+    cmd.build();
+    for name in path {
+        let names = || {
+            cmd.get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(|c| c.get_name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some(sub) = cmd.find_subcommand(name).cloned() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "no command '{name}' under '{}' (its commands: {})",
+                    cmd.get_display_name().unwrap_or(cmd.get_name()),
+                    names()
+                ),
+            ));
+        };
+        cmd = sub;
+    }
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut out)?;
     Ok(out)

@@ -79,8 +79,12 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`.
-    Man,
+    /// Print a manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`,
+    /// and each command's: `agent-host man serve > .../agent-host-serve.1`, `agent-host man tasks list`.
+    Man {
+        /// The command whose page to print (none: the main page)
+        command: Vec<String>,
+    },
     /// Run the built-in demo agent (what the `demo` adapter starts; see `agent-host fake-agent --help`).
     #[command(hide = true, disable_help_flag = true)]
     FakeAgent {

@@ -247,6 +247,17 @@ fn completions_and_the_man_page_are_generated() {
         "{out}"
     );
     assert!(out.contains(".TH agent-host 1") && out.contains("serve"));
+    // Each command the main page names has its page, with its own options.
+    let (code, out, err) = agent_host(&["man", "serve"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(".TH agent-host-serve 1"), "{out}");
+    assert!(out.contains("sandbox\\-network"), "{out}");
+    let (code, out, _) = agent_host(&["man", "tasks", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(".TH agent-host-tasks-list 1"), "{out}");
+    let (code, _, err) = agent_host(&["man", "nope"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no command 'nope'"), "{err}");
 }
 
 #[test]
