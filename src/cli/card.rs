@@ -34,7 +34,10 @@ pub fn print_card(settings: &Settings) -> Result<String, StartError> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}/", settings.bind));
-    let cs = card_settings(settings);
+    let mut cs = card_settings(settings);
+    // The gRPC interface as serve lists it, when its port is known before the start (0 is
+    // a free port picked then).
+    cs.grpc_port = settings.grpc_port.filter(|p| *p != 0);
     let card = server::card::build(
         &adapter,
         &cs,

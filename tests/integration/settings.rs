@@ -264,3 +264,19 @@ async fn serve_says_a_folder_error_once() {
     assert!(last.contains("workspaces"), "{err}");
     assert_eq!(last.matches("Not a directory").count(), 1, "{last}");
 }
+
+/// `agent-host card` lists the gRPC interface serve would list, when its port is set.
+#[test]
+fn the_printed_card_lists_the_grpc_interface() {
+    let text = card(&[], &["--grpc-port", "50113"]);
+    let printed: serde_json::Value = serde_json::from_str(&text).expect("card JSON");
+    let grpc = printed["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .find(|i| i["protocolBinding"] == "GRPC")
+        .unwrap_or_else(|| panic!("no GRPC interface: {text}"));
+    assert_eq!(grpc["url"], "127.0.0.1:50113", "{grpc}");
+    let text = card(&[], &[]);
+    assert!(!text.contains("\"GRPC\""), "{text}");
+}
