@@ -255,9 +255,9 @@ async fn run(
                 shell,
             )));
         }
-        Command::Man { command } => {
-            print_stdout(&String::from_utf8_lossy(&cli::completions::man_page(&command)?))
-        }
+        Command::Man { command } => print_stdout(&String::from_utf8_lossy(
+            &cli::completions::man_page(&command)?,
+        )),
         Command::Doctor(args) => {
             let checks = match Settings::resolve(&args.serve) {
                 Ok(settings) => cli::doctor::run(&settings, &args).await,

@@ -49,7 +49,7 @@ pub enum PruneError {
     Flags(String),
     #[error("task store: {0}")]
     Store(#[from] crate::store::StoreError),
-    #[error("nothing to prune by: give --older-than AGE and/or --keep N (or set [retention] in the config file)")]
+    #[error("nothing to prune by: give --older-than AGE and/or --keep N (or set [retention] in the config file, or AGENT_HOST_RETENTION_MAX_AGE / _MAX_TASKS)")]
     NoLimit,
     #[error("the memory store keeps nothing after the host stops: there is nothing to prune")]
     Memory,
@@ -81,7 +81,8 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
             flags.extend([std::ffi::OsString::from(name), v]);
         }
     }
-    let serve = ServeArgs::from_flags(flags).map_err(|e| PruneError::Flags(e.to_string()))?;
+    let serve =
+        ServeArgs::from_env_and_flags(flags).map_err(|e| PruneError::Flags(e.to_string()))?;
     let settings = Settings::resolve(&serve)?;
     let mut policy = settings.retention;
     if args.older_than.is_some() || args.keep.is_some() {

@@ -101,6 +101,20 @@ impl ServeArgs {
         ServeArgs::from_arg_matches(&matches)
     }
 
+    /// The settings these flags give over the environment's variables (`AGENT_HOST_*`, as
+    /// `serve` reads them): for commands that act on a host's settings without running it
+    /// (`tasks prune`).
+    pub fn from_env_and_flags<I, T>(flags: I) -> Result<ServeArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let argv =
+            std::iter::once(OsString::from("serve")).chain(flags.into_iter().map(Into::into));
+        let matches = command().try_get_matches_from(argv)?;
+        ServeArgs::from_arg_matches(&matches)
+    }
+
     /// Every setting at its default (no flags, no environment).
     pub fn defaults() -> Result<ServeArgs, clap::Error> {
         ServeArgs::from_flags(std::iter::empty::<OsString>())

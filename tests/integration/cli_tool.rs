@@ -546,3 +546,33 @@ fn the_package_installs_agent_host_and_its_small_setup_helper() {
     let release = &manifest["profile"]["release"];
     assert_eq!(release["strip"].as_str(), Some("symbols"));
 }
+
+/// `tasks prune` takes its limits from the environment as serve does (defaults < file <
+/// environment < flags): without any it has nothing to prune by (exit 2); with
+/// `AGENT_HOST_RETENTION_MAX_TASKS` it goes on to the store.
+#[test]
+fn tasks_prune_reads_the_retention_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("none.db").display());
+    let prune = |env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["tasks", "prune", "--store", &store])
+            .env_remove("AGENT_HOST_CONFIG")
+            .env_remove("AGENT_HOST_RETENTION_MAX_AGE")
+            .env_remove("AGENT_HOST_RETENTION_MAX_TASKS")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run agent-host");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = prune(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nothing to prune by"), "{err}");
+    let (code, err) = prune(&[("AGENT_HOST_RETENTION_MAX_TASKS", "1")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no task database"), "{err}");
+}
