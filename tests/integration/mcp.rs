@@ -361,6 +361,29 @@ async fn mcp_can_be_turned_off() {
     .await;
 }
 
+/// The MCP route takes POST only; GET (a server-started stream) and DELETE (a session's end)
+/// get the host's 405 with `Allow: POST` and its small JSON body, as every route does.
+#[tokio::test]
+async fn mcp_answers_other_methods_with_the_hosts_405() {
+    limit(async {
+        let s = TestServer::start().await;
+        for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+            let r = s
+                .client
+                .request(method.clone(), format!("{}/mcp", s.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 405, "{method}");
+            assert_eq!(r.headers()["allow"], "POST");
+            let body: Value = r.json().await.expect("a JSON body");
+            assert_eq!(body["error"], "Method Not Allowed", "{body}");
+        }
+        s.shutdown().await;
+    })
+    .await;
+}
+
 /// A `tools/call` of `start_task` as a web page would send it, with these extra headers;
 /// the HTTP status and whether a task was started.
 async fn page_call(s: &TestServer, headers: &[(&str, &str)]) -> (u16, bool) {

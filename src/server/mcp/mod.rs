@@ -70,8 +70,11 @@ pub fn router(agents: &[AppState], body_limit: usize) -> axum::Router {
         Arc::new(NeverSessionManager::default()),
         config,
     );
+    // POST only: the server starts no stream of its own (GET) and keeps no session to end
+    // (DELETE); those get the host's 405 with its small JSON body, as any route's.
+    let methods = axum::routing::post_service(service).fallback(super::method_not_allowed);
     axum::Router::new()
-        .route_service(PATH, service)
+        .route(PATH, methods)
         .layer(axum::middleware::from_fn_with_state(host, tasks::front))
 }
 
