@@ -118,6 +118,7 @@ fn open_workspaces(
     adapter_id: &str,
     adapter_mode: Option<crate::workspace::WorkspaceMode>,
     default: bool,
+    host: &mut Option<Arc<crate::workspace::HostWorkspaces>>,
 ) -> Result<Option<Arc<crate::workspace::Workspaces>>, StartError> {
     let config = &settings.workspace;
     let mode = crate::workspace::WorkspaceMode::resolve(config.mode, adapter_mode);
@@ -135,6 +136,11 @@ fn open_workspaces(
     config.mode = Some(mode);
     let mut all =
         crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
+    // `max_workspaces` bounds the host's workspaces, every adapter's together.
+    match host {
+        Some(h) => all = all.counted_with(h),
+        None => *host = Some(all.host()),
+    }
     // With `sandbox_user` on a root host the agent runs as that user: its workspace is its.
     let sandboxed = settings.sandbox.mode != Some(crate::runner::sandbox::Mode::Off);
     if let Some(u) = settings
@@ -217,6 +223,7 @@ async fn start_agent(
     default: bool,
     guard: Arc<Guard>,
     local_addr: SocketAddr,
+    workspaces: &mut Option<Arc<crate::workspace::HostWorkspaces>>,
 ) -> Result<(AppState, Vec<tokio::task::JoinHandle<()>>), StartError> {
     let mut launch = launch_for(settings, adapter)?;
     let homes = open_homes(settings, &mut launch, default)?;
@@ -237,7 +244,7 @@ async fn start_agent(
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
-            workspaces: open_workspaces(settings, &id, adapter_workspace, default)?,
+            workspaces: open_workspaces(settings, &id, adapter_workspace, default, workspaces)?,
             homes: homes.clone(),
             controls: Arc::new(controls_for(settings, adapter_on_budget)),
         },
@@ -397,9 +404,17 @@ impl App {
         let mut agents = Vec::new();
         let mut grace = Duration::ZERO;
         let mut retention = Vec::new();
+        let mut workspaces = None;
         for (i, adapter) in adapters.into_iter().enumerate() {
-            let (mut state, pruning) =
-                start_agent(settings, adapter, i == 0, guard.clone(), local_addr).await?;
+            let (mut state, pruning) = start_agent(
+                settings,
+                adapter,
+                i == 0,
+                guard.clone(),
+                local_addr,
+                &mut workspaces,
+            )
+            .await?;
             retention.extend(pruning);
             // The CLI's version, for the extended card; found in the background so that a
             // slow CLI does not hold up the start.

@@ -52,7 +52,7 @@ mod source;
 mod tests;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -219,8 +219,8 @@ pub struct Workspaces {
     root: PathBuf,
     config: WorkspaceConfig,
     identity: (String, String),
-    /// Workspaces being made (counted against the limit).
-    making: Mutex<usize>,
+    /// What the workspaces of every adapter of the host share: the limit counts them all.
+    shared: Arc<HostWorkspaces>,
     /// The disk use of each workspace folder as last measured, None when it changed since
     /// ([`Workspaces::refresh_gauges`]).
     sizes: Mutex<std::collections::HashMap<PathBuf, Option<u64>>>,
@@ -265,10 +265,13 @@ impl Workspaces {
         };
         let root = std::fs::canonicalize(&root).map_err(io(&root))?;
         Ok(Workspaces {
-            root,
+            root: root.clone(),
             config: config.clone(),
             identity,
-            making: Mutex::new(0),
+            shared: Arc::new(HostWorkspaces {
+                roots: Mutex::new(vec![root.clone()]),
+                making: Mutex::new(0),
+            }),
             sizes: Mutex::new(std::collections::HashMap::new()),
             measured: std::sync::atomic::AtomicBool::new(false),
             adapter: String::new(),
@@ -294,6 +297,19 @@ impl Workspaces {
                 "cannot let the sandbox user pass the workspaces' folder");
         }
         self
+    }
+
+    /// Counts these workspaces with the others of `host` (another adapter's of the same
+    /// host) against `max_workspaces`, which bounds them together.
+    pub fn counted_with(mut self, host: &Arc<HostWorkspaces>) -> Workspaces {
+        lock_or_recover(&host.roots).push(self.root.clone());
+        self.shared = host.clone();
+        self
+    }
+
+    /// What these workspaces share with other adapters' of the host ([`Self::counted_with`]).
+    pub fn host(&self) -> Arc<HostWorkspaces> {
+        self.shared.clone()
     }
 
     /// Names the adapter whose workspaces these are, in the metrics.
@@ -498,31 +514,52 @@ impl Workspaces {
     /// A place among the workspaces being made, or the limit's error.
     fn reserve(&self) -> Result<Slot<'_>, WorkspaceError> {
         let max = self.config.max_workspaces;
-        let mut making = self.making.lock().unwrap_or_else(|p| p.into_inner());
-        if max > 0 && self.count() + *making >= max {
+        let mut making = lock_or_recover(&self.shared.making);
+        if max > 0 && self.count_of_host() + *making >= max {
             return Err(WorkspaceError::TooMany { max });
         }
         *making += 1;
-        Ok(Slot(&self.making))
+        Ok(Slot(&self.shared.making))
     }
 
-    /// How many workspaces there are.
-    fn count(&self) -> usize {
-        self.folders().len()
+    /// How many workspaces the host has, of every adapter.
+    fn count_of_host(&self) -> usize {
+        let roots = lock_or_recover(&self.shared.roots).clone();
+        roots.iter().map(|r| folders_in(r).len()).sum()
     }
 
     fn folders(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(&self.root) else {
-            return Vec::new();
-        };
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-            .filter(|e| e.path().join(RECORD).is_file())
-            .map(|e| e.path())
-            .collect()
+        folders_in(&self.root)
     }
+}
 
+/// What the workspaces of every adapter one host serves share: the folders they are in and
+/// those being made, which `max_workspaces` counts together.
+#[derive(Debug)]
+pub struct HostWorkspaces {
+    roots: Mutex<Vec<PathBuf>>,
+    /// Workspaces being made (counted against the limit).
+    making: Mutex<usize>,
+}
+
+fn lock_or_recover<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The workspace folders in `root` (those with a record).
+fn folders_in(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter(|e| e.path().join(RECORD).is_file())
+        .map(|e| e.path())
+        .collect()
+}
+
+impl Workspaces {
     /// Every workspace, with its disk use.
     pub fn list(&self) -> Vec<WorkspaceInfo> {
         let mut list: Vec<WorkspaceInfo> = self

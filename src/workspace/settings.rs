@@ -75,7 +75,7 @@ pub struct WorkspaceConfig {
         value_name = "DIR"
     )]
     pub dir: Option<PathBuf>,
-    /// Most workspaces at once; a new context beyond it is refused,
+    /// Most workspaces at once, of every adapter the host serves together; a new context beyond it is refused,
     /// none is deleted to make room (0: no limit)
     #[arg(
         id = "workspace.max_workspaces",

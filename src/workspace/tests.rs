@@ -366,6 +366,31 @@ fn the_limit_refuses_a_new_workspace_and_keeps_the_old_ones() {
     assert_eq!(all.list().len(), 2);
 }
 
+/// The limit bounds the host's workspaces, every adapter's together (each adapter has a
+/// folder of its own).
+#[test]
+fn the_limit_counts_every_adapters_workspaces() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let config = |dir: &str| WorkspaceConfig {
+        dir: Some(t.path().join(dir)),
+        max_workspaces: 2,
+        ..Default::default()
+    };
+    let first = Workspaces::open(&config("ws"), None).unwrap();
+    let second = Workspaces::open(&config("ws-other"), None)
+        .unwrap()
+        .counted_with(&first.host());
+    first.for_turn("one", &src, None).unwrap();
+    second.for_turn("two", &src, None).unwrap();
+    for all in [&first, &second] {
+        assert!(matches!(
+            all.for_turn("three", &src, None),
+            Err(WorkspaceError::TooMany { max: 2 })
+        ));
+    }
+}
+
 /// The agent's kinds of change: an edit, a new file, an untracked and an ignored file, a
 /// binary file, a rename, a deletion.
 fn edit(co: &Path) {
