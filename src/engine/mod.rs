@@ -450,7 +450,7 @@ impl Engine {
                 .launch
                 .check_prompt(&input::prompt_of(&msg, None))?;
         }
-        let work_dir = self.work_dir_of(new, &msg).await?;
+        let (work_dir, source_dirty) = self.work_dir_of(new, &msg).await?;
         self.inner.note_work_dir(&work_dir);
         // The prompt as the turn will have it (attachments named by where they are saved).
         let saved_at = input::attachments_dir(&work_dir, task_id);
@@ -478,6 +478,11 @@ impl Engine {
             "createdAt".to_string(),
             serde_json::Value::String(created_at.clone()),
         );
+        if source_dirty {
+            // The workspace started from the base commit, without the source's uncommitted
+            // changes (the `changes` artifact says so too).
+            metadata.insert("sourceDirty".to_string(), serde_json::Value::Bool(true));
+        }
         let task = Task {
             id: task_id.to_string(),
             context_id: context_id.to_string(),
@@ -509,12 +514,12 @@ impl Engine {
     /// (checked again: replaced by a symbolic link since, it would lead the turn outside the
     /// roots), else the adapter's; in a workspace, the same place in the context's checkout
     /// (a new context's workspace is made now, so a bad base is refused before anything
-    /// starts).
+    /// starts). With it, whether the workspace's source had uncommitted changes.
     async fn work_dir_of(
         &self,
         new: &NewTask<'_>,
         msg: &crate::protocol::v1::Message,
-    ) -> Result<PathBuf, A2AError> {
+    ) -> Result<(PathBuf, bool), A2AError> {
         let default_cwd = self.default_cwd();
         let work_dir = match (new.cwd, &new.ticket.context_cwd) {
             (Some(c), _) => c.clone(),
@@ -522,16 +527,31 @@ impl Engine {
             (None, Some(c)) if *c != default_cwd => self.recheck_cwd(c)?,
             (None, _) => default_cwd,
         };
-        let Some(all) = &self.inner.config.workspaces else {
-            return Ok(work_dir);
-        };
         let base = input::requested_base_ref(msg, new.request)?;
-        Ok(
-            match changes::workspace_for(all, new.context_id, &work_dir, base).await? {
-                Some(ws) => ws.map_cwd(&work_dir),
-                None => work_dir,
-            },
-        )
+        // A base asked for where no workspace is made would be ignored: refused instead.
+        let unusable = |why: String| {
+            A2AError::InvalidParams(format!(
+                "metadata.baseRef needs a workspace of the context's own, and {why}"
+            ))
+        };
+        let Some(all) = &self.inner.config.workspaces else {
+            return match base {
+                Some(_) => Err(unusable(
+                    "this agent's contexts work in the folder itself (workspace = \"shared\")"
+                        .into(),
+                )),
+                None => Ok((work_dir, false)),
+            };
+        };
+        let asked = base.is_some();
+        match changes::workspace_for(all, new.context_id, &work_dir, base).await? {
+            Some(ws) => Ok((ws.map_cwd(&work_dir), ws.source_dirty)),
+            None if asked => Err(unusable(format!(
+                "{} is not in a git repository",
+                work_dir.display()
+            ))),
+            None => Ok((work_dir, false)),
+        }
     }
 
     /// Removes the workspace of a context that a refused first message made and that has no

@@ -504,6 +504,66 @@ async fn a_cwd_in_the_hosts_own_folder_is_refused() {
     .await;
 }
 
+/// A base asked for where no workspace is made (`workspace = "shared"`) is refused with
+/// -32602 rather than ignored; without one the turn runs in the folder.
+#[tokio::test]
+async fn a_base_ref_without_a_workspace_is_refused() {
+    limit(async {
+        let h = Host::start(&[("AGENT_HOST_WORKSPACE", "shared")]).await;
+        let ctx = format!("shared-{}", super::common::uuid());
+        let v = h
+            .rpc(
+                "SendMessage",
+                message("edit x", &ctx, json!({"baseRef": "v1"})),
+            )
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        let text = v["error"]["message"].as_str().unwrap();
+        assert!(
+            text.contains("metadata.baseRef needs a workspace"),
+            "{text}"
+        );
+        h.run("edit y", &ctx, json!({})).await;
+        h.stop().await;
+    })
+    .await;
+}
+
+/// A source with uncommitted changes: the workspace starts from the base commit without
+/// them, and the task's metadata says the source was dirty.
+#[tokio::test]
+async fn a_dirty_source_is_said_in_the_tasks_metadata() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let clean = h
+            .run(
+                "edit a",
+                &format!("clean-{}", super::common::uuid()),
+                json!({}),
+            )
+            .await;
+        assert!(clean["metadata"].get("sourceDirty").is_none(), "{clean}");
+        std::fs::write(h.work().join("shared.txt"), "uncommitted\n").unwrap();
+        let task = h
+            .run(
+                "show shared.txt",
+                &format!("dirty-{}", super::common::uuid()),
+                json!({}),
+            )
+            .await;
+        assert_eq!(task["metadata"]["sourceDirty"], true, "{task}");
+        let said = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            said.contains("line 2") && !said.contains("uncommitted"),
+            "{task}"
+        );
+        h.stop().await;
+    })
+    .await;
+}
+
 /// The contexts that have a workspace folder (from the records in the data folder).
 fn workspace_contexts(root: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(root.join("data/workspaces")) else {
