@@ -167,8 +167,10 @@ enum Followed {
     Interrupted,
 }
 
-/// Renders a stream to its end; the renderer knows the outcome. A status line ticks on
-/// stderr while nothing arrives.
+/// Renders a stream until the outcome is known (or the stream ends); the renderer knows
+/// it. A status line ticks on stderr while nothing arrives. A stream that goes on after the
+/// outcome (a subscription that opened on a task already waiting for input) is not waited
+/// on: the question is asked at once.
 async fn follow<O: Write, E: Write>(
     r: &mut Renderer<O, E>,
     mut events: EventStream,
@@ -178,7 +180,12 @@ async fn follow<O: Write, E: Write>(
     loop {
         tokio::select! {
             ev = events.next() => match ev {
-                Some(Ok(ev)) => r.event(&ev),
+                Some(Ok(ev)) => {
+                    r.event(&ev);
+                    if r.decided() {
+                        return Ok(Followed::Ended);
+                    }
+                }
                 Some(Err(e)) => return Err(e),
                 None => return Ok(Followed::Ended),
             },
@@ -285,6 +292,9 @@ pub(super) struct Io<O: Write, E: Write> {
     pub(super) live: bool,
     /// The stream follows this answer to an approval (yes: true).
     pub(super) answer: Option<bool>,
+    /// The stream follows an answer (to an approval or a question): a task frame that
+    /// waits for input may be the question just answered.
+    pub(super) follows_answer: bool,
 }
 
 impl Io<std::io::Stdout, std::io::Stderr> {
@@ -295,6 +305,7 @@ impl Io<std::io::Stdout, std::io::Stderr> {
             interactive: std::io::stdin().is_terminal() && !json,
             live: std::io::stderr().is_terminal(),
             answer: None,
+            follows_answer: false,
         }
     }
 }
@@ -311,6 +322,9 @@ pub(super) async fn drive<O: Write, E: Write>(
     let mut r = Renderer::new(io.out, io.err, json, io.live);
     if let Some(yes) = io.answer {
         r.answered(yes);
+    }
+    if io.follows_answer {
+        r.follows_answer();
     }
     let mut events = events;
     loop {
@@ -389,6 +403,7 @@ pub async fn run_call_to<O: Write, E: Write>(args: CallArgs, out: O, err: E) -> 
         interactive: false,
         live: false,
         answer: None,
+        follows_answer: false,
     };
     call_with(args, io, false).await
 }
@@ -433,6 +448,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
     if let Some(t) = &args.task {
         req = req.task(t.clone());
         io.answer = decision_of(&args.message);
+        io.follows_answer = true;
     }
     if let Some(d) = &args.cwd {
         req = req.metadata("cwd", d.clone());
@@ -450,6 +466,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
         interactive,
         live,
         answer,
+        follows_answer,
     } = io;
     let io = Io {
         out: &mut out,
@@ -457,6 +474,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
         interactive,
         live,
         answer,
+        follows_answer,
     };
     // The task the answer is about, for its change afterwards.
     let task_id = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));

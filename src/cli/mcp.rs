@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use clap::Args;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use crate::client::sse::SseParser;
@@ -151,14 +151,14 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
     });
     // Every message being relayed (requests and notifications).
     let mut relaying = tokio::task::JoinSet::new();
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = stdin_lines();
     let ended = loop {
         while relaying.try_join_next().is_some() {}
         tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => relay(&host, &line, &mut relaying),
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(BridgeError::Local(format!("reading stdin: {e}"))),
+            line = lines.recv() => match line {
+                Some(Ok(line)) => relay(&host, &line, &mut relaying),
+                None => break Ok(()),
+                Some(Err(e)) => break Err(BridgeError::Local(format!("reading stdin: {e}"))),
             },
             Some(why) = gone_rx.recv() => break Err(BridgeError::Remote(why)),
         }
@@ -175,6 +175,24 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
     // What was answered is written before the bridge ends.
     let _ = writer.await;
     ended
+}
+
+/// The client's lines, read on a thread of their own that the process does not wait for:
+/// tokio's stdin reads on the runtime's blocking pool, whose shutdown waits for a read that
+/// may never return (a client that keeps stdin open), so a bridge that must end (the host
+/// cannot be reached) would stay until the client wrote again.
+fn stdin_lines() -> mpsc::UnboundedReceiver<std::io::Result<String>> {
+    use std::io::BufRead;
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let failed = line.is_err();
+            if tx.send(line).is_err() || failed {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// Writes each line to stdout, flushed, until every sender is gone.

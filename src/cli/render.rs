@@ -77,6 +77,9 @@ pub struct Renderer<O: Write, E: Write> {
     /// The text of each artifact (by id) printed so far: a task frame or a replacing
     /// chunk prints only what is new, so every text is printed exactly once.
     printed: HashMap<String, String>,
+    /// All the text printed so far, without its whitespace: a final text (the `result`
+    /// artifact, the final status message) that it already holds is not printed again.
+    shown: String,
     /// Set when stdout is closed (`agent-host call ... | head -1`): nothing more is shown.
     closed: bool,
     status_drawn: bool,
@@ -97,6 +100,10 @@ pub struct Renderer<O: Write, E: Write> {
     /// which a turn resumed after a host restart has not left yet), so what follows it
     /// decides; it is the outcome only when the stream ends on it ([`Renderer::ended`]).
     waits: Option<(TaskState, Option<Message>)>,
+    /// The stream follows an answer (`--task`, or one given at the prompt): a task frame
+    /// that waits for input may be the question just answered. Otherwise (`tasks watch`,
+    /// a new task) a frame that waits is the question, whatever follows it.
+    follows_answer: bool,
 }
 
 /// A task or status timestamp.
@@ -195,6 +202,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
             at_line_start: true,
             printed_text: false,
             printed: HashMap::new(),
+            shown: String::new(),
             closed: false,
             status_drawn: false,
             frame: 0,
@@ -205,6 +213,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
             created_at: None,
             last_status_at: None,
             waits: None,
+            follows_answer: false,
         }
     }
 
@@ -212,6 +221,18 @@ impl<O: Write, E: Write> Renderer<O, E> {
     /// refused.
     pub fn answered(&mut self, yes: bool) {
         self.answer = Some(yes);
+        self.follows_answer = true;
+    }
+
+    /// The stream follows an answer (to a question as well as to an approval): a task
+    /// frame's wait for input is not yet the outcome.
+    pub fn follows_answer(&mut self) {
+        self.follows_answer = true;
+    }
+
+    /// True once the outcome is known: nothing the stream may still send changes it.
+    pub fn decided(&self) -> bool {
+        self.outcome.is_some()
     }
 
     /// How long the task has taken: from its creation to its latest status (the host's
@@ -243,6 +264,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
     pub fn resume(&mut self) {
         self.outcome = None;
         self.waits = None;
+        self.follows_answer = true;
     }
 
     fn clear_status(&mut self) {
@@ -305,6 +327,20 @@ impl<O: Write, E: Write> Renderer<O, E> {
         self.put(s);
         self.at_line_start = s.ends_with('\n');
         self.printed_text = true;
+        self.shown.extend(s.chars().filter(|c| !c.is_whitespace()));
+    }
+
+    /// Prints a text that ends the task (its `result`, its final status message) unless
+    /// what was printed already holds it (whitespace aside: the common case, where the
+    /// final text repeats the streamed one, or its last part); after other text, on a line
+    /// of its own.
+    fn final_text(&mut self, s: &str) {
+        let bare: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        if self.json || bare.is_empty() || self.shown.contains(&bare) {
+            return;
+        }
+        self.end_text_line();
+        self.text(s);
     }
 
     /// Prints what of an artifact's text is new: the chunk when `append`, else what the
@@ -384,11 +420,13 @@ impl<O: Write, E: Write> Renderer<O, E> {
                     .name
                     .as_deref()
                     .unwrap_or(&a.artifact.artifact_id);
-                if name == METADATA_ARTIFACT || (name == RESULT_ARTIFACT && self.printed_text) {
+                if name == METADATA_ARTIFACT || self.json {
                     return;
                 }
-                if !self.json {
-                    let t = artifact_text(&a.artifact);
+                let t = artifact_text(&a.artifact);
+                if name == RESULT_ARTIFACT && self.printed_text {
+                    self.final_text(&t);
+                } else {
                     self.artifact_text(&a.artifact.artifact_id, &t, a.append);
                 }
             }
@@ -464,12 +502,12 @@ impl<O: Write, E: Write> Renderer<O, E> {
             }
         }
         let st = t.status.state;
-        if st.is_interrupted() {
+        if st.is_interrupted() && self.follows_answer {
             self.waits = Some((st, t.status.message.clone()));
-        } else if st.is_terminal() {
-            if !self.json && !self.printed_text && st == TaskState::Completed {
+        } else if st.is_interrupted() || st.is_terminal() {
+            if st == TaskState::Completed {
                 let a = answer_of(t);
-                self.text(&a);
+                self.final_text(&a);
             }
             self.status(st, t.status.message.as_ref());
         }
@@ -495,9 +533,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
         let text = msg.map(Message::text).unwrap_or_default();
         match st {
             TaskState::Completed => {
-                if !self.printed_text && !self.json {
-                    self.text(&text);
-                }
+                self.final_text(&text);
                 self.finish(Outcome::Completed, None);
             }
             TaskState::Failed | TaskState::Rejected => {
@@ -927,6 +963,59 @@ mod tests {
         drop(r);
         let said = String::from_utf8(err).expect("utf-8");
         assert!(said.contains("? input required: run ls"), "{said}");
+    }
+
+    #[test]
+    fn a_subscription_that_opens_on_a_waiting_task_asks_at_once() {
+        // `tasks watch` on a task already waiting: the first frame is the question, whether
+        // the server ends the stream after it or not.
+        let mut err = Vec::new();
+        let mut r = Renderer::new(Vec::new(), &mut err, false, false);
+        r.event(&waiting_task());
+        assert!(r.decided());
+        assert!(matches!(r.outcome(), Outcome::InputRequired { .. }));
+        drop(r);
+        let said = String::from_utf8(err).expect("utf-8");
+        assert!(said.contains("? input required: run ls"), "{said}");
+
+        // Following an answer (also to a question, no decision), the frame may be the
+        // question just answered: what follows decides.
+        let mut r = Renderer::new(Vec::new(), Vec::new(), false, false);
+        r.follows_answer();
+        r.event(&waiting_task());
+        assert!(!r.decided());
+    }
+
+    #[test]
+    fn a_final_text_that_differs_from_the_streamed_one_is_printed_once() {
+        let streamed = [
+            chunk("While make runs. ", false),
+            result("All done."),
+            completed("All done."),
+        ];
+        assert_eq!(render(&streamed), "While make runs. \nAll done.\n");
+        // Only in the final status (no result artifact).
+        let status_only = [chunk("While make runs.\n", false), completed("All done.")];
+        assert_eq!(render(&status_only), "While make runs.\nAll done.\n");
+        // A task that has ended, shown alone (`--no-stream`, `tasks watch`).
+        let frame = ev(json!({"task": {"id": "t", "contextId": "c",
+        "status": {"state": "TASK_STATE_COMPLETED", "message": {"messageId": "m",
+            "role": "ROLE_AGENT", "parts": [{"text": "All done."}]}},
+        "artifacts": [
+            {"artifactId": "assistant-response", "name": "assistant-response",
+             "parts": [{"text": "While make runs. "}]},
+            {"artifactId": "result", "name": "result", "parts": [{"text": "All done."}]}
+        ]}}));
+        assert_eq!(render(&[frame]), "While make runs. \nAll done.\n");
+        // A final text that repeats the streamed text, or its last part, whitespace aside,
+        // is not printed again.
+        let repeats = [
+            chunk("I looked.\n\n", false),
+            chunk("All fine.", true),
+            result("I looked. All fine."),
+            completed("All fine."),
+        ];
+        assert_eq!(render(&repeats), "I looked.\n\nAll fine.\n");
     }
 
     /// A writer that is closed, like a pipe whose reader has gone.

@@ -624,3 +624,52 @@ async fn tasks_list_get_and_watch() {
     })
     .await;
 }
+
+/// `tasks watch` on a task that already waits for input (the probe's case: `call` exited 4,
+/// its hint pointing at `tasks watch`) shows the question and, without a terminal, exits 4
+/// with how to answer, as `call` does: the first frame is the question, whether the server
+/// ends the stream after it or not.
+#[tokio::test]
+async fn watch_of_a_task_already_waiting_shows_the_question_and_exits_4() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = agent_host(&["call", &s.base, "approval already-waiting"]).await;
+        assert_eq!(r.code, 4, "{}", r.stderr);
+        let id = task_id(&r.stderr);
+        let r = agent_host(&["tasks", "watch", &s.base, &id]).await;
+        assert_eq!(r.code, 4, "{}", r.stderr);
+        assert!(r.stderr.contains("? input required: "), "{}", r.stderr);
+        let hint = format!("answer with: agent-host call {} --task {id}", s.base);
+        assert!(r.stderr.contains(&hint), "{}", r.stderr);
+    })
+    .await;
+}
+
+/// An agent whose final result differs from the text it streamed: `call` (streaming and
+/// `--no-stream`) and `tasks watch` print both, each once.
+#[tokio::test]
+async fn a_result_that_differs_from_the_streamed_text_is_printed_too() {
+    limit(async {
+        let scenario = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/scenarios/result-after-text.jsonl"
+        );
+        let s = TestServer::with(crate::common::Options {
+            adapter: "jsonl",
+            extra_args: vec!["--scenario".into(), scenario.into()],
+            ..crate::common::Options::default()
+        })
+        .await;
+        let want = "While make runs. \nAll done.\n";
+        let r = agent_host(&["call", &s.base, "build it"]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.stdout, want, "{}", r.stderr);
+        let r = agent_host(&["call", &s.base, "build it", "--no-stream"]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.stdout, want, "{}", r.stderr);
+        let r = agent_host(&["tasks", "watch", &s.base, &task_id(&r.stderr)]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.stdout, want, "{}", r.stderr);
+    })
+    .await;
+}

@@ -681,6 +681,56 @@ async fn the_stdio_bridge_answers_what_a_pipe_asked_before_it_closed() {
     .await;
 }
 
+/// `agent-host mcp` whose host cannot be reached, with a client that keeps its input open:
+/// the request gets an error, and the bridge exits at once (non-zero, saying why on stderr)
+/// rather than when the client writes again.
+#[tokio::test]
+async fn the_stdio_bridge_exits_when_the_host_cannot_be_reached() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    limit(async {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["mcp", "--url", &format!("http://127.0.0.1:{port}")])
+            .env_remove("A2A_TOKEN")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("agent-host mcp");
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "open", "version": "1"}}});
+        let mut stdin = bridge.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{init}\n").as_bytes())
+            .await
+            .unwrap();
+        let (mut out, mut err) = (String::new(), String::new());
+        let mut stdout = bridge.stdout.take().unwrap();
+        let mut stderr = bridge.stderr.take().unwrap();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let _ = tokio::join!(
+                stdout.read_to_string(&mut out),
+                stderr.read_to_string(&mut err)
+            );
+            bridge.wait().await.unwrap()
+        })
+        .await
+        .expect("the bridge exits while the client keeps its input open");
+        drop(stdin);
+        assert!(!status.success(), "{err}");
+        let answer: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+        assert_eq!(answer["id"], 1, "{out}");
+        assert_eq!(answer["error"]["code"], -32603, "{out}");
+        assert!(err.contains("could not be reached"), "{err}");
+    })
+    .await;
+}
+
 /// A body that is not one JSON-RPC message gets 400 and the JSON-RPC error that says why; one
 /// over the size limit 413 with the limit named.
 #[tokio::test]
