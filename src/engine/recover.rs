@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{input, lock, Accepted, Control, Engine, Inner, Live, Pending, RequestOptions};
+use super::{
+    changes, input, lock, Accepted, Control, Engine, Inner, Live, Pending, RequestOptions,
+};
 use crate::protocol::v1::{Message, TaskState};
 use crate::protocol::A2AError;
 use crate::store::{Snapshot, StoreError};
@@ -152,7 +154,11 @@ impl Engine {
                 Some(host) => ExitReason::HostLost(host.to_string()),
                 None => ExitReason::Restarted,
             };
-            let events = m.on_exit(reason);
+            let prompt = t.history.first().map(|m| input::prompt_of(m, None));
+            let mut events = self
+                .changes_of_cut_turn(&id, &ctx_id, &prompt.unwrap_or_default())
+                .await;
+            events.extend(m.on_exit(reason));
             self.inner.publish_final(&id, events).await;
             r.failed += 1;
         }
@@ -162,6 +168,26 @@ impl Engine {
             self.inner.prepare(&mut st, starts)
         };
         self.inner.spawn(turns);
+    }
+
+    /// The `changes` artifact of a turn the host's end cut short, when its context's
+    /// workspace is on this host: what the agent changed before then (committed as any
+    /// turn's end would), as every turn's end carries it.
+    async fn changes_of_cut_turn(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        prompt: &str,
+    ) -> Vec<crate::protocol::v1::StreamResponse> {
+        let all = self.inner.config.workspaces.as_ref();
+        let (tw, _) = changes::turn_workspace(all, context_id, &self.default_cwd()).await;
+        let Some(tw) = tw else {
+            return Vec::new();
+        };
+        changes::changes_update(&tw, task_id, context_id, prompt)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// The answer to a task that was waiting for input when the host restarted: its CLI

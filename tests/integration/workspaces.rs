@@ -40,6 +40,7 @@ struct Host {
     child: tokio::process::Child,
     base: String,
     root: tempfile::TempDir,
+    extra: Vec<(String, String)>,
 }
 
 impl Host {
@@ -66,6 +67,33 @@ impl Host {
         git(&work, &["tag", "v1"]);
         std::fs::write(work.join("shared.txt"), "line 1\nline 2\nline 3\nline 4\n").unwrap();
         git(&work, &["commit", "-q", "-am", "second"]);
+        let extra: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (child, base) = Host::spawn(r, &extra).await;
+        Host {
+            child,
+            base,
+            root,
+            extra,
+        }
+    }
+
+    /// Kills the host (SIGKILL: no turn's end) and starts it again on the same folders.
+    async fn restart(mut self) -> Host {
+        self.kill().await;
+        let (child, base) = Host::spawn(self.root.path(), &self.extra).await;
+        Host {
+            child,
+            base,
+            ..self
+        }
+    }
+
+    /// agent-host on a free port, its data and the source repository in `r`.
+    async fn spawn(r: &Path, extra: &[(String, String)]) -> (tokio::process::Child, String) {
+        let work = r.join("work");
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workspaces/edit-agent.sh");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -86,14 +114,14 @@ impl Host {
             .env("AGENT_HOST_RATE_LIMIT", "0")
             .env("AGENT_MAX_RUNNING_TASKS", "16")
             .env("AGENT_CANCEL_GRACE_MS", "300")
-            .envs(extra.iter().copied())
+            .envs(extra.iter().map(|(k, v)| (k, v)))
             .kill_on_drop(true)
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn agent-host");
         let base = format!("http://127.0.0.1:{port}");
         answers(&format!("{base}/.well-known/agent-card.json")).await;
-        Host { child, base, root }
+        (child, base)
     }
 
     /// A clone of the source repository in the host's folder, named `name`: the caller's
@@ -148,6 +176,17 @@ impl Host {
     }
 
     /// The checkout of `context`'s workspace (from the records in the data folder).
+    /// The checkout of `context`'s workspace, once it has one.
+    fn checkout_if_any(&self, context: &str) -> Option<PathBuf> {
+        let dir = self.root.path().join("data/workspaces");
+        std::fs::read_dir(&dir).ok()?.flatten().find_map(|e| {
+            let rec: Value =
+                serde_json::from_slice(&std::fs::read(e.path().join("workspace.json")).ok()?)
+                    .ok()?;
+            (rec["contextId"] == context).then(|| e.path().join("repo"))
+        })
+    }
+
     fn checkout_of(&self, context: &str) -> PathBuf {
         let dir = self.root.path().join("data/workspaces");
         for e in std::fs::read_dir(&dir)
@@ -559,6 +598,45 @@ async fn a_dirty_source_is_said_in_the_tasks_metadata() {
             said.contains("line 2") && !said.contains("uncommitted"),
             "{task}"
         );
+        h.stop().await;
+    })
+    .await;
+}
+
+/// A turn the host's end cuts short (kill -9): after the restart the task has failed, and
+/// like every turn's end it carries the `changes` artifact with what the agent wrote.
+#[tokio::test]
+async fn a_turn_cut_short_by_a_crash_still_carries_its_change() {
+    limit_to(Duration::from_secs(90), async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("crash-{}", super::common::uuid());
+        let mut params = message("slow cut.txt", &ctx, json!({}));
+        params["configuration"] = json!({"returnImmediately": true});
+        let v = h.rpc("SendMessage", params).await;
+        let id = v["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_string();
+        let written = loop {
+            if let Some(co) = h
+                .checkout_if_any(&ctx)
+                .filter(|c| c.join("cut.txt").is_file())
+            {
+                break co;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(written.is_dir());
+        let h = h.restart().await;
+        let task = h.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+        let (data, patch) = changes_of(&task);
+        assert_eq!(
+            paths(&data),
+            [("cut.txt".to_string(), "added".to_string())],
+            "{data}"
+        );
+        assert!(String::from_utf8_lossy(&patch).contains("written before the host stopped"));
         h.stop().await;
     })
     .await;
