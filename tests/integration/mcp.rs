@@ -304,6 +304,60 @@ async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
 }
 
 #[tokio::test]
+async fn get_changes_of_another_callers_or_an_unknown_context_is_not_found() {
+    limit(async {
+        let credential = |name: &str| Credential {
+            name: name.into(),
+            secret: Secret::Bearer(format!("{name}-token-0123456789")),
+        };
+        let security = Security {
+            credentials: vec![credential("alice"), credential("bob")],
+            ..Security::default()
+        };
+        let s = TestServer::with(Options {
+            security,
+            ..Options::default()
+        })
+        .await;
+        let alice = connect(&s, Some("alice-token-0123456789"))
+            .await
+            .expect("alice");
+        let bob = connect(&s, Some("bob-token-0123456789"))
+            .await
+            .expect("bob");
+        let t = ok(
+            &alice,
+            "start_task",
+            json!({"prompt": "hello", "wait": true}),
+        )
+        .await;
+        let context = t["contextId"].as_str().unwrap();
+        // Alice's own context, whose turn changed nothing: no changes.
+        let own = ok(&alice, "get_changes", json!({"contextId": context})).await;
+        assert_eq!(own, json!({"changes": false}));
+        // Bob asking for Alice's context, and for one that does not exist: not found, the
+        // same error (only the id named differs).
+        let not_found = async |context: &str| {
+            let e = call(&bob, "get_changes", json!({"contextId": context}))
+                .await
+                .map(|v| panic!("answered {v}"))
+                .unwrap_err();
+            let e = mcp_error(e);
+            (e.code, e.message.replace(context, "ID"), e.data)
+        };
+        let others = not_found(context).await;
+        let unknown = not_found("no-such-context").await;
+        assert_eq!(others.0, ErrorCode(-32001), "{others:?}");
+        assert!(others.1.contains("not found"), "{others:?}");
+        assert_eq!(others, unknown);
+        alice.cancel().await.ok();
+        bob.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_bad_argument_is_a_clear_error_and_starts_nothing() {
     limit(async {
         let s = TestServer::start().await;

@@ -523,7 +523,9 @@ impl McpHost {
     }
 }
 
-/// The changes of the context's newest task that has any (within its latest 100 tasks).
+/// The changes of the context's newest task that has any (within its latest 100 tasks). A
+/// context with none of the caller's tasks (unknown, or another caller's) is not found, the
+/// same error either way.
 async fn latest_changes(
     engine: &Engine,
     context_id: &str,
@@ -537,7 +539,18 @@ async fn latest_changes(
         ..ListTasksRequest::default()
     };
     let list = engine.list(req, owner).await.map_err(error)?;
+    if list.tasks.is_empty() {
+        return Err(context_not_found(context_id));
+    }
     Ok(list.tasks.iter().find_map(ChangesView::of))
+}
+
+/// The error of a context that does not exist or is not the caller's: the task-not-found
+/// error (its code and reason), naming the context.
+fn context_not_found(context_id: &str) -> ErrorData {
+    let mut e = error(A2AError::TaskNotFound(context_id.to_string()));
+    e.message = format!("Context not found: {context_id}").into();
+    e
 }
 
 #[tool_handler(router = self.tool_router)]
