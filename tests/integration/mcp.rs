@@ -178,6 +178,34 @@ async fn a_task_started_without_waiting_is_followed_with_get_task() {
 }
 
 #[tokio::test]
+async fn get_task_lists_at_most_max_events_and_none_for_0() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        // The schema lets 0 through; it means no events.
+        let tools = c.list_all_tools().await.expect("tools/list");
+        let get = tools.iter().find(|t| t.name == "get_task").unwrap();
+        let schema = serde_json::to_value(&get.input_schema).unwrap();
+        assert_eq!(schema["properties"]["maxEvents"]["minimum"], 0, "{schema}");
+        let t = ok(&c, "start_task", json!({"prompt": "hello", "wait": true})).await;
+        let id = t["id"].as_str().unwrap();
+        for (max, want) in [(0, 0), (2, 2)] {
+            let r = ok(
+                &c,
+                "get_task",
+                json!({"taskId": id, "afterEvent": 0, "maxEvents": max}),
+            )
+            .await;
+            assert_eq!(r["events"].as_array().map(Vec::len), Some(want), "{r}");
+            assert_eq!(r["lastEvent"], want, "{r}");
+        }
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn an_approval_is_answered_with_reply() {
     limit(async {
         let s = TestServer::start().await;
