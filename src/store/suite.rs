@@ -284,9 +284,18 @@ pub(crate) async fn listing_filters_and_pages(s: Arc<dyn Store>) {
             .unwrap();
         assert_eq!(p.total_size, 7);
         seen.extend(ids(&p));
+        // The order and the token are the ones a listing merged from several stores uses.
+        assert!(p
+            .tasks
+            .windows(2)
+            .all(|w| super::newest_first(&w[0], &w[1]).is_lt()));
         if p.next_page_token.is_empty() {
             break;
         }
+        assert_eq!(
+            p.next_page_token,
+            super::page_token_after(p.tasks.last().unwrap())
+        );
         token = Some(p.next_page_token);
     }
     assert_eq!(seen, ["t4", "t3", "t2", "t1", "t5", "t0", "T5"]);

@@ -504,11 +504,15 @@ async fn pages_of_other_hosts_and_origins_cannot_start_tasks() {
 /// the later form of tasks, so these tests write the messages themselves); the whole
 /// JSON-RPC answer, read from a JSON body or from the server-sent event that carries it.
 async fn mcp_2025(s: &TestServer, method: &str, params: Value) -> Value {
+    mcp_2025_at(&s.client, &s.base, method, params).await
+}
+
+/// [`mcp_2025`] to the host at `base`.
+async fn mcp_2025_at(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
     // `initialize` names its version in its body, and the header must agree.
     let version = params["protocolVersion"].as_str().unwrap_or("2025-11-25");
-    let resp = s
-        .client
-        .post(format!("{}/mcp", s.base))
+    let resp = client
+        .post(format!("{base}/mcp"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", version)
@@ -616,6 +620,39 @@ async fn start_task_runs_as_an_mcp_task_that_is_the_a2a_task() {
         .await;
         assert_eq!(other["error"]["code"], -32601, "{other}");
         s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tasks_list_pages_hold_the_newest_tasks_of_every_agent() {
+    limit(async {
+        let host = HostProcess::spawn(&[("AGENT_ADAPTER", "demo,jsonl")], &[]).await;
+        let client = reqwest::Client::new();
+        let start = |agent: &'static str| {
+            mcp_2025_at(
+                &client,
+                &host.base,
+                "tools/call",
+                json!({"name": "start_task", "arguments": {"prompt": "hello", "agent": agent, "wait": true}}),
+            )
+        };
+        // Tasks on the second agent only: the first page has them.
+        let on_jsonl = start("jsonl").await;
+        let jsonl_id = on_jsonl["result"]["structuredContent"]["id"].clone();
+        assert!(jsonl_id.is_string(), "{on_jsonl}");
+        let list = mcp_2025_at(&client, &host.base, "tasks/list", json!({})).await;
+        let ids = |list: &Value| -> Vec<Value> {
+            let tasks = list["result"]["tasks"].as_array().cloned().unwrap_or_default();
+            tasks.iter().map(|t| t["taskId"].clone()).collect()
+        };
+        assert_eq!(ids(&list), [jsonl_id.clone()], "{list}");
+        assert!(list["result"].get("nextCursor").is_none(), "{list}");
+        // One on each: newest first, whichever agent ran it.
+        let on_demo = start("demo").await;
+        let demo_id = on_demo["result"]["structuredContent"]["id"].clone();
+        let list = mcp_2025_at(&client, &host.base, "tasks/list", json!({})).await;
+        assert_eq!(ids(&list), [demo_id, jsonl_id], "{list}");
     })
     .await;
 }
