@@ -646,7 +646,7 @@ async fn tasks_list_pages_hold_the_newest_tasks_of_every_agent() {
             let tasks = list["result"]["tasks"].as_array().cloned().unwrap_or_default();
             tasks.iter().map(|t| t["taskId"].clone()).collect()
         };
-        assert_eq!(ids(&list), [jsonl_id.clone()], "{list}");
+        assert_eq!(ids(&list), std::slice::from_ref(&jsonl_id), "{list}");
         assert!(list["result"].get("nextCursor").is_none(), "{list}");
         // One on each: newest first, whichever agent ran it.
         let on_demo = start("demo").await;
