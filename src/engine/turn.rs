@@ -920,6 +920,7 @@ async fn deliver_answer(
         ));
     };
     let decision = input::decision_of(msg, id, kind)?;
+    let note = answer_note(kind, &decision);
     let Some(bytes) = parser.encode_decision(&decision) else {
         return Err(A2AError::UnsupportedOperation(
             "this agent cannot take answers".into(),
@@ -929,11 +930,18 @@ async fn deliver_answer(
         tracing::warn!(error = %e, "could not write the answer to the agent");
         A2AError::UnsupportedOperation("the agent is no longer reading answers".into())
     })?;
-    Ok(if decision.allow {
-        "Approved; the agent continues".to_string()
-    } else {
-        "Denied; the agent continues".to_string()
-    })
+    Ok(note.to_string())
+}
+
+/// The status note of an answer the agent got: a question's answer is an answer (nothing was
+/// approved), an approval's is approved or denied.
+fn answer_note(kind: &str, decision: &crate::adapter::wire::Decision) -> &'static str {
+    match (kind, decision.allow) {
+        ("question", true) => "Answered; the agent continues with the answer",
+        ("question", false) => "Declined; the agent continues",
+        (_, true) => "Approved; the agent continues",
+        (_, false) => "Denied; the agent continues",
+    }
 }
 
 /// Writes a message from the client to a CLI that works (and reads messages meanwhile).

@@ -56,7 +56,7 @@ fn first_timestamp(t: &Task) -> String {
 }
 
 /// Sort key: newest status timestamp first, then id (descending) to break ties.
-fn key(t: &Task) -> (String, String) {
+pub(crate) fn key(t: &Task) -> (String, String) {
     (t.status.timestamp.clone().unwrap_or_default(), t.id.clone())
 }
 

@@ -200,6 +200,18 @@ pub struct ListQuery {
     pub page_token: Option<String>,
 }
 
+/// The order of every listing: newest status timestamp first, then the greater id.
+pub fn newest_first(a: &Task, b: &Task) -> std::cmp::Ordering {
+    memory::key(b).cmp(&memory::key(a))
+}
+
+/// The page token of a listing that goes on after `task`, in [`newest_first`] order: what
+/// every store answers as `next_page_token` when `task` ends a page, so listings of several
+/// stores can be merged and continued from one token.
+pub fn page_token_after(task: &Task) -> String {
+    memory::encode_token(&memory::key(task))
+}
+
 /// One page of tasks, newest status first.
 #[derive(Debug, Clone)]
 pub struct ListPage {

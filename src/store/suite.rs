@@ -243,6 +243,19 @@ pub(crate) async fn long_tasks_read_whole(s: Arc<dyn Store>) {
     assert_eq!(answer(&snap.task).len(), n * 100);
 }
 
+/// A page's order and token are the ones a listing merged from several stores uses
+/// ([`super::newest_first`], [`super::page_token_after`]).
+fn in_merge_order(p: &ListPage) {
+    assert!(p
+        .tasks
+        .windows(2)
+        .all(|w| super::newest_first(&w[0], &w[1]).is_lt()));
+    if !p.next_page_token.is_empty() {
+        let last = p.tasks.last().expect("a page with a next token has tasks");
+        assert_eq!(p.next_page_token, super::page_token_after(last));
+    }
+}
+
 pub(crate) async fn listing_filters_and_pages(s: Arc<dyn Store>) {
     for i in 0..5 {
         let ctx = if i % 2 == 0 { "even" } else { "odd" };
@@ -284,6 +297,7 @@ pub(crate) async fn listing_filters_and_pages(s: Arc<dyn Store>) {
             .unwrap();
         assert_eq!(p.total_size, 7);
         seen.extend(ids(&p));
+        in_merge_order(&p);
         if p.next_page_token.is_empty() {
             break;
         }

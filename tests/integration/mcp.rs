@@ -178,6 +178,34 @@ async fn a_task_started_without_waiting_is_followed_with_get_task() {
 }
 
 #[tokio::test]
+async fn get_task_lists_at_most_max_events_and_none_for_0() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        // The schema lets 0 through; it means no events.
+        let tools = c.list_all_tools().await.expect("tools/list");
+        let get = tools.iter().find(|t| t.name == "get_task").unwrap();
+        let schema = serde_json::to_value(&get.input_schema).unwrap();
+        assert_eq!(schema["properties"]["maxEvents"]["minimum"], 0, "{schema}");
+        let t = ok(&c, "start_task", json!({"prompt": "hello", "wait": true})).await;
+        let id = t["id"].as_str().unwrap();
+        for (max, want) in [(0, 0), (2, 2)] {
+            let r = ok(
+                &c,
+                "get_task",
+                json!({"taskId": id, "afterEvent": 0, "maxEvents": max}),
+            )
+            .await;
+            assert_eq!(r["events"].as_array().map(Vec::len), Some(want), "{r}");
+            assert_eq!(r["lastEvent"], want, "{r}");
+        }
+        c.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn an_approval_is_answered_with_reply() {
     limit(async {
         let s = TestServer::start().await;
@@ -296,6 +324,60 @@ async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
             .await
             .unwrap();
         assert_eq!(a2a["result"]["id"], id, "{a2a}");
+        alice.cancel().await.ok();
+        bob.cancel().await.ok();
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn get_changes_of_another_callers_or_an_unknown_context_is_not_found() {
+    limit(async {
+        let credential = |name: &str| Credential {
+            name: name.into(),
+            secret: Secret::Bearer(format!("{name}-token-0123456789")),
+        };
+        let security = Security {
+            credentials: vec![credential("alice"), credential("bob")],
+            ..Security::default()
+        };
+        let s = TestServer::with(Options {
+            security,
+            ..Options::default()
+        })
+        .await;
+        let alice = connect(&s, Some("alice-token-0123456789"))
+            .await
+            .expect("alice");
+        let bob = connect(&s, Some("bob-token-0123456789"))
+            .await
+            .expect("bob");
+        let t = ok(
+            &alice,
+            "start_task",
+            json!({"prompt": "hello", "wait": true}),
+        )
+        .await;
+        let context = t["contextId"].as_str().unwrap();
+        // Alice's own context, whose turn changed nothing: no changes.
+        let own = ok(&alice, "get_changes", json!({"contextId": context})).await;
+        assert_eq!(own, json!({"changes": false}));
+        // Bob asking for Alice's context, and for one that does not exist: not found, the
+        // same error (only the id named differs).
+        let not_found = async |context: &str| {
+            let e = call(&bob, "get_changes", json!({"contextId": context}))
+                .await
+                .map(|v| panic!("answered {v}"))
+                .unwrap_err();
+            let e = mcp_error(e);
+            (e.code, e.message.replace(context, "ID"), e.data)
+        };
+        let others = not_found(context).await;
+        let unknown = not_found("no-such-context").await;
+        assert_eq!(others.0, ErrorCode(-32001), "{others:?}");
+        assert!(others.1.contains("not found"), "{others:?}");
+        assert_eq!(others, unknown);
         alice.cancel().await.ok();
         bob.cancel().await.ok();
         s.shutdown().await;
@@ -445,11 +527,15 @@ async fn pages_of_other_hosts_and_origins_cannot_start_tasks() {
 /// the later form of tasks, so these tests write the messages themselves); the whole
 /// JSON-RPC answer, read from a JSON body or from the server-sent event that carries it.
 async fn mcp_2025(s: &TestServer, method: &str, params: Value) -> Value {
+    mcp_2025_at(&s.client, &s.base, method, params).await
+}
+
+/// [`mcp_2025`] to the host at `base`.
+async fn mcp_2025_at(client: &reqwest::Client, base: &str, method: &str, params: Value) -> Value {
     // `initialize` names its version in its body, and the header must agree.
     let version = params["protocolVersion"].as_str().unwrap_or("2025-11-25");
-    let resp = s
-        .client
-        .post(format!("{}/mcp", s.base))
+    let resp = client
+        .post(format!("{base}/mcp"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", version)
@@ -557,6 +643,39 @@ async fn start_task_runs_as_an_mcp_task_that_is_the_a2a_task() {
         .await;
         assert_eq!(other["error"]["code"], -32601, "{other}");
         s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tasks_list_pages_hold_the_newest_tasks_of_every_agent() {
+    limit(async {
+        let host = HostProcess::spawn(&[("AGENT_ADAPTER", "demo,jsonl")], &[]).await;
+        let client = reqwest::Client::new();
+        let start = |agent: &'static str| {
+            mcp_2025_at(
+                &client,
+                &host.base,
+                "tools/call",
+                json!({"name": "start_task", "arguments": {"prompt": "hello", "agent": agent, "wait": true}}),
+            )
+        };
+        // Tasks on the second agent only: the first page has them.
+        let on_jsonl = start("jsonl").await;
+        let jsonl_id = on_jsonl["result"]["structuredContent"]["id"].clone();
+        assert!(jsonl_id.is_string(), "{on_jsonl}");
+        let list = mcp_2025_at(&client, &host.base, "tasks/list", json!({})).await;
+        let ids = |list: &Value| -> Vec<Value> {
+            let tasks = list["result"]["tasks"].as_array().cloned().unwrap_or_default();
+            tasks.iter().map(|t| t["taskId"].clone()).collect()
+        };
+        assert_eq!(ids(&list), std::slice::from_ref(&jsonl_id), "{list}");
+        assert!(list["result"].get("nextCursor").is_none(), "{list}");
+        // One on each: newest first, whichever agent ran it.
+        let on_demo = start("demo").await;
+        let demo_id = on_demo["result"]["structuredContent"]["id"].clone();
+        let list = mcp_2025_at(&client, &host.base, "tasks/list", json!({})).await;
+        assert_eq!(ids(&list), [demo_id, jsonl_id], "{list}");
     })
     .await;
 }

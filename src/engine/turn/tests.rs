@@ -456,6 +456,45 @@ async fn answers_reach_the_agent_and_an_immediate_new_question_is_seen() {
     );
 }
 
+/// The status note after an answer says what happened: a question was answered (nothing
+/// was approved), an approval approved or denied.
+#[tokio::test(start_paused = true)]
+async fn the_status_after_an_answer_says_answered_for_a_question_approved_for_an_approval() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    let (task, mut script) = start(&e, &mut scripts).await;
+    let cases = [
+        (
+            "question",
+            "src/main.rs",
+            "Answered; the agent continues with the answer",
+        ),
+        ("command", "yes", "Approved; the agent continues"),
+        ("command", "no", "Denied; the agent continues"),
+    ];
+    for (i, (kind, answer, note)) in cases.into_iter().enumerate() {
+        let from = e.get_snapshot(&task, None).await.unwrap().last_seq;
+        let id = format!("q-{i}");
+        script.emit(json!({"type": "approval_required", "id": id, "kind": kind, "detail": "?"}));
+        let asked = settled(&e, &task, from).await.task.status.state;
+        assert_eq!(asked, TaskState::InputRequired, "{kind}");
+        e.send(
+            request(answer, Some(&task)),
+            None,
+            &RequestOptions::default(),
+        )
+        .await
+        .unwrap();
+        script.stdin.recv().await.expect("answer written");
+        let snap = e.get_snapshot(&task, None).await.unwrap();
+        assert_eq!(
+            snap.task.status.state,
+            TaskState::Working,
+            "{kind} {answer}"
+        );
+        assert_eq!(status_text(&snap), note, "{kind} {answer}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_answer_to_a_task_that_is_not_asking_is_refused() {
     let (e, mut scripts) = engine(HARD, IDLE);

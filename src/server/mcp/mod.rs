@@ -346,6 +346,18 @@ fn reply_message(p: &Reply) -> Result<Message, ErrorData> {
     })
 }
 
+/// How many events `get_task` lists: `maxEvents` (0: none), 100 when not given, at most
+/// [`MAX_EVENTS`].
+fn event_limit(max_events: Option<usize>) -> usize {
+    max_events.unwrap_or(DEFAULT_EVENTS).min(MAX_EVENTS)
+}
+
+/// The events `get_task` lists when `maxEvents` is not given.
+const DEFAULT_EVENTS: usize = 100;
+
+/// The most events one `get_task` lists.
+const MAX_EVENTS: usize = 1000;
+
 fn required(value: &str, name: &str) -> Result<(), ErrorData> {
     if value.trim().is_empty() {
         return Err(bad(format!("{name} is required")));
@@ -393,14 +405,18 @@ impl McpHost {
         let Some(after) = p.after_event else {
             return answer(&json!({ "task": task }), text);
         };
-        let limit = p.max_events.unwrap_or(100).clamp(1, 1000);
-        let events: Vec<EventView> = engine
-            .events_since(&p.task_id, after, limit, who.owner())
-            .await
-            .map_err(error)?
-            .iter()
-            .map(|e| EventView::of(e))
-            .collect();
+        let limit = event_limit(p.max_events);
+        let events: Vec<EventView> = if limit == 0 {
+            Vec::new()
+        } else {
+            engine
+                .events_since(&p.task_id, after, limit, who.owner())
+                .await
+                .map_err(error)?
+                .iter()
+                .map(|e| EventView::of(e))
+                .collect()
+        };
         let last = events.last().map_or(after, |e| e.seq);
         for line in events.iter().filter_map(EventView::progress_line) {
             text.push_str("\n- ");
@@ -526,7 +542,9 @@ impl McpHost {
     }
 }
 
-/// The changes of the context's newest task that has any (within its latest 100 tasks).
+/// The changes of the context's newest task that has any (within its latest 100 tasks). A
+/// context with none of the caller's tasks (unknown, or another caller's) is not found, the
+/// same error either way.
 async fn latest_changes(
     engine: &Engine,
     context_id: &str,
@@ -540,7 +558,18 @@ async fn latest_changes(
         ..ListTasksRequest::default()
     };
     let list = engine.list(req, owner).await.map_err(error)?;
+    if list.tasks.is_empty() {
+        return Err(context_not_found(context_id));
+    }
     Ok(list.tasks.iter().find_map(ChangesView::of))
+}
+
+/// The error of a context that does not exist or is not the caller's: the task-not-found
+/// error (its code and reason), naming the context.
+fn context_not_found(context_id: &str) -> ErrorData {
+    let mut e = error(A2AError::TaskNotFound(context_id.to_string()));
+    e.message = format!("Context not found: {context_id}").into();
+    e
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -599,6 +628,14 @@ mod tests {
         assert_eq!(md["approvals"], json!({"allow": ["Read"]}));
         let bare: StartTask = serde_json::from_value(json!({"prompt": "x"})).unwrap();
         assert!(start_metadata(&bare).is_none());
+    }
+
+    #[test]
+    fn max_events_is_at_most_that_many_events() {
+        assert_eq!(event_limit(Some(0)), 0);
+        assert_eq!(event_limit(Some(1)), 1);
+        assert_eq!(event_limit(None), 100);
+        assert_eq!(event_limit(Some(5000)), 1000);
     }
 
     #[test]

@@ -79,7 +79,8 @@ pub struct GetTask {
     /// start); leave out for no events.
     #[serde(default)]
     pub after_event: Option<u64>,
-    /// At most this many events (default 100, at most 1000).
+    /// At most this many events (default 100; 0: none, only lastEvent; more than 1000
+    /// counts as 1000).
     #[serde(default)]
     pub max_events: Option<usize>,
 }

@@ -205,20 +205,30 @@ fn task_error(e: A2AError) -> ErrorData {
     }
 }
 
-/// A `tasks/list` cursor: the index of the agent being listed and its page token.
-fn parse_cursor(cursor: Option<&str>) -> Result<(usize, Option<String>), ErrorData> {
-    let Some(c) = cursor.filter(|c| !c.is_empty()) else {
-        return Ok((0, None));
-    };
-    let (i, token) = c.split_once(':').unwrap_or((c, ""));
-    let i = i
-        .parse()
-        .map_err(|_| super::bad(format!("cursor '{c}' is not one this host gave")))?;
-    Ok((i, Some(token.to_string()).filter(|t| !t.is_empty())))
-}
+/// Tasks per `tasks/list` page.
+const LIST_PAGE: usize = 50;
 
-fn make_cursor(agent: usize, token: &str) -> String {
-    format!("{agent}:{token}")
+/// One page of a listing merged from several agents' stores: each agent's first `size`
+/// tasks after the cursor (newest first), and whether it has more. The page is the newest
+/// `size` of them all; the next cursor (when any are left) is the page token after its last
+/// task, which every store continues from.
+fn merge_pages(pages: Vec<(Vec<Task>, bool)>, size: usize) -> (Vec<Task>, Option<String>) {
+    let mut more = false;
+    let mut tasks = Vec::new();
+    for (page, has_more) in pages {
+        more |= has_more;
+        tasks.extend(page);
+    }
+    tasks.sort_by(crate::store::newest_first);
+    if tasks.len() > size {
+        more = true;
+        tasks.truncate(size);
+    }
+    let next = tasks
+        .last()
+        .filter(|_| more)
+        .map(crate::store::page_token_after);
+    (tasks, next)
 }
 
 /// Adds the task announcements to rmcp's JSON-RPC answer to `initialize` or `tools/list`.
@@ -472,30 +482,35 @@ impl McpHost {
         Ok(json!({ "task": task_json(&snap.task) }))
     }
 
-    /// The caller's tasks of every agent, one agent's pages after the other's.
+    /// The caller's tasks of every agent, newest first (a page holds the newest of them all).
     async fn list_mcp_tasks(
         &self,
         cursor: Option<&str>,
         who: &super::Who,
     ) -> Result<Value, ErrorData> {
-        let (i, token) = parse_cursor(cursor)?;
-        let Some(agent) = self.agents.get(i) else {
-            return Ok(json!({ "tasks": [] }));
-        };
-        let req = ListTasksRequest {
-            page_token: token,
-            history_length: Some(0),
-            ..ListTasksRequest::default()
-        };
-        let list = agent.engine.list(req, who.owner()).await.map_err(error)?;
-        let tasks: Vec<Value> = list.tasks.iter().map(task_json).collect();
-        let next = if !list.next_page_token.is_empty() {
-            Some(make_cursor(i, &list.next_page_token))
-        } else if i + 1 < self.agents.len() {
-            Some(make_cursor(i + 1, ""))
-        } else {
-            None
-        };
+        let token = cursor.filter(|c| !c.is_empty()).map(str::to_string);
+        let mut pages = Vec::with_capacity(self.agents.len());
+        for agent in self.agents.iter() {
+            let req = ListTasksRequest {
+                page_token: token.clone(),
+                page_size: i32::try_from(LIST_PAGE).ok(),
+                history_length: Some(0),
+                ..ListTasksRequest::default()
+            };
+            let list = agent
+                .engine
+                .list(req, who.owner())
+                .await
+                .map_err(|e| match e {
+                    A2AError::InvalidParams(_) if token.is_some() => {
+                        super::bad("cursor is not one this host gave")
+                    }
+                    other => error(other),
+                })?;
+            pages.push((list.tasks, !list.next_page_token.is_empty()));
+        }
+        let (tasks, next) = merge_pages(pages, LIST_PAGE);
+        let tasks: Vec<Value> = tasks.iter().map(task_json).collect();
         let mut v = json!({ "tasks": tasks });
         if let Some(n) = next {
             v["nextCursor"] = Value::String(n);
@@ -692,15 +707,35 @@ mod tests {
         assert!(tools["result"]["tools"][1].get("execution").is_none());
     }
 
+    fn listed(id: &str, ts: &str) -> Task {
+        let mut t = task(TaskState::Completed, None);
+        t.id = id.into();
+        t.status.timestamp = Some(ts.into());
+        t
+    }
+
     #[test]
-    fn a_list_cursor_names_the_agent_and_its_page() {
-        assert_eq!(parse_cursor(None).unwrap(), (0, None));
-        assert_eq!(
-            parse_cursor(Some(&make_cursor(1, "p2"))).unwrap(),
-            (1, Some("p2".into()))
-        );
-        assert_eq!(parse_cursor(Some(&make_cursor(2, ""))).unwrap(), (2, None));
-        assert!(parse_cursor(Some("x:y")).is_err());
+    fn a_list_page_holds_the_newest_tasks_of_every_agent() {
+        let ids = |t: &[Task]| t.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+        // The first agent has none: the page is the second's, not empty.
+        let second = vec![listed("b2", "2026-01-02T00:00:00.000Z")];
+        let (page, next) = merge_pages(vec![(vec![], false), (second, false)], 2);
+        assert_eq!(ids(&page), ["b2"]);
+        assert_eq!(next, None);
+        // Both have tasks: the newest two of all, and a cursor after the last of them.
+        let first = vec![
+            listed("a3", "2026-01-03T00:00:00.000Z"),
+            listed("a1", "2026-01-01T00:00:00.000Z"),
+        ];
+        let second = vec![listed("b2", "2026-01-02T00:00:00.000Z")];
+        let (page, next) = merge_pages(vec![(first, false), (second, false)], 2);
+        assert_eq!(ids(&page), ["a3", "b2"]);
+        assert_eq!(next, Some(crate::store::page_token_after(&page[1])));
+        // An agent with more than it listed: a cursor even when the page is not over full.
+        let first = vec![listed("a3", "2026-01-03T00:00:00.000Z")];
+        let (page, next) = merge_pages(vec![(first, true), (vec![], false)], 1);
+        assert_eq!(ids(&page), ["a3"]);
+        assert!(next.is_some());
     }
 
     #[tokio::test]

@@ -73,7 +73,9 @@ impl TaskView {
             question: (task.status.state == TaskState::InputRequired)
                 .then(|| status.and_then(|m| first_data(&m.parts)))
                 .flatten(),
-            changes: changes_artifact(task).and_then(|a| first_data(&a.parts)),
+            changes: changes_artifact(task)
+                .and_then(|a| first_data(&a.parts))
+                .filter(has_changes),
         }
     }
 
@@ -96,9 +98,8 @@ impl TaskView {
             s.push('\n');
             s.push_str(text);
         }
-        if let Some(files) = self
-            .changes
-            .as_ref()
+        let changes = self.changes.as_ref();
+        if let Some(files) = changes
             .and_then(|c| c.get("files"))
             .and_then(Value::as_array)
         {
@@ -106,8 +107,21 @@ impl TaskView {
                 "\nChanged {} file(s); get_changes gives the patch.",
                 files.len()
             ));
+        } else if let Some(why) = changes.and_then(|c| c.get("error")).and_then(Value::as_str) {
+            s.push_str(&format!("\nThe change could not be taken: {why}"));
         }
         s
+    }
+}
+
+/// Whether a `changes` artifact's data part is worth showing: it lists changed files, or
+/// says why the change could not be taken (`error`, no `files`). An empty file list (the
+/// workspace is as its base: a turn that waits for input before any edit, failed, was
+/// canceled or had its edit denied) is nothing to show.
+fn has_changes(data: &Value) -> bool {
+    match data.get("files") {
+        Some(Value::Array(files)) => !files.is_empty(),
+        _ => data.get("error").is_some(),
     }
 }
 
@@ -344,5 +358,41 @@ mod tests {
         let c = ChangesView::of(&t).unwrap();
         assert_eq!(c.patch, "+a\n");
         assert_eq!(c.files[0]["path"], "a.txt");
+    }
+
+    fn with_changes(state: TaskState, data: Value) -> Task {
+        let mut t = task(state);
+        t.artifacts.push(Artifact {
+            artifact_id: "ch".into(),
+            name: Some(CHANGES_ARTIFACT.into()),
+            parts: vec![Part::data(data)],
+            ..Artifact::default()
+        });
+        t
+    }
+
+    #[test]
+    fn a_turn_that_changed_nothing_shows_no_changes() {
+        let empty = serde_json::json!({"base": {"ref": "main"}, "files": [], "truncated": false});
+        for state in [
+            TaskState::InputRequired,
+            TaskState::Failed,
+            TaskState::Canceled,
+            TaskState::Completed,
+        ] {
+            let v = TaskView::of(&with_changes(state, empty.clone()));
+            assert!(v.changes.is_none(), "{state:?}: {:?}", v.changes);
+            let text = v.summary();
+            assert!(!text.contains("Changed"), "{state:?}: {text}");
+            let json = serde_json::to_value(&v).unwrap();
+            assert!(json.get("changes").is_none(), "{state:?}: {json}");
+        }
+        // A change that could not be taken is still told.
+        let failed = serde_json::json!({"base": {"ref": "main"}, "error": "the workspace's git folder (.git) is gone"});
+        let v = TaskView::of(&with_changes(TaskState::Completed, failed));
+        assert!(v.changes.is_some());
+        assert!(v
+            .summary()
+            .contains("could not be taken: the workspace's git folder"));
     }
 }
