@@ -125,6 +125,8 @@ impl Engine {
         msg: Message,
         opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
+        let id = question.get("approvalId").and_then(Value::as_str);
+        super::input::answers_the_question(&msg, id.unwrap_or_default())?;
         let data = msg.parts.iter().find_map(|p| p.data.as_ref());
         let answer =
             answer_of(data, &msg.text()).map_err(|e| A2AError::InvalidParams(e.to_string()))?;
