@@ -189,7 +189,7 @@ fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, BadAmount>
 
 /// Whether `n` fits its kind: a count (all but dollars) holds whole numbers below 2^64.
 fn fits(kind: &str, n: f64) -> bool {
-    kind == "usd" || n < 18_446_744_073_709_551_616.0
+    kind == "usd" || n < 2f64.powi(64)
 }
 
 /// `n` (None: it did not read) as an amount of `kind`: non-negative, whole for all but

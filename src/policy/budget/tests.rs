@@ -184,10 +184,7 @@ fn continue_raises_within_the_ceiling() {
 #[test]
 fn a_whole_number_beyond_a_count_is_refused() {
     let h = Controls::default();
-    for v in [
-        json!({"tokens": 1e30}),
-        json!({"seconds": 18446744073709551616.0}),
-    ] {
+    for v in [json!({"tokens": 1e30}), json!({"seconds": 2f64.powi(64)})] {
         let e = parse(&v, &h).unwrap_err();
         assert!(e.why.contains("whole number"), "{v}: {}", e.why);
     }
