@@ -216,7 +216,14 @@ impl Engine {
         let msg_id = msg.message_id.clone();
         let mut md = Map::new();
         md.insert("budget".into(), budget);
-        let text = format!("Continuing with more budget ({more})");
+        // No program runs until a slot is free: the status says what it waits for.
+        let text = match lock(&self.inner.state).sched.resume_waits() {
+            Some(w) => format!(
+                "Continuing with more budget ({more}) once it starts. {}",
+                super::why_it_waits(&w)
+            ),
+            None => format!("Continuing with more budget ({more})"),
+        };
         let status = status_update(t, TaskState::Working, &text, Some(md));
         let notify = self.inner.notify_of(&t.id);
         let answered_at = self

@@ -113,6 +113,7 @@ async fn bad_budgets_and_rule_sets_get_invalid_params_naming_the_field() {
         for (md, field) in [
             (json!({"budget": {"usd": -1}}), "metadata.budget.usd"),
             (json!({"budget": {"toolCalls": "many"}}), "metadata.budget.toolCalls"),
+            (json!({"budget": {"toolCalls": "5"}}), "metadata.budget.toolCalls"),
             (json!({"approvals": "anything-goes"}), "metadata.approvals"),
             (
                 json!({"approvals": {"set": "read-only", "rules": [{"decision": "allow", "kind": "command"}]}}),
@@ -349,6 +350,58 @@ async fn the_time_budget_does_not_count_the_wait_for_an_answer() {
             .await;
         let spent = task["metadata"]["budget"]["spent"]["seconds"].as_u64();
         assert!(spent.is_some_and(|s| s < 2), "{task}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// A task told to continue while every running slot is taken waits for one, and says so
+/// in its status, with its place in the queue, as a queued task does.
+#[tokio::test]
+async fn a_budget_task_continued_while_the_slots_are_taken_says_it_waits() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: agent_host::settings::HostLimits {
+                max_running: 1,
+                ..agent_host::settings::HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("tools=20", json!({"budget": {"toolCalls": 1}}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        // Another task takes the one slot.
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let other = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_string();
+        s.task_when(&other, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let mut go_on = send_md("continue", json!({}), Some(&id));
+        go_on["configuration"] = json!({"returnImmediately": true});
+        let r = s.rpc("SendMessage", go_on).await;
+        assert!(r["error"].is_null(), "{r}");
+        let task = s.get_task(&id).await;
+        let text = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            text.contains("Waiting for a free slot: place 1 in the queue"),
+            "{task}"
+        );
+        // The slot freed, it runs on to its next stop.
+        s.rpc("CancelTask", json!({"id": other})).await;
+        s.task_when(&id, |t| question(t)["allowed"]["toolCalls"] == 2)
+            .await;
         s.shutdown().await;
     })
     .await;
