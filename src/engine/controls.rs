@@ -125,6 +125,8 @@ impl Engine {
         msg: Message,
         opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
+        let id = question.get("approvalId").and_then(Value::as_str);
+        super::input::answers_the_question(&msg, id.unwrap_or_default())?;
         let data = msg.parts.iter().find_map(|p| p.data.as_ref());
         let answer =
             answer_of(data, &msg.text()).map_err(|e| A2AError::InvalidParams(e.to_string()))?;
@@ -214,7 +216,14 @@ impl Engine {
         let msg_id = msg.message_id.clone();
         let mut md = Map::new();
         md.insert("budget".into(), budget);
-        let text = format!("Continuing with more budget ({more})");
+        // No program runs until a slot is free: the status says what it waits for.
+        let text = match lock(&self.inner.state).sched.resume_waits() {
+            Some(w) => format!(
+                "Continuing with more budget ({more}) once it starts. {}",
+                super::why_it_waits(&w)
+            ),
+            None => format!("Continuing with more budget ({more})"),
+        };
         let status = status_update(t, TaskState::Working, &text, Some(md));
         let notify = self.inner.notify_of(&t.id);
         let answered_at = self

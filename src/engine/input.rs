@@ -367,6 +367,14 @@ const NO: &[&str] = &[
 /// message's metadata) must name the one waiting: an answer meant for an earlier question
 /// never answers a later one the client has not seen.
 pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A2AError> {
+    answers_the_question(m, approval_id)?;
+    decision_in(m, approval_id, kind)
+}
+
+/// Refuses an answer that names a question (`approvalId` in a data part or in the
+/// message's metadata) other than `approval_id`, the one the task waits on. An answer that
+/// names none is for the question waiting.
+pub fn answers_the_question(m: &Message, approval_id: &str) -> Result<(), A2AError> {
     let named = m
         .parts
         .iter()
@@ -382,6 +390,11 @@ pub fn decision_of(m: &Message, approval_id: &str, kind: &str) -> Result<Decisio
             "the answer is for approval '{other}', but the task now waits for approval '{approval_id}'; read the task's status and answer that question"
         )));
     }
+    Ok(())
+}
+
+/// The decision an answer to `approval_id` gives.
+fn decision_in(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A2AError> {
     for p in &m.parts {
         if let Some(Value::Object(d)) = &p.data {
             if let Some(dec) = d.get("decision").and_then(Value::as_str) {

@@ -215,6 +215,23 @@ impl Scheduler {
         self.waiting
     }
 
+    /// What a turn that waits for a running slot waits for: its place in the queue (1 =
+    /// next) and the limits in the way.
+    fn slot_queue(&self) -> Wait {
+        Wait::Slot {
+            place: self.ready.len() + self.reserved_queue + 1,
+            running: self.running,
+            max_running: self.max_running,
+            live: self.running + self.waiting,
+            max_live: self.max_live,
+        }
+    }
+
+    /// What a task resumed now would wait for, when it would not start at once.
+    pub fn resume_waits(&self) -> Option<Wait> {
+        (!self.has_room()).then(|| self.slot_queue())
+    }
+
     /// Whether one more turn may start now: a running slot free, and room for one more
     /// live program.
     fn has_room(&self) -> bool {
@@ -323,13 +340,7 @@ impl Scheduler {
                 ahead: ctx.running.clone().unwrap_or_default(),
                 place: ctx.queue.len() + ctx.reserved + 1,
             }),
-            Reservation::Queue => Some(Wait::Slot {
-                place: self.ready.len() + self.reserved_queue + 1,
-                running: self.running,
-                max_running: self.max_running,
-                live: self.running + self.waiting,
-                max_live: self.max_live,
-            }),
+            Reservation::Queue => Some(self.slot_queue()),
         };
         let ctx = self.contexts.entry(context_id.to_string()).or_default();
         ctx.reserved += 1;

@@ -169,6 +169,13 @@ impl EventStream {
     pub fn cursor(&self) -> u64 {
         self.cursor
     }
+
+    /// The stream of a client that was shown the task settled at the cursor (waiting for
+    /// input): it ends there, unless events follow already.
+    pub fn settled(mut self) -> EventStream {
+        self.settled = true;
+        self
+    }
 }
 
 impl Engine {

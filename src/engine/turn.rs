@@ -483,12 +483,19 @@ impl Running<'_> {
     }
 
     fn track_question(&mut self) {
+        let was = self.asking;
         self.asking = self.inner.track_question(
             self.ends.task_id,
             self.asking,
             self.mapper.state(),
             &mut self.deadlines,
         );
+        // The time budget does not count the wait for the caller: its clock stops, and a
+        // question waiting is never swapped for the budget's.
+        if self.asking != was {
+            self.controls.set_waiting(self.asking);
+            self.deadlines.budget = self.controls.deadline();
+        }
     }
 
     /// What the program printed, or its exit (its output is then drained).

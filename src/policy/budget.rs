@@ -142,8 +142,8 @@ impl FromStr for Limits {
                 k if KINDS.contains(&k) => k,
                 other => return Err(BudgetError::Kind(other.to_string())),
             };
-            let n = amount(kind, &Value::String(v.trim().to_string()), None)?;
-            out.set(kind, n);
+            let n = v.trim().parse::<f64>().ok().filter(|n| fits(kind, *n));
+            out.set(kind, checked(kind, n, None)?);
         }
         Ok(out)
     }
@@ -173,8 +173,28 @@ impl<'de> Deserialize<'de> for Limits {
     }
 }
 
-/// One amount: a non-negative number (whole for all but dollars), at most `ceiling`.
+/// One amount of the JSON form: a non-negative number (not its text; whole, and within
+/// what a count holds, for all but dollars), at most `ceiling`.
 fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, BadAmount> {
+    let n = match v {
+        // Any whole number that reads as a count fits (u64::MAX as f64 rounds up to 2^64).
+        Value::Number(n) => n
+            .as_u64()
+            .map(|u| u as f64)
+            .or_else(|| n.as_f64().filter(|n| fits(kind, *n))),
+        _ => None,
+    };
+    checked(kind, n, ceiling)
+}
+
+/// Whether `n` fits its kind: a count (all but dollars) holds whole numbers below 2^64.
+fn fits(kind: &str, n: f64) -> bool {
+    kind == "usd" || n < 2f64.powi(64)
+}
+
+/// `n` (None: it did not read) as an amount of `kind`: non-negative, whole for all but
+/// dollars, at most `ceiling`.
+fn checked(kind: &str, n: Option<f64>, ceiling: Option<f64>) -> Result<f64, BadAmount> {
     let whole = kind != "usd";
     let bad = || BadAmount {
         what: if whole { "a whole number" } else { "a number" },
@@ -182,11 +202,6 @@ fn amount(kind: &str, v: &Value, ceiling: Option<f64>) -> Result<f64, BadAmount>
             Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
             None => "of 0 or more".to_string(),
         },
-    };
-    let n = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
     };
     let n = n
         .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))

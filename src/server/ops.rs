@@ -156,10 +156,15 @@ async fn follow_from_snapshot(
     task_id: &str,
 ) -> Result<TaskStream, A2AError> {
     let snap = state.engine.get_snapshot(task_id, owner).await?;
-    let events = state
+    let mut events = state
         .engine
         .subscribe(task_id, snap.last_seq, owner)
         .await?;
+    // A task waiting for input: the task is the event that puts it there, and the stream
+    // ends after it.
+    if snap.task.status.state.is_interrupted() {
+        events = events.settled();
+    }
     Ok(TaskStream {
         first: Some((snap.last_seq, StreamResponse::Task(snap.task))),
         events,

@@ -113,6 +113,7 @@ async fn bad_budgets_and_rule_sets_get_invalid_params_naming_the_field() {
         for (md, field) in [
             (json!({"budget": {"usd": -1}}), "metadata.budget.usd"),
             (json!({"budget": {"toolCalls": "many"}}), "metadata.budget.toolCalls"),
+            (json!({"budget": {"toolCalls": "5"}}), "metadata.budget.toolCalls"),
             (json!({"approvals": "anything-goes"}), "metadata.approvals"),
             (
                 json!({"approvals": {"set": "read-only", "rules": [{"decision": "allow", "kind": "command"}]}}),
@@ -268,6 +269,139 @@ async fn a_task_parked_at_its_budget_does_not_hold_up_the_shutdown() {
         let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
         assert_eq!(question(&task)["kind"], "budget");
         // Within TestServer::shutdown's limit (20 s), well before the grace (60 s).
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// An answer that names the question it answers must name the budget question the task
+/// waits on: one meant for another question is refused (-32602) and the question keeps
+/// waiting; one that names it, or none, is taken.
+#[tokio::test]
+async fn a_budget_question_refuses_an_answer_for_another_question() {
+    limit(async {
+        let s = TestServer::start().await;
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("tools=20", json!({"budget": {"toolCalls": 1}}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let q = question(&s.get_task(&id).await);
+        assert_eq!(q["kind"], "budget");
+        let mut data = send_md("", json!({}), Some(&id));
+        data["message"]["parts"] = json!([{"data": {"approvalId": "wrong", "option": "continue"}}]);
+        let by_meta = send_md("stop", json!({"approvalId": "wrong"}), Some(&id));
+        for p in [data, by_meta] {
+            let r = s.rpc("SendMessage", p.clone()).await;
+            assert_eq!(r["error"]["code"], -32602, "{p}: {r}");
+            let text = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                text.contains("'wrong'") && text.contains(q["approvalId"].as_str().unwrap()),
+                "{r}"
+            );
+        }
+        let task = s.get_task(&id).await;
+        assert_eq!(question(&task), q, "the question keeps waiting");
+        assert_eq!(task["metadata"]["budget"]["allowed"]["toolCalls"], 1);
+        let right = send_md("stop", json!({"approvalId": q["approvalId"]}), Some(&id));
+        let r = s.rpc("SendMessage", right).await;
+        assert!(r["error"].is_null(), "{r}");
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .await;
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// The time budget counts the task's runs, not the time it waits for the caller's answer:
+/// a question pending longer than the budget stays that question, and its answer goes to
+/// the agent.
+#[tokio::test]
+async fn the_time_budget_does_not_count_the_wait_for_an_answer() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = s
+            .rpc(
+                "SendMessage",
+                send_md("approval", json!({"budget": {"seconds": 2}}), None),
+            )
+            .await;
+        let id = r["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_string();
+        let task = s
+            .task_when(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED")
+            .await;
+        let q = question(&task);
+        assert_ne!(q["kind"], "budget", "{task}");
+        // Longer than the budget: the wait is not counted.
+        time_passes(std::time::Duration::from_secs(3)).await;
+        let task = s.get_task(&id).await;
+        assert_eq!(question(&task), q, "the question keeps waiting: {task}");
+        let yes = send_md("yes", json!({"approvalId": q["approvalId"]}), Some(&id));
+        let r = s.rpc("SendMessage", yes).await;
+        assert!(r["error"].is_null(), "{r}");
+        let task = s
+            .task_when(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .await;
+        let spent = task["metadata"]["budget"]["spent"]["seconds"].as_u64();
+        assert!(spent.is_some_and(|s| s < 2), "{task}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// A task told to continue while every running slot is taken waits for one, and says so
+/// in its status, with its place in the queue, as a queued task does.
+#[tokio::test]
+async fn a_budget_task_continued_while_the_slots_are_taken_says_it_waits() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: agent_host::settings::HostLimits {
+                max_running: 1,
+                ..agent_host::settings::HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("tools=20", json!({"budget": {"toolCalls": 1}}), None),
+            )
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        // Another task takes the one slot.
+        let mut p = send_params("hang");
+        p["configuration"] = json!({"returnImmediately": true});
+        let other = s.rpc("SendMessage", p).await["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_string();
+        s.task_when(&other, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let mut go_on = send_md("continue", json!({}), Some(&id));
+        go_on["configuration"] = json!({"returnImmediately": true});
+        let r = s.rpc("SendMessage", go_on).await;
+        assert!(r["error"].is_null(), "{r}");
+        let task = s.get_task(&id).await;
+        let text = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            text.contains("Waiting for a free slot: place 1 in the queue"),
+            "{task}"
+        );
+        // The slot freed, it runs on to its next stop.
+        s.rpc("CancelTask", json!({"id": other})).await;
+        s.task_when(&id, |t| question(t)["allowed"]["toolCalls"] == 2)
+            .await;
         s.shutdown().await;
     })
     .await;

@@ -306,3 +306,42 @@ async fn the_sqlite_store_serves_the_same_flows() {
     })
     .await;
 }
+
+/// Subscribing to a task that already waits for input: the stream is the task, and ends
+/// there (JSON-RPC v1.0 and v0.3, HTTP+JSON), as a stream ends at an input-required event.
+#[tokio::test]
+async fn subscribing_to_a_waiting_task_ends_after_the_task() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = s.rpc("SendMessage", send_params("approval")).await;
+        let id = r["result"]["task"]["id"]
+            .as_str()
+            .expect("a task")
+            .to_string();
+        s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED")
+            .await;
+        let ends = std::time::Duration::from_secs(10);
+        for method in ["SubscribeToTask", "tasks/resubscribe"] {
+            let frames = tokio::time::timeout(ends, s.stream(method, json!({"id": id})))
+                .await
+                .unwrap_or_else(|_| panic!("{method}: the stream did not end"));
+            assert_eq!(frames.len(), 1, "{method}: {frames:?}");
+        }
+        for (path, version) in [("/a2a/rest", Some("1.0")), ("/a2a/rest03/v1", None)] {
+            let mut req = s
+                .client
+                .get(format!("{}{path}/tasks/{id}:subscribe", s.base));
+            if let Some(v) = version {
+                req = req.header("A2A-Version", v);
+            }
+            let mut r = SseReader::from_response(req.send().await.expect("subscribe"));
+            assert!(r.is_sse, "{path}");
+            let frames = tokio::time::timeout(ends, r.all())
+                .await
+                .unwrap_or_else(|_| panic!("{path}: the stream did not end"));
+            assert_eq!(frames.len(), 1, "{path}: {frames:?}");
+        }
+        s.shutdown().await;
+    })
+    .await;
+}

@@ -21,6 +21,10 @@ pub(in crate::engine) struct TurnControls {
     pub policy: Policy,
     pub meter: Meter,
     started: Instant,
+    /// The time this run waited for the caller's answers (not counted as spent).
+    waited: std::time::Duration,
+    /// Since when it waits for an answer, while it does.
+    waiting_since: Option<Instant>,
     adapter: String,
     ceilings: (Limits, Limits),
 }
@@ -75,21 +79,46 @@ impl TurnControls {
             policy,
             meter: Meter::new(budget, before, context_before, step),
             started: Instant::now(),
+            waited: std::time::Duration::ZERO,
+            waiting_since: None,
             adapter: inner.launch.adapter.id.clone(),
             ceilings: (host.ceiling, host.context_ceiling),
         }
     }
 
-    /// Whole seconds of this run so far.
+    /// Whole seconds of this run so far, less the time it waited for the caller.
     pub fn secs(&self) -> u64 {
-        self.started.elapsed().as_secs()
+        let now = Instant::now();
+        let waiting = self
+            .waiting_since
+            .map_or(std::time::Duration::ZERO, |t| now - t);
+        (now - self.started)
+            .saturating_sub(self.waited + waiting)
+            .as_secs()
     }
 
-    /// When the time budget is spent, if there is one.
+    /// The task waits for the caller's answer (`true`), or works again: the time budget's
+    /// clock stops while it waits.
+    pub fn set_waiting(&mut self, waiting: bool) {
+        match (waiting, self.waiting_since) {
+            (true, None) => self.waiting_since = Some(Instant::now()),
+            (false, Some(since)) => {
+                self.waited += since.elapsed();
+                self.waiting_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// When the time budget is spent, if there is one; none while the task waits for an
+    /// answer (its clock is stopped).
     pub fn deadline(&self) -> Option<Instant> {
+        if self.waiting_since.is_some() {
+            return None;
+        }
         self.meter
             .seconds_left()
-            .map(|s| self.started + std::time::Duration::from_secs(s))
+            .map(|s| self.started + self.waited + std::time::Duration::from_secs(s))
     }
 
     /// The task's `budget` metadata now, when it has a budget.

@@ -64,6 +64,23 @@ fn a_request_budget_is_checked_against_the_ceilings_and_takes_the_defaults() {
             "ask, fail",
         ),
         (json!(5), "metadata.budget", "must be an object"),
+        // The JSON form takes numbers, not their text.
+        (
+            json!({"toolCalls": "5"}),
+            "metadata.budget.toolCalls",
+            "whole number",
+        ),
+        (
+            json!({"toolCalls": "1e1"}),
+            "metadata.budget.toolCalls",
+            "whole number",
+        ),
+        (json!({"usd": "2"}), "metadata.budget.usd", "a number"),
+        (
+            json!({"context": {"usd": "2"}}),
+            "metadata.budget.context.usd",
+            "a number",
+        ),
     ] {
         let e = parse(&v, &h).unwrap_err();
         assert_eq!(e.field, field, "{v}");
@@ -161,6 +178,23 @@ fn continue_raises_within_the_ceiling() {
         Some(&asked),
     );
     assert_eq!(more.unwrap().tool_calls, Some(2));
+}
+
+/// A whole number beyond what a count holds is refused, not clamped (no ceiling here).
+#[test]
+fn a_whole_number_beyond_a_count_is_refused() {
+    let h = Controls::default();
+    for v in [json!({"tokens": 1e30}), json!({"seconds": 2f64.powi(64)})] {
+        let e = parse(&v, &h).unwrap_err();
+        assert!(e.why.contains("whole number"), "{v}: {}", e.why);
+    }
+    let max = parse(&json!({"tokens": u64::MAX}), &h).unwrap();
+    assert_eq!(max.task.tokens, Some(u64::MAX));
+    let e = answer_of(
+        Some(&json!({"option": "continue", "add": {"toolCalls": "3"}})),
+        "",
+    );
+    assert!(e.is_err(), "{e:?}");
 }
 
 #[test]
