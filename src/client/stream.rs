@@ -98,6 +98,9 @@ struct State {
     last_seq: Option<u64>,
     failures: u32,
     finished: bool,
+    /// The last event delivered was the task waiting for input (a subscription to such a
+    /// task gets it, and then the server ends the stream).
+    waiting: bool,
 }
 
 enum Step {
@@ -123,6 +126,7 @@ impl EventStream {
             last_seq,
             failures: 0,
             finished: false,
+            waiting: false,
         };
         let s = futures::stream::unfold(st, |mut st| async move {
             loop {
@@ -156,6 +160,12 @@ impl State {
                     url: self.client.endpoint().url.clone(),
                     source: e,
                 },
+                // The server ends a subscription to a task that waits for input after the
+                // task: the stream ends there too, as after a status that stops for input.
+                Ok(None) if self.waiting && self.pending.is_empty() => {
+                    self.finished = true;
+                    return Step::Continue;
+                }
                 Ok(None) => ClientError::InvalidResponse {
                     url: self.client.endpoint().url.clone(),
                     detail: "the stream closed before the task ended".into(),
@@ -196,6 +206,8 @@ impl State {
                     self.last_id = event.id.clone();
                 }
                 self.failures = 0;
+                self.waiting = matches!(&event.response,
+                    StreamResponse::Task(t) if t.status.state.is_interrupted());
                 if event.ends_stream() {
                     self.finished = true;
                 }

@@ -166,6 +166,13 @@ async fn every_operation_over_both_versions_and_bindings() {
                 "{what}"
             );
             assert!(ask.is_decision());
+            // A subscription to the waiting task: the task, then the end (no resubscribing
+            // to a stream the server ended on purpose).
+            let waiting = collect(c.subscribe(&su.task_id).await.expect("subscribe"))
+                .await
+                .unwrap_or_else(|e| panic!("{what}: subscribing to a waiting task: {e}"));
+            assert_eq!(waiting.len(), 1, "{what}: {waiting:?}");
+            assert_eq!(last_state(&waiting), Some(TaskState::InputRequired), "{what}");
             let answered = collect(c.answer(&su.task_id, "yes").await.expect("answer"))
                 .await
                 .expect("events");
