@@ -193,12 +193,22 @@ impl Settings {
             security: security(args, &m.auth, &m.security)?,
             host_limits: host_limits(&m.limits, &m.server),
             controls: crate::policy::config::controls(&m.approvals, &m.limits.budget_settings())
-                .map_err(|e| invalid(format!("{}: {}", e.field, e.why)))?,
+                .map_err(|e| invalid(format!("{}: {}", setting_named(&n, &e.field), e.why)))?,
             sandbox,
             retention: RetentionSettings::from_config(&m.retention),
             cluster: cluster(&n, &m.cluster)?,
             notices: file.notices,
         })
+    }
+}
+
+/// A setting the controls name by its file key, named as it was given (`--approvals`,
+/// `AGENT_HOST_BUDGET`); the file keys of rule sets stay as they are.
+fn setting_named(n: &Names, field: &str) -> String {
+    match field {
+        "[approvals] default" => n.of("approvals.default"),
+        "[limits] budget" => n.of("limits.budget"),
+        other => other.to_string(),
     }
 }
 

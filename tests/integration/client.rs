@@ -172,7 +172,11 @@ async fn every_operation_over_both_versions_and_bindings() {
                 .await
                 .unwrap_or_else(|e| panic!("{what}: subscribing to a waiting task: {e}"));
             assert_eq!(waiting.len(), 1, "{what}: {waiting:?}");
-            assert_eq!(last_state(&waiting), Some(TaskState::InputRequired), "{what}");
+            assert_eq!(
+                last_state(&waiting),
+                Some(TaskState::InputRequired),
+                "{what}"
+            );
             let answered = collect(c.answer(&su.task_id, "yes").await.expect("answer"))
                 .await
                 .expect("events");

@@ -181,6 +181,20 @@ async fn refused_values_name_their_setting() {
             &["card", "--sandbox-allow-hosts", "http://x"],
             "--sandbox-allow-hosts: 'http://x'",
         ),
+        (
+            &["card", "--approvals", "nope"],
+            "--approvals: unknown rule set 'nope'",
+        ),
+        (
+            &[
+                "card",
+                "--budget",
+                "toolCalls=20",
+                "--max-budget",
+                "toolCalls=10",
+            ],
+            "--budget: toolCalls is above the ceiling",
+        ),
     ];
     for (args, says) in cases {
         let (code, err) = refused(args).await;
