@@ -519,9 +519,13 @@ fn session_tools(session_id: &str, asked: Option<usize>) -> Option<usize> {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .collect();
-    let path = std::env::temp_dir()
-        .join("agent-host-fake-agent")
-        .join(format!("{safe}.tools"));
+    // The state folder the demo adapter declares (`[sandbox] write`): each context's own in
+    // its sandbox, kept between the turns of its session; the temporary folder without HOME.
+    let dir = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| Path::new(&h).join(".local/state/agent-host-demo"))
+        .unwrap_or_else(|| std::env::temp_dir().join("agent-host-fake-agent"));
+    let path = dir.join(format!("{safe}.tools"));
     if let Some(n) = asked {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
