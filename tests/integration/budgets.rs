@@ -406,3 +406,42 @@ async fn a_budget_task_continued_while_the_slots_are_taken_says_it_waits() {
     })
     .await;
 }
+
+/// Under the default sandbox (each run its own `/tmp`) the demo agent's session still knows
+/// its `tools=N` when a budget's "continue" resumes it: it keeps it in its state folder, the
+/// context's own.
+#[tokio::test]
+async fn a_continued_session_keeps_its_tool_calls_in_the_sandbox() {
+    if !crate::sandbox::sandbox_available() {
+        return;
+    }
+    limit(async {
+        let home = tempfile::tempdir().unwrap();
+        let s = TestServer::with(crate::common::Options {
+            sandbox: agent_host::settings::sandbox::SandboxSettings {
+                mode: Some(agent_host::runner::sandbox::Mode::Auto),
+                ..Default::default()
+            },
+            home: Some(home.path().to_path_buf()),
+            ..crate::common::Options::default()
+        })
+        .await;
+        let md = json!({"budget": {"toolCalls": 5}});
+        let frames = s
+            .stream("SendStreamingMessage", send_md("tools=12", md, None))
+            .await;
+        let (state, id) = last(&frames);
+        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let frames = s
+            .stream(
+                "SendStreamingMessage",
+                send_md("continue with 5", json!({}), Some(&id)),
+            )
+            .await;
+        assert_eq!(last(&frames).0, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        assert_eq!(question(&task)["spent"]["toolCalls"], 10, "{task}");
+        s.shutdown().await;
+    })
+    .await;
+}
