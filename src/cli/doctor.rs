@@ -61,10 +61,11 @@ pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
     // Before the adapter checks run a version probe (which asks for the capabilities).
     crate::runner::sandbox::Capabilities::configure(&settings.sandbox.disable);
     let mut out = Vec::new();
-    match registry(settings).and_then(|r| adapters_to_serve(settings, &r)) {
+    let served = registry(settings).and_then(|r| adapters_to_serve(settings, &r));
+    match &served {
         Ok(adapters) => {
             for a in adapters {
-                adapter_checks(settings, a, args, &mut out).await;
+                adapter_checks(settings, a.clone(), args, &mut out).await;
             }
         }
         Err(e) => out.push(check("adapter", Status::Fail, e.to_string())),
@@ -75,7 +76,9 @@ pub async fn run(settings: &Settings, args: &DoctorArgs) -> Vec<Check> {
         other => store_check(other),
     });
     out.extend(push_key_check(settings));
-    out.extend(sandbox_checks(settings));
+    if let Ok(adapters) = &served {
+        out.extend(sandbox_checks(settings, adapters));
+    }
     out.push(bind_check(settings));
     out.push(port_check(settings));
     out.extend(grpc_port_check(settings));
@@ -593,11 +596,7 @@ pub(crate) fn human_size(bytes: u64) -> String {
 /// The sandbox of each adapter served (an adapter's own `[sandbox] mode` and `network` count
 /// where the settings leave them unset, as they do in `serve`); named `sandbox` for the one
 /// adapter, `ID sandbox` for each of several.
-fn sandbox_checks(settings: &Settings) -> Vec<Check> {
-    let adapters = match registry(settings).and_then(|r| adapters_to_serve(settings, &r)) {
-        Ok(a) => a,
-        Err(e) => return vec![check("sandbox", Status::Fail, e.to_string())],
-    };
+fn sandbox_checks(settings: &Settings, adapters: &[AdapterSpec]) -> Vec<Check> {
     let several = adapters.len() > 1;
     adapters
         .iter()

@@ -94,11 +94,7 @@ impl ServeArgs {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cmd = command().mut_args(|a| a.env(None::<&str>));
-        let argv =
-            std::iter::once(OsString::from("serve")).chain(flags.into_iter().map(Into::into));
-        let matches = cmd.try_get_matches_from(argv)?;
-        ServeArgs::from_arg_matches(&matches)
+        ServeArgs::parse_with(command().mut_args(|a| a.env(None::<&str>)), flags)
     }
 
     /// The settings these flags give over the environment's variables (`AGENT_HOST_*`, as
@@ -109,9 +105,18 @@ impl ServeArgs {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
+        ServeArgs::parse_with(command(), flags)
+    }
+
+    /// `flags` parsed by `cmd` (the `serve` flags, with or without their variables).
+    fn parse_with<I, T>(cmd: clap::Command, flags: I) -> Result<ServeArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
         let argv =
             std::iter::once(OsString::from("serve")).chain(flags.into_iter().map(Into::into));
-        let matches = command().try_get_matches_from(argv)?;
+        let matches = cmd.try_get_matches_from(argv)?;
         ServeArgs::from_arg_matches(&matches)
     }
 

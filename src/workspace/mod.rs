@@ -302,7 +302,10 @@ impl Workspaces {
     /// Counts these workspaces with the others of `host` (another adapter's of the same
     /// host) against `max_workspaces`, which bounds them together.
     pub fn counted_with(mut self, host: &Arc<HostWorkspaces>) -> Workspaces {
-        lock_or_recover(&host.roots).push(self.root.clone());
+        host.roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.root.clone());
         self.shared = host.clone();
         self
     }
@@ -514,7 +517,7 @@ impl Workspaces {
     /// A place among the workspaces being made, or the limit's error.
     fn reserve(&self) -> Result<Slot<'_>, WorkspaceError> {
         let max = self.config.max_workspaces;
-        let mut making = lock_or_recover(&self.shared.making);
+        let mut making = self.shared.making.lock().unwrap_or_else(|p| p.into_inner());
         if max > 0 && self.count_of_host() + *making >= max {
             return Err(WorkspaceError::TooMany { max });
         }
@@ -524,7 +527,12 @@ impl Workspaces {
 
     /// How many workspaces the host has, of every adapter.
     fn count_of_host(&self) -> usize {
-        let roots = lock_or_recover(&self.shared.roots).clone();
+        let roots = self
+            .shared
+            .roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         roots.iter().map(|r| folders_in(r).len()).sum()
     }
 
@@ -540,10 +548,6 @@ pub struct HostWorkspaces {
     roots: Mutex<Vec<PathBuf>>,
     /// Workspaces being made (counted against the limit).
     making: Mutex<usize>,
-}
-
-fn lock_or_recover<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The workspace folders in `root` (those with a record).

@@ -83,6 +83,14 @@ fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
     }
 }
 
+/// Whether `p` lies in a folder the sandbox of `policy` empties (`/tmp`, `/run`) or hides.
+fn emptied(policy: &SandboxPolicy, p: &Path) -> bool {
+    ["/tmp", "/run", "/var/run"]
+        .iter()
+        .any(|t| p.starts_with(t))
+        || policy.hide.iter().any(|h| p.starts_with(h))
+}
+
 /// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
 /// `root`: the host is root and the task stays root: bubblewrap then makes a user namespace
 /// (uid 0 mapped to itself) in which it makes the mounts. In that namespace the program
@@ -132,13 +140,11 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
     if let Some(ws) = &policy.workspace {
         // A source under a folder the sandbox empties: read-only, what is hidden in it hidden
         // again (the workspaces' folder just below).
-        let emptied = |p: &Path| {
-            ["/tmp", "/run", "/var/run"]
-                .iter()
-                .any(|t| p.starts_with(t))
-                || policy.hide.iter().any(|h| p.starts_with(h))
-        };
-        if let Some(src) = ws.source.as_deref().filter(|s| s.is_dir() && emptied(s)) {
+        if let Some(src) = ws
+            .source
+            .as_deref()
+            .filter(|s| s.is_dir() && emptied(policy, s))
+        {
             push(&["--ro-bind", &text(src), &text(src)]);
             for h in policy
                 .hide
@@ -189,11 +195,8 @@ fn cover_host_sockets(
     user: Option<&RunAs>,
     push: &mut impl FnMut(&[&str]),
 ) {
-    let emptied = |p: &Path| {
-        ["/tmp", "/run", "/var/run"]
-            .iter()
-            .any(|t| p.starts_with(t))
-            || policy.hide.iter().any(|h| p.starts_with(h))
+    let elsewhere = |p: &Path| {
+        emptied(policy, p)
             || policy
                 .workspace
                 .as_ref()
@@ -201,7 +204,7 @@ fn cover_host_sockets(
             || policy.sockets.iter().any(|s| s == p)
             || user.is_some_and(|u| !u.can_reach(p))
     };
-    for s in super::sockets::to_cover(super::sockets::listed(), emptied) {
+    for s in super::sockets::to_cover(super::sockets::listed(), elsewhere) {
         push(&["--ro-bind", "/dev/null", &s.display().to_string()]);
     }
 }
