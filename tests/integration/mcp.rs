@@ -26,6 +26,15 @@ async fn connect(s: &TestServer, token: Option<&str>) -> Result<Mcp, String> {
     ().serve(transport).await.map_err(|e| e.to_string())
 }
 
+/// Two callers' sessions, with the tokens the ownership tests configure.
+async fn alice_and_bob(s: &TestServer) -> (Mcp, Mcp) {
+    let alice = connect(s, Some("alice-token-0123456789"))
+        .await
+        .expect("alice");
+    let bob = connect(s, Some("bob-token-0123456789")).await.expect("bob");
+    (alice, bob)
+}
+
 async fn call(c: &Mcp, tool: &'static str, args: Value) -> Result<Value, ServiceError> {
     let args = args.as_object().cloned().unwrap_or_default();
     let r = c
@@ -284,12 +293,7 @@ async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
             "no credentials, yet connected"
         );
         assert!(connect(&s, Some("wrong-token-0123456789")).await.is_err());
-        let alice = connect(&s, Some("alice-token-0123456789"))
-            .await
-            .expect("alice");
-        let bob = connect(&s, Some("bob-token-0123456789"))
-            .await
-            .expect("bob");
+        let (alice, bob) = alice_and_bob(&s).await;
         let t = ok(
             &alice,
             "start_task",
@@ -347,12 +351,7 @@ async fn get_changes_of_another_callers_or_an_unknown_context_is_not_found() {
             ..Options::default()
         })
         .await;
-        let alice = connect(&s, Some("alice-token-0123456789"))
-            .await
-            .expect("alice");
-        let bob = connect(&s, Some("bob-token-0123456789"))
-            .await
-            .expect("bob");
+        let (alice, bob) = alice_and_bob(&s).await;
         let t = ok(
             &alice,
             "start_task",
