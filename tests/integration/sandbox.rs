@@ -313,7 +313,10 @@ async fn secrets_other_tasks_and_the_system_are_out_of_reach() {
 
 /// A task that is root in its sandbox (a root host, no `sandbox_user`) cannot undo the
 /// mounts that hide the host from it: unmounting what covers the data folder, in the
-/// sandbox's mount namespace or in a new one, remounting `/` writable, unmounting `/run`.
+/// sandbox's mount namespace or in a new one, remounting `/` writable, unmounting `/run`;
+/// nor write the kernel's settings (`/proc/sys`, where `kernel.core_pattern` names a program
+/// the kernel runs as the host's root), nor lift its own process limit by mounting its v1
+/// `pids` cgroup in namespaces of its own.
 /// The same script under bubblewrap as the host ran it before (`--unshare-user --uid 0`,
 /// no user namespace of the task's own) does all of it, which shows the probes can succeed.
 #[tokio::test]
@@ -358,19 +361,35 @@ async fn a_root_task_cannot_undo_its_sandbox() {
         let _ = std::fs::remove_file(&run);
         host.sigterm().await;
 
-        for probe in ["unmount", "unmount_new_namespace", "remount", "run"] {
+        let probes = [
+            "unmount",
+            "unmount_new_namespace",
+            "remount",
+            "run",
+            "sysctl",
+        ];
+        for probe in probes.iter().chain(limited_pids().then_some(&"pids_limit")) {
             assert!(
                 text.contains(&format!("{probe}=refused")),
                 "{probe}: {text}"
             );
         }
         assert!(!etc_written, "{text}");
-        for probe in ["unmount", "remount", "run"] {
+        for probe in ["unmount", "remount", "run", "sysctl"] {
             assert!(bare.contains(&format!("{probe}=ok")), "{probe}: {bare}");
         }
         assert!(bare_etc, "{bare}");
     })
     .await;
+}
+
+/// Whether this machine gives tasks a v1 `pids` cgroup of their own, which a task could
+/// mount in namespaces of its own (its process limit then read-only to it).
+fn limited_pids() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.contains(" - cgroup ") && l.contains("pids"))
+    })
 }
 
 /// Without bubblewrap (Landlock's tier), a task on a root host runs in the host's own

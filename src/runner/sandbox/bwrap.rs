@@ -73,6 +73,18 @@ pub fn binds_fds(path: &Path) -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--bind-fd"))
 }
 
+/// The kernel's settings in the sandbox's `/proc`, shown read-only over the writable ones.
+///
+/// Why: a root host's task is uid 0 of the host (in user namespaces of its own), and the
+/// kernel lets that uid write most of `/proc/sys` by the file modes alone, without a
+/// capability: `kernel.core_pattern` names a program the kernel then runs as the host's
+/// root, outside every namespace, at the next crash of any process. bubblewrap covers
+/// `/proc/sys` itself only when it finds the folder writable, and the kernel answers that
+/// question for the folder with no, whatever its files allow. The folders bubblewrap does
+/// cover (`/proc/irq`, `/proc/bus`) are covered again harmlessly; `/proc/sysrq-trigger` and
+/// `/proc/fs` may be absent (`--ro-bind-try`).
+const PROC_READ_ONLY: &[&str] = &["/proc/sys", "/proc/sysrq-trigger", "/proc/fs"];
+
 /// Hides `h`: an empty tmpfs over a folder, `/dev/null` over a file.
 fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
     let h = h.display().to_string();
@@ -109,17 +121,11 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
     if root {
         push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
     }
-    push(&[
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-    ]);
+    push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    for p in PROC_READ_ONLY {
+        push(&["--ro-bind-try", p, p]);
+    }
+    push(&["--tmpfs", "/tmp"]);
     super::net::mounts(policy, &mut push);
     let text = |p: &Path| p.display().to_string();
     for w in std::iter::once(cwd).chain(policy.write.iter().map(PathBuf::as_path)) {

@@ -209,9 +209,51 @@ impl Hierarchies {
                     std::fs::write(dir.join("cpu.weight"), weight.clamp(1, 10_000).to_string())?;
                 }
             }
+            keep_limits_from_the_task(&dir)?;
         }
         Ok(cg)
     }
+}
+
+/// The files of a task's cgroup that hold its limits.
+const LIMIT_FILES: &[&str] = &[
+    "pids.max",
+    "memory.limit_in_bytes",
+    "memory.memsw.limit_in_bytes",
+    "memory.soft_limit_in_bytes",
+    "memory.max",
+    "memory.high",
+    "memory.swap.max",
+    "cpu.shares",
+    "cpu.weight",
+    "cpu.max",
+    "cpu.cfs_quota_us",
+];
+
+/// The owner given to a task's limit files: the highest valid user and group id, which no
+/// user has and no task's user namespace maps.
+const NOBODYS: u32 = u32::MAX - 1;
+
+/// Gives the limit files of a task's cgroup folder `dir` to an id the task is not.
+///
+/// Why: a root host's task is the host's uid 0 (in user namespaces of its own), holding every
+/// capability in its own namespace. There it may make a cgroup namespace and mount a v1
+/// hierarchy (or a v2 one without `nsdelegate`) whose root is its own cgroup, and the limit
+/// files, owned by uid 0 with mode 0644, would let it lift its own limits (seen: `pids.max`
+/// written to `max`). A capability in a user namespace counts only on files whose owner that
+/// namespace maps: owned by an id no task maps, the files are read-only to every task by
+/// their modes, while the host (root of the first namespace) still writes them.
+fn keep_limits_from_the_task(dir: &Path) -> io::Result<()> {
+    for name in LIMIT_FILES {
+        let file = dir.join(name);
+        match std::os::unix::fs::chown(&file, Some(NOBODYS), Some(NOBODYS)) {
+            // A host that is not root cannot give files away; its tasks are not root either.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 /// One task's cgroups (one folder per hierarchy).
