@@ -647,6 +647,12 @@ impl Engine {
                 own.display()
             )));
         }
+        if let Some(git_dir) = crate::workspace::git_folder_holding(&canon) {
+            return Err(bad(&format!(
+                "is inside {}, a repository's git folder, which no task may work in (name the repository's work tree instead)",
+                git_dir.display()
+            )));
+        }
         Ok(canon)
     }
 

@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 pub use changes::Changes;
 pub use settings::{CommitMode, WorkspaceConfig, WorkspaceMode};
+pub use source::git_folder_holding;
 
 use git::Git;
 use source::Source;

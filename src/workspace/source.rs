@@ -66,6 +66,24 @@ fn ancestry_steps(steps: &str) -> bool {
     true
 }
 
+/// The git folder that holds `dir` (canonical), if one does: a folder named `.git`, or one
+/// laid out as a git folder (a `HEAD` file beside `objects` and `refs` folders: a bare
+/// repository, a worktree's or a submodule's git folder).
+///
+/// Why: git does not take such a folder for a work tree, so a task sent there would work in
+/// it directly, shared, and could write the repository's hooks, configuration and refs,
+/// which git (the host's, the caller's) runs or follows outside any sandbox.
+pub fn git_folder_holding(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|a| {
+            a.file_name().is_some_and(|n| n == ".git")
+                || (a.join("HEAD").is_file()
+                    && a.join("objects").is_dir()
+                    && a.join("refs").is_dir())
+        })
+        .map(Path::to_path_buf)
+}
+
 impl Source {
     /// The repository whose work tree `dir` is in, and the commit of `base_ref` (or `HEAD`)
     /// in it; `None` outside a work tree, in a git folder, or in a folder the repository

@@ -543,6 +543,40 @@ async fn a_cwd_in_the_hosts_own_folder_is_refused() {
     .await;
 }
 
+/// A `metadata.cwd` inside a repository's git folder (its `.git`, or a bare repository) is
+/// refused: git takes no such folder for a work tree, so the task would run there directly,
+/// writing the repository's hooks and refs (a hook the next `git commit` on the host runs).
+/// Without the check the edit agent's files land in the source's `.git`.
+#[tokio::test]
+async fn a_cwd_in_a_git_folder_is_refused() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let dot_git = h.work().join(".git");
+        let bare = h.root.path().join("work/bare.git");
+        let init = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        for cwd in [dot_git.clone(), dot_git.join("refs"), bare.clone()] {
+            let ctx = format!("planter-{}", super::common::uuid());
+            let v = h
+                .rpc(
+                    "SendMessage",
+                    message("edit planted", &ctx, json!({"cwd": cwd})),
+                )
+                .await;
+            assert_eq!(v["error"]["code"], -32602, "{cwd:?}: {v}");
+            let text = v["error"]["message"].as_str().unwrap();
+            assert!(text.contains("git folder"), "{text}");
+            assert!(!cwd.join("own-planted.txt").exists(), "{cwd:?}");
+        }
+        h.stop().await;
+    })
+    .await;
+}
+
 /// A base asked for where no workspace is made (`workspace = "shared"`) is refused with
 /// -32602 rather than ignored; without one the turn runs in the folder.
 #[tokio::test]
