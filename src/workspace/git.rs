@@ -87,8 +87,9 @@ pub(crate) struct Git {
     /// The workspace's checkout, when `dir` is one the agent can write: its git folders are
     /// pinned and its filters overridden.
     workspace: Option<PathBuf>,
-    /// `-c` overrides: of this repository's own filter drivers, and any a caller adds.
-    filters: Vec<String>,
+    /// Configuration overrides (name, value): of this repository's own filter drivers, and
+    /// any a caller adds; given to git as `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`.
+    filters: Vec<(String, String)>,
     /// A git folder of the host's used in place of the workspace's `.git` ([`Git::detached`]).
     git_dir: Option<PathBuf>,
     /// An index other than the repository's own.
@@ -129,14 +130,14 @@ impl Git {
 
     /// The same git with `filters` as its overrides (as [`Git::filter_overrides`] gave them
     /// for the configuration the repository has now).
-    pub(crate) fn with_filters(mut self, filters: Vec<String>) -> Git {
+    pub(crate) fn with_filters(mut self, filters: Vec<(String, String)>) -> Git {
         self.filters = filters;
         self
     }
 
-    /// The `-c` overrides of this git (of the repository's own filters, from
+    /// The configuration overrides of this git (of the repository's own filters, from
     /// [`Git::workspace`]).
-    pub(crate) fn filter_overrides(&self) -> &[String] {
+    pub(crate) fn filter_overrides(&self) -> &[(String, String)] {
         &self.filters
     }
 
@@ -180,10 +181,13 @@ impl Git {
         g
     }
 
-    /// The same git with these `-c NAME=VALUE` overrides too.
+    /// The same git with these `NAME=VALUE` overrides too (names of the host's, with no `=`).
     pub(crate) fn with_config(&self, pairs: &[&str]) -> Git {
         let mut g = self.clone();
-        g.filters.extend(pairs.iter().map(|p| p.to_string()));
+        g.filters.extend(pairs.iter().map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_string(), v.to_string())
+        }));
         g
     }
 
@@ -227,9 +231,9 @@ impl Git {
         only_files_and_folders(&dot_git)
     }
 
-    /// `-c filter.NAME.clean= ...` for every filter the repository's own configuration
+    /// `filter.NAME.clean` (and the rest) emptied for every filter the repository's own configuration
     /// (and what it includes) defines: the agent may have written it.
-    fn own_filters(&self) -> Result<Vec<String>, WorkspaceError> {
+    fn own_filters(&self) -> Result<Vec<(String, String)>, WorkspaceError> {
         let out = self.output_allow(
             [
                 "config",
@@ -256,8 +260,11 @@ impl Git {
             .flat_map(|n| {
                 ["clean", "smudge", "process"]
                     .iter()
-                    .map(move |k| format!("filter.{n}.{k}="))
-                    .chain(std::iter::once(format!("filter.{n}.required=false")))
+                    .map(move |k| (format!("filter.{n}.{k}"), String::new()))
+                    .chain(std::iter::once((
+                        format!("filter.{n}.required"),
+                        "false".to_string(),
+                    )))
             })
             .collect())
     }
@@ -313,13 +320,16 @@ impl Git {
         }
         cmd.arg("-C").arg(&self.dir);
         let own = self.workspace.is_some().then_some(WORKSPACE_PINNED);
-        for c in PINNED
-            .iter()
-            .chain(own.into_iter().flatten())
-            .map(|s| s.to_string())
-            .chain(self.filters.iter().cloned())
-        {
+        for c in PINNED.iter().chain(own.into_iter().flatten()) {
             cmd.arg("-c").arg(c);
+        }
+        // Through the environment, where a name and its value come apart: `-c NAME=VALUE`
+        // splits at the first `=`, so a filter the agent named `a=b` would set `filter.a`
+        // and leave its own `filter.a=b.clean` in force (seen: run on the host as root).
+        cmd.env("GIT_CONFIG_COUNT", self.filters.len().to_string());
+        for (i, (k, v)) in self.filters.iter().enumerate() {
+            cmd.env(format!("GIT_CONFIG_KEY_{i}"), k)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), v);
         }
         cmd.args(args);
         cmd.stdin(Stdio::null());

@@ -822,7 +822,7 @@ impl Workspaces {
     }
 
     /// Keeps the filter overrides of `checkout` read from the configuration text `key`.
-    fn remember_filters(&self, checkout: PathBuf, key: Vec<u8>, filters: Vec<String>) {
+    fn remember_filters(&self, checkout: PathBuf, key: Vec<u8>, filters: Vec<(String, String)>) {
         let mut known = self.filters.lock().unwrap_or_else(|p| p.into_inner());
         known.insert(checkout, (key, filters));
     }
@@ -897,7 +897,7 @@ fn tip_of(git: &Git, ws: &Workspace) -> Result<Tip, WorkspaceError> {
 }
 
 /// A workspace configuration's text and the filter overrides read from it.
-type KnownFilters = (Vec<u8>, Vec<String>);
+type KnownFilters = (Vec<u8>, Vec<(String, String)>);
 
 /// The error of a thread that asked git and panicked.
 fn panicked(command: &str) -> WorkspaceError {

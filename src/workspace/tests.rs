@@ -760,7 +760,14 @@ fn a_workspace_config_that_would_run_programs_runs_none_on_the_host() {
     git(&co, &["config", "filter.x.process", &cmd]);
     git(&co, &["config", "diff.x.textconv", &cmd]);
     git(&co, &["config", "diff.external", &cmd]);
-    std::fs::write(co.join(".gitattributes"), "*.txt filter=x diff=x\n").unwrap();
+    // A name `-c NAME=VALUE` would split at its `=`.
+    git(&co, &["config", "filter.a=b.clean", &cmd]);
+    std::fs::write(
+        co.join(".gitattributes"),
+        "*.txt filter=x diff=x\n*.md filter=a=b\n",
+    )
+    .unwrap();
+    std::fs::write(co.join("notes.md"), "new\n").unwrap();
     std::fs::create_dir_all(co.join(".git/hooks")).unwrap();
     let hook = co.join(".git/hooks/reference-transaction");
     std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
@@ -1180,12 +1187,20 @@ fn a_source_config_that_would_run_programs_runs_none_on_the_host() {
     let cmd = format!("touch {}; cat", marker.display());
     git(&src, &["config", "filter.x.clean", &cmd]);
     git(&src, &["config", "filter.x.process", &cmd]);
-    std::fs::write(src.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+    git(&src, &["config", "filter.a=b.clean", &cmd]);
+    std::fs::write(
+        src.join(".gitattributes"),
+        "*.txt filter=x\n*.md filter=a=b\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("notes.md"), "one\n").unwrap();
+    git(&src, &["add", "notes.md"]);
     git(&src, &["add", ".gitattributes"]);
     git(&src, &["commit", "-q", "-m", "attributes"]);
     std::fs::remove_file(&marker).unwrap_or_default();
     // An edit that keeps the file's size: git must read (and clean) it to tell.
     std::fs::write(src.join("a.txt"), "one\ntwo\nthree\nFOUR\n").unwrap();
+    std::fs::write(src.join("notes.md"), "two\n").unwrap();
     let index = std::fs::metadata(src.join(".git/index"))
         .unwrap()
         .modified()
