@@ -96,15 +96,27 @@ pub(crate) fn lock_of(index: &Path) -> std::path::PathBuf {
     name.into()
 }
 
+/// The object format of a repository whose commit is named `commit`.
+pub(crate) fn object_format_of(commit: &str) -> &'static str {
+    if commit.len() == 64 {
+        "sha256"
+    } else {
+        "sha1"
+    }
+}
+
 /// Writes the workspace's files into a temporary index in `scratch` (a folder of the host's,
 /// outside the checkout) and returns it, seeded from `seed` (the refreshed copy of the
-/// workspace's index, [`super::seed`]) if given, else from the workspace's own index.
+/// workspace's index, [`super::seed`]) if given, else from the workspace's own index. The
+/// git that stages (and then diffs, writes the tree and the commit from that index) has a
+/// git folder of the host's ([`Git::host_owned`]): the agent's configuration is not read.
 pub(crate) fn stage_all(
-    git: &Git,
     checkout: &Path,
     scratch: &Path,
+    object_format: &str,
     seed: Option<&Path>,
 ) -> Result<(Git, TempIndex), WorkspaceError> {
+    let git = Git::host_owned(checkout, scratch, "stage-git", object_format)?;
     let tmp = scratch.join(format!("index.{}", uuid::Uuid::new_v4().simple()));
     let own = seed.map_or_else(|| checkout.join(".git").join("index"), Path::to_path_buf);
     let guard = TempIndex(tmp.clone());
@@ -187,14 +199,14 @@ pub(crate) fn record_end(scratch: &Path, tree: &str) {
 /// The changes from `base` (a commit) to the workspace's files, the patch at most `limit`
 /// bytes.
 pub(crate) fn compute(
-    git: &Git,
     checkout: &Path,
     scratch: &Path,
     base: &str,
     limit: usize,
     seed: Option<&Path>,
 ) -> Result<Changes, WorkspaceError> {
-    let (staged, _guard) = stage_all(git, checkout, scratch, seed)?;
+    let format = object_format_of(base);
+    let (staged, _guard) = stage_all(checkout, scratch, format, seed)?;
     diff_staged(&staged, base, limit)
 }
 

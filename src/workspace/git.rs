@@ -92,6 +92,8 @@ pub(crate) struct Git {
     filters: Vec<(String, String)>,
     /// A git folder of the host's used in place of the workspace's `.git` ([`Git::detached`]).
     git_dir: Option<PathBuf>,
+    /// The objects folder, when not the git folder's own ([`Git::host_owned`]).
+    objects: Option<PathBuf>,
     /// An index other than the repository's own.
     index: Option<PathBuf>,
     env: Vec<(String, String)>,
@@ -109,6 +111,7 @@ impl Git {
             workspace: None,
             filters: Vec::new(),
             git_dir: None,
+            objects: None,
             index: None,
             env: Vec::new(),
             user: None,
@@ -150,6 +153,7 @@ impl Git {
             workspace: Some(checkout.to_path_buf()),
             filters: Vec::new(),
             git_dir: None,
+            objects: None,
             index: None,
             env: Vec::new(),
             user: owner_of(checkout),
@@ -168,10 +172,51 @@ impl Git {
             workspace: Some(checkout.to_path_buf()),
             filters: Vec::new(),
             git_dir: Some(git_dir.to_path_buf()),
+            objects: None,
             index: None,
             env: Vec::new(),
             user: owner_of(checkout),
         }
+    }
+
+    /// git on a workspace's files with a git folder of the host's, `scratch/name`, made or
+    /// brought up to date here: a configuration of its own (the workspace's object format,
+    /// nothing else), the workspace's ignore rules and attributes copied from its
+    /// `.git/info` (regular files only, never through a link), and the workspace's objects
+    /// (blobs and commits written there, its borrowed objects found through them).
+    ///
+    /// Why: nothing else of the agent's `.git` is read, its configuration least of all, so
+    /// no program it names can run (a clean filter, on every file `git add` reads). Reading
+    /// the filters it defines and overriding them is not enough while the agent may still
+    /// run (a task waiting for input, a program left behind): it can swap its configuration
+    /// between the read and the next git (seen: a filter run as the host's root).
+    pub(crate) fn host_owned(
+        checkout: &Path,
+        scratch: &Path,
+        name: &str,
+        object_format: &str,
+    ) -> Result<Git, WorkspaceError> {
+        let dir = scratch.join(name);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| WorkspaceError::Io { path, source }
+        };
+        for sub in ["refs", "info"] {
+            std::fs::create_dir_all(dir.join(sub)).map_err(io(&dir))?;
+        }
+        let config = format!(
+            "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tobjectformat = {object_format}\n"
+        );
+        write_if_changed(&dir.join("config"), config.as_bytes()).map_err(io(&dir))?;
+        write_if_changed(&dir.join("HEAD"), b"ref: refs/heads/host\n").map_err(io(&dir))?;
+        for file in ["exclude", "attributes"] {
+            let from = checkout.join(".git").join("info").join(file);
+            let text = read_regular(&from, MAX_INFO_FILE).unwrap_or_default();
+            write_if_changed(&dir.join("info").join(file), &text).map_err(io(&dir))?;
+        }
+        let mut git = Git::detached(checkout, &dir);
+        git.objects = Some(checkout.join(".git").join("objects"));
+        Ok(git)
     }
 
     /// The same git with another index file (a temporary one for the host's diffs).
@@ -287,11 +332,15 @@ impl Git {
             let dot_git = self.git_dir.clone().unwrap_or_else(|| top.join(".git"));
             // Nor the host user's own configuration: a filter it defines (git-lfs's) would
             // run on files and settings the agent wrote.
+            let objects = self
+                .objects
+                .clone()
+                .unwrap_or_else(|| dot_git.join("objects"));
             cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
                 .env("GIT_DIR", &dot_git)
                 .env("GIT_COMMON_DIR", &dot_git)
                 .env("GIT_WORK_TREE", top)
-                .env("GIT_OBJECT_DIRECTORY", dot_git.join("objects"));
+                .env("GIT_OBJECT_DIRECTORY", objects);
         }
         if let Some(index) = &self.index {
             cmd.env("GIT_INDEX_FILE", index);
@@ -447,6 +496,38 @@ impl Git {
         }
         Ok((buf, false))
     }
+}
+
+/// The largest ignore-rules or attributes file of a workspace's `.git/info` the host copies.
+const MAX_INFO_FILE: u64 = 1 << 20;
+
+/// The bytes of the regular file `path` (never through a link, never a fifo), when it is
+/// at most `max` bytes long.
+fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let m = file.metadata().ok()?;
+    if !m.is_file() || m.len() > max {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(max).read_to_end(&mut text).ok()?;
+    Some(text)
+}
+
+/// Writes `text` to `path` (a file of the host's) unless it already holds it: aside and
+/// renamed, so a git reading it meanwhile sees the old text or the new one.
+fn write_if_changed(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|t| t == text) {
+        return Ok(());
+    }
+    let tmp = path.with_extension(format!("new.{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Fails when anything below `dir` is other than a regular file, a folder or a socket (git's

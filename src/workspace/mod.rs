@@ -614,9 +614,10 @@ impl Workspaces {
     /// The change from the workspace's base to its files.
     pub fn changes(&self, ws: &Workspace) -> Result<Changes, WorkspaceError> {
         let checkout = ws.checkout();
-        let git = self.git(ws)?;
+        // Checked before anything of its `.git` is read.
+        Git::fresh_workspace(&checkout)?;
+        make::keep_borrowing(&checkout, &ws.source_git)?;
         changes::compute(
-            &git,
             &checkout,
             &ws.scratch(),
             &ws.base_commit,
@@ -639,7 +640,9 @@ impl Workspaces {
         let git = self.git(ws)?;
         let tip = tip_of(&git, ws)?;
         let seed = self.seeds.usable(&checkout);
-        let (staged, index) = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref())?;
+        let format = changes::object_format_of(&ws.base_commit);
+        let (staged, index) =
+            changes::stage_all(&checkout, &ws.scratch(), format, seed.as_deref())?;
         let message = commit_message(subject, task_id);
         let tree = staged.text(["write-tree"])?;
         let committed = self.commit_staged(&git, &staged, ws, &tip, &tree, &message)?;
@@ -672,7 +675,8 @@ impl Workspaces {
         let (staged, tip) = std::thread::scope(|s| {
             let tip = s.spawn(|| tip_of(&git, ws));
             let seed = self.seeds.usable(&checkout);
-            let staged = changes::stage_all(&git, &checkout, &ws.scratch(), seed.as_deref());
+            let format = changes::object_format_of(&ws.base_commit);
+            let staged = changes::stage_all(&checkout, &ws.scratch(), format, seed.as_deref());
             (staged, tip.join())
         });
         let (staged, index) = staged?;

@@ -142,10 +142,9 @@ fn refresh(
             "no index file to copy",
         ))
     })?;
-    let git_dir = host_git_dir(scratch, object_format).map_err(io(scratch))?;
     // A file's clean filter would be a program of the agent's configuration: the host's git
     // folder defines none, and the workspace's is not read.
-    let refreshed = Git::detached(checkout, &git_dir)
+    let refreshed = Git::host_owned(checkout, scratch, "seed-git", object_format)?
         .with_index(&tmp)
         .with_config(&[SKIP_HASH])
         .output(["update-index", "-q", "--refresh"]);
@@ -156,20 +155,4 @@ fn refresh(
         let _ = std::fs::remove_file(lock_of(&tmp));
     }
     placed.map(|()| Seed { index, from })
-}
-
-/// The host's git folder for refreshing copies (in `scratch`, which the sandbox does not
-/// show): a configuration of its own, the object format of the workspace, no objects.
-fn host_git_dir(scratch: &Path, object_format: &str) -> std::io::Result<PathBuf> {
-    let dir = scratch.join("seed-git");
-    std::fs::create_dir_all(dir.join("objects"))?;
-    std::fs::create_dir_all(dir.join("refs"))?;
-    std::fs::write(dir.join("HEAD"), "ref: refs/heads/seed\n")?;
-    std::fs::write(
-        dir.join("config"),
-        format!(
-            "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tobjectformat = {object_format}\n"
-        ),
-    )?;
-    Ok(dir)
 }

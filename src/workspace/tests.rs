@@ -1222,3 +1222,38 @@ fn a_source_config_that_would_run_programs_runs_none_on_the_host() {
         .output();
     assert!(marker.exists());
 }
+
+/// A filter the agent writes into its configuration after the host last read it (while the
+/// agent still runs: a task waiting for input, a program left behind) is not run by the
+/// turn's end: its git reads a configuration of the host's, whatever the workspace's says
+/// now. The same staging with the workspace's own git folder, its filters read before the
+/// swap (none), does run it: what the host did before.
+#[test]
+fn a_filter_written_after_the_host_looked_is_not_run_at_the_turns_end() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("swap", &src, None).unwrap().unwrap();
+    let co = ws.checkout();
+    let looked = Git::workspace(&co).unwrap();
+    assert!(looked.filter_overrides().is_empty());
+    let marker = t.path().join("ran");
+    let cmd = format!("touch {}; cat", marker.display());
+    git(&co, &["config", "filter.late.clean", &cmd]);
+    std::fs::write(co.join(".gitattributes"), "* filter=late\n").unwrap();
+    std::fs::write(co.join("a.txt"), "changed\n").unwrap();
+    // The turn's end after the swap: staged, diffed and committed from the staged index.
+    let (staged, _index) = changes::stage_all(&co, &ws.scratch(), "sha1", None).unwrap();
+    let ch = changes::diff_staged(&staged, &ws.base_commit, 1 << 20).unwrap();
+    assert!(!ch.files.is_empty());
+    assert!(staged.text(["write-tree"]).is_ok());
+    assert!(!marker.exists(), "the host ran the agent's filter");
+    all.end_turn(&ws, Some(("x", "t"))).unwrap();
+    assert!(!marker.exists(), "the host ran the agent's filter");
+    // What the host's staging did before: the workspace's git, its filters read earlier.
+    std::fs::write(co.join("a.txt"), "changed again\n").unwrap();
+    let tmp = t.path().join("plain-index");
+    std::fs::copy(co.join(".git/index"), &tmp).unwrap();
+    let _ = looked.with_index(&tmp).output(["add", "-A", "--", "."]);
+    assert!(marker.exists());
+}
