@@ -70,6 +70,16 @@ fn workspace_write_allows_safe_commands_and_edits_inside_and_asks_the_rest() {
     assert_eq!(d("file-edit", "Write", "/etc/passwd"), Decision::Ask);
     assert_eq!(d("file-edit", "Write", "/work/repo/../x"), Decision::Ask);
     assert_eq!(d("file-edit", "Write", "a.txt, /etc/x"), Decision::Ask);
+    // Asked: a listed command's option that writes anywhere or runs a named program.
+    for cmd in [
+        "git log --output=/root/.bashrc",
+        "git diff --ext-diff",
+        "cargo test --config build.rustc-wrapper=/tmp/evil",
+        "go test -exec /tmp/evil ./...",
+    ] {
+        assert_eq!(d("command", "Bash", cmd), Decision::Ask, "{cmd}");
+    }
+    assert_eq!(d("command", "Bash", "git log --oneline"), Decision::Allow);
 }
 
 #[test]
