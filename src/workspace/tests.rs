@@ -1207,3 +1207,67 @@ fn a_source_config_that_would_run_programs_runs_none_on_the_host() {
         .output();
     assert!(marker.exists());
 }
+
+/// A clone of `src` with only its last commit (`git clone --depth 1`), as CI systems make.
+fn shallow_clone(src: &Path, at: &Path) -> PathBuf {
+    let url = format!("file://{}", src.display());
+    git(
+        src.parent().unwrap(),
+        &["clone", "-q", "--depth", "1", &url, at.to_str().unwrap()],
+    );
+    let at = std::fs::canonicalize(at).unwrap();
+    assert!(at.join(".git/shallow").is_file(), "a shallow clone");
+    at
+}
+
+#[test]
+fn a_workspace_of_a_shallow_clone_has_its_history_commits_and_serves_its_branch() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shallow = shallow_clone(&src, &t.path().join("shallow"));
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("shallow", &shallow, None).unwrap().unwrap();
+    let co = ws.checkout();
+    // The agent's git reads the history (it stops at the shallow commit, as in the source).
+    assert_eq!(git(&co, &["log", "--format=%s"]), "second");
+    edit(&co);
+    let end = all.end_turn(&ws, Some(("a shallow turn", "t1"))).unwrap();
+    let committed = end.committed.expect("a commit of the turn");
+    assert_eq!(
+        git(&co, &["log", "--format=%s", &ws.branch]),
+        "a shallow turn\nsecond"
+    );
+    // What `git fetch` of the context's branch runs (upload-pack) serves it: into the
+    // shallow source itself, and into a repository of its own.
+    git(&shallow, &["fetch", "-q", co.to_str().unwrap(), &ws.branch]);
+    assert_eq!(git(&shallow, &["rev-parse", "FETCH_HEAD"]), committed);
+    let mine = t.path().join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    git(&mine, &["init", "-q"]);
+    git(
+        &mine,
+        &[
+            "fetch",
+            "-q",
+            "--update-shallow",
+            co.to_str().unwrap(),
+            &ws.branch,
+        ],
+    );
+    assert_eq!(git(&mine, &["rev-parse", "FETCH_HEAD"]), committed);
+}
+
+#[test]
+fn a_shallow_list_that_is_a_link_is_not_followed() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shallow = shallow_clone(&src, &t.path().join("shallow"));
+    let list = shallow.join(".git/shallow");
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::rename(&list, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &list).unwrap();
+    let all = workspaces(t.path(), 1 << 20);
+    let err = all.for_turn("linked", &shallow, None).unwrap_err();
+    assert!(err.to_string().contains("is a link"), "{err}");
+    assert!(all.list().is_empty(), "nothing left half-made");
+}
