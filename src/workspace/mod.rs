@@ -1016,19 +1016,27 @@ fn give_all(dir: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
-/// Bytes of the files under `dir` (links not followed).
+/// The disk use of `dir` and everything under it, as `du` counts it: the blocks allocated
+/// to each file, folder and link (`st_blocks`, in units of 512 bytes), not their apparent
+/// sizes (a sparse file takes far less than its length, a folder takes a block or more).
+/// Links are not followed; a file linked twice under `dir` counts twice.
 fn disk_use(dir: &Path) -> u64 {
-    let mut total = 0;
+    use std::os::unix::fs::MetadataExt;
+    let blocks = |m: &std::fs::Metadata| m.blocks().saturating_mul(512);
+    let mut total = std::fs::symlink_metadata(dir).map_or(0, |m| blocks(&m));
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.filter_map(Result::ok) {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
-                _ => {}
+            // The entry's own metadata (a link's, not its target's).
+            let Ok(m) = e.metadata() else {
+                continue;
+            };
+            total = total.saturating_add(blocks(&m));
+            if m.is_dir() {
+                stack.push(e.path());
             }
         }
     }

@@ -1271,3 +1271,31 @@ fn a_shallow_list_that_is_a_link_is_not_followed() {
     assert!(err.to_string().contains("is a link"), "{err}");
     assert!(all.list().is_empty(), "nothing left half-made");
 }
+
+#[test]
+fn disk_use_counts_the_blocks_of_files_and_folders_as_du_does() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("d");
+    std::fs::create_dir_all(dir.join("a/b")).unwrap();
+    std::fs::write(dir.join("a/small"), "x").unwrap();
+    std::fs::write(dir.join("a/b/data"), vec![7u8; 100_000]).unwrap();
+    // A sparse file of 1 GiB: almost no block.
+    let sparse = std::fs::File::create(dir.join("sparse")).unwrap();
+    sparse.set_len(1 << 30).unwrap();
+    drop(sparse);
+    let counted = disk_use(&dir);
+    assert!(
+        counted < 1 << 20,
+        "the sparse file's length counted: {counted}"
+    );
+    assert!(counted >= 100_000, "{counted}");
+    let du = Command::new("du").arg("-sB1").arg(&dir).output();
+    if let Some(out) = du.ok().filter(|o| o.status.success()) {
+        let du: u64 = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert_eq!(counted, du, "as du counts");
+    }
+}
