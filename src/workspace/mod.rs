@@ -238,6 +238,9 @@ pub struct Workspaces {
     template: Mutex<Option<PathBuf>>,
     /// New workspaces' refreshed index copies ([`seed`]).
     seeds: seed::Seeds,
+    /// The host's other folders (its data, the CLI homes): like the workspaces' own, not
+    /// counted as a source's uncommitted changes when they lie inside it.
+    also_kept: Vec<PathBuf>,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -279,6 +282,7 @@ impl Workspaces {
             filters: Mutex::new(std::collections::HashMap::new()),
             template: Mutex::new(None),
             seeds: seed::Seeds::default(),
+            also_kept: Vec::new(),
             _temp: temp,
         })
     }
@@ -313,6 +317,27 @@ impl Workspaces {
     /// What these workspaces share with other adapters' of the host ([`Self::counted_with`]).
     pub fn host(&self) -> Arc<HostWorkspaces> {
         self.shared.clone()
+    }
+
+    /// Names the host's other folders (`folders`: its data folder, the CLI homes), which,
+    /// like the workspaces' own, do not make a source they lie in dirty.
+    pub fn keeping(mut self, folders: &[PathBuf]) -> Workspaces {
+        self.also_kept.extend(folders.iter().cloned());
+        self
+    }
+
+    /// The host's folders a source may hold that are not its changes: the workspaces' own
+    /// and those named by [`Workspaces::keeping`].
+    fn host_folders(&self) -> Vec<PathBuf> {
+        std::iter::once(self.root.clone())
+            .chain(self.also_kept.iter().cloned())
+            .collect()
+    }
+
+    /// The top of the git work tree the workspaces' folder lies in, if it lies in one: each
+    /// checkout is then a repository nested in that one's files.
+    pub fn inside_repository(&self) -> Option<PathBuf> {
+        work_tree_around(&self.root)
     }
 
     /// Names the adapter whose workspaces these are, in the metrics.
@@ -452,7 +477,7 @@ impl Workspaces {
         // Whether the source has uncommitted changes is asked while the checkout is made:
         // side by side they cost little more time than the checkout.
         let (asked, made) = std::thread::scope(|s| {
-            let asked = s.spawn(|| source_dirty(&source.top));
+            let asked = s.spawn(|| source_dirty(&source.top, &self.host_folders()));
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
             let asked = asked.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::GitMissing(
@@ -1043,17 +1068,63 @@ fn disk_use(dir: &Path) -> u64 {
     total
 }
 
-/// Whether the source repository at `top` has uncommitted changes. Its configuration is not
+/// Whether the source repository at `top` has uncommitted changes, the host's own folders
+/// in it not counted (`host`: the workspaces' folder and any other the host keeps there,
+/// untracked when inside the repository; and the `.agent-host/` folders a task's
+/// attachments and long prompts go to). Its configuration is not
 /// the host's: an agent that worked in the folder before it was a repository, or in a
 /// `shared` workspace, may have written it. So `git status` runs with the filter drivers it
 /// defines overridden (a clean filter would run on the host, on the files status reads),
 /// without descending into submodules (whose own configuration could name more), and
 /// without the optional lock (status would otherwise write the refreshed index back: the
 /// source is never written).
-fn source_dirty(top: &Path) -> Result<bool, WorkspaceError> {
+fn source_dirty(top: &Path, host: &[PathBuf]) -> Result<bool, WorkspaceError> {
     let git = Git::trusted(top)
         .with_own_filters()?
         .with_env(&[("GIT_OPTIONAL_LOCKS", "0")]);
-    let status = git.output(["status", "--porcelain", "-z", "--ignore-submodules=all"])?;
+    let mut args: Vec<std::ffi::OsString> = [
+        "status",
+        "--porcelain",
+        "-z",
+        "--ignore-submodules=all",
+        "--",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    args.extend(host_pathspecs(top, host));
+    let status = git.output(args)?;
     Ok(!status.is_empty())
+}
+
+/// The pathspecs that leave the host's own folders out of a `git status` run at `top`:
+/// each of `host` that lies below `top` (by its path relative to `top`, taken literally),
+/// and every `.agent-host/` folder ([`HOST_FILES`]).
+fn host_pathspecs(top: &Path, host: &[PathBuf]) -> Vec<std::ffi::OsString> {
+    let mut specs: Vec<std::ffi::OsString> = host
+        .iter()
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
+        .filter_map(|h| {
+            let rel = h.strip_prefix(top).ok()?;
+            (!rel.as_os_str().is_empty()).then(|| {
+                let mut spec = std::ffi::OsString::from(":(exclude,literal)");
+                spec.push(rel.as_os_str());
+                spec
+            })
+        })
+        .collect();
+    specs.push(format!(":(exclude,glob)**/{HOST_FILES}**").into());
+    specs
+}
+
+/// The top folder of the git work tree `dir` lies in, if it lies in one.
+fn work_tree_around(dir: &Path) -> Option<PathBuf> {
+    if !source::may_be_in_work_tree(dir) {
+        return None;
+    }
+    let out = Git::trusted(dir)
+        .output_allow(["rev-parse", "--show-toplevel"], &[128])
+        .ok()?;
+    let top = String::from_utf8_lossy(&out).trim_end().to_string();
+    (!top.is_empty()).then(|| PathBuf::from(top))
 }

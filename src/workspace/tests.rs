@@ -1299,3 +1299,37 @@ fn disk_use_counts_the_blocks_of_files_and_folders_as_du_does() {
         assert_eq!(counted, du, "as du counts");
     }
 }
+
+#[test]
+fn the_hosts_own_folders_in_the_source_do_not_make_it_dirty() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    // The workspaces, the host's data and a task's attachments, all inside the source.
+    let config = WorkspaceConfig {
+        dir: Some(src.join("agent-workspaces")),
+        ..WorkspaceConfig::default()
+    };
+    std::fs::create_dir_all(src.join("data/homes")).unwrap();
+    std::fs::write(src.join("data/agent-host.db"), "db").unwrap();
+    std::fs::create_dir_all(src.join("sub/.agent-host/attachments/t1")).unwrap();
+    std::fs::write(src.join("sub/.agent-host/attachments/t1/f"), "x").unwrap();
+    let all = Workspaces::open(&config, None)
+        .unwrap()
+        .keeping(&[src.join("data")]);
+    assert_eq!(all.inside_repository().as_deref(), Some(src.as_path()));
+    let first = all.for_turn("first", &src, None).unwrap().unwrap();
+    assert!(!first.source_dirty);
+    // The second sees the first's workspace in the source's folder: still clean.
+    let second = all.for_turn("second", &src, None).unwrap().unwrap();
+    assert!(!second.source_dirty);
+    // An untracked file of the user's is a change.
+    std::fs::write(src.join("notes.txt"), "mine\n").unwrap();
+    assert!(
+        all.for_turn("third", &src, None)
+            .unwrap()
+            .unwrap()
+            .source_dirty
+    );
+    // Outside a repository: none around.
+    assert_eq!(workspaces(t.path(), 1 << 20).inside_repository(), None);
+}
