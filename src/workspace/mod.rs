@@ -178,6 +178,65 @@ impl Workspace {
     fn scratch(&self) -> PathBuf {
         self.dir.join("scratch")
     }
+
+    /// The object folders git in the checkout reads: the source's (named by the checkout's
+    /// `objects/info/alternates`), then those the source's own `objects/info/alternates`
+    /// names (a source made by `git clone --shared` or `--reference` borrows its objects
+    /// too) and, one level further, theirs: each an existing folder, the absolute lines and
+    /// the relative ones (to the objects folder that names them) only, at most
+    /// [`MAX_BORROWED`] in all. A sandbox shows them read-only.
+    pub fn borrowed_objects(&self) -> Vec<PathBuf> {
+        let mut found = vec![self.source_git.join("objects")];
+        let mut level = found.clone();
+        for _ in 0..2 {
+            let mut next = Vec::new();
+            for objects in &level {
+                for alt in alternates_of(objects) {
+                    if found.len() >= MAX_BORROWED {
+                        return found;
+                    }
+                    if !found.contains(&alt) {
+                        found.push(alt.clone());
+                        next.push(alt);
+                    }
+                }
+            }
+            level = next;
+        }
+        found
+    }
+}
+
+/// The most object folders a workspace's sandbox shows ([`Workspace::borrowed_objects`]).
+pub const MAX_BORROWED: usize = 8;
+
+/// The existing folders the `info/alternates` of the objects folder `objects` names
+/// (canonical): a regular file of at most 64 KiB, never read through a link; its comment
+/// lines and quoted lines (git's C-style quoting, rare) are passed over.
+fn alternates_of(objects: &Path) -> Vec<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const LARGEST: u64 = 64 * 1024;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(objects.join("info/alternates"));
+    let Ok(file) = file else {
+        return Vec::new();
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    if file.take(LARGEST).read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('"'))
+        .filter_map(|l| std::fs::canonicalize(objects.join(l)).ok())
+        .filter(|p| p.is_dir())
+        .collect()
 }
 
 /// `top` joined with `rel`, each folder on the way a real folder (an agent may have replaced

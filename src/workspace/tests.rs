@@ -1333,3 +1333,39 @@ fn the_hosts_own_folders_in_the_source_do_not_make_it_dirty() {
     // Outside a repository: none around.
     assert_eq!(workspaces(t.path(), 1 << 20).inside_repository(), None);
 }
+
+#[test]
+fn the_objects_a_shared_clone_borrows_are_named_for_the_sandbox() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shared = t.path().join("shared");
+    git(
+        t.path(),
+        &[
+            "clone",
+            "-q",
+            "--shared",
+            src.to_str().unwrap(),
+            shared.to_str().unwrap(),
+        ],
+    );
+    let shared = std::fs::canonicalize(shared).unwrap();
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("shared", &shared, None).unwrap().unwrap();
+    assert_eq!(
+        ws.borrowed_objects(),
+        [shared.join(".git/objects"), src.join(".git/objects")]
+    );
+    // A line naming no folder, a comment, and the source itself again are passed over.
+    let alternates = shared.join(".git/objects/info/alternates");
+    let mut text = std::fs::read_to_string(&alternates).unwrap();
+    text.push_str("# a comment\n/no/such/folder\n../../.git/objects\n");
+    std::fs::write(&alternates, text).unwrap();
+    assert_eq!(
+        ws.borrowed_objects(),
+        [shared.join(".git/objects"), src.join(".git/objects")]
+    );
+    // A repository of its own borrows nothing more.
+    let own = all.for_turn("own", &src, None).unwrap().unwrap();
+    assert_eq!(own.borrowed_objects(), [src.join(".git/objects")]);
+}

@@ -1674,3 +1674,55 @@ async fn a_sandbox_users_workspace_is_its_own() {
     })
     .await;
 }
+
+/// A source made by `git clone --shared` (or `--reference`) of a repository under `/tmp`:
+/// its objects are that repository's, named by its own `objects/info/alternates`. The
+/// sandbox replaces `/tmp` with its own; it shows that folder again, read-only, so that the
+/// agent's git in its workspace finds the base's objects (it failed with "unable to
+/// normalize alternate object path" and "bad object HEAD").
+#[tokio::test]
+async fn an_agent_reads_the_history_of_a_source_that_borrows_its_objects_in_the_sandbox() {
+    if !bwrap_available() {
+        return;
+    }
+    limit(async {
+        let h = Host::start(&[("AGENT_SANDBOX", "required")]).await;
+        let lender = tempfile::Builder::new()
+            .prefix("lender")
+            .tempdir_in("/tmp")
+            .expect("a folder under /tmp");
+        let bare = lender.path().join("origin.git");
+        let work = h.work();
+        git(
+            lender.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        // The source's own objects given up for the lender's: what `clone --shared` leaves.
+        let objects = work.join(".git/objects");
+        std::fs::write(
+            objects.join("info/alternates"),
+            format!("{}\n", bare.join("objects").display()),
+        )
+        .unwrap();
+        for e in std::fs::read_dir(&objects).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.len() == 2 {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            }
+        }
+        git(&work, &["repack", "-q", "-a", "-d", "-l"]);
+        assert_eq!(git(&work, &["log", "-1", "--format=%s"]), "second");
+        let ctx = format!("borrowing-{}", super::common::uuid());
+        let t = h.run("gitlog", &ctx, json!({})).await;
+        let out = probes(&t);
+        assert!(out.contains("gitlog=ok second"), "{out}");
+        h.stop().await;
+    })
+    .await;
+}
