@@ -1726,3 +1726,58 @@ async fn an_agent_reads_the_history_of_a_source_that_borrows_its_objects_in_the_
     })
     .await;
 }
+
+/// A context's folder (`metadata.cwd` of its first message, below the repository's top)
+/// that the source no longer has (a checkout of a commit without it): the follow-up works
+/// in the same folder of its workspace, which still has it. Where the context has no
+/// workspace, the refusal names the conversation's folder, not a `metadata.cwd` the
+/// follow-up never sent.
+#[tokio::test]
+async fn a_follow_up_works_in_its_workspace_when_its_folder_left_the_source() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let work = h.work();
+        std::fs::create_dir_all(work.join("tool")).unwrap();
+        std::fs::write(work.join("tool/t.txt"), "tool\n").unwrap();
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "tool"]);
+        let ctx = format!("moved-{}", super::common::uuid());
+        let in_tool = json!({"cwd": work.join("tool").to_str().unwrap()});
+        h.run("write one.txt", &ctx, in_tool).await;
+        let co = h.checkout_of(&ctx);
+        assert!(co.join("tool/one.txt").is_file());
+        git(&work, &["checkout", "-q", "v1"]);
+        assert!(!work.join("tool").exists());
+        let t = h.run("write two.txt", &ctx, json!({})).await;
+        assert!(co.join("tool/two.txt").is_file(), "{t}");
+        git(&work, &["checkout", "-q", "main"]);
+        h.stop().await;
+
+        // No workspace: the folder itself is the conversation's, and its absence is said.
+        let h = Host::start(&[("AGENT_HOST_WORKSPACE", "shared")]).await;
+        let work = h.work();
+        let gone = work.join("scratch");
+        std::fs::create_dir_all(&gone).unwrap();
+        let ctx = format!("gone-{}", super::common::uuid());
+        h.run(
+            "write one.txt",
+            &ctx,
+            json!({"cwd": gone.to_str().unwrap()}),
+        )
+        .await;
+        std::fs::remove_dir_all(&gone).unwrap();
+        let v = h
+            .rpc("SendMessage", message("write two.txt", &ctx, json!({})))
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        let said = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            said.contains("working directory of this conversation")
+                && said.contains("does not exist")
+                && !said.starts_with("metadata.cwd"),
+            "{said}"
+        );
+        h.stop().await;
+    })
+    .await;
+}
