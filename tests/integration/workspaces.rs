@@ -1781,3 +1781,42 @@ async fn a_follow_up_works_in_its_workspace_when_its_folder_left_the_source() {
     })
     .await;
 }
+
+/// `git fetch` of a context whose agent removed its workspace's `.git`: a 404 saying so,
+/// with the small JSON body of the other refusals, not a 500.
+#[tokio::test]
+async fn a_fetch_of_a_workspace_without_its_repository_is_not_found() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nofetch-{}", super::common::uuid());
+        h.run("write one.txt", &ctx, json!({})).await;
+        h.run("nogit", &ctx, json!({})).await;
+        let refs = format!("{}/git/{ctx}/info/refs?service=git-upload-pack", h.base);
+        let r = reqwest::Client::new()
+            .get(&refs)
+            .bearer_auth("ws-secret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+        let body: Value = r.json().await.expect("a JSON body");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no git repository any more"),
+            "{body}"
+        );
+        // git itself says it was not found.
+        let mine = h.root.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        git(&mine, &["init", "-q"]);
+        let url = format!("{}/git/{ctx}", h.base);
+        let out = git_client(&mine, Some(OWNER), &["fetch", &url, "HEAD"]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not found"), "{err}");
+        h.stop().await;
+    })
+    .await;
+}
