@@ -119,6 +119,7 @@ fn open_workspaces(
     adapter_mode: Option<crate::workspace::WorkspaceMode>,
     default: bool,
     host: &mut Option<Arc<crate::workspace::HostWorkspaces>>,
+    homes: Option<&crate::home::Homes>,
 ) -> Result<Option<Arc<crate::workspace::Workspaces>>, StartError> {
     let config = &settings.workspace;
     let mode = crate::workspace::WorkspaceMode::resolve(config.mode, adapter_mode);
@@ -134,8 +135,22 @@ fn open_workspaces(
     let mut config = config.clone();
     config.dir = None;
     config.mode = Some(mode);
-    let mut all =
-        crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
+    // The host's other folders a source repository may hold: not its uncommitted changes.
+    let data = match &settings.store {
+        StoreChoice::Sqlite(db) => db.parent().map(std::path::Path::to_path_buf),
+        _ => None,
+    };
+    let kept: Vec<std::path::PathBuf> = data
+        .into_iter()
+        .chain(homes.map(|h| h.root().to_path_buf()))
+        .collect();
+    let mut all = crate::workspace::Workspaces::open(&config, dir.as_deref())?
+        .for_adapter(adapter_id)
+        .keeping(&kept);
+    if let Some(repo) = all.inside_repository() {
+        tracing::warn!(adapter = %adapter_id, dir = %all.root().display(), repository = %repo.display(),
+            "the workspaces' folder lies inside a git repository: each workspace is a repository nested in its files (git there lists the folder as untracked, unless ignored); a folder outside it is better (--workspace-dir)");
+    }
     // `max_workspaces` bounds the host's workspaces, every adapter's together.
     match host {
         Some(h) => all = all.counted_with(h),
@@ -244,7 +259,14 @@ async fn start_agent(
             workspace_roots: settings.workspace_roots.clone(),
             secrets: settings.security.secret_values(),
             input_modes: settings.input_modes.clone(),
-            workspaces: open_workspaces(settings, &id, adapter_workspace, default, workspaces)?,
+            workspaces: open_workspaces(
+                settings,
+                &id,
+                adapter_workspace,
+                default,
+                workspaces,
+                homes.as_deref(),
+            )?,
             homes: homes.clone(),
             controls: Arc::new(controls_for(settings, adapter_on_budget)),
         },

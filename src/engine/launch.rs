@@ -417,7 +417,7 @@ pub fn mount_workspace(
         p.workspace = Some(crate::runner::sandbox::WorkspaceMount {
             root: all.root().to_path_buf(),
             checkout: ws.checkout(),
-            borrowed: Some(ws.source_git.join("objects")),
+            borrowed: ws.borrowed_objects(),
             source: Some(ws.source.clone()),
         });
     }

@@ -524,7 +524,16 @@ impl Engine {
         let work_dir = match (new.cwd, &new.ticket.context_cwd) {
             (Some(c), _) => c.clone(),
             // The host's own folder is not a caller's choice: no roots to check it against.
-            (None, Some(c)) if *c != default_cwd => self.recheck_cwd(c)?,
+            // A context with a workspace works in the same place in its checkout, which
+            // holds it whatever became of it in the source (checked out away, removed):
+            // the source's folder only names that place, and is not entered.
+            (None, Some(c)) if *c != default_cwd => {
+                if self.has_workspace(new.context_id).await {
+                    c.clone()
+                } else {
+                    self.recheck_cwd(c)?
+                }
+            }
             (None, _) => default_cwd,
         };
         let base = input::requested_base_ref(msg, new.request)?;
@@ -678,15 +687,36 @@ impl Engine {
     }
 
     /// Checks a conversation's directory (chosen and checked at its first turn) again: still
-    /// a directory inside the roots, and still itself with symbolic links resolved.
+    /// a directory inside the roots, and still itself with symbolic links resolved. Its
+    /// errors name the conversation's directory, not `metadata.cwd`: the message being
+    /// refused may have sent none.
     fn recheck_cwd(&self, dir: &std::path::Path) -> Result<PathBuf, A2AError> {
-        let again = self.check_cwd(&dir.to_string_lossy())?;
+        let again = self
+            .check_cwd(&dir.to_string_lossy())
+            .map_err(|e| match e {
+                A2AError::InvalidParams(why) => A2AError::InvalidParams(remembered_cwd(dir, &why)),
+                other => other,
+            })?;
         if again != dir {
-            return Err(A2AError::InvalidParams(
-                "metadata.cwd: the working directory of this conversation changed (a symbolic link?); start a new conversation".into(),
-            ));
+            return Err(A2AError::InvalidParams(format!(
+                "the working directory of this conversation, {}, changed (a symbolic link?); start a new conversation",
+                dir.display()
+            )));
         }
         Ok(again)
+    }
+
+    /// Whether the context has a workspace on this host (a lookup that fails counts as
+    /// none: the folder is then checked as without one).
+    async fn has_workspace(&self, context_id: &str) -> bool {
+        let Some(all) = self.inner.config.workspaces.clone() else {
+            return false;
+        };
+        let id = context_id.to_string();
+        matches!(
+            tokio::task::spawn_blocking(move || all.get(&id)).await,
+            Ok(Ok(Some(_)))
+        )
     }
 
     /// Turns running now and turns waiting for a slot or their context.
@@ -832,6 +862,16 @@ impl Inner {
             tracing::error!(context = %context_id, error = %e, "could not store the context's session");
         }
     }
+}
+
+/// The refusal of a conversation's remembered directory: `why`, a refusal of
+/// `metadata.cwd`, said of that directory instead.
+fn remembered_cwd(dir: &std::path::Path, why: &str) -> String {
+    let why = why.strip_prefix("metadata.cwd ").unwrap_or(why);
+    format!(
+        "the working directory of this conversation, {} (chosen by its first message), {why}; start a new conversation",
+        dir.display()
+    )
 }
 
 /// A task's status message while it waits to start.

@@ -4,7 +4,9 @@
 //!
 //! Behind the guard like every other route (no credential: 401) and the ownership rule of
 //! the context's tasks: a caller that may not see the context, like a context without a
-//! workspace, gets 404. Pushing is refused (403), and so is the dumb protocol. With several
+//! workspace, gets 404, and so does a workspace whose `.git` the agent removed (one it
+//! replaced by a link or a special file: 409). Pushing is refused (403), and so is the dumb
+//! protocol. With several
 //! hosts on one store, a context whose workspace lives on another live host is fetched
 //! through this one: the request is passed to the owner with the caller's credentials, as
 //! commands are ([`super::peer`]).
@@ -202,10 +204,34 @@ async fn handle(
             }
             resp
         }
-        Err(e) => {
+        Err(e) => no_repository(context, &e).unwrap_or_else(|| {
             tracing::error!(context = %context, error = %e, "serving a workspace to git failed");
             internal("the workspace could not be served (see the host log)")
-        }
+        }),
+    }
+}
+
+/// The answer to a fetch of a workspace whose repository the agent removed (404) or
+/// replaced by something the host runs no git through (a link, a special file, a folder
+/// without git's folders: 409); None for the host's own failures.
+fn no_repository(context: &str, e: &crate::workspace::WorkspaceError) -> Option<Response> {
+    use crate::workspace::WorkspaceError;
+    match e {
+        WorkspaceError::GitFolderMissing { .. } => Some(refuse(
+            StatusCode::NOT_FOUND,
+            "Not Found",
+            &format!(
+                "the workspace of context {context} has no git repository any more (its .git was removed, by the agent?): there is no branch to fetch; its files are as the agent left them"
+            ),
+        )),
+        WorkspaceError::Tampered { .. } => Some(refuse(
+            StatusCode::CONFLICT,
+            "Conflict",
+            &format!(
+                "the workspace of context {context} has a .git that is not a repository the host serves (a link, a special file, or git's folders missing or replaced, by the agent?): there is no branch to fetch"
+            ),
+        )),
+        _ => None,
     }
 }
 

@@ -41,6 +41,7 @@ impl Workspaces {
             checkout.as_os_str(),
         ])?;
         borrow_objects(&checkout, &source.git_dir)?;
+        copy_shallow(&checkout, &source.git_dir)?;
         Git::fresh_workspace(&checkout)?
             .with_config(&[SKIP_HASH])
             .output(["reset", "--quiet", "--hard", commit])?;
@@ -118,6 +119,57 @@ fn build_template(dir: &Path, name: &str, email: &str) -> Result<(), WorkspaceEr
 fn borrow_objects(checkout: &Path, source_git: &Path) -> Result<(), WorkspaceError> {
     let file = checkout.join(".git/objects/info/alternates");
     std::fs::write(&file, alternates_line(source_git)?).map_err(io(&file))
+}
+
+/// The largest list of shallow commits copied from a source (some 400,000 commits).
+const LARGEST_SHALLOW: u64 = 16 << 20;
+
+/// Gives the checkout the source's list of shallow commits (`shallow` in its git folder, as
+/// `git clone --depth` writes it): the commits whose parents the source does not have. The
+/// checkout borrows the source's objects but not this list, and without it git there takes
+/// those parents for missing objects: the agent's `git log` stops at "Could not read", and
+/// `git fetch` of the context's branch gets no pack. Copied, not linked (the agent may write
+/// its own), and only a regular file of a bounded size, never through a link: a source
+/// without one is not shallow.
+fn copy_shallow(checkout: &Path, source_git: &Path) -> Result<(), WorkspaceError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let from = source_git.join("shallow");
+    let refused = |why: &str| WorkspaceError::Io {
+        path: from.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
+    };
+    let opened = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&from);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(refused(
+                "the source's list of shallow commits is a link: not followed",
+            ))
+        }
+        Err(e) => return Err(io(&from)(e)),
+    };
+    let meta = file.metadata().map_err(io(&from))?;
+    if !meta.is_file() {
+        return Err(refused(
+            "the source's list of shallow commits is not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(LARGEST_SHALLOW + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io(&from))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > LARGEST_SHALLOW {
+        return Err(refused(
+            "the source's list of shallow commits is larger than 16 MiB",
+        ));
+    }
+    let to = checkout.join(".git/shallow");
+    std::fs::write(&to, bytes).map_err(io(&to))
 }
 
 /// Puts back the checkout's `objects/info/alternates` when it differs from what the host

@@ -179,6 +179,65 @@ impl Workspace {
     fn scratch(&self) -> PathBuf {
         self.dir.join("scratch")
     }
+
+    /// The object folders git in the checkout reads: the source's (named by the checkout's
+    /// `objects/info/alternates`), then those the source's own `objects/info/alternates`
+    /// names (a source made by `git clone --shared` or `--reference` borrows its objects
+    /// too) and, one level further, theirs: each an existing folder, the absolute lines and
+    /// the relative ones (to the objects folder that names them) only, at most
+    /// [`MAX_BORROWED`] in all. A sandbox shows them read-only.
+    pub fn borrowed_objects(&self) -> Vec<PathBuf> {
+        let mut found = vec![self.source_git.join("objects")];
+        let mut level = found.clone();
+        for _ in 0..2 {
+            let mut next = Vec::new();
+            for objects in &level {
+                for alt in alternates_of(objects) {
+                    if found.len() >= MAX_BORROWED {
+                        return found;
+                    }
+                    if !found.contains(&alt) {
+                        found.push(alt.clone());
+                        next.push(alt);
+                    }
+                }
+            }
+            level = next;
+        }
+        found
+    }
+}
+
+/// The most object folders a workspace's sandbox shows ([`Workspace::borrowed_objects`]).
+pub const MAX_BORROWED: usize = 8;
+
+/// The existing folders the `info/alternates` of the objects folder `objects` names
+/// (canonical): a regular file of at most 64 KiB, never read through a link; its comment
+/// lines and quoted lines (git's C-style quoting, rare) are passed over.
+fn alternates_of(objects: &Path) -> Vec<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const LARGEST: u64 = 64 * 1024;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(objects.join("info/alternates"));
+    let Ok(file) = file else {
+        return Vec::new();
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    if file.take(LARGEST).read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('"'))
+        .filter_map(|l| std::fs::canonicalize(objects.join(l)).ok())
+        .filter(|p| p.is_dir())
+        .collect()
 }
 
 /// `top` joined with `rel`, each folder on the way a real folder (an agent may have replaced
@@ -239,6 +298,9 @@ pub struct Workspaces {
     template: Mutex<Option<PathBuf>>,
     /// New workspaces' refreshed index copies ([`seed`]).
     seeds: seed::Seeds,
+    /// The host's other folders (its data, the CLI homes): like the workspaces' own, not
+    /// counted as a source's uncommitted changes when they lie inside it.
+    also_kept: Vec<PathBuf>,
     /// A temporary root, removed when dropped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -280,6 +342,7 @@ impl Workspaces {
             filters: Mutex::new(std::collections::HashMap::new()),
             template: Mutex::new(None),
             seeds: seed::Seeds::default(),
+            also_kept: Vec::new(),
             _temp: temp,
         })
     }
@@ -314,6 +377,27 @@ impl Workspaces {
     /// What these workspaces share with other adapters' of the host ([`Self::counted_with`]).
     pub fn host(&self) -> Arc<HostWorkspaces> {
         self.shared.clone()
+    }
+
+    /// Names the host's other folders (`folders`: its data folder, the CLI homes), which,
+    /// like the workspaces' own, do not make a source they lie in dirty.
+    pub fn keeping(mut self, folders: &[PathBuf]) -> Workspaces {
+        self.also_kept.extend(folders.iter().cloned());
+        self
+    }
+
+    /// The host's folders a source may hold that are not its changes: the workspaces' own
+    /// and those named by [`Workspaces::keeping`].
+    fn host_folders(&self) -> Vec<PathBuf> {
+        std::iter::once(self.root.clone())
+            .chain(self.also_kept.iter().cloned())
+            .collect()
+    }
+
+    /// The top of the git work tree the workspaces' folder lies in, if it lies in one: each
+    /// checkout is then a repository nested in that one's files.
+    pub fn inside_repository(&self) -> Option<PathBuf> {
+        work_tree_around(&self.root)
     }
 
     /// Names the adapter whose workspaces these are, in the metrics.
@@ -453,7 +537,7 @@ impl Workspaces {
         // Whether the source has uncommitted changes is asked while the checkout is made:
         // side by side they cost little more time than the checkout.
         let (asked, made) = std::thread::scope(|s| {
-            let asked = s.spawn(|| source_dirty(&source.top));
+            let asked = s.spawn(|| source_dirty(&source.top, &self.host_folders()));
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
             let asked = asked.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::GitMissing(
@@ -1021,36 +1105,90 @@ fn give_all(dir: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
-/// Bytes of the files under `dir` (links not followed).
+/// The disk use of `dir` and everything under it, as `du` counts it: the blocks allocated
+/// to each file, folder and link (`st_blocks`, in units of 512 bytes), not their apparent
+/// sizes (a sparse file takes far less than its length, a folder takes a block or more).
+/// Links are not followed; a file linked twice under `dir` counts twice.
 fn disk_use(dir: &Path) -> u64 {
-    let mut total = 0;
+    use std::os::unix::fs::MetadataExt;
+    let blocks = |m: &std::fs::Metadata| m.blocks().saturating_mul(512);
+    let mut total = std::fs::symlink_metadata(dir).map_or(0, |m| blocks(&m));
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.filter_map(Result::ok) {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
-                _ => {}
+            // The entry's own metadata (a link's, not its target's).
+            let Ok(m) = e.metadata() else {
+                continue;
+            };
+            total = total.saturating_add(blocks(&m));
+            if m.is_dir() {
+                stack.push(e.path());
             }
         }
     }
     total
 }
 
-/// Whether the source repository at `top` has uncommitted changes. Its configuration is not
+/// Whether the source repository at `top` has uncommitted changes, the host's own folders
+/// in it not counted (`host`: the workspaces' folder and any other the host keeps there,
+/// untracked when inside the repository; and the `.agent-host/` folders a task's
+/// attachments and long prompts go to). Its configuration is not
 /// the host's: an agent that worked in the folder before it was a repository, or in a
 /// `shared` workspace, may have written it. So `git status` runs with the filter drivers it
 /// defines overridden (a clean filter would run on the host, on the files status reads),
 /// without descending into submodules (whose own configuration could name more), and
 /// without the optional lock (status would otherwise write the refreshed index back: the
 /// source is never written).
-fn source_dirty(top: &Path) -> Result<bool, WorkspaceError> {
+fn source_dirty(top: &Path, host: &[PathBuf]) -> Result<bool, WorkspaceError> {
     let git = Git::trusted(top)
         .with_own_filters()?
         .with_env(&[("GIT_OPTIONAL_LOCKS", "0")]);
-    let status = git.output(["status", "--porcelain", "-z", "--ignore-submodules=all"])?;
+    let mut args: Vec<std::ffi::OsString> = [
+        "status",
+        "--porcelain",
+        "-z",
+        "--ignore-submodules=all",
+        "--",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    args.extend(host_pathspecs(top, host));
+    let status = git.output(args)?;
     Ok(!status.is_empty())
+}
+
+/// The pathspecs that leave the host's own folders out of a `git status` run at `top`:
+/// each of `host` that lies below `top` (by its path relative to `top`, taken literally),
+/// and every `.agent-host/` folder ([`HOST_FILES`]).
+fn host_pathspecs(top: &Path, host: &[PathBuf]) -> Vec<std::ffi::OsString> {
+    let mut specs: Vec<std::ffi::OsString> = host
+        .iter()
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
+        .filter_map(|h| {
+            let rel = h.strip_prefix(top).ok()?;
+            (!rel.as_os_str().is_empty()).then(|| {
+                let mut spec = std::ffi::OsString::from(":(exclude,literal)");
+                spec.push(rel.as_os_str());
+                spec
+            })
+        })
+        .collect();
+    specs.push(format!(":(exclude,glob)**/{HOST_FILES}**").into());
+    specs
+}
+
+/// The top folder of the git work tree `dir` lies in, if it lies in one.
+fn work_tree_around(dir: &Path) -> Option<PathBuf> {
+    if !source::may_be_in_work_tree(dir) {
+        return None;
+    }
+    let out = Git::trusted(dir)
+        .output_allow(["rev-parse", "--show-toplevel"], &[128])
+        .ok()?;
+    let top = String::from_utf8_lossy(&out).trim_end().to_string();
+    (!top.is_empty()).then(|| PathBuf::from(top))
 }

@@ -1256,4 +1256,165 @@ fn a_filter_written_after_the_host_looked_is_not_run_at_the_turns_end() {
     std::fs::copy(co.join(".git/index"), &tmp).unwrap();
     let _ = looked.with_index(&tmp).output(["add", "-A", "--", "."]);
     assert!(marker.exists());
+
+/// A clone of `src` with only its last commit (`git clone --depth 1`), as CI systems make.
+fn shallow_clone(src: &Path, at: &Path) -> PathBuf {
+    let url = format!("file://{}", src.display());
+    git(
+        src.parent().unwrap(),
+        &["clone", "-q", "--depth", "1", &url, at.to_str().unwrap()],
+    );
+    let at = std::fs::canonicalize(at).unwrap();
+    assert!(at.join(".git/shallow").is_file(), "a shallow clone");
+    at
+}
+
+#[test]
+fn a_workspace_of_a_shallow_clone_has_its_history_commits_and_serves_its_branch() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shallow = shallow_clone(&src, &t.path().join("shallow"));
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("shallow", &shallow, None).unwrap().unwrap();
+    let co = ws.checkout();
+    // The agent's git reads the history (it stops at the shallow commit, as in the source).
+    assert_eq!(git(&co, &["log", "--format=%s"]), "second");
+    edit(&co);
+    let end = all.end_turn(&ws, Some(("a shallow turn", "t1"))).unwrap();
+    let committed = end.committed.expect("a commit of the turn");
+    assert_eq!(
+        git(&co, &["log", "--format=%s", &ws.branch]),
+        "a shallow turn\nsecond"
+    );
+    // What `git fetch` of the context's branch runs (upload-pack) serves it: into the
+    // shallow source itself, and into a repository of its own.
+    git(&shallow, &["fetch", "-q", co.to_str().unwrap(), &ws.branch]);
+    assert_eq!(git(&shallow, &["rev-parse", "FETCH_HEAD"]), committed);
+    let mine = t.path().join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    git(&mine, &["init", "-q"]);
+    git(
+        &mine,
+        &[
+            "fetch",
+            "-q",
+            "--update-shallow",
+            co.to_str().unwrap(),
+            &ws.branch,
+        ],
+    );
+    assert_eq!(git(&mine, &["rev-parse", "FETCH_HEAD"]), committed);
+}
+
+#[test]
+fn a_shallow_list_that_is_a_link_is_not_followed() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shallow = shallow_clone(&src, &t.path().join("shallow"));
+    let list = shallow.join(".git/shallow");
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::rename(&list, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &list).unwrap();
+    let all = workspaces(t.path(), 1 << 20);
+    let err = all.for_turn("linked", &shallow, None).unwrap_err();
+    assert!(err.to_string().contains("is a link"), "{err}");
+    assert!(all.list().is_empty(), "nothing left half-made");
+}
+
+#[test]
+fn disk_use_counts_the_blocks_of_files_and_folders_as_du_does() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("d");
+    std::fs::create_dir_all(dir.join("a/b")).unwrap();
+    std::fs::write(dir.join("a/small"), "x").unwrap();
+    std::fs::write(dir.join("a/b/data"), vec![7u8; 100_000]).unwrap();
+    // A sparse file of 1 GiB: almost no block.
+    let sparse = std::fs::File::create(dir.join("sparse")).unwrap();
+    sparse.set_len(1 << 30).unwrap();
+    drop(sparse);
+    let counted = disk_use(&dir);
+    assert!(
+        counted < 1 << 20,
+        "the sparse file's length counted: {counted}"
+    );
+    assert!(counted >= 100_000, "{counted}");
+    let du = Command::new("du").arg("-sB1").arg(&dir).output();
+    if let Some(out) = du.ok().filter(|o| o.status.success()) {
+        let du: u64 = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert_eq!(counted, du, "as du counts");
+    }
+}
+
+#[test]
+fn the_hosts_own_folders_in_the_source_do_not_make_it_dirty() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    // The workspaces, the host's data and a task's attachments, all inside the source.
+    let config = WorkspaceConfig {
+        dir: Some(src.join("agent-workspaces")),
+        ..WorkspaceConfig::default()
+    };
+    std::fs::create_dir_all(src.join("data/homes")).unwrap();
+    std::fs::write(src.join("data/agent-host.db"), "db").unwrap();
+    std::fs::create_dir_all(src.join("sub/.agent-host/attachments/t1")).unwrap();
+    std::fs::write(src.join("sub/.agent-host/attachments/t1/f"), "x").unwrap();
+    let all = Workspaces::open(&config, None)
+        .unwrap()
+        .keeping(&[src.join("data")]);
+    assert_eq!(all.inside_repository().as_deref(), Some(src.as_path()));
+    let first = all.for_turn("first", &src, None).unwrap().unwrap();
+    assert!(!first.source_dirty);
+    // The second sees the first's workspace in the source's folder: still clean.
+    let second = all.for_turn("second", &src, None).unwrap().unwrap();
+    assert!(!second.source_dirty);
+    // An untracked file of the user's is a change.
+    std::fs::write(src.join("notes.txt"), "mine\n").unwrap();
+    assert!(
+        all.for_turn("third", &src, None)
+            .unwrap()
+            .unwrap()
+            .source_dirty
+    );
+    // Outside a repository: none around.
+    assert_eq!(workspaces(t.path(), 1 << 20).inside_repository(), None);
+}
+
+#[test]
+fn the_objects_a_shared_clone_borrows_are_named_for_the_sandbox() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let shared = t.path().join("shared");
+    git(
+        t.path(),
+        &[
+            "clone",
+            "-q",
+            "--shared",
+            src.to_str().unwrap(),
+            shared.to_str().unwrap(),
+        ],
+    );
+    let shared = std::fs::canonicalize(shared).unwrap();
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("shared", &shared, None).unwrap().unwrap();
+    assert_eq!(
+        ws.borrowed_objects(),
+        [shared.join(".git/objects"), src.join(".git/objects")]
+    );
+    // A line naming no folder, a comment, and the source itself again are passed over.
+    let alternates = shared.join(".git/objects/info/alternates");
+    let mut text = std::fs::read_to_string(&alternates).unwrap();
+    text.push_str("# a comment\n/no/such/folder\n../../.git/objects\n");
+    std::fs::write(&alternates, text).unwrap();
+    assert_eq!(
+        ws.borrowed_objects(),
+        [shared.join(".git/objects"), src.join(".git/objects")]
+    );
+    // A repository of its own borrows nothing more.
+    let own = all.for_turn("own", &src, None).unwrap().unwrap();
+    assert_eq!(own.borrowed_objects(), [src.join(".git/objects")]);
 }

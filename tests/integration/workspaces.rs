@@ -1708,3 +1708,149 @@ async fn a_sandbox_users_workspace_is_its_own() {
     })
     .await;
 }
+
+/// A source made by `git clone --shared` (or `--reference`) of a repository under `/tmp`:
+/// its objects are that repository's, named by its own `objects/info/alternates`. The
+/// sandbox replaces `/tmp` with its own; it shows that folder again, read-only, so that the
+/// agent's git in its workspace finds the base's objects (it failed with "unable to
+/// normalize alternate object path" and "bad object HEAD").
+#[tokio::test]
+async fn an_agent_reads_the_history_of_a_source_that_borrows_its_objects_in_the_sandbox() {
+    if !bwrap_available() {
+        return;
+    }
+    limit(async {
+        let h = Host::start(&[("AGENT_SANDBOX", "required")]).await;
+        let lender = tempfile::Builder::new()
+            .prefix("lender")
+            .tempdir_in("/tmp")
+            .expect("a folder under /tmp");
+        let bare = lender.path().join("origin.git");
+        let work = h.work();
+        git(
+            lender.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        // The source's own objects given up for the lender's: what `clone --shared` leaves.
+        let objects = work.join(".git/objects");
+        std::fs::write(
+            objects.join("info/alternates"),
+            format!("{}\n", bare.join("objects").display()),
+        )
+        .unwrap();
+        for e in std::fs::read_dir(&objects).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.len() == 2 {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            }
+        }
+        git(&work, &["repack", "-q", "-a", "-d", "-l"]);
+        assert_eq!(git(&work, &["log", "-1", "--format=%s"]), "second");
+        let ctx = format!("borrowing-{}", super::common::uuid());
+        let t = h.run("gitlog", &ctx, json!({})).await;
+        let out = probes(&t);
+        assert!(out.contains("gitlog=ok second"), "{out}");
+        h.stop().await;
+    })
+    .await;
+}
+
+/// A context's folder (`metadata.cwd` of its first message, below the repository's top)
+/// that the source no longer has (a checkout of a commit without it): the follow-up works
+/// in the same folder of its workspace, which still has it. Where the context has no
+/// workspace, the refusal names the conversation's folder, not a `metadata.cwd` the
+/// follow-up never sent.
+#[tokio::test]
+async fn a_follow_up_works_in_its_workspace_when_its_folder_left_the_source() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let work = h.work();
+        std::fs::create_dir_all(work.join("tool")).unwrap();
+        std::fs::write(work.join("tool/t.txt"), "tool\n").unwrap();
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "tool"]);
+        let ctx = format!("moved-{}", super::common::uuid());
+        let in_tool = json!({"cwd": work.join("tool").to_str().unwrap()});
+        h.run("write one.txt", &ctx, in_tool).await;
+        let co = h.checkout_of(&ctx);
+        assert!(co.join("tool/one.txt").is_file());
+        git(&work, &["checkout", "-q", "v1"]);
+        assert!(!work.join("tool").exists());
+        let t = h.run("write two.txt", &ctx, json!({})).await;
+        assert!(co.join("tool/two.txt").is_file(), "{t}");
+        git(&work, &["checkout", "-q", "main"]);
+        h.stop().await;
+
+        // No workspace: the folder itself is the conversation's, and its absence is said.
+        let h = Host::start(&[("AGENT_HOST_WORKSPACE", "shared")]).await;
+        let work = h.work();
+        let gone = work.join("scratch");
+        std::fs::create_dir_all(&gone).unwrap();
+        let ctx = format!("gone-{}", super::common::uuid());
+        h.run(
+            "write one.txt",
+            &ctx,
+            json!({"cwd": gone.to_str().unwrap()}),
+        )
+        .await;
+        std::fs::remove_dir_all(&gone).unwrap();
+        let v = h
+            .rpc("SendMessage", message("write two.txt", &ctx, json!({})))
+            .await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        let said = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            said.contains("working directory of this conversation")
+                && said.contains("does not exist")
+                && !said.starts_with("metadata.cwd"),
+            "{said}"
+        );
+        h.stop().await;
+    })
+    .await;
+}
+
+/// `git fetch` of a context whose agent removed its workspace's `.git`: a 404 saying so,
+/// with the small JSON body of the other refusals, not a 500.
+#[tokio::test]
+async fn a_fetch_of_a_workspace_without_its_repository_is_not_found() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let ctx = format!("nofetch-{}", super::common::uuid());
+        h.run("write one.txt", &ctx, json!({})).await;
+        h.run("nogit", &ctx, json!({})).await;
+        let refs = format!("{}/git/{ctx}/info/refs?service=git-upload-pack", h.base);
+        let r = reqwest::Client::new()
+            .get(&refs)
+            .bearer_auth("ws-secret-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+        let body: Value = r.json().await.expect("a JSON body");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no git repository any more"),
+            "{body}"
+        );
+        // git itself says it was not found.
+        let mine = h.root.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        git(&mine, &["init", "-q"]);
+        let url = format!("{}/git/{ctx}", h.base);
+        let out = git_client(&mine, Some(OWNER), &["fetch", &url, "HEAD"]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not found"), "{err}");
+        h.stop().await;
+    })
+    .await;
+}

@@ -162,8 +162,17 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
         }
         push(&["--tmpfs", &text(&ws.root)]);
         push(&["--bind", &text(&ws.checkout), &text(&ws.checkout)]);
-        if let Some(objects) = ws.borrowed.as_deref().filter(|o| o.is_dir()) {
-            push(&["--ro-bind", &text(objects), &text(objects)]);
+        // The source's objects, then those it borrows in turn (none in or around a folder
+        // the sandbox hides, which a line of the source's alternates could name).
+        let hidden = |o: &Path| {
+            std::iter::once(&ws.root)
+                .chain(policy.hide.iter())
+                .any(|h| o.starts_with(h) || h.starts_with(o))
+        };
+        for (i, objects) in ws.borrowed.iter().enumerate() {
+            if objects.is_dir() && (i == 0 || !hidden(objects)) {
+                push(&["--ro-bind", &text(objects), &text(objects)]);
+            }
         }
         for h in policy.hide.iter().filter(|h| h.starts_with(&ws.checkout)) {
             if h.is_dir() {
@@ -311,11 +320,24 @@ mod tests {
         // The source repository, under a folder the sandbox hides (as /tmp is).
         let objects = dir.path().join("data/src/.git/objects");
         std::fs::create_dir_all(&objects).unwrap();
+        // What the source's own alternates name: a repository it was cloned from with
+        // `--shared` (shown), one in the hidden data folder and the folder around the
+        // workspaces (neither shown).
+        let lent = dir.path().join("lent/objects");
+        let in_data = dir.path().join("data/other/objects");
+        for d in [&lent, &in_data] {
+            std::fs::create_dir_all(d).unwrap();
+        }
         let policy = SandboxPolicy {
             hide: vec![dir.path().join("data"), attachments.clone()],
             reveal: vec![own.clone()],
             workspace: Some(crate::runner::sandbox::WorkspaceMount {
-                borrowed: Some(objects.clone()),
+                borrowed: vec![
+                    objects.clone(),
+                    lent.clone(),
+                    in_data.clone(),
+                    dir.path().to_path_buf(),
+                ],
                 source: Some(dir.path().join("data/src")),
                 root: root.clone(),
                 checkout: mine.clone(),
@@ -340,6 +362,15 @@ mod tests {
             .windows(2)
             .any(|w| w[0] == "--bind" && w[1] == text(&objects)));
         assert!(op("--tmpfs", &attachments) < op("--bind", &own));
+        assert!(op("--tmpfs", &root) < op("--ro-bind", &lent));
+        for hidden in [&in_data, &dir.path().to_path_buf()] {
+            assert!(
+                !a.windows(2)
+                    .any(|w| w[0] == "--ro-bind" && w[1] == text(hidden)),
+                "{} shown in {a:?}",
+                hidden.display()
+            );
+        }
         assert!(!a.iter().any(|x| x.contains("bbb")));
         // The source, hidden with the data folder, shown read-only before the workspaces'
         // folder is emptied (nothing writable where the agent looks for it).

@@ -234,8 +234,11 @@ pub struct WorkspaceMount {
     pub checkout: PathBuf,
     /// The source repository's objects, which the checkout borrows (`objects/info/alternates`, as `git clone --shared` writes it):
     /// shown read-only, also where the sandbox would hide them (a repository under `/tmp`),
-    /// or git in the checkout finds no object of the base.
-    pub borrowed: Option<PathBuf>,
+    /// or git in the checkout finds no object of the base. Then the object folders the
+    /// source's own alternates name (a source made by `git clone --shared` or
+    /// `--reference`), shown read-only too, except those in or around a folder the
+    /// sandbox hides.
+    pub borrowed: Vec<PathBuf>,
     /// The source repository's top folder: shown read-only where the sandbox would hide it
     /// (under `/tmp`), as it is seen everywhere else, so that the agent finds it read-only
     /// rather than as empty folders of its private `/tmp` it could write.
