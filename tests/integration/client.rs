@@ -684,3 +684,31 @@ async fn a_result_that_differs_from_the_streamed_text_is_printed_too() {
     })
     .await;
 }
+
+/// An empty or blank message is a usage error (exit 2), as MCP's `start_task` refuses an
+/// empty prompt: no task starts. The server itself still takes one (A2A says nothing).
+#[tokio::test]
+async fn call_refuses_an_empty_message_as_a_usage_error() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        for empty in ["", "   \n\t"] {
+            let r = agent_host(&["call", &s.base, empty]).await;
+            assert_eq!(r.code, 2, "{empty:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("the message is empty"),
+                "{empty:?}: {}",
+                r.stderr
+            );
+            let r = agent_host(&["call", &s.base, empty, "--task", "some-task"]).await;
+            assert_eq!(r.code, 2, "{empty:?}: {}", r.stderr);
+            assert!(r.stderr.contains("the answer is empty"), "{}", r.stderr);
+        }
+        let l = c
+            .list_tasks(ListTasksRequest::default())
+            .await
+            .expect("list");
+        assert!(l.tasks.is_empty(), "a task started: {:?}", l.tasks);
+    })
+    .await;
+}
