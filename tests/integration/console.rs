@@ -145,8 +145,17 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         let title = b.js("return document.title").await;
         assert_eq!(title, json!("(1) agent-host"));
         b.click("#waiting td.prompt a").await;
+        b.el("#approve-allow").await;
+        b.text_until("#waiting-count", |t| t.starts_with("1 waiting"))
+            .await;
         b.click("#approve-allow").await;
         b.state_is("completed").await;
+        // The header's counts follow the task's end while its page stays open (the host
+        // may still count it as running when the page sees the end).
+        b.text_until("#load", |t| t.starts_with("0 running · 0 queued"))
+            .await;
+        b.text_until("#waiting-count", |t| t.starts_with("0 waiting"))
+            .await;
         let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("Everything looks fine"), "{result}");
         b.screenshot("console-task-done.png").await;
