@@ -187,6 +187,36 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
     .await;
 }
 
+/// A task that ends while its page is open: the page sees the end at once, but the host
+/// counts the task as running until its program exits (here 1.5 s after it reported the
+/// end); the header's counts still come to 0 running.
+#[tokio::test]
+async fn the_header_counts_follow_a_task_that_ends_while_its_page_is_open() {
+    limit_to(BROWSER_LIMIT, async {
+        let Some(b) = Browser::start().await else {
+            return;
+        };
+        let scenario = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/scenarios/done-then-exit-later.jsonl"
+        );
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            extra_args: vec!["--scenario".into(), scenario.into()],
+            grace: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .await;
+        start_task(&b, &s.base, "finish, then take a while to exit").await;
+        b.state_is("completed").await;
+        b.text_until("#load", |t| t.starts_with("0 running · 0 queued"))
+            .await;
+        b.close().await;
+        s.shutdown().await;
+    })
+    .await;
+}
+
 /// Pids of processes whose command line contains `marker`.
 fn processes_with(marker: &str) -> Vec<u32> {
     let mut out = Vec::new();
