@@ -55,14 +55,17 @@ document.getElementById('login-form').addEventListener('submit', (e) => {
   route();
 });
 
-// The list's live state: while it is shown, the header every few seconds, and the list too
-// when tasks run or wait, or just stopped doing so.
+// The live state: the header's counts every few seconds on every page (a task page reloads
+// them when its task ends, but the host may count it as running a moment longer), and on
+// the Tasks page the list too when tasks run or wait, or just stopped doing so.
 let wasBusy = 0;
 setInterval(async () => {
+  if (!document.getElementById('login').hidden) return;
   const hash = location.hash.replace(/^#/, '') || '/';
-  if (hash !== '/' && !hash.startsWith('/?')) return;
+  const onList = hash === '/' || hash.startsWith('/?');
   try {
     await loadHeader();
+    if (!onList) return;
     const now = busy();
     const waiting = document.querySelectorAll('#waiting tr.task-row').length;
     if (now > 0 || wasBusy > 0 || waiting > 0) await refreshList();

@@ -417,6 +417,19 @@ fn decision_of(answer: &str) -> Option<bool> {
     }
 }
 
+/// An empty (or blank) message is a usage error, as MCP's `start_task` refuses an empty
+/// prompt: nothing is sent, so no task starts with nothing to do.
+fn check_message(args: &CallArgs) -> Result<(), ClientError> {
+    if !args.message.trim().is_empty() {
+        return Ok(());
+    }
+    Err(ClientError::Usage(if args.task.is_some() {
+        "the answer is empty: give yes, no or the answer to the question".into()
+    } else {
+        "the message is empty: give the prompt, e.g. agent-host call URL \"Add a test\"".into()
+    }))
+}
+
 /// `metadata.budget` from --budget, --context-budget and --on-budget.
 fn budget_metadata(args: &CallArgs) -> Option<serde_json::Value> {
     if args.budget.is_none() && args.context_budget.is_none() && args.on_budget.is_none() {
@@ -437,6 +450,9 @@ fn budget_metadata(args: &CallArgs) -> Option<serde_json::Value> {
 
 /// `catch`: handle Ctrl-C while the task is followed (a terminal command).
 async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: bool) -> i32 {
+    if let Err(e) = check_message(&args) {
+        return fail(&e);
+    }
     let client = match connect(&args.url, &args.connect).await {
         Ok(c) => c,
         Err(e) => return fail(&e),

@@ -346,6 +346,13 @@ impl<O: Write, E: Write> Renderer<O, E> {
     /// Prints what of an artifact's text is new: the chunk when `append`, else what the
     /// text adds to the text printed so far (all of it when it replaced that text).
     fn artifact_text(&mut self, id: &str, text: &str, append: bool) {
+        let new = self.new_artifact_text(id, text, append);
+        self.text(&new);
+    }
+
+    /// What of an artifact's text is new (see [`Renderer::artifact_text`]), counted as
+    /// printed.
+    fn new_artifact_text(&mut self, id: &str, text: &str, append: bool) -> String {
         let seen = self.printed.entry(id.to_string()).or_default();
         let new = if append {
             seen.push_str(text);
@@ -360,7 +367,7 @@ impl<O: Write, E: Write> Renderer<O, E> {
             *seen = text.to_string();
             text.to_string()
         };
-        self.text(&new);
+        new
     }
 
     fn line(&mut self, s: &str) {
@@ -491,17 +498,28 @@ impl<O: Write, E: Write> Renderer<O, E> {
         }
         self.last_status_at = parse_ts(t.status.timestamp.as_deref()).or(self.last_status_at);
         self.seed_tools(t);
+        let st = t.status.state;
         // The text the task already carries (a stream that starts with the task: an answer,
         // a subscription) is printed here, the chunks that follow by the artifact updates.
         if !self.json {
+            let mut new = Vec::new();
             for a in &t.artifacts {
                 let name = a.name.as_deref().unwrap_or(&a.artifact_id);
                 if name != METADATA_ARTIFACT && name != RESULT_ARTIFACT {
-                    self.artifact_text(&a.artifact_id, &artifact_text(a), false);
+                    new.push(self.new_artifact_text(&a.artifact_id, &artifact_text(a), false));
                 }
             }
+            // An answer's stream that opens on a task gone on past the approval (a quick
+            // agent: it wrote after the tool, or ended): the tool answered came first, so
+            // its line does too, then what the agent wrote after it.
+            let went_on = st.is_terminal() || new.iter().any(|s| !s.is_empty());
+            if self.answer.is_some() && !st.is_interrupted() && went_on {
+                self.settle_asked();
+            }
+            for s in new {
+                self.text(&s);
+            }
         }
-        let st = t.status.state;
         if st.is_interrupted() && self.follows_answer {
             self.waits = Some((st, t.status.message.clone()));
         } else if st.is_interrupted() || st.is_terminal() {
@@ -654,14 +672,34 @@ impl<O: Write, E: Write> Renderer<O, E> {
     /// quick agent's result for it is in that task, not in an event of its own.
     fn flush_pending(&mut self) {
         for p in std::mem::take(&mut self.pending) {
-            if self.json {
-                continue;
-            }
-            match (p.asked, self.answer) {
-                (true, Some(false)) => self.line(&format!("⊘ {} · refused", p.label)),
-                (true, Some(true)) => self.line(&format!("✓ {} · approved", p.label)),
-                _ => self.line(&format!("→ {} · no result", p.label)),
-            }
+            self.settled(&p);
+        }
+    }
+
+    /// The tool uses an approval asked about, once the task went on past the answer: each
+    /// reads as approved or refused, as the answer said.
+    fn settle_asked(&mut self) {
+        if self.answer.is_none() {
+            return;
+        }
+        let (asked, rest) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition::<Vec<_>, _>(|p| p.asked);
+        self.pending = rest;
+        for p in asked {
+            self.settled(&p);
+        }
+    }
+
+    /// The line of a tool use that never reported its result.
+    fn settled(&mut self, p: &PendingTool) {
+        if self.json {
+            return;
+        }
+        match (p.asked, self.answer) {
+            (true, Some(false)) => self.line(&format!("⊘ {} · refused", p.label)),
+            (true, Some(true)) => self.line(&format!("✓ {} · approved", p.label)),
+            _ => self.line(&format!("→ {} · no result", p.label)),
         }
     }
 
@@ -925,6 +963,67 @@ mod tests {
             String::from_utf8(out).expect("utf-8"),
             "→ Bash: ls · running\nLooking.\n✗ Bash: ls · boom\n"
         );
+    }
+
+    /// The task as an answer's stream opens on it when the agent was quick: it ran the
+    /// approved tool and wrote its answer (and may have ended) before the stream opened.
+    fn gone_on(state: &str, answer: &str) -> Event {
+        ev(
+            json!({"task": {"id": "t", "contextId": "c", "status": {"state": state},
+            "history": [
+                {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "approval edit"}]},
+                {"messageId": "q", "role": "ROLE_AGENT", "parts": [
+                    {"text": "Allow Edit: NOTES.md?"},
+                    {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
+                              "target": "NOTES.md", "detail": "add a line",
+                              "options": [{"id": "allow"}, {"id": "deny"}]}}]},
+                {"messageId": "y", "role": "ROLE_USER", "parts": [{"text": "yes"}]}],
+            "artifacts": [
+                {"artifactId": "assistant-response", "name": "assistant-response",
+                 "parts": [{"text": answer}]}]}}),
+        )
+    }
+
+    #[test]
+    fn the_answered_tool_comes_before_the_text_the_agent_wrote_after_it() {
+        let all = "I added a note to NOTES.md.";
+        for (yes, line) in [
+            (true, "✓ Edit: NOTES.md · approved\n"),
+            (false, "⊘ Edit: NOTES.md · refused\n"),
+        ] {
+            // The task still working, the rest streamed; or already completed.
+            for events in [
+                vec![
+                    gone_on("TASK_STATE_WORKING", all),
+                    result(all),
+                    completed(all),
+                ],
+                vec![gone_on("TASK_STATE_COMPLETED", all)],
+            ] {
+                let mut out = Vec::new();
+                let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+                r.answered(yes);
+                for e in &events {
+                    r.event(e);
+                }
+                r.ended();
+                assert_eq!(r.outcome(), Outcome::Completed);
+                drop(r);
+                let shown = String::from_utf8(out).expect("utf-8");
+                assert_eq!(shown, format!("{line}{all}\n"));
+            }
+        }
+        // A stream that opens before the agent went on still waits for the tool's result.
+        let mut out = Vec::new();
+        let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+        r.answered(true);
+        r.event(&gone_on("TASK_STATE_WORKING", ""));
+        r.event(&working(json!({"toolUseId": "u1", "isError": false}), "ok"));
+        r.event(&chunk(all, false));
+        r.event(&completed(all));
+        drop(r);
+        let shown = String::from_utf8(out).expect("utf-8");
+        assert_eq!(shown, format!("✓ Edit: NOTES.md · approved\n{all}\n"));
     }
 
     fn waiting_task() -> Event {

@@ -684,3 +684,146 @@ async fn a_result_that_differs_from_the_streamed_text_is_printed_too() {
     })
     .await;
 }
+
+/// An empty or blank message is a usage error (exit 2), as MCP's `start_task` refuses an
+/// empty prompt: no task starts. The server itself still takes one (A2A says nothing).
+#[tokio::test]
+async fn call_refuses_an_empty_message_as_a_usage_error() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        for empty in ["", "   \n\t"] {
+            let r = agent_host(&["call", &s.base, empty]).await;
+            assert_eq!(r.code, 2, "{empty:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("the message is empty"),
+                "{empty:?}: {}",
+                r.stderr
+            );
+            let r = agent_host(&["call", &s.base, empty, "--task", "some-task"]).await;
+            assert_eq!(r.code, 2, "{empty:?}: {}", r.stderr);
+            assert!(r.stderr.contains("the answer is empty"), "{}", r.stderr);
+        }
+        let l = c
+            .list_tasks(ListTasksRequest::default())
+            .await
+            .expect("list");
+        assert!(l.tasks.is_empty(), "a task started: {:?}", l.tasks);
+    })
+    .await;
+}
+
+/// A pty for a child's stdin (a terminal, so `call` asks on it): the master, kept open while
+/// the child runs, and the slave. Both ends close-on-exec, so no other test's child keeps one.
+fn pty_for_stdin() -> (nix::pty::PtyMaster, std::fs::File) {
+    use nix::fcntl::OFlag;
+    use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt};
+    let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("pty");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let path = ptsname_r(&master).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open the pty's slave");
+    (master, slave)
+}
+
+/// `agent-host ARGS` with a terminal on stdin, interrupted with SIGINT once stderr shows
+/// `until` (the prompt waits for a line that never comes): how soon it exited after the
+/// signal, its exit code and stderr.
+async fn interrupt_at_prompt(args: &[&str], until: &str) -> (Duration, i32, String) {
+    use tokio::io::AsyncReadExt;
+    let (master, slave) = pty_for_stdin();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(args)
+        .env_remove("A2A_TOKEN")
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agent-host");
+    let mut err = child.stderr.take().expect("stderr");
+    let mut seen = Vec::new();
+    tokio::time::timeout(WAIT, async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains(until) {
+            let n = err.read(&mut buf).await.expect("read stderr");
+            assert!(n > 0, "stderr ended: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {until:?}: {}", String::from_utf8_lossy(&seen)));
+    // The prompt is on stderr; give its thread the moment to start reading the line.
+    time_passes(Duration::from_millis(200)).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().expect("pid") as i32);
+    let at = std::time::Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let status = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+        Ok(status) => status.expect("wait"),
+        Err(_) => {
+            let _ = child.kill().await;
+            let mut rest = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(2), err.read_to_end(&mut rest)).await;
+            seen.extend_from_slice(&rest);
+            panic!(
+                "still running 10 s after Ctrl-C at the prompt: {}",
+                String::from_utf8_lossy(&seen)
+            );
+        }
+    };
+    let took = at.elapsed();
+    let mut rest = Vec::new();
+    err.read_to_end(&mut rest).await.expect("read stderr");
+    seen.extend_from_slice(&rest);
+    drop(master);
+    (
+        took,
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&seen).into_owned(),
+    )
+}
+
+/// Ctrl-C at the `Allow? [y/N]` prompt (stdin a terminal) ends the command at once with 130,
+/// having said what it did: detached, or with `--cancel-on-interrupt` canceled the task;
+/// `tasks watch` at the prompt too. It does not wait for the line the prompt would read.
+#[tokio::test]
+async fn ctrl_c_at_the_allow_prompt_exits_130_at_once() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = Client::connect(&s.base).await.expect("connect");
+        let quick = Duration::from_secs(3);
+
+        let (took, code, err) =
+            interrupt_at_prompt(&["call", &s.base, "approval please"], "Allow? [y/N]").await;
+        assert_eq!(code, 130, "{err}");
+        assert!(took < quick, "exited {took:?} after Ctrl-C: {err}");
+        let id = task_id(&err);
+        assert!(err.contains(&format!("detached from task {id}")), "{err}");
+        let t = c.get_task(&id).await.expect("get");
+        assert_eq!(t.status.state, TaskState::InputRequired, "it goes on");
+
+        // `tasks watch` of the task that waits asks again; Ctrl-C there detaches as well.
+        let (took, code, err) =
+            interrupt_at_prompt(&["tasks", "watch", &s.base, &id], "Allow? [y/N]").await;
+        assert_eq!(code, 130, "{err}");
+        assert!(took < quick, "exited {took:?} after Ctrl-C: {err}");
+        assert!(err.contains(&format!("detached from task {id}")), "{err}");
+
+        let (took, code, err) = interrupt_at_prompt(
+            &["call", &s.base, "approval please", "--cancel-on-interrupt"],
+            "Allow? [y/N]",
+        )
+        .await;
+        assert_eq!(code, 130, "{err}");
+        assert!(took < quick, "exited {took:?} after Ctrl-C: {err}");
+        let id = task_id(&err);
+        assert!(err.contains(&format!("canceled task {id}")), "{err}");
+        let t = c.get_task(&id).await.expect("get");
+        assert_eq!(t.status.state, TaskState::Canceled);
+    })
+    .await;
+}

@@ -145,8 +145,17 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         let title = b.js("return document.title").await;
         assert_eq!(title, json!("(1) agent-host"));
         b.click("#waiting td.prompt a").await;
+        b.el("#approve-allow").await;
+        b.text_until("#waiting-count", |t| t.starts_with("1 waiting"))
+            .await;
         b.click("#approve-allow").await;
         b.state_is("completed").await;
+        // The header's counts follow the task's end while its page stays open (the host
+        // may still count it as running when the page sees the end).
+        b.text_until("#load", |t| t.starts_with("0 running · 0 queued"))
+            .await;
+        b.text_until("#waiting-count", |t| t.starts_with("0 waiting"))
+            .await;
         let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("Everything looks fine"), "{result}");
         b.screenshot("console-task-done.png").await;
@@ -172,6 +181,36 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         b.state_is("completed").await;
         let result = b.text_until("#answer", |t| !t.is_empty()).await;
         assert!(result.contains("README.md"), "{result}");
+        b.close().await;
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// A task that ends while its page is open: the page sees the end at once, but the host
+/// counts the task as running until its program exits (here 1.5 s after it reported the
+/// end); the header's counts still come to 0 running.
+#[tokio::test]
+async fn the_header_counts_follow_a_task_that_ends_while_its_page_is_open() {
+    limit_to(BROWSER_LIMIT, async {
+        let Some(b) = Browser::start().await else {
+            return;
+        };
+        let scenario = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/scenarios/done-then-exit-later.jsonl"
+        );
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            extra_args: vec!["--scenario".into(), scenario.into()],
+            grace: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .await;
+        start_task(&b, &s.base, "finish, then take a while to exit").await;
+        b.state_is("completed").await;
+        b.text_until("#load", |t| t.starts_with("0 running · 0 queued"))
+            .await;
         b.close().await;
         s.shutdown().await;
     })
