@@ -41,7 +41,13 @@ impl Engine {
                     // The turn acknowledges once the process group is gone and the task
                     // is canceled: the CLI's own interrupt (up to a grace period), SIGTERM
                     // (another), then the SIGKILL round.
-                    let _ = tokio::time::timeout(grace * 2 + Duration::from_secs(5), rx).await;
+                    let _ = tokio::time::timeout(
+                        grace
+                            .saturating_mul(2)
+                            .saturating_add(Duration::from_secs(5)),
+                        rx,
+                    )
+                    .await;
                 }
             }
             (

@@ -810,7 +810,8 @@ impl Inner {
             return was;
         }
         let expiry = self.config.limits.input_timeout;
-        deadlines.input = (now && !expiry.is_zero()).then(|| tokio::time::Instant::now() + expiry);
+        deadlines.input = (now && !expiry.is_zero())
+            .then(|| deadline::after(tokio::time::Instant::now(), expiry));
         let turns = {
             let mut st = lock(&self.state);
             let starts = if now {

@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::child::{Child, SpawnError};
-use super::deadline::{Deadlines, Due};
+use super::deadline::{after, Deadlines, Due};
 use super::{attach, changes, input, Control, Inner, SessionArgs};
 use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
@@ -117,10 +118,43 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
         crate::telemetry::set_remote_parent(&span, tp);
     }
     let task_id = turn.task_id.clone();
-    if drive(&inner, turn).instrument(span).await {
-        inner.park_turn(&task_id);
-    } else {
-        inner.finish_turn(&task_id);
+    let context_id = turn.context_id.clone();
+    let notify = turn.notify.clone();
+    // A panic in the turn (a bug) must not leave the task working with nothing running it
+    // and its slot taken for good: the task fails and the slot is given back.
+    let driven = std::panic::AssertUnwindSafe(drive(&inner, turn).instrument(span))
+        .catch_unwind()
+        .await;
+    match driven {
+        Ok(true) => inner.park_turn(&task_id),
+        Ok(false) => inner.finish_turn(&task_id),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            drop(panic);
+            crashed(&inner, &task_id, &context_id, &notify, &what).await;
+            inner.finish_turn(&task_id);
+        }
+    }
+}
+
+/// A turn that panicked: logged, and its task (unless it already ended) failed.
+async fn crashed(
+    inner: &Arc<Inner>,
+    task_id: &str,
+    context_id: &str,
+    notify: &watch::Sender<u64>,
+    what: &str,
+) {
+    tracing::error!(task = %task_id, panic = %what, "the task's turn panicked; the task fails");
+    let ended =
+        matches!(inner.store.get(task_id).await, Ok(Some(s)) if s.task.status.state.is_terminal());
+    if !ended {
+        let events = TurnMapper::new(task_id, context_id).on_exit(ExitReason::Crashed);
+        inner.publish(task_id, notify, events).await;
     }
 }
 
@@ -175,8 +209,8 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         held,
         retry_watch: crate::adapter::retry::RetryWatch::new(&launch.adapter),
         deadlines: Deadlines {
-            idle: Instant::now() + launch.idle_timeout,
-            hard: Instant::now() + launch.timeout,
+            idle: after(Instant::now(), launch.idle_timeout),
+            hard: after(Instant::now(), launch.timeout),
             linger: None,
             drain: None,
             input: None,
@@ -432,7 +466,7 @@ impl Running<'_> {
     }
 
     fn idle_again(&mut self) {
-        self.deadlines.idle = Instant::now() + self.inner.launch.idle_timeout;
+        self.deadlines.idle = after(Instant::now(), self.inner.launch.idle_timeout);
     }
 
     /// A command for the task: a message for the program, a cancel, the host's shutdown.
@@ -579,7 +613,7 @@ impl Running<'_> {
         self.reply = reply;
         if self.mapper.state().is_terminal() && !lingering {
             proc.close_stdin();
-            self.deadlines.linger = Some(Instant::now() + self.inner.launch.cancel_grace);
+            self.deadlines.linger = Some(after(Instant::now(), self.inner.launch.cancel_grace));
         }
         ControlFlow::Continue(())
     }

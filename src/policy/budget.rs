@@ -61,6 +61,11 @@ pub struct Limits {
 /// The names of the kinds, as in `metadata.budget`.
 pub const KINDS: [&str; 4] = ["usd", "tokens", "toolCalls", "seconds"];
 
+/// The longest time budget (ten years, in seconds): a clock's instant plus a number of
+/// seconds near `u64::MAX` does not exist (it overflowed and panicked the turn), and no task
+/// runs for longer anyway. More is refused like an amount above a ceiling.
+pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
 impl Limits {
     pub fn is_empty(&self) -> bool {
         *self == Limits::default()
@@ -192,21 +197,35 @@ fn fits(kind: &str, n: f64) -> bool {
     kind == "usd" || n < 2f64.powi(64)
 }
 
+/// The most an amount of `kind` may be: the host's `ceiling`, and for seconds at most
+/// [`MAX_SECONDS`]; with whether the host's ceiling is what limits it.
+fn limit_of(kind: &str, ceiling: Option<f64>) -> Option<(f64, bool)> {
+    let most = (kind == "seconds").then_some(MAX_SECONDS as f64);
+    match (ceiling, most) {
+        (Some(c), Some(m)) if m < c => Some((m, false)),
+        (Some(c), _) => Some((c, true)),
+        (None, Some(m)) => Some((m, false)),
+        (None, None) => None,
+    }
+}
+
 /// `n` (None: it did not read) as an amount of `kind`: non-negative, whole for all but
 /// dollars, at most `ceiling`.
 fn checked(kind: &str, n: Option<f64>, ceiling: Option<f64>) -> Result<f64, BadAmount> {
     let whole = kind != "usd";
+    let limit = limit_of(kind, ceiling);
     let bad = || BadAmount {
         what: if whole { "a whole number" } else { "a number" },
-        range: match ceiling {
-            Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+        range: match limit {
+            Some((c, true)) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+            Some((c, false)) => format!("from 0 to {} (ten years)", number(kind, c)),
             None => "of 0 or more".to_string(),
         },
     };
     let n = n
         .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))
         .ok_or_else(bad)?;
-    if ceiling.is_some_and(|c| n > c) {
+    if limit.is_some_and(|(c, _)| n > c) {
         return Err(bad());
     }
     Ok(n)
@@ -322,9 +341,9 @@ impl Spent {
     pub fn plus(self, o: Spent) -> Spent {
         Spent {
             usd: self.usd + o.usd,
-            tokens: self.tokens + o.tokens,
-            tool_calls: self.tool_calls + o.tool_calls,
-            seconds: self.seconds + o.seconds,
+            tokens: self.tokens.saturating_add(o.tokens),
+            tool_calls: self.tool_calls.saturating_add(o.tool_calls),
+            seconds: self.seconds.saturating_add(o.seconds),
         }
     }
 
@@ -492,11 +511,13 @@ impl Meter {
             .task
             .seconds
             .map(|s| s.saturating_sub(self.before.seconds));
-        let ctx = self
-            .budget
-            .context
-            .seconds
-            .map(|s| s.saturating_sub(self.context_before.seconds + self.before.seconds));
+        let ctx = self.budget.context.seconds.map(|s| {
+            s.saturating_sub(
+                self.context_before
+                    .seconds
+                    .saturating_add(self.before.seconds),
+            )
+        });
         match (task, ctx) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -621,7 +642,7 @@ pub fn raise_by(
             .or_else(|| step.get(k))
             .unwrap_or(now)
             .max(if *k == "usd" { 0.0 } else { 1.0 });
-        let room = ceiling.get(k).map_or(f64::INFINITY, |c| (c - now).max(0.0));
+        let room = limit_of(k, ceiling.get(k)).map_or(f64::INFINITY, |(c, _)| (c - now).max(0.0));
         let add = want.min(room);
         if add > 0.0 {
             out.set(k, add);

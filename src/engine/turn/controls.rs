@@ -116,9 +116,12 @@ impl TurnControls {
         if self.waiting_since.is_some() {
             return None;
         }
-        self.meter
-            .seconds_left()
-            .map(|s| self.started + self.waited + std::time::Duration::from_secs(s))
+        // Checked: an instant too far to exist is no deadline (no run lasts that long).
+        self.meter.seconds_left().and_then(|s| {
+            self.started
+                .checked_add(self.waited)?
+                .checked_add(std::time::Duration::from_secs(s))
+        })
     }
 
     /// The task's `budget` metadata now, when it has a budget.

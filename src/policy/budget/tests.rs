@@ -253,3 +253,42 @@ fn the_ceiling_bounds_the_kinds_a_request_and_the_default_leave_out() {
     let open = Controls::default().for_request(None, None).unwrap().budget;
     assert!(open.is_empty());
 }
+
+/// A time budget no clock holds (near 2^63 seconds) overflowed the turn's deadline and
+/// panicked it: refused, in a request, a context's budget, the host's settings and an
+/// answer's `add`, naming the limit; a raise stops at it.
+#[test]
+fn a_time_budget_beyond_ten_years_is_refused() {
+    let huge = json!(9_223_372_036_854_775_807_u64);
+    let none = Controls::default();
+    for (v, field) in [
+        (json!({"seconds": huge}), "metadata.budget.seconds"),
+        (
+            json!({"context": {"seconds": huge}}),
+            "metadata.budget.context.seconds",
+        ),
+    ] {
+        let e = parse(&v, &none).unwrap_err();
+        assert_eq!(e.field, field, "{v}");
+        assert!(
+            e.why.contains("from 0 to 315360000 (ten years)"),
+            "{}",
+            e.why
+        );
+    }
+    let b = parse(&json!({"seconds": MAX_SECONDS}), &none).unwrap();
+    assert_eq!(b.task.seconds, Some(MAX_SECONDS));
+    assert!("seconds=9223372036854775807".parse::<Limits>().is_err());
+    assert!(format!("seconds={}", MAX_SECONDS + 1)
+        .parse::<Limits>()
+        .is_err());
+    let add = json!({"option": "continue", "add": {"seconds": huge}});
+    assert!(answer_of(Some(&add), "").is_err());
+    // A raise from the top adds nothing more.
+    let at_max: Limits = format!("seconds={MAX_SECONDS}").parse().unwrap();
+    let kinds = ["seconds"];
+    assert_eq!(
+        raise_by(&at_max, &at_max, &kinds, &Limits::default(), None),
+        None
+    );
+}

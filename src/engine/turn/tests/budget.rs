@@ -308,3 +308,54 @@ async fn the_requests_deny_beats_the_sets_allow_and_each_decision_is_in_the_hist
         "{texts:?}"
     );
 }
+
+/// A time budget far beyond any clock (near 2^63 seconds) is refused naming the field and
+/// the limit; the longest one taken runs (its deadline computed without overflow).
+#[tokio::test(start_paused = true)]
+async fn a_huge_time_budget_is_refused_and_the_longest_one_runs() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    for meta in [
+        json!({"budget": {"seconds": 9_223_372_036_854_775_807_u64}}),
+        json!({"budget": {"context": {"seconds": 9_223_372_036_854_775_807_u64}}}),
+    ] {
+        let mut req = request("work", None);
+        req.message.metadata = meta.as_object().cloned();
+        let err = e
+            .send(req, None, &RequestOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), -32602, "{meta}");
+        assert!(
+            err.to_string().contains("seconds") && err.to_string().contains("315360000"),
+            "{err}"
+        );
+    }
+    let max = crate::policy::budget::MAX_SECONDS;
+    let (task, mut script) = start_with(
+        &e,
+        &mut scripts,
+        json!({"budget": {"seconds": max, "context": {"seconds": max}}}),
+        None,
+    )
+    .await;
+    script.emit(json!({"type": "done", "result": "ok"}));
+    script.exit(0);
+    assert_eq!(
+        settled(&e, &task, 0).await.task.status.state,
+        TaskState::Completed
+    );
+}
+
+/// Timeouts too long for an instant to hold (a hard timeout of `Duration::MAX`) do not
+/// panic the turn.
+#[tokio::test(start_paused = true)]
+async fn timeouts_too_long_for_the_clock_do_not_panic_the_turn() {
+    let (e, mut scripts) = engine(Duration::MAX, Duration::MAX);
+    let (task, mut script) = start(&e, &mut scripts).await;
+    script.emit(json!({"type": "done", "result": "ok"}));
+    script.exit(0);
+    let snap = tokio::time::timeout(Duration::from_secs(60), settled(&e, &task, 0))
+        .await
+        .expect("the task ends");
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}
