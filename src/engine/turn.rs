@@ -126,7 +126,8 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
         .catch_unwind()
         .await;
     match driven {
-        Ok(true) => inner.park_turn(&task_id),
+        // Parked at its budget (the slot was given back before the question was published).
+        Ok(true) => {}
         Ok(false) => inner.finish_turn(&task_id),
         Err(panic) => {
             let what = panic
@@ -159,9 +160,9 @@ async fn crashed(
 }
 
 /// Runs the turn to its terminal state; true when it stopped at a budget that asks (the
-/// task waits for the answer with no program: parked). The steps: announce the turn, start
-/// the program, open its session, run the loop of its event sources until one of them ends
-/// the turn, then the teardown.
+/// task waits for the answer with no program: parked, by the turn's teardown). The steps:
+/// announce the turn, start the program, open its session, run the loop of its event
+/// sources until one of them ends the turn, then the teardown.
 async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     let Turn {
         task_id,
@@ -762,13 +763,22 @@ impl Running<'_> {
                 false
             }
             End::Stopped(reason, ack) => {
-                let parked = matches!(reason, ExitReason::BudgetPaused { .. });
+                let parks = matches!(reason, ExitReason::BudgetPaused { .. })
+                    && !self.mapper.state().is_terminal();
                 let reason = self.stop(reason).await;
+                if parks {
+                    // Parked before the question is published: an answer to the task shown
+                    // waiting finds it without a program (answered as a parked task, not
+                    // sent to this turn, which reads no more answers), and its slot given
+                    // back (a continue that started a turn before the park would have
+                    // its slot taken back by it).
+                    self.inner.park_turn(self.ends.task_id);
+                }
                 self.finish_with(reason).await;
                 if let Some(ack) = ack {
                     let _ = ack.send(());
                 }
-                parked && self.mapper.state() == crate::protocol::v1::TaskState::InputRequired
+                parks
             }
         };
         if let Err(e) = self.inner.store.forget_process(self.ends.task_id).await {

@@ -309,6 +309,81 @@ async fn the_requests_deny_beats_the_sets_allow_and_each_decision_is_in_the_hist
     );
 }
 
+/// A budget stopped task answered at once, as soon as its question is published (while the
+/// turn that stopped still writes its last record): the answer is taken, not refused as
+/// "ended before the answer was delivered".
+#[tokio::test(start_paused = true)]
+async fn a_budget_question_answered_at_once_is_taken() {
+    let (store, e, mut scripts) = super::failing::Disk::engine(Duration::ZERO, Duration::ZERO);
+    // The turn's last write, after the question, takes a while.
+    store
+        .forget_delay_ms
+        .store(60_000, std::sync::atomic::Ordering::SeqCst);
+    let (task, script) =
+        start_with(&e, &mut scripts, json!({"budget": {"toolCalls": 1}}), None).await;
+    for n in 1..=2 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let acc = e
+        .send(
+            request("stop", Some(&task)),
+            None,
+            &RequestOptions::default(),
+        )
+        .await;
+    let acc = acc.expect("the answer to a task shown waiting is taken");
+    let snap = settled(&e, &task, acc.from_seq).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}
+
+/// Concurrent answers to a task parked at its budget (no program waits for them): one is
+/// taken, the others are refused (-32004) as answers to a task no longer waiting; one
+/// program resumes, the task ends once, the slot is given back.
+#[tokio::test(start_paused = true)]
+async fn concurrent_answers_to_a_parked_task_are_taken_once() {
+    // Reads and writes that take time: each answer reads the task before it acts, and
+    // stores the answer before it starts a turn.
+    let (_store, e, mut scripts) =
+        super::failing::Disk::engine(Duration::from_millis(50), Duration::from_millis(50));
+    let (task, script) =
+        start_with(&e, &mut scripts, json!({"budget": {"toolCalls": 2}}), None).await;
+    for n in 1..=3 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let opts = RequestOptions::default();
+    let send = |w: &str| e.send(request(w, Some(&task)), None, &opts);
+    let (a, b, c) = tokio::join!(send("continue"), send("continue"), send("stop"));
+    let taken: Vec<_> = [&a, &b, &c].into_iter().filter(|r| r.is_ok()).collect();
+    assert_eq!(taken.len(), 1, "{a:?} {b:?} {c:?}");
+    for r in [&a, &b, &c] {
+        if let Err(err) = r {
+            assert_eq!(err.code(), -32004, "{err}");
+        }
+    }
+    if a.is_ok() || b.is_ok() {
+        // Continued: one program resumes, and no other.
+        let again = scripts.recv().await.expect("resumed");
+        for n in 4..=6 {
+            tool(&again, n);
+        }
+        let snap = settled(&e, &task, taken[0].as_ref().unwrap().from_seq).await;
+        assert_eq!(snap.task.status.state, TaskState::InputRequired);
+        assert!(scripts.try_recv().is_err(), "a second program started");
+        let at = answer(&e, &task, "stop").await;
+        settled(&e, &task, at).await;
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    while e.live_count() > 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(e.load(), (0, 0));
+}
+
 /// A time budget far beyond any clock (near 2^63 seconds) is refused naming the field and
 /// the limit; the longest one taken runs (its deadline computed without overflow).
 #[tokio::test(start_paused = true)]
