@@ -252,8 +252,12 @@ async fn announce(
     }
     let started = if continuing {
         mapper.continue_answer();
-        mapper.resumed(if ends.prompt == controls::CONTINUE_PROMPT {
-            "Continuing the agent's session with the raised budget"
+        mapper.resumed(if controls::continues_at_budget(ends.prompt) {
+            if inner.launch.can_resume() {
+                "Continuing the agent's session with the raised budget"
+            } else {
+                "Starting the agent again on the request with the raised budget (it cannot resume its session)"
+            }
         } else {
             "Resuming the agent's session after an agent-host restart"
         })

@@ -505,3 +505,41 @@ async fn concurrent_answers_to_a_budget_question_are_taken_once() {
     })
     .await;
 }
+
+/// An adapter that cannot resume sessions (jsonl): the budget question says so, and
+/// "continue" starts the program again with the task's request (the demo agent's
+/// `tools=30` makes its tool calls again, to the raised budget), not with a bare "continue".
+#[tokio::test]
+async fn continue_on_an_adapter_without_sessions_starts_again_with_the_request() {
+    limit(async {
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            ..Options::default()
+        })
+        .await;
+        let r = s
+            .rpc(
+                "SendMessage",
+                send_md("tools=30", json!({"budget": {"toolCalls": 2}}), None),
+            )
+            .await;
+        let task = r["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        let text = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(text.contains("cannot resume its session"), "{text}");
+        let id = task["id"].as_str().unwrap_or_default().to_string();
+        let r = s
+            .rpc("SendMessage", send_md("continue", json!({}), Some(&id)))
+            .await;
+        let task = r["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        assert_eq!(question(&task)["spent"]["toolCalls"], 4, "{task}");
+        s.rpc("SendMessage", send_md("stop", json!({}), Some(&id)))
+            .await;
+        s.shutdown().await;
+    })
+    .await;
+}

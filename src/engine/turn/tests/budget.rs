@@ -434,3 +434,42 @@ async fn timeouts_too_long_for_the_clock_do_not_panic_the_turn() {
         .expect("the task ends");
     assert_eq!(snap.task.status.state, TaskState::Completed);
 }
+
+/// An adapter that cannot resume sessions: the budget question says the session is not
+/// kept, and "continue" starts the program again with the task's request in its prompt.
+#[tokio::test(start_paused = true)]
+async fn continue_without_sessions_starts_again_with_the_request() {
+    let mut adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    adapter.resume_args.clear();
+    adapter.protocol_resume = false;
+    let (e, mut scripts) = engine_of(adapter, HARD, IDLE, EngineConfig::default());
+    let mut req = request("refactor the parser", None);
+    req.message.metadata = json!({"budget": {"toolCalls": 1}}).as_object().cloned();
+    let task = e
+        .send(req, None, &RequestOptions::default())
+        .await
+        .unwrap()
+        .task_id;
+    let script = scripts.recv().await.expect("spawned");
+    for n in 1..=2 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    assert!(
+        status_text(&snap).contains("cannot resume its session"),
+        "{}",
+        status_text(&snap)
+    );
+    let at = answer(&e, &task, "continue").await;
+    let again = scripts.recv().await.expect("started again");
+    let prompt = again.args.last().cloned().unwrap_or_default();
+    assert!(
+        prompt.contains("refactor the parser") && prompt.contains("reached your budget"),
+        "{prompt}"
+    );
+    again.emit(json!({"type": "done", "result": "ok"}));
+    drop(again);
+    let snap = settled(&e, &task, at).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}
