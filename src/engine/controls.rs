@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::turn::controls::{restart_prompt, CONTINUE_PROMPT};
 use super::{changes, lock, Accepted, Engine, Pending, RequestOptions};
-use crate::policy::budget::{answer_of, raise_by, raised, BudgetAnswer, Limits};
+use crate::policy::budget::{answer_of, raise_by, raised, why_no_raise, BudgetAnswer, Limits};
 use crate::policy::{BadInput, TaskControls};
 use crate::protocol::v1::{
     Message, Part, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -188,10 +188,10 @@ impl Engine {
             &host.ceiling
         };
         let more = raise_by(&allowed, &step, &kinds, ceiling, asked.as_ref()).ok_or_else(|| {
-            A2AError::InvalidParams(format!(
-                "the budget is at the host's ceiling ({}); answer 'stop'",
-                ceiling
-            ))
+            A2AError::InvalidParams(match why_no_raise(&allowed, &kinds, ceiling) {
+                Some(why) => format!("{why}; answer 'stop'"),
+                None => "the budget's first amount is 0, so 'continue' adds nothing: answer 'continue with N' (or a data part {\"option\": \"continue\", \"add\": {KIND: N}}), or 'stop'".to_string(),
+            })
         })?;
         let new = raised(&allowed, &more).to_json();
         if context {

@@ -1051,7 +1051,7 @@ fn count_usage(adapter: &str, u: &crate::adapter::Usage) {
                 .increment(n);
         }
     }
-    if let Some(c) = u.cost_usd {
+    if let Some(c) = u.cost_usd.filter(|c| crate::policy::budget::usable_usd(*c)) {
         metrics::gauge!("agent_host_cost_usd_total", "adapter" => adapter.to_string()).increment(c);
     }
 }

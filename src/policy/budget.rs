@@ -223,7 +223,9 @@ fn checked(kind: &str, n: Option<f64>, ceiling: Option<f64>) -> Result<f64, BadA
         },
     };
     let n = n
-        .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))
+        .filter(|n| {
+            n.is_finite() && *n >= 0.0 && !n.is_sign_negative() && (!whole || n.fract() == 0.0)
+        })
         .ok_or_else(bad)?;
     if limit.is_some_and(|(c, _)| n > c) {
         return Err(bad());
@@ -274,7 +276,7 @@ pub fn parse(v: &Value, host: &Controls) -> Result<Budget, BadInput> {
         }
     };
     let on_budget = match obj.get("onBudget") {
-        None | Some(Value::Null) => host.on_budget,
+        None => host.on_budget,
         Some(w) => {
             let field = format!("{FIELD}.onBudget");
             let word = w
@@ -309,13 +311,23 @@ fn limits_of(
     }
     let mut out = Limits::default();
     for k in KINDS {
-        if let Some(v) = obj.get(k).filter(|v| !v.is_null()) {
+        // `null` is no number: refused like any other non-number.
+        if let Some(v) = obj.get(k) {
             let n = amount(k, v, ceiling.get(k))
                 .map_err(|why| BadInput::new(format!("{field}.{k}"), why.to_string()))?;
             out.set(k, n);
         }
     }
     Ok(out)
+}
+
+/// The most dollars a usage report may say (more is no real cost: a CLI's garbage), so that
+/// sums of them stay finite.
+const MAX_USD: f64 = 1e15;
+
+/// Whether a reported cost is an amount to count: finite, 0 or more, at most [`MAX_USD`].
+pub fn usable_usd(c: f64) -> bool {
+    c.is_finite() && c >= 0.0 && c <= MAX_USD
 }
 
 /// What was spent.
@@ -340,7 +352,7 @@ impl Spent {
 
     pub fn plus(self, o: Spent) -> Spent {
         Spent {
-            usd: self.usd + o.usd,
+            usd: (self.usd + o.usd).min(f64::MAX),
             tokens: self.tokens.saturating_add(o.tokens),
             tool_calls: self.tool_calls.saturating_add(o.tool_calls),
             seconds: self.seconds.saturating_add(o.seconds),
@@ -348,8 +360,9 @@ impl Spent {
     }
 
     pub fn to_json(self) -> Value {
+        let rounded = (self.usd * 1e6).round() / 1e6;
         json!({
-            "usd": (self.usd * 1e6).round() / 1e6,
+            "usd": if rounded.is_finite() { rounded } else { self.usd.min(f64::MAX) },
             "tokens": self.tokens,
             "toolCalls": self.tool_calls,
             "seconds": self.seconds,
@@ -360,7 +373,11 @@ impl Spent {
     pub fn from_json(v: &Value) -> Spent {
         let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
         Spent {
-            usd: v.get("usd").and_then(Value::as_f64).unwrap_or(0.0),
+            usd: v
+                .get("usd")
+                .and_then(Value::as_f64)
+                .filter(|c| usable_usd(*c))
+                .unwrap_or(0.0),
             tokens: u("tokens"),
             tool_calls: u("toolCalls"),
             seconds: u("seconds"),
@@ -380,8 +397,12 @@ impl Spent {
         };
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
         Spent {
-            usd: u.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0),
-            tokens: n("inputTokens") + n("outputTokens"),
+            usd: u
+                .get("costUsd")
+                .and_then(Value::as_f64)
+                .filter(|c| usable_usd(*c))
+                .unwrap_or(0.0),
+            tokens: n("inputTokens").saturating_add(n("outputTokens")),
             ..Spent::default()
         }
     }
@@ -487,10 +508,15 @@ impl Meter {
 
     /// The CLI reported its usage so far.
     pub fn on_usage(&mut self, u: &crate::adapter::Usage, secs: u64) -> Option<Reached> {
-        if let Some(c) = u.cost_usd {
+        // A cost that is no amount (negative, not finite, beyond what adds up) is ignored:
+        // it would lower what was spent, or make it unreadable.
+        if let Some(c) = u.cost_usd.filter(|c| usable_usd(*c)) {
             self.run.usd = c;
         }
-        let tokens = u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0);
+        let tokens = u
+            .input_tokens
+            .unwrap_or(0)
+            .saturating_add(u.output_tokens.unwrap_or(0));
         if tokens > 0 {
             self.run.tokens = tokens;
         }
@@ -649,6 +675,26 @@ pub fn raise_by(
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Why "continue" can add nothing to the reached `kinds` of `allowed`: the host's
+/// ceiling, or the longest time budget, is reached; None when neither is (the amount to add
+/// is 0, the budget's first amount being 0).
+pub fn why_no_raise(allowed: &Limits, kinds: &[&str], ceiling: &Limits) -> Option<String> {
+    let at = |k: &str| {
+        limit_of(k, ceiling.get(k))
+            .filter(|(c, _)| allowed.get(k).unwrap_or(0.0) >= *c)
+            .map(|(_, host)| host)
+    };
+    if kinds.iter().any(|k| at(k) == Some(true)) {
+        Some(format!("the budget is at the host's ceiling ({ceiling})"))
+    } else if kinds.iter().any(|k| at(k) == Some(false)) {
+        Some(format!(
+            "the time budget is at its most ({MAX_SECONDS} s, ten years)"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The answer to a budget's question.

@@ -292,3 +292,60 @@ fn a_time_budget_beyond_ten_years_is_refused() {
         None
     );
 }
+
+/// `null` is no amount and no word; `-0` is a negative zero: refused like any bad amount.
+#[test]
+fn null_amounts_and_a_negative_zero_are_refused() {
+    let h = Controls::default();
+    for (v, field) in [
+        (json!({"usd": null}), "metadata.budget.usd"),
+        (json!({"toolCalls": null}), "metadata.budget.toolCalls"),
+        (json!({"onBudget": null}), "metadata.budget.onBudget"),
+        (json!({"usd": -0.0}), "metadata.budget.usd"),
+        (
+            json!({"context": {"usd": null}}),
+            "metadata.budget.context.usd",
+        ),
+    ] {
+        let e = parse(&v, &h).unwrap_err();
+        assert_eq!(e.field, field, "{v}");
+    }
+    assert_eq!(parse(&json!({"usd": 0}), &h).unwrap().task.usd, Some(0.0));
+}
+
+/// A CLI's usage figures that do not add up are guarded: tokens saturate, a negative or
+/// non-finite cost (or one beyond any real one) is ignored, sums stay finite numbers.
+#[test]
+fn usage_figures_that_do_not_add_up_are_guarded() {
+    let mut m = meter("tokens=100,usd=5", "");
+    let r = m.on_usage(
+        &Usage {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(10),
+            cost_usd: Some(1.0),
+            ..Usage::default()
+        },
+        0,
+    );
+    assert_eq!(m.task_spent(0).tokens, u64::MAX);
+    assert!(r.is_some_and(|r| r.kinds.contains(&"tokens")));
+    for bad in [-3.0, f64::NAN, f64::INFINITY, 1e308] {
+        m.on_usage(
+            &Usage {
+                cost_usd: Some(bad),
+                ..Usage::default()
+            },
+            0,
+        );
+        assert_eq!(m.task_spent(0).usd, 1.0, "{bad}");
+    }
+    let huge = Spent {
+        usd: 1e308,
+        tokens: u64::MAX,
+        ..Spent::default()
+    };
+    let sum = huge.plus(huge);
+    assert_eq!(sum.tokens, u64::MAX);
+    assert!(sum.to_json()["usd"].is_number(), "{}", sum.to_json());
+    assert!(huge.to_json()["usd"].is_number(), "{}", huge.to_json());
+}

@@ -435,6 +435,33 @@ async fn timeouts_too_long_for_the_clock_do_not_panic_the_turn() {
     assert_eq!(snap.task.status.state, TaskState::Completed);
 }
 
+/// A budget of $0, reached: a bare "continue" has nothing to add and says what to answer
+/// (not "the host's ceiling ()", there being none); "continue with 1" goes on.
+#[tokio::test(start_paused = true)]
+async fn a_zero_budget_continued_without_an_amount_says_what_to_answer() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    let (task, script) = start_with(&e, &mut scripts, json!({"budget": {"usd": 0}}), None).await;
+    script.emit(json!({"type": "usage", "input_tokens": 1, "cost_usd": 0.01}));
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let err = e
+        .send(
+            request("continue", Some(&task)),
+            None,
+            &RequestOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), -32602);
+    let text = err.to_string();
+    assert!(
+        text.contains("continue with N") && !text.contains("ceiling"),
+        "{text}"
+    );
+    answer(&e, &task, "continue with 1").await;
+    scripts.recv().await.expect("resumed");
+}
+
 /// An adapter that cannot resume sessions: the budget question says the session is not
 /// kept, and "continue" starts the program again with the task's request in its prompt.
 #[tokio::test(start_paused = true)]
