@@ -50,6 +50,9 @@ impl Engine {
         owner: Owner<'_>,
         opts: &RequestOptions,
     ) -> Result<Accepted, A2AError> {
+        // One answer at a time: the task is read (and answered) as the previous answer left
+        // it, so only one of several concurrent answers is taken.
+        let _one_at_a_time = self.inner.answering(task_id).await;
         let snap = self.snapshot_for(task_id, owner).await?;
         if let Some(c) = msg.context_id.as_deref().filter(|c| !c.is_empty()) {
             if c != snap.task.context_id {

@@ -14,6 +14,8 @@ use crate::task::{self, ExitReason, TurnMapper};
 impl Engine {
     /// Cancels a task: a queued one ends at once; a running one after its CLI is stopped.
     pub async fn cancel(&self, task_id: &str, owner: Owner<'_>) -> Result<Task, A2AError> {
+        // Not while an answer is being taken (a continue starting a turn of a parked task).
+        let _one_at_a_time = self.inner.answering(task_id).await;
         let snap = self.snapshot_for(task_id, owner).await?;
         if snap.task.status.state.is_terminal() {
             return Err(A2AError::TaskNotCancelable(format!(
@@ -41,7 +43,13 @@ impl Engine {
                     // The turn acknowledges once the process group is gone and the task
                     // is canceled: the CLI's own interrupt (up to a grace period), SIGTERM
                     // (another), then the SIGKILL round.
-                    let _ = tokio::time::timeout(grace * 2 + Duration::from_secs(5), rx).await;
+                    let _ = tokio::time::timeout(
+                        grace
+                            .saturating_mul(2)
+                            .saturating_add(Duration::from_secs(5)),
+                        rx,
+                    )
+                    .await;
                 }
             }
             (

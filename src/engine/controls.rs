@@ -6,9 +6,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::turn::controls::CONTINUE_PROMPT;
+use super::turn::controls::{restart_prompt, CONTINUE_PROMPT};
 use super::{changes, lock, Accepted, Engine, Pending, RequestOptions};
-use crate::policy::budget::{answer_of, raise_by, raised, BudgetAnswer, Limits};
+use crate::policy::budget::{answer_of, raise_by, raised, why_no_raise, BudgetAnswer, Limits};
 use crate::policy::{BadInput, TaskControls};
 use crate::protocol::v1::{
     Message, Part, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -188,10 +188,10 @@ impl Engine {
             &host.ceiling
         };
         let more = raise_by(&allowed, &step, &kinds, ceiling, asked.as_ref()).ok_or_else(|| {
-            A2AError::InvalidParams(format!(
-                "the budget is at the host's ceiling ({}); answer 'stop'",
-                ceiling
-            ))
+            A2AError::InvalidParams(match why_no_raise(&allowed, &kinds, ceiling) {
+                Some(why) => format!("{why}; answer 'stop'"),
+                None => "the budget's first amount is 0, so 'continue' adds nothing: answer 'continue with N' (or a data part {\"option\": \"continue\", \"add\": {KIND: N}}), or 'stop'".to_string(),
+            })
         })?;
         let new = raised(&allowed, &more).to_json();
         if context {
@@ -235,11 +235,29 @@ impl Engine {
             )
             .await
             .ok_or_else(|| A2AError::Internal("the answer could not be stored".into()))?;
+        // A program that cannot resume its session starts afresh: it is given the request
+        // again (with its attachments, saved when the task was accepted).
+        let prompt = if self.inner.launch.can_resume() {
+            CONTINUE_PROMPT.to_string()
+        } else {
+            let cwd = lock(&self.inner.state)
+                .sched
+                .cwd_of(&t.context_id)
+                .cloned()
+                .unwrap_or_else(|| self.default_cwd());
+            let dir = super::input::attachments_dir(&cwd, &t.id);
+            let request = t
+                .history
+                .first()
+                .map(|m| super::input::prompt_of(m, Some(&dir)))
+                .unwrap_or_default();
+            restart_prompt(&request)
+        };
         let turns = {
             let mut st = lock(&self.inner.state);
             let starts = st.sched.resume(Pending {
                 task_id: t.id.clone(),
-                prompt: CONTINUE_PROMPT.to_string(),
+                prompt,
                 traceparent: opts.traceparent.clone(),
                 tool_trace: opts.tool_trace,
                 message_id: msg_id,

@@ -26,6 +26,15 @@ pub(super) enum Due {
     Budget,
 }
 
+/// Further than any deadline needs to be (thirty years), and still an instant the clock holds.
+const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// The instant `d` after `now`, at most [`FAR`] after it: a duration from the settings or a
+/// budget may be too long for an instant to exist (`Instant + Duration` would panic).
+pub(super) fn after(now: Instant, d: std::time::Duration) -> Instant {
+    now.checked_add(d.min(FAR)).unwrap_or(now)
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deadlines {
     /// When the idle timeout ends, from the last output (counts only while the turn works).

@@ -79,6 +79,11 @@ struct Live {
     created: std::time::Instant,
     notify: Arc<watch::Sender<u64>>,
     control: Option<mpsc::UnboundedSender<Control>>,
+    /// Held while an answer (or a cancel) to the task is handled: answers to one task are
+    /// taken one at a time, each seeing the task as the one before left it. Without it,
+    /// concurrent answers to a task waiting with no program (parked at its budget, or
+    /// waiting since a restart) were all accepted, each starting a turn.
+    answering: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Live {
@@ -87,6 +92,7 @@ impl Live {
             created: std::time::Instant::now(),
             notify: Arc::new(watch::channel(last_seq).0),
             control: None,
+            answering: Arc::default(),
         }
     }
 }
@@ -737,6 +743,16 @@ impl Engine {
 }
 
 impl Inner {
+    /// Waits for the task's turn to take an answer or a cancel ([`Live::answering`]); None
+    /// for a task not live here.
+    async fn answering(&self, task_id: &str) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let m = lock(&self.state)
+            .live
+            .get(task_id)
+            .map(|l| l.answering.clone())?;
+        Some(m.lock_owned().await)
+    }
+
     /// Publishes the running and queued counts.
     fn gauge_load(st: &State) {
         metrics::gauge!("agent_host_running_tasks").set(st.sched.running() as f64);
@@ -840,7 +856,8 @@ impl Inner {
             return was;
         }
         let expiry = self.config.limits.input_timeout;
-        deadlines.input = (now && !expiry.is_zero()).then(|| tokio::time::Instant::now() + expiry);
+        deadlines.input = (now && !expiry.is_zero())
+            .then(|| deadline::after(tokio::time::Instant::now(), expiry));
         let turns = {
             let mut st = lock(&self.state);
             let starts = if now {

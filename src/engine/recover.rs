@@ -304,8 +304,13 @@ impl Engine {
         for c in running {
             let _ = c.send(Control::Shutdown);
         }
-        let deadline =
-            tokio::time::Instant::now() + self.inner.launch.cancel_grace + Duration::from_secs(5);
+        let deadline = super::deadline::after(
+            tokio::time::Instant::now(),
+            self.inner
+                .launch
+                .cancel_grace
+                .saturating_add(Duration::from_secs(5)),
+        );
         loop {
             let notified = self.inner.turn_ended.notified();
             if lock(&self.inner.state).live.is_empty() {

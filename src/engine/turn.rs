@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::child::{Child, SpawnError};
-use super::deadline::{Deadlines, Due};
+use super::deadline::{after, Deadlines, Due};
 use super::{attach, changes, input, Control, Inner, SessionArgs};
 use super::{Launch, PromptRoute};
 use crate::adapter::wire::{parser_for, TurnStart, WireParser};
@@ -117,17 +118,51 @@ pub(super) async fn run(inner: Arc<Inner>, turn: Box<Turn>) {
         crate::telemetry::set_remote_parent(&span, tp);
     }
     let task_id = turn.task_id.clone();
-    if drive(&inner, turn).instrument(span).await {
-        inner.park_turn(&task_id);
-    } else {
-        inner.finish_turn(&task_id);
+    let context_id = turn.context_id.clone();
+    let notify = turn.notify.clone();
+    // A panic in the turn (a bug) must not leave the task working with nothing running it
+    // and its slot taken for good: the task fails and the slot is given back.
+    let driven = std::panic::AssertUnwindSafe(drive(&inner, turn).instrument(span))
+        .catch_unwind()
+        .await;
+    match driven {
+        // Parked at its budget (the slot was given back before the question was published).
+        Ok(true) => {}
+        Ok(false) => inner.finish_turn(&task_id),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            drop(panic);
+            crashed(&inner, &task_id, &context_id, &notify, &what).await;
+            inner.finish_turn(&task_id);
+        }
+    }
+}
+
+/// A turn that panicked: logged, and its task (unless it already ended) failed.
+async fn crashed(
+    inner: &Arc<Inner>,
+    task_id: &str,
+    context_id: &str,
+    notify: &watch::Sender<u64>,
+    what: &str,
+) {
+    tracing::error!(task = %task_id, panic = %what, "the task's turn panicked; the task fails");
+    let ended =
+        matches!(inner.store.get(task_id).await, Ok(Some(s)) if s.task.status.state.is_terminal());
+    if !ended {
+        let events = TurnMapper::new(task_id, context_id).on_exit(ExitReason::Crashed);
+        inner.publish(task_id, notify, events).await;
     }
 }
 
 /// Runs the turn to its terminal state; true when it stopped at a budget that asks (the
-/// task waits for the answer with no program: parked). The steps: announce the turn, start
-/// the program, open its session, run the loop of its event sources until one of them ends
-/// the turn, then the teardown.
+/// task waits for the answer with no program: parked, by the turn's teardown). The steps:
+/// announce the turn, start the program, open its session, run the loop of its event
+/// sources until one of them ends the turn, then the teardown.
 async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     let Turn {
         task_id,
@@ -175,8 +210,8 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         held,
         retry_watch: crate::adapter::retry::RetryWatch::new(&launch.adapter),
         deadlines: Deadlines {
-            idle: Instant::now() + launch.idle_timeout,
-            hard: Instant::now() + launch.timeout,
+            idle: after(Instant::now(), launch.idle_timeout),
+            hard: after(Instant::now(), launch.timeout),
             linger: None,
             drain: None,
             input: None,
@@ -217,8 +252,12 @@ async fn announce(
     }
     let started = if continuing {
         mapper.continue_answer();
-        mapper.resumed(if ends.prompt == controls::CONTINUE_PROMPT {
-            "Continuing the agent's session with the raised budget"
+        mapper.resumed(if controls::continues_at_budget(ends.prompt) {
+            if inner.launch.can_resume() {
+                "Continuing the agent's session with the raised budget"
+            } else {
+                "Starting the agent again on the request with the raised budget (it cannot resume its session)"
+            }
         } else {
             "Resuming the agent's session after an agent-host restart"
         })
@@ -432,7 +471,7 @@ impl Running<'_> {
     }
 
     fn idle_again(&mut self) {
-        self.deadlines.idle = Instant::now() + self.inner.launch.idle_timeout;
+        self.deadlines.idle = after(Instant::now(), self.inner.launch.idle_timeout);
     }
 
     /// A command for the task: a message for the program, a cancel, the host's shutdown.
@@ -579,7 +618,7 @@ impl Running<'_> {
         self.reply = reply;
         if self.mapper.state().is_terminal() && !lingering {
             proc.close_stdin();
-            self.deadlines.linger = Some(Instant::now() + self.inner.launch.cancel_grace);
+            self.deadlines.linger = Some(after(Instant::now(), self.inner.launch.cancel_grace));
         }
         ControlFlow::Continue(())
     }
@@ -728,13 +767,22 @@ impl Running<'_> {
                 false
             }
             End::Stopped(reason, ack) => {
-                let parked = matches!(reason, ExitReason::BudgetPaused { .. });
+                let parks = matches!(reason, ExitReason::BudgetPaused { .. })
+                    && !self.mapper.state().is_terminal();
                 let reason = self.stop(reason).await;
+                if parks {
+                    // Parked before the question is published: an answer to the task shown
+                    // waiting finds it without a program (answered as a parked task, not
+                    // sent to this turn, which reads no more answers), and its slot given
+                    // back (a continue that started a turn before the park would have
+                    // its slot taken back by it).
+                    self.inner.park_turn(self.ends.task_id);
+                }
                 self.finish_with(reason).await;
                 if let Some(ack) = ack {
                     let _ = ack.send(());
                 }
-                parked && self.mapper.state() == crate::protocol::v1::TaskState::InputRequired
+                parks
             }
         };
         if let Err(e) = self.inner.store.forget_process(self.ends.task_id).await {
@@ -1003,7 +1051,7 @@ fn count_usage(adapter: &str, u: &crate::adapter::Usage) {
                 .increment(n);
         }
     }
-    if let Some(c) = u.cost_usd {
+    if let Some(c) = u.cost_usd.filter(|c| crate::policy::budget::usable_usd(*c)) {
         metrics::gauge!("agent_host_cost_usd_total", "adapter" => adapter.to_string()).increment(c);
     }
 }

@@ -61,6 +61,11 @@ pub struct Limits {
 /// The names of the kinds, as in `metadata.budget`.
 pub const KINDS: [&str; 4] = ["usd", "tokens", "toolCalls", "seconds"];
 
+/// The longest time budget (ten years, in seconds): a clock's instant plus a number of
+/// seconds near `u64::MAX` does not exist (it overflowed and panicked the turn), and no task
+/// runs for longer anyway. More is refused like an amount above a ceiling.
+pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
 impl Limits {
     pub fn is_empty(&self) -> bool {
         *self == Limits::default()
@@ -192,21 +197,37 @@ fn fits(kind: &str, n: f64) -> bool {
     kind == "usd" || n < 2f64.powi(64)
 }
 
+/// The most an amount of `kind` may be: the host's `ceiling`, and for seconds at most
+/// [`MAX_SECONDS`]; with whether the host's ceiling is what limits it.
+fn limit_of(kind: &str, ceiling: Option<f64>) -> Option<(f64, bool)> {
+    let most = (kind == "seconds").then_some(MAX_SECONDS as f64);
+    match (ceiling, most) {
+        (Some(c), Some(m)) if m < c => Some((m, false)),
+        (Some(c), _) => Some((c, true)),
+        (None, Some(m)) => Some((m, false)),
+        (None, None) => None,
+    }
+}
+
 /// `n` (None: it did not read) as an amount of `kind`: non-negative, whole for all but
 /// dollars, at most `ceiling`.
 fn checked(kind: &str, n: Option<f64>, ceiling: Option<f64>) -> Result<f64, BadAmount> {
     let whole = kind != "usd";
+    let limit = limit_of(kind, ceiling);
     let bad = || BadAmount {
         what: if whole { "a whole number" } else { "a number" },
-        range: match ceiling {
-            Some(c) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+        range: match limit {
+            Some((c, true)) => format!("from 0 to {} (the host's ceiling)", number(kind, c)),
+            Some((c, false)) => format!("from 0 to {} (ten years)", number(kind, c)),
             None => "of 0 or more".to_string(),
         },
     };
     let n = n
-        .filter(|n| n.is_finite() && *n >= 0.0 && (!whole || n.fract() == 0.0))
+        .filter(|n| {
+            n.is_finite() && *n >= 0.0 && !n.is_sign_negative() && (!whole || n.fract() == 0.0)
+        })
         .ok_or_else(bad)?;
-    if ceiling.is_some_and(|c| n > c) {
+    if limit.is_some_and(|(c, _)| n > c) {
         return Err(bad());
     }
     Ok(n)
@@ -255,7 +276,7 @@ pub fn parse(v: &Value, host: &Controls) -> Result<Budget, BadInput> {
         }
     };
     let on_budget = match obj.get("onBudget") {
-        None | Some(Value::Null) => host.on_budget,
+        None => host.on_budget,
         Some(w) => {
             let field = format!("{FIELD}.onBudget");
             let word = w
@@ -290,13 +311,23 @@ fn limits_of(
     }
     let mut out = Limits::default();
     for k in KINDS {
-        if let Some(v) = obj.get(k).filter(|v| !v.is_null()) {
+        // `null` is no number: refused like any other non-number.
+        if let Some(v) = obj.get(k) {
             let n = amount(k, v, ceiling.get(k))
                 .map_err(|why| BadInput::new(format!("{field}.{k}"), why.to_string()))?;
             out.set(k, n);
         }
     }
     Ok(out)
+}
+
+/// The most dollars a usage report may say (more is no real cost: a CLI's garbage), so that
+/// sums of them stay finite.
+const MAX_USD: f64 = 1e15;
+
+/// Whether a reported cost is an amount to count: finite, 0 or more, at most [`MAX_USD`].
+pub fn usable_usd(c: f64) -> bool {
+    c.is_finite() && c >= 0.0 && c <= MAX_USD
 }
 
 /// What was spent.
@@ -321,16 +352,17 @@ impl Spent {
 
     pub fn plus(self, o: Spent) -> Spent {
         Spent {
-            usd: self.usd + o.usd,
-            tokens: self.tokens + o.tokens,
-            tool_calls: self.tool_calls + o.tool_calls,
-            seconds: self.seconds + o.seconds,
+            usd: (self.usd + o.usd).min(f64::MAX),
+            tokens: self.tokens.saturating_add(o.tokens),
+            tool_calls: self.tool_calls.saturating_add(o.tool_calls),
+            seconds: self.seconds.saturating_add(o.seconds),
         }
     }
 
     pub fn to_json(self) -> Value {
+        let rounded = (self.usd * 1e6).round() / 1e6;
         json!({
-            "usd": (self.usd * 1e6).round() / 1e6,
+            "usd": if rounded.is_finite() { rounded } else { self.usd.min(f64::MAX) },
             "tokens": self.tokens,
             "toolCalls": self.tool_calls,
             "seconds": self.seconds,
@@ -341,7 +373,11 @@ impl Spent {
     pub fn from_json(v: &Value) -> Spent {
         let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
         Spent {
-            usd: v.get("usd").and_then(Value::as_f64).unwrap_or(0.0),
+            usd: v
+                .get("usd")
+                .and_then(Value::as_f64)
+                .filter(|c| usable_usd(*c))
+                .unwrap_or(0.0),
             tokens: u("tokens"),
             tool_calls: u("toolCalls"),
             seconds: u("seconds"),
@@ -361,8 +397,12 @@ impl Spent {
         };
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
         Spent {
-            usd: u.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0),
-            tokens: n("inputTokens") + n("outputTokens"),
+            usd: u
+                .get("costUsd")
+                .and_then(Value::as_f64)
+                .filter(|c| usable_usd(*c))
+                .unwrap_or(0.0),
+            tokens: n("inputTokens").saturating_add(n("outputTokens")),
             ..Spent::default()
         }
     }
@@ -468,10 +508,15 @@ impl Meter {
 
     /// The CLI reported its usage so far.
     pub fn on_usage(&mut self, u: &crate::adapter::Usage, secs: u64) -> Option<Reached> {
-        if let Some(c) = u.cost_usd {
+        // A cost that is no amount (negative, not finite, beyond what adds up) is ignored:
+        // it would lower what was spent, or make it unreadable.
+        if let Some(c) = u.cost_usd.filter(|c| usable_usd(*c)) {
             self.run.usd = c;
         }
-        let tokens = u.input_tokens.unwrap_or(0) + u.output_tokens.unwrap_or(0);
+        let tokens = u
+            .input_tokens
+            .unwrap_or(0)
+            .saturating_add(u.output_tokens.unwrap_or(0));
         if tokens > 0 {
             self.run.tokens = tokens;
         }
@@ -492,11 +537,13 @@ impl Meter {
             .task
             .seconds
             .map(|s| s.saturating_sub(self.before.seconds));
-        let ctx = self
-            .budget
-            .context
-            .seconds
-            .map(|s| s.saturating_sub(self.context_before.seconds + self.before.seconds));
+        let ctx = self.budget.context.seconds.map(|s| {
+            s.saturating_sub(
+                self.context_before
+                    .seconds
+                    .saturating_add(self.before.seconds),
+            )
+        });
         match (task, ctx) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -621,13 +668,33 @@ pub fn raise_by(
             .or_else(|| step.get(k))
             .unwrap_or(now)
             .max(if *k == "usd" { 0.0 } else { 1.0 });
-        let room = ceiling.get(k).map_or(f64::INFINITY, |c| (c - now).max(0.0));
+        let room = limit_of(k, ceiling.get(k)).map_or(f64::INFINITY, |(c, _)| (c - now).max(0.0));
         let add = want.min(room);
         if add > 0.0 {
             out.set(k, add);
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Why "continue" can add nothing to the reached `kinds` of `allowed`: the host's
+/// ceiling, or the longest time budget, is reached; None when neither is (the amount to add
+/// is 0, the budget's first amount being 0).
+pub fn why_no_raise(allowed: &Limits, kinds: &[&str], ceiling: &Limits) -> Option<String> {
+    let at = |k: &str| {
+        limit_of(k, ceiling.get(k))
+            .filter(|(c, _)| allowed.get(k).unwrap_or(0.0) >= *c)
+            .map(|(_, host)| host)
+    };
+    if kinds.iter().any(|k| at(k) == Some(true)) {
+        Some(format!("the budget is at the host's ceiling ({ceiling})"))
+    } else if kinds.iter().any(|k| at(k) == Some(false)) {
+        Some(format!(
+            "the time budget is at its most ({MAX_SECONDS} s, ten years)"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The answer to a budget's question.

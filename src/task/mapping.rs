@@ -74,6 +74,9 @@ pub enum ExitReason {
     Shutdown,
     /// The host restarted while the task ran, and its CLI session cannot be resumed.
     Restarted,
+    /// The host's own code failed (a panic) while it ran the task's turn: the program was
+    /// stopped and the task fails, instead of staying `working` with nothing running it.
+    Crashed,
     /// The task ran into a limit of its sandbox (`its memory limit (256 MiB, task_memory)`).
     LimitReached(String),
     /// The task store refused the task's events (disk full, database gone): the task was
@@ -689,6 +692,10 @@ impl TurnMapper {
         ExitReason::Restarted => (
             TaskState::Failed,
             "agent-host restarted while this task was running, and the agent's session cannot be resumed; send the message again".to_string(),
+        ),
+        ExitReason::Crashed => (
+            TaskState::Failed,
+            "agent-host hit an internal error while running this task (see the host log), so the agent was stopped; send the message again".to_string(),
         ),
         }
     }

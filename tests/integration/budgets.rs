@@ -445,3 +445,101 @@ async fn a_continued_session_keeps_its_tool_calls_in_the_sandbox() {
     })
     .await;
 }
+
+/// Concurrent answers ("continue", "continue", "stop") to a task parked at its budget: one
+/// is taken and the others refused (-32004), one program resumes, the task ends once; with
+/// one running slot, every round's task still runs (no slot is lost).
+#[tokio::test]
+async fn concurrent_answers_to_a_budget_question_are_taken_once() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: agent_host::settings::HostLimits {
+                max_running: 1,
+                rate_per_minute: 0,
+                auth_failures_per_minute: 0,
+                ..agent_host::settings::HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        for round in 0..6 {
+            let r = s
+                .rpc(
+                    "SendMessage",
+                    send_md("tools=30", json!({"budget": {"toolCalls": 2}}), None),
+                )
+                .await;
+            let task = r["result"]["task"].clone();
+            assert_eq!(
+                task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+                "round {round}: {r}"
+            );
+            let id = task["id"].as_str().unwrap_or_default().to_string();
+            let answer = |w: &'static str| s.rpc("SendMessage", send_md(w, json!({}), Some(&id)));
+            let (a, b, c) = tokio::join!(answer("continue"), answer("continue"), answer("stop"));
+            let taken = [&a, &b, &c].iter().filter(|r| r["error"].is_null()).count();
+            assert_eq!(taken, 1, "round {round}: {a}\n{b}\n{c}");
+            for r in [&a, &b, &c] {
+                if !r["error"].is_null() {
+                    assert_eq!(r["error"]["code"], -32004, "round {round}: {r}");
+                }
+            }
+            let t = s
+                .task_when(&id, |t| {
+                    let st = &t["status"]["state"];
+                    st == "TASK_STATE_COMPLETED" || st == "TASK_STATE_INPUT_REQUIRED"
+                })
+                .await;
+            if t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+                // Continued once: two more tool calls, not four.
+                assert_eq!(question(&t)["allowed"]["toolCalls"], 4, "{t}");
+                let r = s
+                    .rpc("SendMessage", send_md("stop", json!({}), Some(&id)))
+                    .await;
+                assert!(r["error"].is_null(), "{r}");
+            }
+            s.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+                .await;
+        }
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// An adapter that cannot resume sessions (jsonl): the budget question says so, and
+/// "continue" starts the program again with the task's request (the demo agent's
+/// `tools=30` makes its tool calls again, to the raised budget), not with a bare "continue".
+#[tokio::test]
+async fn continue_on_an_adapter_without_sessions_starts_again_with_the_request() {
+    limit(async {
+        let s = TestServer::with(Options {
+            adapter: "jsonl",
+            ..Options::default()
+        })
+        .await;
+        let r = s
+            .rpc(
+                "SendMessage",
+                send_md("tools=30", json!({"budget": {"toolCalls": 2}}), None),
+            )
+            .await;
+        let task = r["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        let text = task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(text.contains("cannot resume its session"), "{text}");
+        let id = task["id"].as_str().unwrap_or_default().to_string();
+        let r = s
+            .rpc("SendMessage", send_md("continue", json!({}), Some(&id)))
+            .await;
+        let task = r["result"]["task"].clone();
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        assert_eq!(question(&task)["spent"]["toolCalls"], 4, "{task}");
+        s.rpc("SendMessage", send_md("stop", json!({}), Some(&id)))
+            .await;
+        s.shutdown().await;
+    })
+    .await;
+}

@@ -17,6 +17,23 @@ use crate::task::{ExitReason, TurnMapper};
 /// The prompt of a turn that continues a task after its budget was raised.
 pub const CONTINUE_PROMPT: &str = "You were stopped because you reached your budget; it has been raised. Continue the work where you left off and finish the request.";
 
+/// The prompt of a turn that continues a task after its budget was raised, for an adapter
+/// that cannot resume the agent's session: the program starts afresh, so it is given the
+/// task's request again.
+pub fn restart_prompt(request: &str) -> String {
+    format!(
+        "You were stopped because you reached your budget, and it has been raised; your earlier session could not be kept, so you start again. What you changed so far is in the working directory. The request:\n\n{request}\n\nContinue the work where you left off and finish the request."
+    )
+}
+
+/// Whether a turn's prompt is one of a task continued after its budget was raised.
+pub fn continues_at_budget(prompt: &str) -> bool {
+    prompt == CONTINUE_PROMPT
+        || prompt.starts_with(
+            "You were stopped because you reached your budget, and it has been raised;",
+        )
+}
+
 pub(in crate::engine) struct TurnControls {
     pub policy: Policy,
     pub meter: Meter,
@@ -27,6 +44,9 @@ pub(in crate::engine) struct TurnControls {
     waiting_since: Option<Instant>,
     adapter: String,
     ceilings: (Limits, Limits),
+    /// The adapter resumes sessions: a budget's continue resumes the same one (else the
+    /// program starts again with the request).
+    resumes: bool,
 }
 
 /// A permission request the rules answered.
@@ -83,6 +103,7 @@ impl TurnControls {
             waiting_since: None,
             adapter: inner.launch.adapter.id.clone(),
             ceilings: (host.ceiling, host.context_ceiling),
+            resumes: inner.launch.can_resume(),
         }
     }
 
@@ -116,9 +137,12 @@ impl TurnControls {
         if self.waiting_since.is_some() {
             return None;
         }
-        self.meter
-            .seconds_left()
-            .map(|s| self.started + self.waited + std::time::Duration::from_secs(s))
+        // Checked: an instant too far to exist is no deadline (no run lasts that long).
+        self.meter.seconds_left().and_then(|s| {
+            self.started
+                .checked_add(self.waited)?
+                .checked_add(std::time::Duration::from_secs(s))
+        })
     }
 
     /// The task's `budget` metadata now, when it has a budget.
@@ -176,8 +200,13 @@ impl TurnControls {
                 let question =
                     self.meter
                         .question(r, secs, &id, (&self.ceilings.0, &self.ceilings.1));
+                let kept = if self.resumes {
+                    "its session is kept"
+                } else {
+                    "this agent cannot resume its session: continuing starts it again with the request, and what it changed so far stays"
+                };
                 ExitReason::BudgetPaused {
-                    text: format!("{reached}, so the agent was stopped (its session is kept). Continue with more, or stop here?"),
+                    text: format!("{reached}, so the agent was stopped ({kept}). Continue with more, or stop here?"),
                     question,
                     budget,
                 }

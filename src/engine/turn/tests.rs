@@ -28,6 +28,8 @@ struct Script {
     /// Set: the turn is told of the exit before the output still waiting for it.
     exit_first: Arc<AtomicBool>,
     log: Log,
+    /// The program's arguments.
+    args: Vec<String>,
 }
 
 impl Script {
@@ -132,7 +134,7 @@ struct ScriptedSpawner(mpsc::UnboundedSender<Script>);
 
 #[async_trait]
 impl Spawner for ScriptedSpawner {
-    async fn spawn(&self, _spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError> {
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError> {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let exit = Arc::new(Mutex::new(ExitInfo {
@@ -147,6 +149,7 @@ impl Spawner for ScriptedSpawner {
             exit: exit.clone(),
             exit_first: exit_first.clone(),
             log: log.clone(),
+            args: spec.args,
         };
         self.0
             .send(script)

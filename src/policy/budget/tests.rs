@@ -253,3 +253,99 @@ fn the_ceiling_bounds_the_kinds_a_request_and_the_default_leave_out() {
     let open = Controls::default().for_request(None, None).unwrap().budget;
     assert!(open.is_empty());
 }
+
+/// A time budget no clock holds (near 2^63 seconds) overflowed the turn's deadline and
+/// panicked it: refused, in a request, a context's budget, the host's settings and an
+/// answer's `add`, naming the limit; a raise stops at it.
+#[test]
+fn a_time_budget_beyond_ten_years_is_refused() {
+    let huge = json!(9_223_372_036_854_775_807_u64);
+    let none = Controls::default();
+    for (v, field) in [
+        (json!({"seconds": huge}), "metadata.budget.seconds"),
+        (
+            json!({"context": {"seconds": huge}}),
+            "metadata.budget.context.seconds",
+        ),
+    ] {
+        let e = parse(&v, &none).unwrap_err();
+        assert_eq!(e.field, field, "{v}");
+        assert!(
+            e.why.contains("from 0 to 315360000 (ten years)"),
+            "{}",
+            e.why
+        );
+    }
+    let b = parse(&json!({"seconds": MAX_SECONDS}), &none).unwrap();
+    assert_eq!(b.task.seconds, Some(MAX_SECONDS));
+    assert!("seconds=9223372036854775807".parse::<Limits>().is_err());
+    assert!(format!("seconds={}", MAX_SECONDS + 1)
+        .parse::<Limits>()
+        .is_err());
+    let add = json!({"option": "continue", "add": {"seconds": huge}});
+    assert!(answer_of(Some(&add), "").is_err());
+    // A raise from the top adds nothing more.
+    let at_max: Limits = format!("seconds={MAX_SECONDS}").parse().unwrap();
+    let kinds = ["seconds"];
+    assert_eq!(
+        raise_by(&at_max, &at_max, &kinds, &Limits::default(), None),
+        None
+    );
+}
+
+/// `null` is no amount and no word; `-0` is a negative zero: refused like any bad amount.
+#[test]
+fn null_amounts_and_a_negative_zero_are_refused() {
+    let h = Controls::default();
+    for (v, field) in [
+        (json!({"usd": null}), "metadata.budget.usd"),
+        (json!({"toolCalls": null}), "metadata.budget.toolCalls"),
+        (json!({"onBudget": null}), "metadata.budget.onBudget"),
+        (json!({"usd": -0.0}), "metadata.budget.usd"),
+        (
+            json!({"context": {"usd": null}}),
+            "metadata.budget.context.usd",
+        ),
+    ] {
+        let e = parse(&v, &h).unwrap_err();
+        assert_eq!(e.field, field, "{v}");
+    }
+    assert_eq!(parse(&json!({"usd": 0}), &h).unwrap().task.usd, Some(0.0));
+}
+
+/// A CLI's usage figures that do not add up are guarded: tokens saturate, a negative or
+/// non-finite cost (or one beyond any real one) is ignored, sums stay finite numbers.
+#[test]
+fn usage_figures_that_do_not_add_up_are_guarded() {
+    let mut m = meter("tokens=100,usd=5", "");
+    let r = m.on_usage(
+        &Usage {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(10),
+            cost_usd: Some(1.0),
+            ..Usage::default()
+        },
+        0,
+    );
+    assert_eq!(m.task_spent(0).tokens, u64::MAX);
+    assert!(r.is_some_and(|r| r.kinds.contains(&"tokens")));
+    for bad in [-3.0, f64::NAN, f64::INFINITY, 1e308] {
+        m.on_usage(
+            &Usage {
+                cost_usd: Some(bad),
+                ..Usage::default()
+            },
+            0,
+        );
+        assert_eq!(m.task_spent(0).usd, 1.0, "{bad}");
+    }
+    let huge = Spent {
+        usd: 1e308,
+        tokens: u64::MAX,
+        ..Spent::default()
+    };
+    let sum = huge.plus(huge);
+    assert_eq!(sum.tokens, u64::MAX);
+    assert!(sum.to_json()["usd"].is_number(), "{}", sum.to_json());
+    assert!(huge.to_json()["usd"].is_number(), "{}", huge.to_json());
+}

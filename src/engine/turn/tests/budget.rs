@@ -308,3 +308,195 @@ async fn the_requests_deny_beats_the_sets_allow_and_each_decision_is_in_the_hist
         "{texts:?}"
     );
 }
+
+/// A budget stopped task answered at once, as soon as its question is published (while the
+/// turn that stopped still writes its last record): the answer is taken, not refused as
+/// "ended before the answer was delivered".
+#[tokio::test(start_paused = true)]
+async fn a_budget_question_answered_at_once_is_taken() {
+    let (store, e, mut scripts) = super::failing::Disk::engine(Duration::ZERO, Duration::ZERO);
+    // The turn's last write, after the question, takes a while.
+    store
+        .forget_delay_ms
+        .store(60_000, std::sync::atomic::Ordering::SeqCst);
+    let (task, script) =
+        start_with(&e, &mut scripts, json!({"budget": {"toolCalls": 1}}), None).await;
+    for n in 1..=2 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let acc = e
+        .send(
+            request("stop", Some(&task)),
+            None,
+            &RequestOptions::default(),
+        )
+        .await;
+    let acc = acc.expect("the answer to a task shown waiting is taken");
+    let snap = settled(&e, &task, acc.from_seq).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}
+
+/// Concurrent answers to a task parked at its budget (no program waits for them): one is
+/// taken, the others are refused (-32004) as answers to a task no longer waiting; one
+/// program resumes, the task ends once, the slot is given back.
+#[tokio::test(start_paused = true)]
+async fn concurrent_answers_to_a_parked_task_are_taken_once() {
+    // Reads and writes that take time: each answer reads the task before it acts, and
+    // stores the answer before it starts a turn.
+    let (_store, e, mut scripts) =
+        super::failing::Disk::engine(Duration::from_millis(50), Duration::from_millis(50));
+    let (task, script) =
+        start_with(&e, &mut scripts, json!({"budget": {"toolCalls": 2}}), None).await;
+    for n in 1..=3 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let opts = RequestOptions::default();
+    let send = |w: &str| e.send(request(w, Some(&task)), None, &opts);
+    let (a, b, c) = tokio::join!(send("continue"), send("continue"), send("stop"));
+    let taken: Vec<_> = [&a, &b, &c].into_iter().filter(|r| r.is_ok()).collect();
+    assert_eq!(taken.len(), 1, "{a:?} {b:?} {c:?}");
+    for r in [&a, &b, &c] {
+        if let Err(err) = r {
+            assert_eq!(err.code(), -32004, "{err}");
+        }
+    }
+    if a.is_ok() || b.is_ok() {
+        // Continued: one program resumes, and no other.
+        let again = scripts.recv().await.expect("resumed");
+        for n in 4..=6 {
+            tool(&again, n);
+        }
+        let snap = settled(&e, &task, taken[0].as_ref().unwrap().from_seq).await;
+        assert_eq!(snap.task.status.state, TaskState::InputRequired);
+        assert!(scripts.try_recv().is_err(), "a second program started");
+        let at = answer(&e, &task, "stop").await;
+        settled(&e, &task, at).await;
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+    while e.live_count() > 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(e.load(), (0, 0));
+}
+
+/// A time budget far beyond any clock (near 2^63 seconds) is refused naming the field and
+/// the limit; the longest one taken runs (its deadline computed without overflow).
+#[tokio::test(start_paused = true)]
+async fn a_huge_time_budget_is_refused_and_the_longest_one_runs() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    for meta in [
+        json!({"budget": {"seconds": 9_223_372_036_854_775_807_u64}}),
+        json!({"budget": {"context": {"seconds": 9_223_372_036_854_775_807_u64}}}),
+    ] {
+        let mut req = request("work", None);
+        req.message.metadata = meta.as_object().cloned();
+        let err = e
+            .send(req, None, &RequestOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), -32602, "{meta}");
+        assert!(
+            err.to_string().contains("seconds") && err.to_string().contains("315360000"),
+            "{err}"
+        );
+    }
+    let max = crate::policy::budget::MAX_SECONDS;
+    let (task, mut script) = start_with(
+        &e,
+        &mut scripts,
+        json!({"budget": {"seconds": max, "context": {"seconds": max}}}),
+        None,
+    )
+    .await;
+    script.emit(json!({"type": "done", "result": "ok"}));
+    script.exit(0);
+    assert_eq!(
+        settled(&e, &task, 0).await.task.status.state,
+        TaskState::Completed
+    );
+}
+
+/// Timeouts too long for an instant to hold (a hard timeout of `Duration::MAX`) do not
+/// panic the turn.
+#[tokio::test(start_paused = true)]
+async fn timeouts_too_long_for_the_clock_do_not_panic_the_turn() {
+    let (e, mut scripts) = engine(Duration::MAX, Duration::MAX);
+    let (task, mut script) = start(&e, &mut scripts).await;
+    script.emit(json!({"type": "done", "result": "ok"}));
+    script.exit(0);
+    let snap = tokio::time::timeout(Duration::from_secs(60), settled(&e, &task, 0))
+        .await
+        .expect("the task ends");
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}
+
+/// A budget of $0, reached: a bare "continue" has nothing to add and says what to answer
+/// (not "the host's ceiling ()", there being none); "continue with 1" goes on.
+#[tokio::test(start_paused = true)]
+async fn a_zero_budget_continued_without_an_amount_says_what_to_answer() {
+    let (e, mut scripts) = engine(HARD, IDLE);
+    let (task, script) = start_with(&e, &mut scripts, json!({"budget": {"usd": 0}}), None).await;
+    script.emit(json!({"type": "usage", "input_tokens": 1, "cost_usd": 0.01}));
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    let err = e
+        .send(
+            request("continue", Some(&task)),
+            None,
+            &RequestOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), -32602);
+    let text = err.to_string();
+    assert!(
+        text.contains("continue with N") && !text.contains("ceiling"),
+        "{text}"
+    );
+    answer(&e, &task, "continue with 1").await;
+    scripts.recv().await.expect("resumed");
+}
+
+/// An adapter that cannot resume sessions: the budget question says the session is not
+/// kept, and "continue" starts the program again with the task's request in its prompt.
+#[tokio::test(start_paused = true)]
+async fn continue_without_sessions_starts_again_with_the_request() {
+    let mut adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    adapter.resume_args.clear();
+    adapter.protocol_resume = false;
+    let (e, mut scripts) = engine_of(adapter, HARD, IDLE, EngineConfig::default());
+    let mut req = request("refactor the parser", None);
+    req.message.metadata = json!({"budget": {"toolCalls": 1}}).as_object().cloned();
+    let task = e
+        .send(req, None, &RequestOptions::default())
+        .await
+        .unwrap()
+        .task_id;
+    let script = scripts.recv().await.expect("spawned");
+    for n in 1..=2 {
+        tool(&script, n);
+    }
+    let snap = settled(&e, &task, 0).await;
+    assert_eq!(snap.task.status.state, TaskState::InputRequired);
+    assert!(
+        status_text(&snap).contains("cannot resume its session"),
+        "{}",
+        status_text(&snap)
+    );
+    let at = answer(&e, &task, "continue").await;
+    let again = scripts.recv().await.expect("started again");
+    let prompt = again.args.last().cloned().unwrap_or_default();
+    assert!(
+        prompt.contains("refactor the parser") && prompt.contains("reached your budget"),
+        "{prompt}"
+    );
+    again.emit(json!({"type": "done", "result": "ok"}));
+    drop(again);
+    let snap = settled(&e, &task, at).await;
+    assert_eq!(snap.task.status.state, TaskState::Completed);
+}

@@ -16,6 +16,8 @@ pub(super) struct Disk {
     pub(super) full: AtomicBool,
     pub(super) delay: Duration,
     pub(super) read_delay: Duration,
+    /// Milliseconds each forgetting of a process group takes (a turn's last store write).
+    pub(super) forget_delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Disk {
@@ -30,6 +32,7 @@ impl Disk {
             full: AtomicBool::new(false),
             delay,
             read_delay,
+            forget_delay_ms: Default::default(),
         });
         let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
         let (e, scripts) = engine_on(
@@ -99,6 +102,10 @@ impl TaskStore for Disk {
         self.inner.record_process(task_id, pgid, start).await
     }
     async fn forget_process(&self, task_id: &str) -> Result<(), StoreError> {
+        let ms = self.forget_delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
         self.inner.forget_process(task_id).await
     }
     async fn recorded_processes(&self) -> Result<Vec<(String, u32, u64)>, StoreError> {
@@ -200,4 +207,42 @@ async fn a_stream_whose_reads_outlast_its_keep_alive_still_reaches_the_end() {
         "the stream reached the task's last event"
     );
     assert!(ticks > 0, "the timer fired while reads were under way");
+}
+
+/// A spawner whose spawn panics (a bug in the host's code during a turn).
+struct Panicking;
+
+#[async_trait]
+impl Spawner for Panicking {
+    async fn spawn(&self, _spec: SpawnSpec) -> Result<Box<dyn Child>, SpawnError> {
+        panic!("a bug while starting the agent");
+    }
+}
+
+/// A panic in a turn fails its task (instead of leaving it working with nothing running
+/// it) and gives its running slot back; a cancel then has nothing to stop.
+#[tokio::test(start_paused = true)]
+async fn a_turn_that_panics_fails_its_task_and_gives_its_slot_back() {
+    let adapter = Registry::builtin().unwrap().get("demo").unwrap().clone();
+    let e = Engine::with_spawner(
+        Arc::new(MemoryStore::new()),
+        launch_of(adapter, HARD, IDLE),
+        EngineConfig::default(),
+        Arc::new(Panicking),
+    );
+    let acc = e
+        .send(request("hi", None), None, &RequestOptions::default())
+        .await
+        .unwrap();
+    let snap = tokio::time::timeout(Duration::from_secs(60), settled(&e, &acc.task_id, 0))
+        .await
+        .expect("the task ends");
+    assert_eq!(snap.task.status.state, TaskState::Failed);
+    assert!(
+        status_text(&snap).contains("internal error"),
+        "{}",
+        status_text(&snap)
+    );
+    assert_eq!(e.load(), (0, 0), "the slot is given back");
+    assert_eq!(e.live_count(), 0);
 }
