@@ -327,7 +327,7 @@ const MAX_USD: f64 = 1e15;
 
 /// Whether a reported cost is an amount to count: finite, 0 or more, at most [`MAX_USD`].
 pub fn usable_usd(c: f64) -> bool {
-    c.is_finite() && c >= 0.0 && c <= MAX_USD
+    (0.0..=MAX_USD).contains(&c)
 }
 
 /// What was spent.
