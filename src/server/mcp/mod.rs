@@ -137,6 +137,7 @@ pub fn error(e: A2AError) -> ErrorData {
             ErrorData::internal_error("Internal error", None)
         }
         other => {
+            tracing::debug!(code = other.code(), error = %other, "MCP call refused");
             let data = other.reason().map(|r| json!({ "reason": r }));
             let code = i32::try_from(other.code()).unwrap_or(ErrorCode::INTERNAL_ERROR.0);
             ErrorData::new(ErrorCode(code), other.to_string(), data)
