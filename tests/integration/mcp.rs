@@ -907,3 +907,65 @@ async fn a_malformed_or_oversized_mcp_body_is_refused_with_a_json_rpc_error() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_follow_up_goes_to_the_agent_whose_conversation_it_is() {
+    limit(async {
+        let host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_ROUTE_BY_METADATA", "true"),
+            ],
+            &[],
+        )
+        .await;
+        let client = reqwest::Client::new();
+        let start = |args: Value| {
+            mcp_2025_at(
+                &client,
+                &host.base,
+                "tools/call",
+                json!({"name": "start_task", "arguments": args}),
+            )
+        };
+        let first = start(json!({"prompt": "hello", "agent": "jsonl", "wait": true})).await;
+        let first = &first["result"]["structuredContent"];
+        assert_eq!(first["agent"], "jsonl", "{first}");
+        let context = first["contextId"].clone();
+        // A follow-up naming no agent runs on the context's, not on the default one.
+        let next = start(json!({"prompt": "again", "contextId": context, "wait": true})).await;
+        let next = &next["result"]["structuredContent"];
+        assert_eq!(
+            (&next["agent"], &next["contextId"]),
+            (&json!("jsonl"), &context),
+            "{next}"
+        );
+        // Its changes are found by the context alone.
+        let changes = mcp_2025_at(
+            &client,
+            &host.base,
+            "tools/call",
+            json!({"name": "get_changes", "arguments": {"contextId": context}}),
+        )
+        .await;
+        assert_eq!(
+            changes["result"]["structuredContent"]["changes"], false,
+            "{changes}"
+        );
+        // Naming another agent than the context's is refused, saying whose it is.
+        let other = start(json!({"prompt": "x", "contextId": context, "agent": "demo"})).await;
+        assert_eq!(other["error"]["code"], -32602, "{other}");
+        let says = other["error"]["message"].as_str().unwrap_or_default();
+        assert!(says.contains("jsonl"), "{other}");
+        // A2A at the root routes a follow-up by its context likewise.
+        let mut params = send_params("echo over A2A");
+        params["message"]["contextId"] = context.clone();
+        let a2a = host.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(
+            a2a["result"]["task"]["metadata"]["adapter"], "jsonl",
+            "{a2a}"
+        );
+        assert_eq!(a2a["result"]["task"]["contextId"], context, "{a2a}");
+    })
+    .await;
+}

@@ -201,6 +201,48 @@ impl McpHost {
         })
     }
 
+    /// The agent a `start_task` runs on: for a follow-up (`contextId`), the agent whose
+    /// conversation it is, so that a conversation stays with one CLI; else the one `agent`
+    /// names, or the default. Naming another agent than the context's is refused.
+    async fn start_agent(&self, p: &StartTask, who: &Who) -> Result<&AppState, ErrorData> {
+        let named = p.agent.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let chosen = self.agent(named)?;
+        let Some(context) = p
+            .context_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        else {
+            return Ok(chosen);
+        };
+        if chosen.engine.has_context(context, who.owner()).await {
+            return Ok(chosen);
+        }
+        for a in self.agents.iter() {
+            if a.engine.has_context(context, who.owner()).await {
+                let holder = &a.engine.launch().adapter.id;
+                return match named {
+                    None => Ok(a),
+                    Some(n) => Err(bad(format!(
+                        "context {context} is a conversation with agent '{holder}', not '{n}': leave agent out (or name '{holder}') to continue it, or leave contextId out to start a new one on '{n}'"
+                    ))),
+                };
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The engine that holds the caller's context; the default one when none does, which
+    /// then answers that it is not found.
+    async fn context_engine(&self, context_id: &str, who: &Who) -> Result<&Engine, ErrorData> {
+        for a in self.agents.iter() {
+            if a.engine.has_context(context_id, who.owner()).await {
+                return Ok(&a.engine);
+            }
+        }
+        Ok(&self.agent(None)?.engine)
+    }
+
     /// The engine that holds a task (each adapter has its own store); the default one when
     /// none does, which then answers that the task is not found.
     async fn engine_of(&self, task_id: &str) -> Result<&Engine, ErrorData> {
@@ -380,7 +422,7 @@ impl McpHost {
     ) -> Result<CallToolResult, ErrorData> {
         let who = self.who(&ctx)?;
         required(&p.prompt, "prompt")?;
-        let state = self.agent(p.agent.as_deref())?;
+        let state = self.start_agent(&p, &who).await?;
         Self::send_and_answer(&state.engine, start_message(&p), &who, p.wait, &ctx).await
     }
 
@@ -528,7 +570,10 @@ impl McpHost {
                 ChangesView::of(&snap.task)
             }
             (_, Some(c)) if !c.trim().is_empty() => {
-                let engine = &self.agent(p.agent.as_deref())?.engine;
+                let engine = match p.agent.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+                    Some(a) => &self.agent(Some(a))?.engine,
+                    None => self.context_engine(c, &who).await?,
+                };
                 latest_changes(engine, c, who.owner()).await?
             }
             _ => return Err(bad("give contextId (or taskId)")),

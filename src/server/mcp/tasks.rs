@@ -472,7 +472,7 @@ impl McpHost {
         let p: StartTask = serde_json::from_value(Value::Object(arguments))
             .map_err(|e| super::bad(format!("invalid arguments: {e}")))?;
         super::required(&p.prompt, "prompt")?;
-        let state = self.agent(p.agent.as_deref())?;
+        let state = self.start_agent(&p, who).await?;
         let acc = super::send(&state.engine, super::start_message(&p), who).await?;
         let snap = state
             .engine
