@@ -39,7 +39,9 @@ use serde_json::{json, Map, Value};
 
 use super::{AppState, Caller};
 use crate::engine::{Engine, RequestOptions};
-use crate::protocol::v1::{ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState};
+use crate::protocol::v1::{
+    ListTasksRequest, Message, Part, Role, SendMessageRequest, Task, TaskState,
+};
 use crate::protocol::A2AError;
 use crate::store::Snapshot;
 
@@ -55,7 +57,7 @@ pub const PATH: &str = "/mcp";
 /// HTTP service behind the layer that serves MCP tasks ([`tasks`]).
 pub fn router(agents: &[AppState], body_limit: usize) -> axum::Router {
     let host = McpHost::new(agents.to_vec(), body_limit);
-    let keepalive = agents.first().map(|a| a.keepalive);
+    let keepalive = Some(host.keepalive);
     // The host's gate has checked Host and Origin against its own allow-lists before the
     // request gets here; rmcp's loopback-only default would refuse a host's public name.
     let config = StreamableHttpServerConfig::default()
@@ -85,6 +87,8 @@ pub struct McpHost {
     tool_router: ToolRouter<McpHost>,
     /// The largest request body the task layer reads.
     body_limit: usize,
+    /// Interval of the keep-alives on a response held open (the host's SSE keep-alive).
+    keepalive: std::time::Duration,
 }
 
 /// Who calls, as the guard admitted the HTTP request.
@@ -158,18 +162,38 @@ fn answer<T: Serialize>(value: &T, text: String) -> Result<CallToolResult, Error
     Ok(r)
 }
 
-fn task_answer(snap: &Snapshot) -> Result<CallToolResult, ErrorData> {
-    let v = TaskView::of(&snap.task);
+/// The view of a task `engine` holds; its `agent` is the engine's adapter when the task does
+/// not name it yet (a task answered as submitted, before its turn has started).
+fn view_of(task: &Task, engine: &Engine) -> TaskView {
+    let mut v = TaskView::of(task);
+    if v.agent.is_none() {
+        v.agent = Some(engine.launch().adapter.id.clone());
+    }
+    v
+}
+
+/// The answer of a tool that ran a task (`start_task`, `reply`, and `tasks/result`): the
+/// task, marked `isError` when it failed.
+fn task_answer(snap: &Snapshot, engine: &Engine) -> Result<CallToolResult, ErrorData> {
+    let v = view_of(&snap.task, engine);
     let text = v.summary();
-    answer(&v, text)
+    let mut r = answer(&v, text)?;
+    if v.is_error() {
+        r.is_error = Some(true);
+    }
+    Ok(r)
 }
 
 impl McpHost {
     pub fn new(agents: Vec<AppState>, body_limit: usize) -> McpHost {
+        let keepalive = agents
+            .first()
+            .map_or(super::config::SSE_KEEPALIVE, |a| a.keepalive);
         McpHost {
             agents: agents.into(),
             tool_router: Self::tool_router(),
             body_limit,
+            keepalive,
         }
     }
 
@@ -270,7 +294,7 @@ impl McpHost {
             engine.get_snapshot(&acc.task_id, who.owner()).await
         }
         .map_err(error)?;
-        task_answer(&snap)
+        task_answer(&snap, engine)
     }
 
     /// Waits until the task settles (ends, or waits for input) after `from_seq`, sending its
@@ -389,6 +413,17 @@ fn reply_message(p: &Reply) -> Result<Message, ErrorData> {
     })
 }
 
+/// The error of a `reply` to a task that has ended, in the tools' words (the engine's
+/// speaks of A2A messages).
+fn ended_reply(task: &Task) -> String {
+    format!(
+        "task {} is already {}: it takes no reply; to continue its conversation, call start_task with contextId {}",
+        task.id,
+        view::state_name(task.status.state),
+        task.context_id
+    )
+}
+
 /// How many events `get_task` lists: `maxEvents` (0: none), 100 when not given, at most
 /// [`MAX_EVENTS`].
 fn event_limit(max_events: Option<usize>) -> usize {
@@ -443,7 +478,7 @@ impl McpHost {
             .get_snapshot(&p.task_id, who.owner())
             .await
             .map_err(error)?;
-        let task = TaskView::of(&snap.task);
+        let task = view_of(&snap.task, engine);
         let mut text = task.summary();
         let Some(after) = p.after_event else {
             return answer(&json!({ "task": task }), text);
@@ -502,7 +537,11 @@ impl McpHost {
             ..ListTasksRequest::default()
         };
         let list = state.engine.list(req, who.owner()).await.map_err(error)?;
-        let tasks: Vec<TaskView> = list.tasks.iter().map(TaskView::of).collect();
+        let tasks: Vec<TaskView> = list
+            .tasks
+            .iter()
+            .map(|t| view_of(t, &state.engine))
+            .collect();
         let mut text = format!("{} task(s) of {}.", tasks.len(), list.total_size);
         for t in &tasks {
             text.push_str(&format!("\n- {} ({}) {}", t.id, t.context_id, t.state));
@@ -527,6 +566,15 @@ impl McpHost {
         required(&p.task_id, "taskId")?;
         let message = reply_message(&p)?;
         let engine = self.engine_of(&p.task_id).await?;
+        let snap = engine
+            .get_snapshot(&p.task_id, who.owner())
+            .await
+            .map_err(error)?;
+        if snap.task.status.state.is_terminal() {
+            return Err(error(A2AError::UnsupportedOperation(ended_reply(
+                &snap.task,
+            ))));
+        }
         Self::send_and_answer(engine, message, &who, p.wait, &ctx).await
     }
 
@@ -547,7 +595,7 @@ impl McpHost {
             .cancel_from(&p.task_id, who.owner(), &who.opts)
             .await
             .map_err(error)?;
-        let v = TaskView::of(&task);
+        let v = view_of(&task, engine);
         let text = v.summary();
         answer(&v, text)
     }
@@ -674,6 +722,25 @@ mod tests {
         assert_eq!(md["approvals"], json!({"allow": ["Read"]}));
         let bare: StartTask = serde_json::from_value(json!({"prompt": "x"})).unwrap();
         assert!(start_metadata(&bare).is_none());
+    }
+
+    #[test]
+    fn a_reply_to_an_ended_task_says_to_continue_with_start_task() {
+        let task = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: crate::protocol::v1::TaskStatus {
+                state: TaskState::Completed,
+                ..Default::default()
+            },
+            ..Task::default()
+        };
+        let m = ended_reply(&task);
+        assert!(
+            m.contains("start_task with contextId c1") && m.contains("already completed"),
+            "{m}"
+        );
+        assert!(!m.contains("message without taskId"), "{m}");
     }
 
     #[test]
