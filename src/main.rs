@@ -16,7 +16,8 @@ fn init_logging(format: LogFormat, color: ColorChoice) -> anyhow::Result<Telemet
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(cli::LOG_FILTER));
     use std::io::IsTerminal as _;
     let ansi = color.enabled(std::io::stderr().is_terminal());
     let fmt = tracing_subscriber::fmt::layer()

@@ -21,6 +21,13 @@ use clap::{Parser, Subcommand};
 
 use crate::settings::ServeArgs;
 
+/// The log filter when `RUST_LOG` is not set: `info`, without rmcp's per-request service
+/// log. It warns of every error the MCP tools answer (a client's bad argument, a task not
+/// found), and logs a client that closed a waited call as an error ("failed to send
+/// pending response during drain"): the clients' doing, not the host's. The host logs what
+/// is its own (internal errors at `error`, the refusals at `debug`).
+pub const LOG_FILTER: &str = "info,rmcp::service=off";
+
 pub use adapters::AdaptersArgs;
 pub use card::{CardArgs, CardCommand};
 
@@ -114,3 +121,6 @@ impl ColorChoice {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -84,6 +84,15 @@ impl Engine {
         task::check_id("id", task_id).is_ok() && self.snapshot(task_id).await.is_ok()
     }
 
+    /// Whether this engine holds the context (has a task of it) for `owner` (None: whoever
+    /// owns it): where a follow-up in the context must run when several adapters are served,
+    /// each with its own engine and store.
+    pub async fn has_context(&self, context_id: &str, owner: Owner<'_>) -> bool {
+        self.context_visible(context_id, owner)
+            .await
+            .unwrap_or(false)
+    }
+
     /// Lists the caller's tasks, newest status first.
     pub async fn list(
         &self,

@@ -1,7 +1,8 @@
 //! Routing between adapters served on one port (`--route-by-metadata`): a request to the root
 //! endpoints goes to the adapter at `/agents/{id}/` when it names one in
 //! `params.message.metadata.agent` (JSON-RPC) or `message.metadata.agent` (HTTP+JSON), or when
-//! the task it is about belongs to that adapter. Everything else stays at the root (the
+//! the task it is about belongs to that adapter, or (naming no adapter) the context it
+//! continues does. Everything else stays at the root (the
 //! default adapter). The request is rewritten, not proxied: the nested router then checks the
 //! caller, the owner and the request itself as usual.
 
@@ -116,7 +117,16 @@ async fn target_of_body(routes: &Routes, v: &Value) -> Option<String> {
             return Some(id);
         }
     }
-    let agent = message?.get("metadata")?.get("agent")?.as_str()?;
+    let agent = message?
+        .get("metadata")
+        .and_then(|m| m.get("agent"))
+        .and_then(Value::as_str);
+    let Some(agent) = agent else {
+        // A follow-up in a context goes where the context is: another adapter's context
+        // continued at the root would split the conversation between two CLIs.
+        let context = message?.get("contextId")?.as_str()?;
+        return context_holder(routes, context).await;
+    };
     routes
         .others
         .iter()
@@ -128,6 +138,16 @@ async fn target_of_body(routes: &Routes, v: &Value) -> Option<String> {
 async fn owner_of(routes: &Routes, task_id: &str) -> Option<String> {
     for (id, engine) in &routes.others {
         if engine.has_task(task_id).await {
+            return Some(id.clone());
+        }
+    }
+    None
+}
+
+/// The other adapter that holds the context, if any.
+async fn context_holder(routes: &Routes, context_id: &str) -> Option<String> {
+    for (id, engine) in &routes.others {
+        if engine.has_context(context_id, None).await {
             return Some(id.clone());
         }
     }

@@ -166,6 +166,8 @@ async fn a_task_started_without_waiting_is_followed_with_get_task() {
         let s = TestServer::start().await;
         let c = connect(&s, None).await.expect("connect");
         let t = ok(&c, "start_task", json!({"prompt": "hello slow"})).await;
+        // Answered at once, before the turn has started: the agent is named all the same.
+        assert_eq!(t["agent"], "demo", "{t}");
         let id = t["id"].as_str().unwrap().to_string();
         let (task, events) = follow(&c, &id, |t, _| t["state"] == "completed").await;
         assert!(task["answer"].as_str().is_some_and(|a| !a.is_empty()));
@@ -227,6 +229,11 @@ async fn an_approval_is_answered_with_reply() {
         .await;
         assert_eq!(t["state"], "input-required", "{t}");
         assert_eq!(t["question"]["approvalId"], "appr-1", "{t}");
+        let how = t["question"]["answer"].as_str().unwrap_or_default();
+        assert!(
+            how.contains("reply tool") && !how.contains("data part"),
+            "{t}"
+        );
         let id = t["id"].as_str().unwrap();
         let done = ok(&c, "reply", json!({"taskId": id, "decision": "allow"})).await;
         assert_eq!(done["state"], "completed", "{done}");
@@ -236,7 +243,13 @@ async fn an_approval_is_answered_with_reply() {
             .await
             .map(|v| panic!("answered {v}"))
             .unwrap_err();
-        assert!(mcp_error(e).message.contains("already"));
+        let e = mcp_error(e);
+        assert!(e.message.contains("already"), "{e:?}");
+        // In the tools' words: continue with start_task, not with an A2A message.
+        assert!(
+            e.message.contains("start_task") && !e.message.contains("without taskId"),
+            "{e:?}"
+        );
         c.cancel().await.ok();
         s.shutdown().await;
     })
@@ -706,6 +719,136 @@ async fn an_mcp_task_waits_for_input_answered_with_reply() {
     .await;
 }
 
+/// The JSON-RPC messages of a `tasks/result` answered as server-sent events, as they come.
+struct McpEvents {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    parser: agent_host::client::sse::SseParser,
+    queued: std::collections::VecDeque<Value>,
+}
+
+impl McpEvents {
+    /// The next message, within `within`.
+    async fn next(&mut self, within: std::time::Duration) -> Option<Value> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(m) = self.queued.pop_front() {
+                return Some(m);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??
+                .ok()?;
+            for e in self.parser.push(&chunk) {
+                if let Ok(v) = serde_json::from_str::<Value>(&e.data) {
+                    self.queued.push_back(v);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn tasks_result_of_a_waiting_task_sends_progress_until_it_ends() {
+    limit(async {
+        let s = TestServer::start().await;
+        let id = start_as_task(&s, "approval please").await;
+        mcp_task_until(&s, &id, "input_required").await;
+        // A client with a progress token: its request timeout is reset by each progress
+        // notification, so a person may take longer than the timeout to answer.
+        let resp = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/result",
+                "params": {"taskId": id, "_meta": {"progressToken": "wait-1"}}}))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 200);
+        let kind = resp.headers()["content-type"].to_str().unwrap_or("").to_string();
+        assert!(kind.starts_with("text/event-stream"), "answered as {kind}");
+        let mut events = McpEvents {
+            body: Box::pin(resp.bytes_stream()),
+            parser: agent_host::client::sse::SseParser::new(),
+            queued: Default::default(),
+        };
+        // Keep-alives while nobody answers (every 200 ms in the tests), each one more.
+        let mut progress = Vec::new();
+        while progress.len() < 3 {
+            let m = events
+                .next(std::time::Duration::from_secs(5))
+                .await
+                .expect("a progress notification while the task waits");
+            assert_eq!(m["method"], "notifications/progress", "{m}");
+            assert_eq!(m["params"]["progressToken"], "wait-1", "{m}");
+            assert_eq!(
+                m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                json!(id)
+            );
+            progress.push(m["params"]["progress"].as_f64().expect("progress"));
+            let line = m["params"]["message"].as_str().unwrap_or_default();
+            assert!(line.contains("reply"), "{m}");
+        }
+        assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+        let replied = mcp_2025(
+            &s,
+            "tools/call",
+            json!({"name": "reply", "arguments": {"taskId": id, "decision": "allow", "wait": false}}),
+        )
+        .await;
+        assert!(replied.get("result").is_some(), "{replied}");
+        let answer = loop {
+            let m = events.next(WAIT).await.expect("the result");
+            if m.get("id").is_some() {
+                break m;
+            }
+        };
+        assert_eq!(answer["id"], 9);
+        assert_eq!(
+            answer["result"]["structuredContent"]["state"], "completed",
+            "{answer}"
+        );
+        s.shutdown().await;
+    })
+    .await;
+}
+
+/// The official TypeScript SDK (`tests/clients/mcp_js_long_wait.mjs`) runs `start_task` as
+/// an MCP task, with a request timeout of 2 s, and answers the approval after 4 s: its
+/// `tasks/result` lives on the progress notifications. Needs node and `tests/clients`'s
+/// node_modules (`npm ci` there); skipped without them.
+#[tokio::test]
+async fn the_typescript_sdk_waits_past_its_request_timeout_for_a_reply() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    if !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
+        eprintln!(
+            "skipped: no @modelcontextprotocol/sdk in tests/clients/node_modules (npm ci there)"
+        );
+        return;
+    }
+    limit(async {
+        let s = TestServer::start().await;
+        let out = tokio::process::Command::new("node")
+            .arg("mcp_js_long_wait.mjs")
+            .arg(&s.base)
+            .current_dir(&dir)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), out)
+            .await
+            .expect("the SDK client ends")
+            .expect("node runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        s.shutdown().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_mcp_task_is_answered_for_by_the_next_host_on_the_same_database() {
     limit(async {
@@ -903,6 +1046,185 @@ async fn a_malformed_or_oversized_mcp_body_is_refused_with_a_json_rpc_error() {
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 200);
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn json_that_is_no_mcp_message_is_400_and_params_that_do_not_fit_are_32602() {
+    limit(async {
+        let s = TestServer::start().await;
+        let post = |body: Value| {
+            s.client
+                .post(format!("{}/mcp", s.base))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&body)
+                .send()
+        };
+        // Not a message MCP takes: HTTP 400 with -32600 and why, as for the other bodies.
+        let refused = [
+            (
+                json!({"jsonrpc": "2.0", "id": null, "method": "tools/list"}),
+                "id",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1, 2]}),
+                "params must be an object",
+            ),
+            (json!({"jsonrpc": "2.0", "id": 1, "method": 5}), "method"),
+            (json!({"jsonrpc": "2.0", "id": 1}), "neither"),
+        ];
+        for (body, says) in refused {
+            let resp = post(body.clone()).await.expect("post");
+            assert_eq!(resp.status().as_u16(), 400, "{body}");
+            let v: Value = resp.json().await.expect("a JSON body");
+            assert_eq!(v["error"]["code"], -32600, "{body}: {v}");
+            let message = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(says), "{body}: {v}");
+        }
+        // A known method whose params do not fit it: -32602 saying what is wrong, nothing
+        // started.
+        let before = s.rpc("ListTasks", json!({})).await["result"]["totalSize"].clone();
+        let bad_params = [
+            (
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+                "tools/call needs params",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "start_task", "arguments": "prompt"}}),
+                "the params of tools/call",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 3, "method": "initialize"}),
+                "initialize needs params",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                    "name": "start_task", "arguments": {"prompt": "hi"}, "task": "notanobject"}}),
+                "task must be an object",
+            ),
+        ];
+        for (body, says) in bad_params {
+            let resp = post(body.clone()).await.expect("post");
+            assert_eq!(resp.status().as_u16(), 200, "{body}");
+            let text = resp.text().await.expect("body");
+            let v: Value = serde_json::from_str(&text)
+                .ok()
+                .or_else(|| {
+                    text.lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .find_map(|d| serde_json::from_str(d.trim()).ok())
+                })
+                .unwrap_or_else(|| panic!("{body}: no answer in {text}"));
+            assert_eq!(v["id"], body["id"], "{v}");
+            assert_eq!(v["error"]["code"], -32602, "{body}: {v}");
+            let message = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(says), "{body}: {v}");
+        }
+        let after = s.rpc("ListTasks", json!({})).await["result"]["totalSize"].clone();
+        assert_eq!(before, after, "a refused call started a task");
+        s.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_follow_up_goes_to_the_agent_whose_conversation_it_is() {
+    limit(async {
+        let host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_ROUTE_BY_METADATA", "true"),
+            ],
+            &[],
+        )
+        .await;
+        let client = reqwest::Client::new();
+        let start = |args: Value| {
+            mcp_2025_at(
+                &client,
+                &host.base,
+                "tools/call",
+                json!({"name": "start_task", "arguments": args}),
+            )
+        };
+        let first = start(json!({"prompt": "hello", "agent": "jsonl", "wait": true})).await;
+        let first = &first["result"]["structuredContent"];
+        assert_eq!(first["agent"], "jsonl", "{first}");
+        let context = first["contextId"].clone();
+        // A follow-up naming no agent runs on the context's, not on the default one.
+        let next = start(json!({"prompt": "again", "contextId": context, "wait": true})).await;
+        let next = &next["result"]["structuredContent"];
+        assert_eq!(
+            (&next["agent"], &next["contextId"]),
+            (&json!("jsonl"), &context),
+            "{next}"
+        );
+        // Its changes are found by the context alone.
+        let changes = mcp_2025_at(
+            &client,
+            &host.base,
+            "tools/call",
+            json!({"name": "get_changes", "arguments": {"contextId": context}}),
+        )
+        .await;
+        assert_eq!(
+            changes["result"]["structuredContent"]["changes"], false,
+            "{changes}"
+        );
+        // Naming another agent than the context's is refused, saying whose it is.
+        let other = start(json!({"prompt": "x", "contextId": context, "agent": "demo"})).await;
+        assert_eq!(other["error"]["code"], -32602, "{other}");
+        let says = other["error"]["message"].as_str().unwrap_or_default();
+        assert!(says.contains("jsonl"), "{other}");
+        // A2A at the root routes a follow-up by its context likewise.
+        let mut params = send_params("echo over A2A");
+        params["message"]["contextId"] = context.clone();
+        let a2a = host.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(
+            a2a["result"]["task"]["metadata"]["adapter"], "jsonl",
+            "{a2a}"
+        );
+        assert_eq!(a2a["result"]["task"]["contextId"], context, "{a2a}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failed_task_is_an_error_saying_why() {
+    limit(async {
+        let s = TestServer::start().await;
+        let c = connect(&s, None).await.expect("connect");
+        for prompt in ["fail", "exit=3"] {
+            let args = json!({"prompt": prompt, "wait": true});
+            let r = c
+                .call_tool(
+                    CallToolRequestParams::new("start_task")
+                        .with_arguments(args.as_object().cloned().unwrap_or_default()),
+                )
+                .await
+                .expect("start_task");
+            assert_eq!(r.is_error, Some(true), "{prompt}: {r:?}");
+            let t = r.structured_content.clone().expect("structured content");
+            assert_eq!(t["state"], "failed", "{t}");
+            assert!(t["errorKind"].is_string(), "{prompt}: {t}");
+            let text = r
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone())
+                .unwrap_or_default();
+            assert!(text.contains("error kind"), "{prompt}: {text}");
+            if prompt == "exit=3" {
+                assert_eq!(t["exitCode"], 3, "{t}");
+                assert!(text.contains("exit code 3"), "{text}");
+            }
+        }
+        c.cancel().await.ok();
         s.shutdown().await;
     })
     .await;

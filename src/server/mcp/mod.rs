@@ -39,7 +39,9 @@ use serde_json::{json, Map, Value};
 
 use super::{AppState, Caller};
 use crate::engine::{Engine, RequestOptions};
-use crate::protocol::v1::{ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState};
+use crate::protocol::v1::{
+    ListTasksRequest, Message, Part, Role, SendMessageRequest, Task, TaskState,
+};
 use crate::protocol::A2AError;
 use crate::store::Snapshot;
 
@@ -55,7 +57,7 @@ pub const PATH: &str = "/mcp";
 /// HTTP service behind the layer that serves MCP tasks ([`tasks`]).
 pub fn router(agents: &[AppState], body_limit: usize) -> axum::Router {
     let host = McpHost::new(agents.to_vec(), body_limit);
-    let keepalive = agents.first().map(|a| a.keepalive);
+    let keepalive = Some(host.keepalive);
     // The host's gate has checked Host and Origin against its own allow-lists before the
     // request gets here; rmcp's loopback-only default would refuse a host's public name.
     let config = StreamableHttpServerConfig::default()
@@ -85,6 +87,8 @@ pub struct McpHost {
     tool_router: ToolRouter<McpHost>,
     /// The largest request body the task layer reads.
     body_limit: usize,
+    /// Interval of the keep-alives on a response held open (the host's SSE keep-alive).
+    keepalive: std::time::Duration,
 }
 
 /// Who calls, as the guard admitted the HTTP request.
@@ -137,6 +141,7 @@ pub fn error(e: A2AError) -> ErrorData {
             ErrorData::internal_error("Internal error", None)
         }
         other => {
+            tracing::debug!(code = other.code(), error = %other, "MCP call refused");
             let data = other.reason().map(|r| json!({ "reason": r }));
             let code = i32::try_from(other.code()).unwrap_or(ErrorCode::INTERNAL_ERROR.0);
             ErrorData::new(ErrorCode(code), other.to_string(), data)
@@ -157,18 +162,38 @@ fn answer<T: Serialize>(value: &T, text: String) -> Result<CallToolResult, Error
     Ok(r)
 }
 
-fn task_answer(snap: &Snapshot) -> Result<CallToolResult, ErrorData> {
-    let v = TaskView::of(&snap.task);
+/// The view of a task `engine` holds; its `agent` is the engine's adapter when the task does
+/// not name it yet (a task answered as submitted, before its turn has started).
+fn view_of(task: &Task, engine: &Engine) -> TaskView {
+    let mut v = TaskView::of(task);
+    if v.agent.is_none() {
+        v.agent = Some(engine.launch().adapter.id.clone());
+    }
+    v
+}
+
+/// The answer of a tool that ran a task (`start_task`, `reply`, and `tasks/result`): the
+/// task, marked `isError` when it failed.
+fn task_answer(snap: &Snapshot, engine: &Engine) -> Result<CallToolResult, ErrorData> {
+    let v = view_of(&snap.task, engine);
     let text = v.summary();
-    answer(&v, text)
+    let mut r = answer(&v, text)?;
+    if v.is_error() {
+        r.is_error = Some(true);
+    }
+    Ok(r)
 }
 
 impl McpHost {
     pub fn new(agents: Vec<AppState>, body_limit: usize) -> McpHost {
+        let keepalive = agents
+            .first()
+            .map_or(super::config::SSE_KEEPALIVE, |a| a.keepalive);
         McpHost {
             agents: agents.into(),
             tool_router: Self::tool_router(),
             body_limit,
+            keepalive,
         }
     }
 
@@ -200,6 +225,48 @@ impl McpHost {
         })
     }
 
+    /// The agent a `start_task` runs on: for a follow-up (`contextId`), the agent whose
+    /// conversation it is, so that a conversation stays with one CLI; else the one `agent`
+    /// names, or the default. Naming another agent than the context's is refused.
+    async fn start_agent(&self, p: &StartTask, who: &Who) -> Result<&AppState, ErrorData> {
+        let named = p.agent.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let chosen = self.agent(named)?;
+        let Some(context) = p
+            .context_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        else {
+            return Ok(chosen);
+        };
+        if chosen.engine.has_context(context, who.owner()).await {
+            return Ok(chosen);
+        }
+        for a in self.agents.iter() {
+            if a.engine.has_context(context, who.owner()).await {
+                let holder = &a.engine.launch().adapter.id;
+                return match named {
+                    None => Ok(a),
+                    Some(n) => Err(bad(format!(
+                        "context {context} is a conversation with agent '{holder}', not '{n}': leave agent out (or name '{holder}') to continue it, or leave contextId out to start a new one on '{n}'"
+                    ))),
+                };
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The engine that holds the caller's context; the default one when none does, which
+    /// then answers that it is not found.
+    async fn context_engine(&self, context_id: &str, who: &Who) -> Result<&Engine, ErrorData> {
+        for a in self.agents.iter() {
+            if a.engine.has_context(context_id, who.owner()).await {
+                return Ok(&a.engine);
+            }
+        }
+        Ok(&self.agent(None)?.engine)
+    }
+
     /// The engine that holds a task (each adapter has its own store); the default one when
     /// none does, which then answers that the task is not found.
     async fn engine_of(&self, task_id: &str) -> Result<&Engine, ErrorData> {
@@ -227,7 +294,7 @@ impl McpHost {
             engine.get_snapshot(&acc.task_id, who.owner()).await
         }
         .map_err(error)?;
-        task_answer(&snap)
+        task_answer(&snap, engine)
     }
 
     /// Waits until the task settles (ends, or waits for input) after `from_seq`, sending its
@@ -346,6 +413,17 @@ fn reply_message(p: &Reply) -> Result<Message, ErrorData> {
     })
 }
 
+/// The error of a `reply` to a task that has ended, in the tools' words (the engine's
+/// speaks of A2A messages).
+fn ended_reply(task: &Task) -> String {
+    format!(
+        "task {} is already {}: it takes no reply; to continue its conversation, call start_task with contextId {}",
+        task.id,
+        view::state_name(task.status.state),
+        task.context_id
+    )
+}
+
 /// How many events `get_task` lists: `maxEvents` (0: none), 100 when not given, at most
 /// [`MAX_EVENTS`].
 fn event_limit(max_events: Option<usize>) -> usize {
@@ -379,7 +457,7 @@ impl McpHost {
     ) -> Result<CallToolResult, ErrorData> {
         let who = self.who(&ctx)?;
         required(&p.prompt, "prompt")?;
-        let state = self.agent(p.agent.as_deref())?;
+        let state = self.start_agent(&p, &who).await?;
         Self::send_and_answer(&state.engine, start_message(&p), &who, p.wait, &ctx).await
     }
 
@@ -400,7 +478,7 @@ impl McpHost {
             .get_snapshot(&p.task_id, who.owner())
             .await
             .map_err(error)?;
-        let task = TaskView::of(&snap.task);
+        let task = view_of(&snap.task, engine);
         let mut text = task.summary();
         let Some(after) = p.after_event else {
             return answer(&json!({ "task": task }), text);
@@ -459,7 +537,11 @@ impl McpHost {
             ..ListTasksRequest::default()
         };
         let list = state.engine.list(req, who.owner()).await.map_err(error)?;
-        let tasks: Vec<TaskView> = list.tasks.iter().map(TaskView::of).collect();
+        let tasks: Vec<TaskView> = list
+            .tasks
+            .iter()
+            .map(|t| view_of(t, &state.engine))
+            .collect();
         let mut text = format!("{} task(s) of {}.", tasks.len(), list.total_size);
         for t in &tasks {
             text.push_str(&format!("\n- {} ({}) {}", t.id, t.context_id, t.state));
@@ -484,6 +566,15 @@ impl McpHost {
         required(&p.task_id, "taskId")?;
         let message = reply_message(&p)?;
         let engine = self.engine_of(&p.task_id).await?;
+        let snap = engine
+            .get_snapshot(&p.task_id, who.owner())
+            .await
+            .map_err(error)?;
+        if snap.task.status.state.is_terminal() {
+            return Err(error(A2AError::UnsupportedOperation(ended_reply(
+                &snap.task,
+            ))));
+        }
         Self::send_and_answer(engine, message, &who, p.wait, &ctx).await
     }
 
@@ -504,7 +595,7 @@ impl McpHost {
             .cancel_from(&p.task_id, who.owner(), &who.opts)
             .await
             .map_err(error)?;
-        let v = TaskView::of(&task);
+        let v = view_of(&task, engine);
         let text = v.summary();
         answer(&v, text)
     }
@@ -527,7 +618,10 @@ impl McpHost {
                 ChangesView::of(&snap.task)
             }
             (_, Some(c)) if !c.trim().is_empty() => {
-                let engine = &self.agent(p.agent.as_deref())?.engine;
+                let engine = match p.agent.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+                    Some(a) => &self.agent(Some(a))?.engine,
+                    None => self.context_engine(c, &who).await?,
+                };
                 latest_changes(engine, c, who.owner()).await?
             }
             _ => return Err(bad("give contextId (or taskId)")),
@@ -628,6 +722,25 @@ mod tests {
         assert_eq!(md["approvals"], json!({"allow": ["Read"]}));
         let bare: StartTask = serde_json::from_value(json!({"prompt": "x"})).unwrap();
         assert!(start_metadata(&bare).is_none());
+    }
+
+    #[test]
+    fn a_reply_to_an_ended_task_says_to_continue_with_start_task() {
+        let task = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: crate::protocol::v1::TaskStatus {
+                state: TaskState::Completed,
+                ..Default::default()
+            },
+            ..Task::default()
+        };
+        let m = ended_reply(&task);
+        assert!(
+            m.contains("start_task with contextId c1") && m.contains("already completed"),
+            "{m}"
+        );
+        assert!(!m.contains("message without taskId"), "{m}");
     }
 
     #[test]

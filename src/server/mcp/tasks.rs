@@ -25,12 +25,13 @@ use rmcp::model::ErrorCode;
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
 
-use super::{error, task_answer, McpHost, StartTask};
+use super::{error, task_answer, EventView, McpHost, StartTask};
 use crate::client::sse::SseParser;
 use crate::engine::Engine;
-use crate::protocol::v1::{ListTasksRequest, Task, TaskState};
+use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
 use crate::protocol::A2AError;
 use crate::store::Snapshot;
+use crate::task::TaskEvent;
 
 /// The protocol version whose tasks this serves.
 pub const TASKS_VERSION: &str = "2025-11-25";
@@ -128,9 +129,9 @@ fn status_message(task: &Task) -> Option<String> {
     if status_of(task.status.state) != "input_required" {
         return text;
     }
-    let how = format!("answer with the reply tool (taskId {})", task.id);
+    let how = format!("Answer with the reply tool (taskId {}).", task.id);
     Some(match text {
-        Some(t) => format!("{t} ({how})"),
+        Some(t) => format!("{t}\n{how}"),
         None => how,
     })
 }
@@ -142,9 +143,18 @@ pub fn route(msg: &Value, protocol_header: Option<&str>) -> Route {
     else {
         return Route::Pass;
     };
+    if let Some(why) = unfit_params(method, msg) {
+        return Route::Answer(id.clone(), Err(super::bad(why)));
+    }
     let params = msg.get("params").unwrap_or(&Value::Null);
     let call = match method {
-        "tools/call" if params.get("task").is_some_and(Value::is_object) => create(params),
+        "tools/call" => match params.get("task") {
+            None | Some(Value::Null) => return Route::Pass,
+            Some(Value::Object(_)) => create(params),
+            Some(_) => Err(super::bad(
+                "task must be an object ({} or {\"ttl\": ms}), or left out to call the tool without a task",
+            )),
+        },
         "tasks/get" => task_id(params).map(TaskCall::Get),
         "tasks/result" => task_id(params).map(TaskCall::Result),
         "tasks/cancel" => task_id(params).map(TaskCall::Cancel),
@@ -165,6 +175,36 @@ pub fn route(msg: &Value, protocol_header: Option<&str>) -> Route {
         _ => return Route::Pass,
     };
     Route::Answer(id.clone(), call)
+}
+
+/// Why the parameters of a request to a method rmcp knows do not fit that method, if they
+/// do not. rmcp reads such a request as a method it does not know and answers -32601 with
+/// the method's name; the client's mistake is its parameters (-32602), and it is told which.
+/// Each method is read as rmcp reads it (its own request type), so what passes here passes
+/// there.
+fn unfit_params(method: &str, msg: &Value) -> Option<String> {
+    use rmcp::model as m;
+    fn fits<R: serde::de::DeserializeOwned>(msg: &Value) -> Result<(), serde_json::Error> {
+        R::deserialize(msg).map(drop)
+    }
+    let fit = match method {
+        "ping" => fits::<m::PingRequest>(msg),
+        "initialize" => fits::<m::InitializeRequest>(msg),
+        "completion/complete" => fits::<m::CompleteRequest>(msg),
+        "prompts/get" => fits::<m::GetPromptRequest>(msg),
+        "prompts/list" => fits::<m::ListPromptsRequest>(msg),
+        "resources/list" => fits::<m::ListResourcesRequest>(msg),
+        "resources/templates/list" => fits::<m::ListResourceTemplatesRequest>(msg),
+        "resources/read" => fits::<m::ReadResourceRequest>(msg),
+        "tools/call" => fits::<m::CallToolRequest>(msg),
+        "tools/list" => fits::<m::ListToolsRequest>(msg),
+        _ => Ok(()),
+    };
+    let e = fit.err()?;
+    Some(match msg.get("params") {
+        None | Some(Value::Null) => format!("{method} needs params ({e})"),
+        Some(_) => format!("the params of {method} do not fit it: {e}"),
+    })
 }
 
 fn create(params: &Value) -> Result<TaskCall, ErrorData> {
@@ -284,8 +324,17 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
     }
     let msg = parsed.ok();
     let header = protocol_header(&parts.headers);
-    let routed = msg.map_or(Route::Pass, |m| route(&m, header.as_deref()));
+    let routed = msg
+        .as_ref()
+        .map_or(Route::Pass, |m| route(m, header.as_deref()));
     match routed {
+        Route::Answer(id, Ok(TaskCall::Result(task))) if accepts_sse(&parts.headers) => {
+            let token = msg
+                .as_ref()
+                .and_then(|m| m.pointer("/params/_meta/progressToken"))
+                .cloned();
+            host.task_result(id, task, token, &parts).await
+        }
         Route::Answer(id, call) => {
             let outcome = match call {
                 Ok(call) => host.serve_task(call, &parts).await,
@@ -335,9 +384,40 @@ fn malformed(headers: &HeaderMap, parsed: &serde_json::Result<Value>) -> Option<
         Ok(m) if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
             "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\" is missing)"
         }
-        Ok(_) => return None,
+        Ok(m) => shape_error(m)?,
     };
     Some(refused(StatusCode::BAD_REQUEST, -32600, why))
+}
+
+/// What makes a JSON-RPC 2.0 object no MCP message, if anything: a request (or
+/// notification) needs a string `method`, an `id` that is a string or an integer (null is
+/// no id in MCP) and `params`, when given, an object (MCP's parameters are named); anything
+/// else must be a response (an `id` and `result` or `error`).
+fn shape_error(m: &Value) -> Option<&'static str> {
+    match m.get("method") {
+        Some(Value::String(_)) => {
+            let id_ok = match m.get("id") {
+                None | Some(Value::String(_)) => true,
+                Some(Value::Number(n)) => n.is_i64() || n.is_u64(),
+                Some(_) => false,
+            };
+            if !id_ok {
+                return Some("the id must be a string or an integer (null is not an id in MCP)");
+            }
+            match m.get("params") {
+                None | Some(Value::Null | Value::Object(_)) => None,
+                Some(_) => Some("params must be an object (MCP's parameters are named)"),
+            }
+        }
+        Some(_) => Some("the method must be a string"),
+        None => {
+            let answer =
+                m.get("id").is_some() && (m.get("result").is_some() != m.get("error").is_some());
+            (!answer).then_some(
+                "neither a request (a method) nor a response (an id with result or error)",
+            )
+        }
+    }
 }
 
 /// An HTTP refusal with a JSON-RPC error body (`id` null: the request could not be read).
@@ -349,6 +429,15 @@ fn refused(status: StatusCode, code: i64, message: &str) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+/// Whether the client takes an answer as server-sent events.
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
 }
 
 fn protocol_header(headers: &HeaderMap) -> Option<String> {
@@ -438,6 +527,72 @@ fn response_of(data: &str) -> Option<Value> {
 }
 
 impl McpHost {
+    /// `tasks/result` for a client that takes server-sent events. A task that has ended is
+    /// answered at once, as JSON. One that has not is answered as an event stream held open
+    /// until it ends: its updates, and every keep-alive interval a line saying what it waits
+    /// for, as progress notifications when the request has a progress token (a client resets
+    /// its request timeout on them: the TypeScript SDK with `resetTimeoutOnProgress`), else
+    /// keep-alive comments; then the result. A task waiting for a person's answer may wait
+    /// far longer than a client's request timeout.
+    async fn task_result(
+        &self,
+        rpc_id: Value,
+        task_id: String,
+        token: Option<Value>,
+        parts: &Parts,
+    ) -> Response {
+        let first = async {
+            let who = super::who_of(&self.agent(None)?.guard, parts)?;
+            let engine = self.engine_of(&task_id).await?.clone();
+            let snap = engine.get_snapshot(&task_id, who.owner()).await;
+            Ok::<_, ErrorData>((who, engine, snap.map_err(task_error)?))
+        };
+        let (who, engine, snap) = match first.await {
+            Ok(f) => f,
+            Err(e) => return json_rpc(rpc_id, Err(e)),
+        };
+        if snap.task.status.state.is_terminal() {
+            return json_rpc(rpc_id, task_result(&snap, &engine));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        let every = self.keepalive;
+        tokio::spawn(async move {
+            let mut notes = Notes {
+                tx,
+                token,
+                task_id: task_id.clone(),
+                progress: 0,
+            };
+            let outcome = follow_to_end(&engine, &task_id, who.owner(), snap, every, &mut notes);
+            let result = match outcome.await {
+                Ok(snap) => task_result(&snap, &engine),
+                Err(Stop::Gone) => {
+                    tracing::debug!(task = %task_id, "MCP client gone; tasks/result stops waiting");
+                    return;
+                }
+                Err(Stop::Engine(e)) => Err(task_error(e)),
+            };
+            let answer = match result {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": rpc_id, "result": result}),
+                Err(e) => json!({"jsonrpc": "2.0", "id": rpc_id, "error": e}),
+            };
+            let _ = notes.tx.send(sse_frame(&answer)).await;
+        });
+        let body = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+        });
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            Body::from_stream(body),
+        )
+            .into_response()
+    }
+
     /// Answers a task request for the caller the guard admitted.
     async fn serve_task(&self, call: TaskCall, parts: &Parts) -> Result<Value, ErrorData> {
         let who = super::who_of(&self.agent(None)?.guard, parts)?;
@@ -451,7 +606,7 @@ impl McpHost {
             TaskCall::Result(id) => {
                 let engine = self.engine_of(&id).await?;
                 let snap = until_ended(engine, &id, who.owner()).await;
-                task_result(&snap.map_err(task_error)?)
+                task_result(&snap.map_err(task_error)?, engine)
             }
             TaskCall::List(cursor) => self.list_mcp_tasks(cursor.as_deref(), &who).await,
             TaskCall::Cancel(id) => {
@@ -472,7 +627,7 @@ impl McpHost {
         let p: StartTask = serde_json::from_value(Value::Object(arguments))
             .map_err(|e| super::bad(format!("invalid arguments: {e}")))?;
         super::required(&p.prompt, "prompt")?;
-        let state = self.agent(p.agent.as_deref())?;
+        let state = self.start_agent(&p, who).await?;
         let acc = super::send(&state.engine, super::start_message(&p), who).await?;
         let snap = state
             .engine
@@ -542,9 +697,127 @@ async fn until_ended(
     }
 }
 
+/// Why following a task for `tasks/result` stopped before its end.
+enum Stop {
+    /// The client closed the response.
+    Gone,
+    Engine(A2AError),
+}
+
+impl From<A2AError> for Stop {
+    fn from(e: A2AError) -> Stop {
+        Stop::Engine(e)
+    }
+}
+
+/// What a `tasks/result` stream sends before the result.
+struct Notes {
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    /// The request's progress token: without one, only keep-alive comments are sent.
+    token: Option<Value>,
+    task_id: String,
+    progress: u64,
+}
+
+impl Notes {
+    /// A progress notification with `message`, when the request has a progress token.
+    async fn progress(&mut self, message: String) -> Result<(), Stop> {
+        let Some(token) = &self.token else {
+            return Ok(());
+        };
+        self.progress += 1;
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+            "progressToken": token,
+            "progress": self.progress,
+            "message": message,
+            "_meta": { RELATED_TASK: { "taskId": self.task_id } },
+        }});
+        self.send(sse_frame(&note)).await
+    }
+
+    /// The keep-alive: a progress notification saying what the task waits for, or a comment.
+    async fn keep_alive(&mut self, state: TaskState) -> Result<(), Stop> {
+        if self.token.is_some() {
+            let line = waiting_line(&self.task_id, state);
+            return self.progress(line).await;
+        }
+        self.send(Bytes::from_static(b": keep-alive\n\n")).await
+    }
+
+    async fn send(&self, frame: Bytes) -> Result<(), Stop> {
+        self.tx.send(frame).await.map_err(|_| Stop::Gone)
+    }
+}
+
+/// The line of a keep-alive progress notification: the task's state, and for a task waiting
+/// for input, how it is answered.
+fn waiting_line(task_id: &str, state: TaskState) -> String {
+    let name = super::view::state_name(state);
+    match status_of(state) {
+        "input_required" => format!(
+            "task {task_id} is {name}: waiting for an answer with the reply tool (taskId {task_id})"
+        ),
+        _ => format!("task {task_id} is {name}"),
+    }
+}
+
+fn sse_frame(msg: &Value) -> Bytes {
+    Bytes::from(format!("data: {msg}\n\n"))
+}
+
+/// Follows the task from `snap` until it has ended (past any question, as [`until_ended`]),
+/// sending its updates and keep-alives through `notes`.
+async fn follow_to_end(
+    engine: &Engine,
+    task_id: &str,
+    owner: Option<&str>,
+    mut snap: Snapshot,
+    every: std::time::Duration,
+    notes: &mut Notes,
+) -> Result<Snapshot, Stop> {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if snap.task.status.state.is_terminal() {
+            return Ok(snap);
+        }
+        let after = snap.last_seq;
+        let mut state = snap.task.status.state;
+        let mut events = engine.subscribe(task_id, after, owner).await?;
+        loop {
+            tokio::select! {
+                e = events.next() => {
+                    let Some(e) = e else { break };
+                    if let TaskEvent::Stream(StreamResponse::StatusUpdate(u)) = &e.event {
+                        state = u.status.state;
+                    }
+                    if let Some(line) = EventView::of(&e).progress_line() {
+                        notes.progress(line).await?;
+                    }
+                }
+                _ = tick.tick() => notes.keep_alive(state).await?,
+            }
+        }
+        drop(events);
+        snap = engine.get_snapshot(task_id, owner).await?;
+        if snap.last_seq == after && !snap.task.status.state.is_terminal() {
+            // Nothing new and no wake-up to wait for (the task runs elsewhere or waits for
+            // input here): read it again in a while, keeping the client's response alive.
+            let pause = tokio::time::sleep(RECHECK);
+            tokio::pin!(pause);
+            loop {
+                tokio::select! {
+                    () = &mut pause => break,
+                    _ = tick.tick() => notes.keep_alive(snap.task.status.state).await?,
+                }
+            }
+        }
+    }
+}
+
 /// `tasks/result`: what `start_task` answers when waited, tied to its task.
-fn task_result(snap: &Snapshot) -> Result<Value, ErrorData> {
-    let r = task_answer(snap)?;
+fn task_result(snap: &Snapshot, engine: &Engine) -> Result<Value, ErrorData> {
+    let r = task_answer(snap, engine)?;
     let mut v = serde_json::to_value(r)
         .map_err(|e| error(A2AError::Internal(format!("MCP task result: {e}"))))?;
     if let Some(o) = v.as_object_mut() {
@@ -625,6 +898,8 @@ mod tests {
         assert_eq!(v["status"], "input_required");
         let m = v["statusMessage"].as_str().unwrap();
         assert!(m.starts_with("May I run ls?") && m.contains("reply") && m.contains("t1"));
+        // One plain sentence after the question: no parentheses nested in parentheses.
+        assert_eq!(m, "May I run ls?\nAnswer with the reply tool (taskId t1).");
         let v = task_json(&task(TaskState::Failed, Some("boom")));
         assert_eq!(v["statusMessage"], "boom");
     }
@@ -736,6 +1011,73 @@ mod tests {
         let (page, next) = merge_pages(vec![(first, true), (vec![], false)], 1);
         assert_eq!(ids(&page), ["a3"]);
         assert!(next.is_some());
+    }
+
+    #[test]
+    fn a_waiting_tasks_keep_alive_says_how_to_answer() {
+        let line = waiting_line("t1", TaskState::InputRequired);
+        assert!(line.contains("input-required") && line.contains("reply") && line.contains("t1"));
+        assert_eq!(waiting_line("t1", TaskState::Working), "task t1 is working");
+    }
+
+    #[test]
+    fn json_rpc_that_is_no_mcp_message_says_why() {
+        let refused = [
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1, 2]}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": 5}),
+            json!({"jsonrpc": "2.0", "id": 1}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {}}),
+        ];
+        for m in refused {
+            assert!(shape_error(&m).is_some(), "{m}");
+        }
+        let taken = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 3, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": 3, "error": {"code": 1, "message": "m"}}),
+        ];
+        for m in taken {
+            assert_eq!(shape_error(&m), None, "{m}");
+        }
+    }
+
+    #[test]
+    fn params_that_do_not_fit_a_known_method_are_invalid_params() {
+        let bad = |m: Value| {
+            let Route::Answer(id, Err(e)) = route(&m, None) else {
+                panic!("passed: {m}")
+            };
+            assert_eq!(id, m["id"]);
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{m}");
+            e.message.to_string()
+        };
+        let m = bad(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}));
+        assert!(m.starts_with("tools/call needs params"), "{m}");
+        let m = bad(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "start_task", "arguments": "prompt"}}));
+        assert!(m.contains("tools/call"), "{m}");
+        let m = bad(json!({"jsonrpc": "2.0", "id": 3, "method": "initialize"}));
+        assert!(m.starts_with("initialize needs params"), "{m}");
+        let m = bad(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "start_task", "arguments": {"prompt": "x"}, "task": "notanobject"}}));
+        assert!(m.contains("task must be an object"), "{m}");
+        // What fits passes on to rmcp.
+        let good = [
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "start_task", "arguments": {"prompt": "x"}, "_meta": {"progressToken": 1}}}),
+            json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                "params": {"name": "start_task", "arguments": {"prompt": "x"}, "task": null}}),
+            json!({"jsonrpc": "2.0", "id": 9, "method": "no/such/method"}),
+        ];
+        for m in good {
+            assert_eq!(route(&m, None), Route::Pass, "{m}");
+        }
     }
 
     #[tokio::test]

@@ -46,6 +46,16 @@ pub struct TaskView {
     /// `get_changes` gives the patch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Value>,
+    /// When failed: what kind of error it was (the A2A task's `errorKind`: auth, model,
+    /// budget, timeout, config, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+    /// When failed because the agent's program ended: its exit code (`exitCode`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// When failed because the agent's program was killed: the signal (`signal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i64>,
 }
 
 impl TaskView {
@@ -58,7 +68,19 @@ impl TaskView {
             .is_terminal()
             .then(|| artifact_text(task, RESULT_ARTIFACT))
             .flatten();
+        let failed = is_failure(task.status.state);
+        let meta = |key: &str| {
+            task.metadata
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .filter(|_| failed)
+        };
         TaskView {
+            error_kind: meta("errorKind")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            exit_code: meta("exitCode").and_then(Value::as_i64),
+            signal: meta("signal").and_then(Value::as_i64),
             id: task.id.clone(),
             context_id: task.context_id.clone(),
             state: state_name(task.status.state).to_string(),
@@ -72,10 +94,26 @@ impl TaskView {
             answer,
             question: (task.status.state == TaskState::InputRequired)
                 .then(|| status.and_then(|m| first_data(&m.parts)))
-                .flatten(),
+                .flatten()
+                .map(mcp_question),
             changes: changes_artifact(task)
                 .and_then(|a| first_data(&a.parts))
                 .filter(has_changes),
+        }
+    }
+
+    /// Whether the task failed: the tool's answer is then marked `isError`.
+    pub fn is_error(&self) -> bool {
+        matches!(self.state.as_str(), "failed" | "rejected")
+    }
+
+    /// What the task says: its error when it failed, else its answer (or status message).
+    fn said(&self) -> Option<&str> {
+        let (answer, message) = (self.answer.as_deref(), self.message.as_deref());
+        if self.is_error() {
+            message.or(answer)
+        } else {
+            answer.or(message)
         }
     }
 
@@ -94,9 +132,22 @@ impl TaskView {
             if let Some(tool) = q.get("tool").and_then(Value::as_str) {
                 s.push_str(&format!(" Tool: {tool}."));
             }
-        } else if let Some(text) = self.answer.as_deref().or(self.message.as_deref()) {
+        } else if let Some(text) = self.said() {
             s.push('\n');
             s.push_str(text);
+        }
+        let mut why = Vec::new();
+        if let Some(k) = &self.error_kind {
+            why.push(format!("error kind {k}"));
+        }
+        if let Some(c) = self.exit_code {
+            why.push(format!("exit code {c}"));
+        }
+        if let Some(sig) = self.signal {
+            why.push(format!("signal {sig}"));
+        }
+        if !why.is_empty() {
+            s.push_str(&format!("\n({})", why.join(", ")));
         }
         let changes = self.changes.as_ref();
         if let Some(files) = changes
@@ -112,6 +163,30 @@ impl TaskView {
         }
         s
     }
+}
+
+fn is_failure(state: TaskState) -> bool {
+    matches!(state, TaskState::Failed | TaskState::Rejected)
+}
+
+/// A question's data part as an MCP caller answers it: its `answer` hint (written for A2A,
+/// "reply on this task ... a data part ...") says how to answer with the `reply` tool.
+fn mcp_question(mut q: Value) -> Value {
+    let Some(o) = q.as_object_mut() else {
+        return q;
+    };
+    if !o.contains_key("answer") {
+        return q;
+    }
+    let how = match o.get("kind").and_then(Value::as_str) {
+        Some("question") => "Answer with the reply tool: your answer as text.",
+        Some("budget") => {
+            "Answer with the reply tool: text 'continue' (or 'continue with N') or 'stop'."
+        }
+        _ => "Answer with the reply tool: decision allow or deny (or text yes or no).",
+    };
+    o.insert("answer".into(), Value::String(how.into()));
+    q
 }
 
 /// Whether a `changes` artifact's data part is worth showing: it lists changed files, or
@@ -358,6 +433,61 @@ mod tests {
         let c = ChangesView::of(&t).unwrap();
         assert_eq!(c.patch, "+a\n");
         assert_eq!(c.files[0]["path"], "a.txt");
+    }
+
+    #[test]
+    fn a_failed_task_is_an_error_that_says_why() {
+        let mut t = task(TaskState::Failed);
+        t.status.message = Some(Message {
+            message_id: "m".into(),
+            role: Role::Agent,
+            parts: vec![Part::text(
+                "The agent exited with code 3 before finishing its turn",
+            )],
+            ..Message::default()
+        });
+        t.metadata = serde_json::json!({"adapter": "demo", "errorKind": "auth", "exitCode": 3})
+            .as_object()
+            .cloned();
+        let v = TaskView::of(&t);
+        assert!(v.is_error());
+        let text = v.summary();
+        assert!(
+            text.contains("exited with code 3") && text.contains("error kind auth, exit code 3"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(
+            (&json["errorKind"], &json["exitCode"]),
+            (&serde_json::json!("auth"), &serde_json::json!(3))
+        );
+        // A task that did not fail is no error, whatever its metadata says.
+        t.status.state = TaskState::Completed;
+        let v = TaskView::of(&t);
+        assert!(!v.is_error() && v.error_kind.is_none() && v.exit_code.is_none());
+        assert!(!TaskView::of(&task(TaskState::Canceled)).is_error());
+    }
+
+    #[test]
+    fn a_question_says_to_answer_it_with_the_reply_tool() {
+        let asked = |kind: &str| {
+            let mut t = task(TaskState::InputRequired);
+            if let Some(m) = t.status.message.as_mut() {
+                m.parts[1] = Part::data(serde_json::json!({"approvalId": "a1", "kind": kind,
+                    "answer": "Reply on this task: text yes/no, or a data part {...}"}));
+            }
+            let q = TaskView::of(&t).question.unwrap();
+            q["answer"].as_str().unwrap().to_string()
+        };
+        for kind in ["command", "question", "budget"] {
+            let how = asked(kind);
+            assert!(
+                how.contains("reply tool") && !how.contains("data part"),
+                "{kind}: {how}"
+            );
+        }
+        assert!(asked("command").contains("decision allow or deny"));
+        assert!(asked("question").contains("as text"));
     }
 
     fn with_changes(state: TaskState, data: Value) -> Task {
