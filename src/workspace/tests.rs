@@ -1256,6 +1256,7 @@ fn a_filter_written_after_the_host_looked_is_not_run_at_the_turns_end() {
     std::fs::copy(co.join(".git/index"), &tmp).unwrap();
     let _ = looked.with_index(&tmp).output(["add", "-A", "--", "."]);
     assert!(marker.exists());
+}
 
 /// A clone of `src` with only its last commit (`git clone --depth 1`), as CI systems make.
 fn shallow_clone(src: &Path, at: &Path) -> PathBuf {
