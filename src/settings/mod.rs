@@ -29,7 +29,7 @@ pub use crate::engine::config::HostLimits;
 pub use crate::push::{PushConfig, PushKey};
 pub use crate::retention::RetentionSettings;
 pub use crate::server::config::{Credential, Secret, Security};
-pub use args::{command, LogConfig, ServeArgs, ServeFlags};
+pub use args::{command, LogConfig, ServeArgs, ServeFlags, WorkspaceDirFlag};
 pub use file::{FileConfig, Section};
 pub use store::{default_db_path, StoreChoice};
 

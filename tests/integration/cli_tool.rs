@@ -330,6 +330,11 @@ fn help_describes_the_arguments_and_adapters_lists_only_its_own_flags() {
         );
     }
     assert!(out.contains("--json"), "{out}");
+    // It finds the workspaces it removes as serve keeps them: the same folder flag.
+    assert!(
+        out.contains("--workspace-dir <DIR>") && out.contains("AGENT_HOST_WORKSPACE_DIR"),
+        "{out}"
+    );
 }
 
 #[test]

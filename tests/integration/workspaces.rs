@@ -1489,6 +1489,59 @@ async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
     .await;
 }
 
+/// `tasks prune --workspace-dir DIR`, serve's own flag, removes the workspace of every context
+/// whose last task it deletes from the folder a host was given, as it does from the default
+/// one (left behind, they would count against `max_workspaces` for good).
+#[tokio::test]
+async fn prune_removes_the_workspaces_of_the_folder_serve_was_given() {
+    limit(async {
+        let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dir = elsewhere.path().join("ws");
+        let mut h = Host::start(&[("AGENT_HOST_WORKSPACE_DIR", dir.to_str().unwrap())]).await;
+        let ctx = format!("pruned-{}", super::common::uuid());
+        h.run("edit one", &ctx, json!({})).await;
+        let workspaces = || {
+            std::fs::read_dir(&dir)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.path().join("workspace.json").is_file())
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        assert_eq!(workspaces(), 1, "the workspace is in {}", dir.display());
+        h.kill().await;
+        let root = h.root.path();
+        let db = format!("sqlite:{}", root.join("data/agent-host.db").display());
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["tasks", "prune", "--keep", "0", "--yes", "--store", &db])
+            .arg("--repo-path")
+            .arg(root.join("work"))
+            .arg("--workspace-dir")
+            .arg(&dir)
+            .env("HOME", root.join("home"))
+            .env_remove("AGENT_HOST_CONFIG")
+            .env_remove("AGENT_HOST_WORKSPACE_DIR")
+            .env_remove("AGENT_HOST_RETENTION_MAX_AGE")
+            .env_remove("AGENT_HOST_RETENTION_MAX_TASKS")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("agent-host tasks prune runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains(&format!("the workspace of context {ctx}")),
+            "{stdout}"
+        );
+        assert_eq!(workspaces(), 0, "{stdout}");
+    })
+    .await;
+}
+
 /// An adapter's `workspace` key chooses for its tasks when the host's settings do not: a
 /// `shared` adapter edits the folder itself (no `changes` artifact); the host's
 /// `AGENT_HOST_WORKSPACE=isolated` wins over it.
