@@ -1039,6 +1039,53 @@ async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, Str
     )
 }
 
+/// With `[workspace] commit = "off"` a change cut at the patch limit has no commit to fetch
+/// either: `call` says that neither `--apply` nor `--fetch` gets it whole and what the
+/// host's operator can change (exit 1), instead of sending each to the other.
+#[tokio::test]
+async fn a_cut_patch_with_no_commit_is_said_to_be_out_of_reach() {
+    limit(async {
+        let h = Host::start(&[
+            ("AGENT_HOST_WORKSPACE_COMMIT", "off"),
+            ("AGENT_HOST_WORKSPACE_PATCH_LIMIT", "2KiB"),
+        ])
+        .await;
+        let mine = h.clone_of_source("mine");
+        for action in ["--apply", "--fetch"] {
+            let ctx = format!("cut-{}", super::common::uuid());
+            let (code, out, err) = call_in(
+                &h,
+                &mine,
+                "lines zbig.txt 2000",
+                &["--context", &ctx, action],
+            )
+            .await;
+            let said = format!("{out}{err}");
+            assert_eq!(code, 1, "{action}: {said}");
+            assert!(said.contains("zbig.txt"), "{action}: {said}");
+            for loop_advice in [
+                "--fetch gets the whole change",
+                "use --fetch",
+                "in the patch (--apply)",
+            ] {
+                assert!(!said.contains(loop_advice), "{action}: {said}");
+            }
+            assert!(
+                said.contains("neither --apply nor --fetch gets it whole"),
+                "{action}: {said}"
+            );
+            assert!(
+                err.contains("[workspace] patch_limit")
+                    && err.contains("[workspace] commit = \"turn\""),
+                "{action}: {err}"
+            );
+            assert!(!mine.join("zbig.txt").exists(), "{action}");
+        }
+        h.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
     limit(async {
