@@ -50,6 +50,8 @@ pub enum StartError {
     Peer(String),
     #[error("workspaces: {0}")]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error("workspaces: {0}: {1}")]
+    WorkspaceDir(String, crate::workspace::WorkspaceError),
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),
 }
@@ -134,8 +136,14 @@ fn open_workspaces(
     let mut config = config.clone();
     config.dir = None;
     config.mode = Some(mode);
-    let mut all =
-        crate::workspace::Workspaces::open(&config, dir.as_deref())?.for_adapter(adapter_id);
+    let mut all = crate::workspace::Workspaces::open(&config, dir.as_deref())
+        .map_err(|e| match &settings.workspace.dir {
+            // The folder given cannot be made or used: named as it was given.
+            Some(_) => StartError::WorkspaceDir(settings.workspace_names.dir.clone(), e),
+            None => e.into(),
+        })?
+        .for_adapter(adapter_id)
+        .limit_named(&settings.workspace_names.max_workspaces);
     // `max_workspaces` bounds the host's workspaces, every adapter's together.
     match host {
         Some(h) => all = all.counted_with(h),

@@ -699,6 +699,44 @@ async fn a_refused_first_message_leaves_no_workspace_behind() {
     .await;
 }
 
+/// The refusal of a new context at `max_workspaces` ("busy", -32050) names the setting as it
+/// was given: its variable, or its key in the config file.
+#[tokio::test]
+async fn the_workspace_limit_is_named_as_it_was_given() {
+    limit_to(Duration::from_secs(60), async {
+        let conf = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        std::fs::write(conf.path(), "[workspace]\nmax_workspaces = 1\n").unwrap();
+        let conf = conf.path().to_str().unwrap().to_string();
+        for (setting, named) in [
+            (
+                ("AGENT_HOST_MAX_WORKSPACES", "1"),
+                "AGENT_HOST_MAX_WORKSPACES",
+            ),
+            (
+                ("AGENT_HOST_CONFIG", conf.as_str()),
+                "[workspace] max_workspaces",
+            ),
+        ] {
+            let h = Host::start(&[setting]).await;
+            h.run("edit one", &super::common::uuid(), json!({})).await;
+            let v = h
+                .rpc(
+                    "SendMessage",
+                    message("edit two", &super::common::uuid(), json!({})),
+                )
+                .await;
+            assert_eq!(v["error"]["code"], -32050, "{v}");
+            let said = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(said.contains(&format!("(1, {named})")), "{named}: {v}");
+            h.stop().await;
+        }
+    })
+    .await;
+}
+
 /// True when bubblewrap runs here; else says why (and fails under `CI=true`).
 fn bwrap_available() -> bool {
     let caps = agent_host::runner::sandbox::Capabilities::get();
