@@ -299,11 +299,12 @@ fn repo_path(args: &ServeArgs, agent: &AgentConfig) -> Result<PathBuf, SettingsE
     Ok(path)
 }
 
-/// The `[workspace]` section, its values checked: the author is "Name <email>"; errors
-/// name the setting as given.
+/// The `[workspace]` section, its values checked: the author is "Name <email>", the patch
+/// limit more than nothing (0 would cut every patch); errors name the setting as given.
 fn workspace(n: &Names, w: &WorkspaceConfig) -> Result<WorkspaceConfig, SettingsError> {
     w.identity()
         .map_err(|e| invalid(format!("{}: {e}", n.of("workspace.author"))))?;
+    positive(&n.of("workspace.patch_limit"), w.patch_limit.0)?;
     Ok(w.clone())
 }
 

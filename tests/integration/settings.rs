@@ -203,6 +203,10 @@ async fn refused_values_name_their_setting() {
             &["card", "--workspace-roots", "/nonexistent/root"],
             "--workspace-roots: '/nonexistent/root' cannot be used",
         ),
+        (
+            &["card", "--workspace-patch-limit", "0"],
+            "--workspace-patch-limit must be greater than 0",
+        ),
     ];
     for (args, says) in cases {
         let (code, err) = refused(args).await;
@@ -244,7 +248,11 @@ async fn a_value_from_an_old_variable_is_named_by_it() {
 async fn workspace_settings_are_named_as_given_in_the_environment_and_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("c.toml");
-    std::fs::write(&conf, "[workspace]\nauthor = \"noemail\"\n").unwrap();
+    std::fs::write(
+        &conf,
+        "[workspace]\nauthor = \"noemail\"\npatch_limit = 0\n",
+    )
+    .unwrap();
     let run = |env: Vec<(&'static str, String)>| async move {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
         cmd.arg("card").kill_on_drop(true);
@@ -265,10 +273,22 @@ async fn workspace_settings_are_named_as_given_in_the_environment_and_the_file()
         err.contains("AGENT_HOST_WORKSPACE_AUTHOR: 'noemail' is not of the form"),
         "{err}"
     );
+    let err = run(vec![("AGENT_HOST_WORKSPACE_PATCH_LIMIT", "0".into())]).await;
+    assert!(
+        err.contains("AGENT_HOST_WORKSPACE_PATCH_LIMIT must be greater than 0"),
+        "{err}"
+    );
     let file = || vec![("AGENT_HOST_CONFIG", conf.display().to_string())];
     let err = run(file()).await;
     assert!(
         err.contains("[workspace] author: 'noemail' is not of the form"),
+        "{err}"
+    );
+    let mut fixed_author = file();
+    fixed_author.push(("AGENT_HOST_WORKSPACE_AUTHOR", "A <a@b>".into()));
+    let err = run(fixed_author).await;
+    assert!(
+        err.contains("[workspace] patch_limit must be greater than 0"),
         "{err}"
     );
 }
