@@ -50,6 +50,8 @@ pub enum StartError {
     Peer(String),
     #[error("workspaces: {0}")]
     Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error("workspaces: {0}: {1}")]
+    WorkspaceDir(String, crate::workspace::WorkspaceError),
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),
 }
@@ -144,8 +146,14 @@ fn open_workspaces(
         .into_iter()
         .chain(homes.map(|h| h.root().to_path_buf()))
         .collect();
-    let mut all = crate::workspace::Workspaces::open(&config, dir.as_deref())?
+    let mut all = crate::workspace::Workspaces::open(&config, dir.as_deref())
+        .map_err(|e| match &settings.workspace.dir {
+            // The folder given cannot be made or used: named as it was given.
+            Some(_) => StartError::WorkspaceDir(settings.workspace_names.dir.clone(), e),
+            None => e.into(),
+        })?
         .for_adapter(adapter_id)
+        .limit_named(&settings.workspace_names.max_workspaces)
         .keeping(&kept);
     if let Some(repo) = all.inside_repository() {
         tracing::warn!(adapter = %adapter_id, dir = %all.root().display(), repository = %repo.display(),

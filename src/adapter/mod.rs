@@ -532,6 +532,55 @@ mod tests {
         assert!(err.contains("unknown wire format"), "{err}");
     }
 
+    /// adapters/README.md's `[limits]` table lists keys an adapter file takes, none of them
+    /// the old `..._ms` names, with the durations by their names with units; the examples in
+    /// adapters/examples/ parse and use those names too.
+    #[test]
+    fn the_readme_and_the_examples_give_the_limits_as_they_are_read() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters");
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let table = readme
+            .split("### `[limits]`")
+            .nth(1)
+            .and_then(|s| s.split("\n### ").next())
+            .expect("a [limits] section");
+        let keys: Vec<&str> = table
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        for key in ["timeout", "idle_timeout", "cancel_grace", "max_line_bytes"] {
+            assert!(keys.contains(&key), "{key} not in {keys:?}");
+        }
+        for key in &keys {
+            assert!(!key.ends_with("_ms"), "the old {key} is documented");
+            // A key the file takes is refused for its value's type, not as unknown.
+            let err = toml::from_str::<Limits>(&format!("{key} = {{}}"))
+                .unwrap_err()
+                .to_string();
+            assert!(!err.contains("unknown field"), "{key}: {err}");
+        }
+        let mut examples = 0;
+        for entry in std::fs::read_dir(root.join("examples")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            examples += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let spec = AdapterSpec::from_toml(&path.display().to_string(), &text)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let l = &spec.limits;
+            assert_eq!(
+                (l.timeout_ms, l.idle_timeout_ms, l.cancel_grace_ms),
+                (None, None, None),
+                "{} uses an old ..._ms key",
+                path.display()
+            );
+        }
+        assert!(examples >= 2, "the examples were not found");
+    }
+
     #[test]
     fn path_env_var_names() {
         let mut r = Registry::builtin().unwrap();

@@ -58,8 +58,9 @@ pub struct CallArgs {
     /// Answer this task, which waits for input.
     #[arg(long = "task")]
     pub task: Option<String>,
-    /// Working directory for the agent (sent as message metadata `cwd`).
-    #[arg(long)]
+    /// Working directory for the agent (sent as message metadata `cwd`; a relative one is
+    /// taken from the current directory and sent absolute).
+    #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// The task's budget, e.g. usd=2,tokens=500000,toolCalls=50,seconds=1200 (metadata `budget`).
     #[arg(long, value_name = "LIMITS")]
@@ -467,7 +468,11 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
         io.follows_answer = true;
     }
     if let Some(d) = &args.cwd {
-        req = req.metadata("cwd", d.clone());
+        // The host takes only an absolute path; a relative one means the caller's folder.
+        match std::path::absolute(d) {
+            Ok(p) => req = req.metadata("cwd", p.to_string_lossy().into_owned()),
+            Err(e) => return fail(&ClientError::Usage(format!("--cwd '{d}': {e}"))),
+        }
     }
     if let Some(b) = budget_metadata(&args) {
         req = req.metadata("budget", b);

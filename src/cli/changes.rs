@@ -110,12 +110,24 @@ pub fn stat(data: &Value) -> String {
         plural(dels, "deletion", "deletions"),
     ));
     if data["truncated"].as_bool() == Some(true) {
-        out.push_str(
-            " (the patch was cut at the host's size limit: --fetch gets the whole change)\n",
-        );
+        out.push_str(if has_commit(data) {
+            " (the patch was cut at the host's size limit: --fetch gets the whole change)\n"
+        } else {
+            " (the patch was cut at the host's size limit, and the change has no commit: neither --apply nor --fetch gets it whole)\n"
+        });
     }
     out
 }
+
+/// Whether the workspace has a commit of the change to fetch (the data part's `head`); not
+/// with `[workspace] commit = "off"`, unless the agent committed itself.
+fn has_commit(data: &Value) -> bool {
+    !data["head"].is_null()
+}
+
+/// What the host's operator can do when a change has no commit and its patch was cut: the
+/// settings by their names in docs/configuration.md.
+const OUT_OF_REACH: &str = "neither --apply nor --fetch gets it whole; the host's operator can raise [workspace] patch_limit (--workspace-patch-limit) or set [workspace] commit = \"turn\" (--workspace-commit turn)";
 
 /// What the caller must know of the change before using it: each folder that is a git
 /// repository of its own in the workspace, whose files the change does not hold.
@@ -260,10 +272,17 @@ async fn apply<E: Write>(ch: &TaskChanges, dir: &Path, err: &mut E) -> bool {
     }
     match whole {
         Some(e) => report(&e, "the change does not apply to", err),
-        None => {
+        None if has_commit(&ch.data) => {
             let _ = writeln!(
                 err,
                 "agent-host: the patch was cut at the host's size limit; nothing applied (use --fetch)"
+            );
+            false
+        }
+        None => {
+            let _ = writeln!(
+                err,
+                "agent-host: the patch was cut at the host's size limit and the change has no commit to fetch; nothing applied: {OUT_OF_REACH}"
             );
             false
         }
@@ -352,12 +371,20 @@ async fn fetch<E: Write>(
                 err,
                 "agent-host: {how} {branch} ({short}) in this repository"
             );
-            if ch.data["head"].is_null() {
+            if has_commit(&ch.data) {
+                return true;
+            }
+            if ch.data["truncated"].as_bool() == Some(true) {
                 let _ = writeln!(
                     err,
-                    "agent-host: the workspace has no commit of its own (workspace_commit = \"off\"?): its change is in the patch (--apply)"
+                    "agent-host: the workspace has no commit of its own ([workspace] commit = \"off\"?) and its patch was cut at the host's size limit: {OUT_OF_REACH}"
                 );
+                return false;
             }
+            let _ = writeln!(
+                err,
+                "agent-host: the workspace has no commit of its own ([workspace] commit = \"off\"?): its change is in the patch (--apply)"
+            );
             true
         }
         Err(e) => {

@@ -12,6 +12,9 @@ pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
 
 /// The manual page (roff) of `agent-host`, or, given `path` (`["serve"]`, `["tasks",
 /// "list"]`), of that command, titled as the main page names it (`agent-host-serve(1)`).
+/// Every page's source (the `.TH` line's fourth field, shown in its footer) is `agent-host`
+/// and its version: a command has no version of its own, so clap_mangen would put the
+/// command's bare name there (`workspaces `).
 pub fn man_page(path: &[String]) -> std::io::Result<Vec<u8>> {
     let mut cmd = <Cli as clap::CommandFactory>::command();
     // Gives each command its full name (`agent-host-tasks-list`), which titles its page.
@@ -37,6 +40,8 @@ pub fn man_page(path: &[String]) -> std::io::Result<Vec<u8>> {
         cmd = sub;
     }
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut out)?;
+    clap_mangen::Man::new(cmd)
+        .source(format!("agent-host {}", env!("CARGO_PKG_VERSION")))
+        .render(&mut out)?;
     Ok(out)
 }

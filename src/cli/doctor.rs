@@ -431,9 +431,9 @@ fn workspaces_check(settings: &Settings) -> Option<Check> {
     };
     if let Some(part) = crate::store::files::blocked_at(&dir) {
         let setting = if config.dir.is_some() {
-            "--workspace-dir "
+            format!("{} ", settings.workspace_names.dir)
         } else {
-            ""
+            String::new()
         };
         return Some(check(
             "git workspaces",
@@ -456,7 +456,10 @@ fn workspaces_check(settings: &Settings) -> Option<Check> {
         check(
             "git workspaces",
             Status::Warn,
-            format!("{detail}: near --max-workspaces {max}; new contexts are refused at the limit"),
+            format!(
+                "{detail}: near {} {max}; new contexts are refused at the limit",
+                settings.workspace_names.max_workspaces
+            ),
         )
     } else {
         check("git workspaces", Status::Pass, detail)

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use crate::retention::RetentionSettings;
-use crate::settings::{ServeArgs, Settings, StoreChoice};
+use crate::settings::{ServeArgs, Settings, StoreChoice, WorkspaceDirFlag};
 use crate::store::SqliteStore;
 use crate::units::Dur;
 
@@ -29,7 +29,7 @@ pub struct PruneArgs {
     /// Print what was (or would be) deleted as one JSON document
     #[arg(long)]
     pub json: bool,
-    /// TOML config file (its [store] location, [agent] repo_path and [retention])
+    /// TOML config file (its [store] location, [agent] repo_path, [workspace] dir and [retention])
     #[arg(long, env = "AGENT_HOST_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The store: sqlite (the default database) or sqlite:PATH
@@ -38,6 +38,9 @@ pub struct PruneArgs {
     /// Working directory of the tasks, where their attachments are [default: the current directory]
     #[arg(long, env = "AGENT_HOST_REPO_PATH", value_name = "DIR")]
     pub repo_path: Option<PathBuf>,
+    // serve's `--workspace-dir`: where the workspaces of the contexts it empties are.
+    #[command(flatten)]
+    pub workspace: WorkspaceDirFlag,
 }
 
 /// Why a prune could not run.
@@ -81,6 +84,7 @@ pub async fn run(args: &PruneArgs, json: bool) -> Result<String, PruneError> {
             flags.extend([std::ffi::OsString::from(name), v]);
         }
     }
+    flags.extend(args.workspace.as_serve_flags());
     let serve =
         ServeArgs::from_env_and_flags(flags).map_err(|e| PruneError::Flags(e.to_string()))?;
     let settings = Settings::resolve(&serve)?;
@@ -245,6 +249,7 @@ mod tests {
             config: None,
             store: Some(format!("sqlite:{}", db.display())),
             repo_path: Some(dir.path().to_path_buf()),
+            workspace: WorkspaceDirFlag::default(),
         };
         let out = run(&args, false).await.unwrap();
         assert!(out.contains("would delete 1 terminal task(s)"), "{out}");

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::settings::{ServeArgs, Settings, StoreChoice};
+use crate::settings::{ServeArgs, Settings, StoreChoice, WorkspaceDirFlag};
 use crate::workspace::{WorkspaceInfo, Workspaces};
 
 /// Flags of `agent-host workspaces`.
@@ -29,14 +29,9 @@ pub struct WorkspacesArgs {
         global = true
     )]
     pub store: Option<String>,
-    /// Folder of the workspaces [default: `workspaces` beside the SQLite database]
-    #[arg(
-        long,
-        env = "AGENT_HOST_WORKSPACE_DIR",
-        value_name = "DIR",
-        global = true
-    )]
-    pub workspace_dir: Option<PathBuf>,
+    // serve's `--workspace-dir`: the folder of the workspaces.
+    #[command(flatten)]
+    pub workspace: WorkspaceDirFlag,
     /// Print JSON
     #[arg(long, global = true)]
     pub json: bool,
@@ -97,15 +92,12 @@ fn settings(args: &WorkspacesArgs) -> Result<Settings, WorkspacesCmdError> {
     for (name, value) in [
         ("--config", args.config.clone().map(Into::into)),
         ("--store", args.store.clone().map(Into::into)),
-        (
-            "--workspace-dir",
-            args.workspace_dir.clone().map(Into::into),
-        ),
     ] {
         if let Some(v) = value {
             flags.extend([std::ffi::OsString::from(name), v]);
         }
     }
+    flags.extend(args.workspace.as_serve_flags());
     let serve =
         ServeArgs::from_flags(flags).map_err(|e| WorkspacesCmdError::Flags(e.to_string()))?;
     Ok(Settings::resolve(&serve)?)

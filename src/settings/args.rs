@@ -169,6 +169,62 @@ fn applied_alias(new: &str) -> Option<&'static str> {
         .map(|(old, _)| *old)
 }
 
+/// `--workspace-dir` (`AGENT_HOST_WORKSPACE_DIR`) as `serve` declares it, for the commands
+/// that find a host's workspaces without serving: `tasks prune` removes those of the
+/// contexts it empties, `workspaces` lists and removes them. The flag is serve's own (its
+/// declaration in [`crate::workspace::WorkspaceConfig`]: name, variable, help), given here
+/// without a help heading and global, so that it may also follow a subcommand.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkspaceDirFlag {
+    pub workspace_dir: Option<PathBuf>,
+}
+
+/// The id of `[workspace] dir` among the `serve` flags.
+const WORKSPACE_DIR: &str = "workspace.dir";
+
+impl WorkspaceDirFlag {
+    /// The flag as `serve` takes it (`--workspace-dir DIR`), when given.
+    pub fn as_serve_flags(&self) -> Vec<OsString> {
+        match &self.workspace_dir {
+            Some(d) => vec!["--workspace-dir".into(), d.clone().into()],
+            None => Vec::new(),
+        }
+    }
+}
+
+impl FromArgMatches for WorkspaceDirFlag {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flag = WorkspaceDirFlag::default();
+        flag.update_from_arg_matches(m)?;
+        Ok(flag)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        if let Ok(Some(d)) = m.try_get_one::<PathBuf>(WORKSPACE_DIR) {
+            self.workspace_dir = Some(d.clone());
+        }
+        Ok(())
+    }
+}
+
+impl Args for WorkspaceDirFlag {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let serve = command();
+        let declared = serve
+            .get_arguments()
+            .find(|a| a.get_id().as_str() == WORKSPACE_DIR)
+            .cloned();
+        match declared {
+            Some(a) => cmd.arg(a.help_heading(None::<&str>).global(true)),
+            None => cmd,
+        }
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        WorkspaceDirFlag::augment_args(cmd)
+    }
+}
+
 /// The `serve` flags as a command of their own (for the reference page and the tests).
 pub fn command() -> clap::Command {
     ServeArgs::augment_args(clap::Command::new("serve"))

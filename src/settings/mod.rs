@@ -29,7 +29,7 @@ pub use crate::engine::config::HostLimits;
 pub use crate::push::{PushConfig, PushKey};
 pub use crate::retention::RetentionSettings;
 pub use crate::server::config::{Credential, Secret, Security};
-pub use args::{command, LogConfig, ServeArgs, ServeFlags};
+pub use args::{command, LogConfig, ServeArgs, ServeFlags, WorkspaceDirFlag};
 pub use file::{FileConfig, Section};
 pub use store::{default_db_path, StoreChoice};
 
@@ -139,6 +139,8 @@ pub struct Settings {
     pub workspace_roots: Vec<PathBuf>,
     /// The git workspace per context (`[workspace]`).
     pub workspace: crate::workspace::WorkspaceConfig,
+    /// How the workspace settings that errors after the start name were given.
+    pub workspace_names: WorkspaceNames,
     pub host_limits: HostLimits,
     /// Approval rule sets and budgets (`[approvals]`, the budget keys of `[limits]`).
     pub controls: crate::policy::Controls,
@@ -169,6 +171,17 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// How a workspace setting was given (its flag, variable, or file key; the file key when it
+/// was left at its default), for what names it after the start: the refusal of a new context
+/// at the limit, a workspaces' folder that cannot be made, `doctor`'s lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceNames {
+    /// `[workspace] dir`.
+    pub dir: String,
+    /// `[workspace] max_workspaces`.
+    pub max_workspaces: String,
 }
 
 /// Limits of a turn as configured; unset ones fall back to the adapter's `[limits]`, then to

@@ -159,8 +159,12 @@ impl Settings {
             public_url: public_url(&n, &m.server)?,
             adapter: m.agent.adapter.clone().filter(|a| !a.is_empty()),
             adapters_dir: m.agent.adapters_dir.clone(),
-            workspace_roots: workspace_roots(&m.workspace, &repo_path)?,
-            workspace: m.workspace.clone(),
+            workspace_roots: workspace_roots(&n, &m.workspace, &repo_path)?,
+            workspace: workspace(&n, &m.workspace)?,
+            workspace_names: WorkspaceNames {
+                dir: n.of("workspace.dir"),
+                max_workspaces: n.of("workspace.max_workspaces"),
+            },
             repo_path,
             limits: turn_limits(&n, &m.limits)?,
             force: m.agent.force,
@@ -295,8 +299,23 @@ fn repo_path(args: &ServeArgs, agent: &AgentConfig) -> Result<PathBuf, SettingsE
     Ok(path)
 }
 
-/// The workspace roots, canonical; none configured: the working directory.
-fn workspace_roots(w: &WorkspaceConfig, repo: &Path) -> Result<Vec<PathBuf>, SettingsError> {
+/// The `[workspace]` section, its values checked: the author is "Name <email>", the patch
+/// limit more than nothing (0 would cut every patch); errors name the setting as given.
+fn workspace(n: &Names, w: &WorkspaceConfig) -> Result<WorkspaceConfig, SettingsError> {
+    w.identity()
+        .map_err(|e| invalid(format!("{}: {e}", n.of("workspace.author"))))?;
+    positive(&n.of("workspace.patch_limit"), w.patch_limit.0)?;
+    Ok(w.clone())
+}
+
+/// The workspace roots (the folders a message's `metadata.cwd` may name), canonical; none
+/// configured: the working directory. One that cannot be used is named with the setting as
+/// given.
+fn workspace_roots(
+    n: &Names,
+    w: &WorkspaceConfig,
+    repo: &Path,
+) -> Result<Vec<PathBuf>, SettingsError> {
     let roots = if w.roots.is_empty() {
         vec![repo.to_path_buf()]
     } else {
@@ -307,7 +326,8 @@ fn workspace_roots(w: &WorkspaceConfig, repo: &Path) -> Result<Vec<PathBuf>, Set
         .map(|r| {
             r.canonicalize().map_err(|e| {
                 invalid(format!(
-                    "workspace root '{}' cannot be used: {e}",
+                    "{}: '{}' cannot be used: {e}",
+                    n.of("workspace.roots"),
                     r.display()
                 ))
             })

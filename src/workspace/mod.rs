@@ -76,13 +76,15 @@ pub enum WorkspaceError {
     UnbornHead { repo: PathBuf, branch: String },
     #[error("the workspace's git folder {path} is missing (removed during a turn?): no change is taken and no commit made there")]
     GitFolderMissing { path: PathBuf },
-    #[error("too many workspaces ({max}, --max-workspaces): a new context is refused until one is removed")]
-    TooMany { max: usize },
+    #[error(
+        "too many workspaces ({max}, {setting}): a new context is refused until one is removed"
+    )]
+    TooMany { max: usize, setting: String },
     #[error(
         "the workspace's {path} is a link, a special file, or not a folder where one is expected: the host does not run git through it"
     )]
     Tampered { path: PathBuf },
-    #[error("workspace author '{0}' is not of the form \"Name <email>\"")]
+    #[error("'{0}' is not of the form \"Name <email>\"")]
     BadAuthor(String),
     #[error("the git program could not be run: {0}")]
     GitMissing(String),
@@ -288,6 +290,9 @@ pub struct Workspaces {
     measured: std::sync::atomic::AtomicBool,
     /// The adapter whose workspaces these are (the metrics' label).
     adapter: String,
+    /// How `max_workspaces` was given (`--max-workspaces`, its variable, its file key), for
+    /// the refusal at the limit ([`Workspaces::limit_named`]).
+    limit_named: String,
     /// The user (uid, gid) the agents run as when it is not the host's (`sandbox_user`):
     /// each workspace is given to it when made.
     owner: Option<(u32, u32)>,
@@ -338,6 +343,7 @@ impl Workspaces {
             sizes: Mutex::new(std::collections::HashMap::new()),
             measured: std::sync::atomic::AtomicBool::new(false),
             adapter: String::new(),
+            limit_named: "max_workspaces".into(),
             owner: None,
             filters: Mutex::new(std::collections::HashMap::new()),
             template: Mutex::new(None),
@@ -398,6 +404,13 @@ impl Workspaces {
     /// checkout is then a repository nested in that one's files.
     pub fn inside_repository(&self) -> Option<PathBuf> {
         work_tree_around(&self.root)
+    }
+
+    /// Names `max_workspaces` as it was given (`--max-workspaces`, `AGENT_HOST_MAX_WORKSPACES`,
+    /// `[workspace] max_workspaces`) in the refusal at the limit.
+    pub fn limit_named(mut self, setting: &str) -> Workspaces {
+        self.limit_named = setting.to_string();
+        self
     }
 
     /// Names the adapter whose workspaces these are, in the metrics.
@@ -604,7 +617,10 @@ impl Workspaces {
         let max = self.config.max_workspaces;
         let mut making = self.shared.making.lock().unwrap_or_else(|p| p.into_inner());
         if max > 0 && self.count_of_host() + *making >= max {
-            return Err(WorkspaceError::TooMany { max });
+            return Err(WorkspaceError::TooMany {
+                max,
+                setting: self.limit_named.clone(),
+            });
         }
         *making += 1;
         Ok(Slot(&self.shared.making))

@@ -56,8 +56,8 @@ pub struct WorkspaceConfig {
         value_enum
     )]
     pub commit: CommitMode,
-    /// Largest patch a `changes` artifact carries; a longer change is cut after its last
-    /// whole file and marked truncated
+    /// Largest patch a `changes` artifact carries (greater than 0); a longer change is cut
+    /// after its last whole file and marked truncated
     #[arg(
         id = "workspace.patch_limit",
         long = "workspace-patch-limit",

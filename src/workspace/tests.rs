@@ -357,7 +357,7 @@ fn the_limit_refuses_a_new_workspace_and_keeps_the_old_ones() {
     all.for_turn("two", &src, None).unwrap();
     assert!(matches!(
         all.for_turn("three", &src, None),
-        Err(WorkspaceError::TooMany { max: 2 })
+        Err(WorkspaceError::TooMany { max: 2, .. })
     ));
     assert!(
         all.for_turn("one", &src, None).unwrap().is_some(),
@@ -386,7 +386,7 @@ fn the_limit_counts_every_adapters_workspaces() {
     for all in [&first, &second] {
         assert!(matches!(
             all.for_turn("three", &src, None),
-            Err(WorkspaceError::TooMany { max: 2 })
+            Err(WorkspaceError::TooMany { max: 2, .. })
         ));
     }
 }

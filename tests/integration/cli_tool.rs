@@ -260,6 +260,44 @@ fn completions_and_the_man_page_are_generated() {
     assert!(err.contains("no command 'nope'"), "{err}");
 }
 
+/// Every command's page is titled by its full name in section 1, and its source (the `.TH`
+/// line's fourth field, the page's footer) is agent-host and its version, not the command's
+/// bare name.
+#[test]
+fn every_man_page_names_agent_host_and_its_version() {
+    use clap::CommandFactory as _;
+    fn paths(cmd: &clap::Command, above: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let mut path = above.to_vec();
+            path.push(sub.get_name().to_string());
+            paths(sub, &path, out);
+            out.push(path);
+        }
+    }
+    let mut all = vec![Vec::new()];
+    paths(&agent_host::cli::Cli::command(), &[], &mut all);
+    assert!(all.len() > 10, "{all:?}");
+    let source = format!("\"agent-host {}\"", env!("CARGO_PKG_VERSION"));
+    for path in all {
+        let mut args = vec!["man"];
+        args.extend(path.iter().map(String::as_str));
+        let (code, out, err) = agent_host(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let th = out
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .unwrap_or_else(|| panic!("{args:?}: no .TH line: {out}"));
+        let name = std::iter::once("agent-host")
+            .chain(path.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("-");
+        assert_eq!(th.trim_end(), format!(".TH {name} 1  {source}"), "{args:?}");
+    }
+}
+
 #[test]
 fn help_describes_the_arguments_and_adapters_lists_only_its_own_flags() {
     for sub in ["list", "get", "cancel", "watch"] {
@@ -292,6 +330,11 @@ fn help_describes_the_arguments_and_adapters_lists_only_its_own_flags() {
         );
     }
     assert!(out.contains("--json"), "{out}");
+    // It finds the workspaces it removes as serve keeps them: the same folder flag.
+    assert!(
+        out.contains("--workspace-dir <DIR>") && out.contains("AGENT_HOST_WORKSPACE_DIR"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -478,6 +478,46 @@ async fn call_shows_the_answer_to_a_person_and_exits_0() {
     .await;
 }
 
+/// `--cwd .` (any relative folder) is taken from the caller's current directory: the host
+/// gets it absolute, as it requires, and the task runs there.
+#[tokio::test]
+async fn a_relative_cwd_is_sent_absolute() {
+    limit(async {
+        let s = TestServer::start().await;
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["call", &s.base, "hello", "--cwd", "."])
+            .current_dir(s.dir())
+            .env_remove("A2A_TOKEN")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run agent-host call");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let c = Client::connect(&s.base).await.expect("connect");
+        let t = c.get_task(&task_id(&stderr)).await.expect("get");
+        let sent = t
+            .history
+            .iter()
+            .find_map(|m| {
+                m.metadata
+                    .as_ref()?
+                    .get("cwd")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .expect("metadata.cwd sent");
+        let sent = std::path::Path::new(&sent);
+        assert!(sent.is_absolute(), "{}", sent.display());
+        assert_eq!(
+            std::fs::canonicalize(sent).expect("the folder sent"),
+            std::fs::canonicalize(s.dir()).expect("the server's folder")
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn call_json_prints_one_v1_event_per_line() {
     limit(async {

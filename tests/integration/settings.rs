@@ -195,6 +195,18 @@ async fn refused_values_name_their_setting() {
             ],
             "--budget: toolCalls is above the ceiling",
         ),
+        (
+            &["card", "--workspace-author", "noemail"],
+            "--workspace-author: 'noemail' is not of the form \"Name <email>\"",
+        ),
+        (
+            &["card", "--workspace-roots", "/nonexistent/root"],
+            "--workspace-roots: '/nonexistent/root' cannot be used",
+        ),
+        (
+            &["card", "--workspace-patch-limit", "0"],
+            "--workspace-patch-limit must be greater than 0",
+        ),
     ];
     for (args, says) in cases {
         let (code, err) = refused(args).await;
@@ -230,6 +242,57 @@ async fn a_value_from_an_old_variable_is_named_by_it() {
     );
 }
 
+/// The workspace settings' errors name the setting as it was given: by its variable, or by
+/// its key in the config file.
+#[tokio::test]
+async fn workspace_settings_are_named_as_given_in_the_environment_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("c.toml");
+    std::fs::write(
+        &conf,
+        "[workspace]\nauthor = \"noemail\"\npatch_limit = 0\n",
+    )
+    .unwrap();
+    let run = |env: Vec<(&'static str, String)>| async move {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"));
+        cmd.arg("card").kill_on_drop(true);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("AGENT_") || name == "PORT" {
+                cmd.env_remove(name);
+            }
+        }
+        let out = tokio::time::timeout(std::time::Duration::from_secs(20), cmd.envs(env).output())
+            .await
+            .expect("card answers in time")
+            .expect("run agent-host");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(vec![("AGENT_HOST_WORKSPACE_AUTHOR", "noemail".into())]).await;
+    assert!(
+        err.contains("AGENT_HOST_WORKSPACE_AUTHOR: 'noemail' is not of the form"),
+        "{err}"
+    );
+    let err = run(vec![("AGENT_HOST_WORKSPACE_PATCH_LIMIT", "0".into())]).await;
+    assert!(
+        err.contains("AGENT_HOST_WORKSPACE_PATCH_LIMIT must be greater than 0"),
+        "{err}"
+    );
+    let file = || vec![("AGENT_HOST_CONFIG", conf.display().to_string())];
+    let err = run(file()).await;
+    assert!(
+        err.contains("[workspace] author: 'noemail' is not of the form"),
+        "{err}"
+    );
+    let mut fixed_author = file();
+    fixed_author.push(("AGENT_HOST_WORKSPACE_AUTHOR", "A <a@b>".into()));
+    let err = run(fixed_author).await;
+    assert!(
+        err.contains("[workspace] patch_limit must be greater than 0"),
+        "{err}"
+    );
+}
+
 /// Runs `agent-host serve` on the memory store and the demo agent in `repo`, with `extra`
 /// settings it should refuse: its stderr, after checking it did.
 async fn serve_refuses(repo: &std::path::Path, extra: &[&str]) -> String {
@@ -261,7 +324,8 @@ async fn a_bad_workspace_author_is_said_once() {
     assert_eq!(err.matches("is not of the form").count(), 1, "{err}");
 }
 
-/// serve's error for a file where the workspaces' folder should be says why once.
+/// serve's error for a file where the workspaces' folder should be says why once, naming
+/// the setting as it was given.
 #[tokio::test]
 async fn serve_says_a_folder_error_once() {
     let tmp = tempfile::tempdir().unwrap();
@@ -275,7 +339,7 @@ async fn serve_says_a_folder_error_once() {
     let ws = file.join("ws");
     let err = serve_refuses(tmp.path(), &["--workspace-dir", ws.to_str().unwrap()]).await;
     let last = err.lines().last().unwrap_or_default();
-    assert!(last.contains("workspaces"), "{err}");
+    assert!(last.contains("workspaces: --workspace-dir: "), "{err}");
     assert_eq!(last.matches("Not a directory").count(), 1, "{last}");
 }
 

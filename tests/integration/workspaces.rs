@@ -733,6 +733,44 @@ async fn a_refused_first_message_leaves_no_workspace_behind() {
     .await;
 }
 
+/// The refusal of a new context at `max_workspaces` ("busy", -32050) names the setting as it
+/// was given: its variable, or its key in the config file.
+#[tokio::test]
+async fn the_workspace_limit_is_named_as_it_was_given() {
+    limit_to(Duration::from_secs(60), async {
+        let conf = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        std::fs::write(conf.path(), "[workspace]\nmax_workspaces = 1\n").unwrap();
+        let conf = conf.path().to_str().unwrap().to_string();
+        for (setting, named) in [
+            (
+                ("AGENT_HOST_MAX_WORKSPACES", "1"),
+                "AGENT_HOST_MAX_WORKSPACES",
+            ),
+            (
+                ("AGENT_HOST_CONFIG", conf.as_str()),
+                "[workspace] max_workspaces",
+            ),
+        ] {
+            let h = Host::start(&[setting]).await;
+            h.run("edit one", &super::common::uuid(), json!({})).await;
+            let v = h
+                .rpc(
+                    "SendMessage",
+                    message("edit two", &super::common::uuid(), json!({})),
+                )
+                .await;
+            assert_eq!(v["error"]["code"], -32050, "{v}");
+            let said = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(said.contains(&format!("(1, {named})")), "{named}: {v}");
+            h.stop().await;
+        }
+    })
+    .await;
+}
+
 /// True when bubblewrap runs here; else says why (and fails under `CI=true`).
 fn bwrap_available() -> bool {
     let caps = agent_host::runner::sandbox::Capabilities::get();
@@ -1071,6 +1109,53 @@ async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, Str
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// With `[workspace] commit = "off"` a change cut at the patch limit has no commit to fetch
+/// either: `call` says that neither `--apply` nor `--fetch` gets it whole and what the
+/// host's operator can change (exit 1), instead of sending each to the other.
+#[tokio::test]
+async fn a_cut_patch_with_no_commit_is_said_to_be_out_of_reach() {
+    limit(async {
+        let h = Host::start(&[
+            ("AGENT_HOST_WORKSPACE_COMMIT", "off"),
+            ("AGENT_HOST_WORKSPACE_PATCH_LIMIT", "2KiB"),
+        ])
+        .await;
+        let mine = h.clone_of_source("mine");
+        for action in ["--apply", "--fetch"] {
+            let ctx = format!("cut-{}", super::common::uuid());
+            let (code, out, err) = call_in(
+                &h,
+                &mine,
+                "lines zbig.txt 2000",
+                &["--context", &ctx, action],
+            )
+            .await;
+            let said = format!("{out}{err}");
+            assert_eq!(code, 1, "{action}: {said}");
+            assert!(said.contains("zbig.txt"), "{action}: {said}");
+            for loop_advice in [
+                "--fetch gets the whole change",
+                "use --fetch",
+                "in the patch (--apply)",
+            ] {
+                assert!(!said.contains(loop_advice), "{action}: {said}");
+            }
+            assert!(
+                said.contains("neither --apply nor --fetch gets it whole"),
+                "{action}: {said}"
+            );
+            assert!(
+                err.contains("[workspace] patch_limit")
+                    && err.contains("[workspace] commit = \"turn\""),
+                "{action}: {err}"
+            );
+            assert!(!mine.join("zbig.txt").exists(), "{action}");
+        }
+        h.stop().await;
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -1519,6 +1604,59 @@ async fn the_workspaces_command_lists_and_removes_a_contexts_workspace() {
         let (code, _, err) = workspaces_cmd(&root, &["rm", &ctx]).await;
         assert_eq!(code, 1);
         assert!(err.contains("has no workspace"), "{err}");
+    })
+    .await;
+}
+
+/// `tasks prune --workspace-dir DIR`, serve's own flag, removes the workspace of every context
+/// whose last task it deletes from the folder a host was given, as it does from the default
+/// one (left behind, they would count against `max_workspaces` for good).
+#[tokio::test]
+async fn prune_removes_the_workspaces_of_the_folder_serve_was_given() {
+    limit(async {
+        let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dir = elsewhere.path().join("ws");
+        let mut h = Host::start(&[("AGENT_HOST_WORKSPACE_DIR", dir.to_str().unwrap())]).await;
+        let ctx = format!("pruned-{}", super::common::uuid());
+        h.run("edit one", &ctx, json!({})).await;
+        let workspaces = || {
+            std::fs::read_dir(&dir)
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.path().join("workspace.json").is_file())
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        assert_eq!(workspaces(), 1, "the workspace is in {}", dir.display());
+        h.kill().await;
+        let root = h.root.path();
+        let db = format!("sqlite:{}", root.join("data/agent-host.db").display());
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+            .args(["tasks", "prune", "--keep", "0", "--yes", "--store", &db])
+            .arg("--repo-path")
+            .arg(root.join("work"))
+            .arg("--workspace-dir")
+            .arg(&dir)
+            .env("HOME", root.join("home"))
+            .env_remove("AGENT_HOST_CONFIG")
+            .env_remove("AGENT_HOST_WORKSPACE_DIR")
+            .env_remove("AGENT_HOST_RETENTION_MAX_AGE")
+            .env_remove("AGENT_HOST_RETENTION_MAX_TASKS")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("agent-host tasks prune runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains(&format!("the workspace of context {ctx}")),
+            "{stdout}"
+        );
+        assert_eq!(workspaces(), 0, "{stdout}");
     })
     .await;
 }
