@@ -142,6 +142,24 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         traceparent,
         tool_trace,
     } = *turn;
+    // One of several hosts: the task may have been taken over while it waited here (this
+    // host stalled past its lease). Its program never starts on a host that does not own it.
+    match inner.may_run(&task_id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("not starting a task another host took over");
+            return false;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not confirm this host still owns the task");
+            let mut m = TurnMapper::new(&task_id, &context_id);
+            let ev = m.on_exit(ExitReason::StoreFailed(format!(
+                "agent-host could not confirm that this host still owns the task: {e}"
+            )));
+            inner.publish(&task_id, &notify, ev).await;
+            return false;
+        }
+    }
     let (workspace, cwd) =
         changes::turn_workspace(inner.config.workspaces.as_ref(), &context_id, &cwd).await;
     let ends = Ends {

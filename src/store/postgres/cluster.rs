@@ -113,6 +113,31 @@ impl ClusterStore for PgStore {
         Ok(n == 1)
     }
 
+    async fn hold_task(
+        &self,
+        task_id: &str,
+        me: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        // The UPDATE waits for a claim that holds the row locked, and then finds it deleted:
+        // `renewed` is empty and the answer false, whatever the statement's snapshot shows
+        // of the task.
+        let row = self
+            .client()
+            .await?
+            .query_one(
+                "WITH renewed AS (
+                    UPDATE hosts SET heartbeat_at = now(),
+                        lease_until = now() + $3::BIGINT * interval '1 millisecond'
+                    WHERE id = $2 RETURNING id)
+                 SELECT EXISTS (SELECT 1 FROM tasks t JOIN renewed r ON r.id = t.host
+                    WHERE t.id = $1)",
+                &[&task_id, &me, &millis(lease)],
+            )
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
     async fn hosts(&self) -> Result<Vec<HostInfo>, StoreError> {
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts h ORDER BY h.id");
         let rows = self.client().await?.query(sql.as_str(), &[]).await?;
