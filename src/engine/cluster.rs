@@ -94,8 +94,7 @@ impl Engine {
         r
     }
 
-    /// Stops the process groups a lost host left on this machine and restores the contexts
-    /// of its tasks.
+    /// Stops the process groups a lost host left on this machine and restores its contexts.
     async fn adopt_leftovers(&self, t: &Takeover, r: &mut Recovery) -> Result<(), StoreError> {
         let store = &self.inner.store;
         let ids: std::collections::HashSet<&str> =
@@ -112,18 +111,27 @@ impl Engine {
             }
             store.forget_process(&task_id).await?;
         }
-        // The contexts of these tasks as the lost host left them (sessions, directories).
-        let contexts: std::collections::HashSet<&str> =
-            t.tasks.iter().map(|s| s.task.context_id.as_str()).collect();
-        let records = store.contexts().await?;
-        {
-            let mut st = lock(&self.inner.state);
-            for c in records
-                .into_iter()
-                .filter(|c| contexts.contains(c.context_id.as_str()))
-            {
-                st.sched.restore_context(c);
-            }
+        // The contexts of these tasks, and every other context the lost host owned, as it
+        // left them (sessions, directories): a follow-up in one of them resumes its session
+        // here.
+        let contexts: std::collections::HashSet<&str> = t
+            .tasks
+            .iter()
+            .map(|s| s.task.context_id.as_str())
+            .chain(t.contexts.iter().map(String::as_str))
+            .collect();
+        let records: Vec<_> = store
+            .contexts()
+            .await?
+            .into_iter()
+            .filter(|c| contexts.contains(c.context_id.as_str()))
+            .collect();
+        for cwd in records.iter().filter_map(|c| c.cwd.as_deref()) {
+            self.inner.note_work_dir(std::path::Path::new(cwd));
+        }
+        let mut st = lock(&self.inner.state);
+        for c in records {
+            st.sched.restore_context(c);
         }
         Ok(())
     }
@@ -217,6 +225,32 @@ impl Engine {
 }
 
 impl Engine {
+    /// Restores a stored context this host does not know (with several hosts: one another
+    /// host ran, which a follow-up here continues, its session resumed), before a message
+    /// in it is admitted. Nothing on a single host, which restored every context at start.
+    pub(super) async fn adopt_stored_context(&self, context_id: &str) -> Result<(), A2AError> {
+        if self.cluster().is_none() || lock(&self.inner.state).sched.knows(context_id) {
+            return Ok(());
+        }
+        let Some(record) = self
+            .inner
+            .store
+            .context(context_id)
+            .await
+            .map_err(|e| A2AError::Internal(e.to_string()))?
+        else {
+            return Ok(());
+        };
+        if let Some(cwd) = record.cwd.as_deref() {
+            self.inner.note_work_dir(std::path::Path::new(cwd));
+        }
+        let mut st = lock(&self.inner.state);
+        if !st.sched.knows(context_id) {
+            st.sched.restore_context(record);
+        }
+        Ok(())
+    }
+
     /// The live host that runs `task_id`, when it is not this one and the task is not live
     /// here: commands for it must go there.
     pub(super) async fn remote_owner(&self, task_id: &str) -> Result<Option<HostInfo>, A2AError> {

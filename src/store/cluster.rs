@@ -43,6 +43,8 @@ pub struct Takeover {
     pub host: HostRecord,
     /// Its unfinished tasks, now owned by the claiming host, oldest first.
     pub tasks: Vec<Snapshot>,
+    /// Every context it owned (with an unfinished task or not), now the claiming host's.
+    pub contexts: Vec<String>,
 }
 
 /// The cluster side of a shared store.

@@ -274,6 +274,15 @@ pub trait TaskStore: Send + Sync {
     /// Every recorded context.
     async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError>;
 
+    /// One recorded context.
+    async fn context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+        Ok(self
+            .contexts()
+            .await?
+            .into_iter()
+            .find(|c| c.context_id == context_id))
+    }
+
     /// Records the process group running a task's CLI and its leader's start time, so that
     /// a host restarted after a crash can stop what the dead host left running.
     async fn record_process(

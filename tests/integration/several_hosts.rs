@@ -158,6 +158,16 @@ async fn a_host_started_beside_a_live_one_leaves_its_tasks_and_programs_alone() 
 /// Host A, a real process (so that it can be killed mid-task) serving the demo agent with
 /// `env` set, and host B in this process, both on `db` with a short heartbeat and lease.
 async fn short_leases(db: &Schema, env: &[(&str, &str)]) -> (HostProcess, TestServer) {
+    short_leases_in(db, env, Vec::new()).await
+}
+
+/// [`short_leases`] with B allowing `roots` as working directories (besides its own folder
+/// when empty).
+async fn short_leases_in(
+    db: &Schema,
+    env: &[(&str, &str)],
+    roots: Vec<std::path::PathBuf>,
+) -> (HostProcess, TestServer) {
     let mut vars = vec![("AGENT_SANDBOX", "off"), ("AGENT_ADAPTER", "demo")];
     vars.extend(env.iter().copied());
     let a = HostProcess::spawn(
@@ -180,6 +190,7 @@ async fn short_leases(db: &Schema, env: &[(&str, &str)]) -> (HostProcess, TestSe
             lease: Duration::from_millis(1000),
             ..ClusterSettings::default()
         }),
+        workspace_roots: roots,
         ..on(db)
     })
     .await;
@@ -487,6 +498,46 @@ async fn a_host_that_lost_its_lease_reads_its_former_tasks_from_the_store() {
             on_a["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
             "{on_a}"
         );
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// A context whose host died with no unfinished task in it moves to the taker with its CLI
+/// session: the taker's next turn in it resumes that session.
+#[tokio::test]
+async fn a_taken_over_context_resumes_its_session_on_the_taker() {
+    limit(async {
+        let Some(db) = Schema::new("takeover_session").await else {
+            return;
+        };
+        // A's folder is one B allows: the context keeps working in it there.
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (mut a, b) = short_leases_in(
+            &db,
+            &[("AGENT_REPO_PATH", repo_path)],
+            vec![repo.path().canonicalize().expect("canonical")],
+        )
+        .await;
+        let first =
+            a.rpc("/", "SendMessage", send_params("hello"), &[]).await["result"]["task"].clone();
+        assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+        let context = first["contextId"].as_str().expect("a context").to_string();
+        a.kill9().await;
+        // Taken by B once A's lease expired (until then B passes the message to A, which is
+        // gone: UNAVAILABLE).
+        let next = eventually("B runs the follow-up itself", WAIT, async || {
+            let mut p = send_params("hello again");
+            p["message"]["contextId"] = json!(context);
+            let r = b.rpc("SendMessage", p).await;
+            ready(r.get("error").is_none(), r)
+        })
+        .await;
+        let task = &next["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{next}");
+        assert!(task.to_string().contains("Resuming session"), "{next}");
         b.shutdown().await;
         db.drop_now().await;
     })

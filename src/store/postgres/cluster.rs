@@ -234,11 +234,15 @@ impl ClusterStore for PgStore {
             .iter()
             .map(|r| r.try_get(0))
             .collect::<Result<Vec<String>, _>>()?;
-        tx.execute(
-            "UPDATE contexts SET host = $1 WHERE host = $2",
-            &[&me, &dead.id],
-        )
-        .await?;
+        let contexts = tx
+            .query(
+                "UPDATE contexts SET host = $1 WHERE host = $2 RETURNING context_id",
+                &[&me, &dead.id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<Vec<String>, _>>()?;
         // The dead host's push claims (held under its id) are freed now rather than when they
         // expire, with a wake-up per task at the commit: the hosts watching those configs
         // take the deliveries up at once.
@@ -252,7 +256,11 @@ impl ClusterStore for PgStore {
         .await?;
         let tasks = self.load_many(&*tx, &ids).await?;
         tx.commit().await?;
-        Ok(Some(Takeover { host: dead, tasks }))
+        Ok(Some(Takeover {
+            host: dead,
+            tasks,
+            contexts,
+        }))
     }
 
     fn watch_task(&self, task_id: &str) -> watch::Receiver<u64> {
