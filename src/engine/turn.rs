@@ -234,7 +234,11 @@ async fn announce(
         mapper.add_metadata("budget", b);
     }
     let started = if continuing {
-        mapper.continue_answer();
+        // Its text goes on the answer the task has; a task that has none yet (it asked a
+        // question before any answer) starts it, as a turn that was not cut off would.
+        if has_answer(inner, ends.task_id).await {
+            mapper.continue_answer();
+        }
         mapper.resumed(if ends.prompt == controls::CONTINUE_PROMPT {
             "Continuing the agent's session with the raised budget"
         } else {
@@ -245,6 +249,23 @@ async fn announce(
     };
     inner.publish(ends.task_id, ends.notify, started).await;
     (mapper, controls)
+}
+
+/// Whether the task has an answer artifact already (true when the store cannot say: a
+/// piece added to an answer the task lacks is less harm than one that replaces its answer).
+async fn has_answer(inner: &Arc<Inner>, task_id: &str) -> bool {
+    match inner.store.get(task_id).await {
+        Ok(Some(snap)) => snap
+            .task
+            .artifacts
+            .iter()
+            .any(|a| a.artifact_id == crate::task::mapping::ANSWER_ARTIFACT),
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read whether the task has an answer yet");
+            true
+        }
+    }
 }
 
 /// What starting a turn's program takes besides the turn's ids and prompt.
