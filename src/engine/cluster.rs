@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{lock, Control, Engine, Recovery};
+use super::schedule::CancelPlan;
+use super::{lock, Control, Engine, Inner, Recovery};
 use crate::protocol::A2AError;
 use crate::store::{ClusterStore, HostInfo, HostRecord, Snapshot, StoreError, Takeover};
 
@@ -93,8 +94,7 @@ impl Engine {
         r
     }
 
-    /// Stops the process groups a lost host left on this machine and restores the contexts
-    /// of its tasks.
+    /// Stops the process groups a lost host left on this machine and restores its contexts.
     async fn adopt_leftovers(&self, t: &Takeover, r: &mut Recovery) -> Result<(), StoreError> {
         let store = &self.inner.store;
         let ids: std::collections::HashSet<&str> =
@@ -111,18 +111,27 @@ impl Engine {
             }
             store.forget_process(&task_id).await?;
         }
-        // The contexts of these tasks as the lost host left them (sessions, directories).
-        let contexts: std::collections::HashSet<&str> =
-            t.tasks.iter().map(|s| s.task.context_id.as_str()).collect();
-        let records = store.contexts().await?;
-        {
-            let mut st = lock(&self.inner.state);
-            for c in records
-                .into_iter()
-                .filter(|c| contexts.contains(c.context_id.as_str()))
-            {
-                st.sched.restore_context(c);
-            }
+        // The contexts of these tasks, and every other context the lost host owned, as it
+        // left them (sessions, directories): a follow-up in one of them resumes its session
+        // here.
+        let contexts: std::collections::HashSet<&str> = t
+            .tasks
+            .iter()
+            .map(|s| s.task.context_id.as_str())
+            .chain(t.contexts.iter().map(String::as_str))
+            .collect();
+        let records: Vec<_> = store
+            .contexts()
+            .await?
+            .into_iter()
+            .filter(|c| contexts.contains(c.context_id.as_str()))
+            .collect();
+        for cwd in records.iter().filter_map(|c| c.cwd.as_deref()) {
+            self.inner.note_work_dir(std::path::Path::new(cwd));
+        }
+        let mut st = lock(&self.inner.state);
+        for c in records {
+            st.sched.restore_context(c);
         }
         Ok(())
     }
@@ -160,22 +169,84 @@ impl Engine {
         Ok(())
     }
 
-    /// Stops the running turns of tasks another host owns now (their ends were written by
-    /// it; this host's writes to them are refused).
+    /// Lets go of the tasks another host owns now (their ends are its to write; this host's
+    /// writes to them are refused): those waiting here (for a slot, behind their context's
+    /// turn, or for an answer with no program) are forgotten before anything else starts,
+    /// and the running turns are stopped.
     async fn stop_lost_tasks(&self, c: &dyn ClusterStore, me: &str) -> Result<(), StoreError> {
-        let running: Vec<(String, tokio::sync::mpsc::UnboundedSender<Control>)> = {
-            let st = lock(&self.inner.state);
-            st.live
-                .iter()
-                .filter_map(|(id, l)| Some((id.clone(), l.control.clone()?)))
-                .collect()
-        };
-        for (id, control) in running {
+        let ids: Vec<String> = lock(&self.inner.state).live.keys().cloned().collect();
+        let mut lost = Vec::new();
+        for id in ids {
             let owner = c.task_host(&id).await?;
             if owner.is_none_or(|h| h.record.id != me) {
-                tracing::warn!(task = %id, "stopping a task another host took over");
-                let _ = control.send(Control::Shutdown);
+                lost.push(id);
             }
+        }
+        let (running, turns) = {
+            let mut st = lock(&self.inner.state);
+            let mut running = Vec::new();
+            let mut holders = Vec::new();
+            // Out of every queue first, so that no context or slot they free starts another
+            // of them.
+            for id in &lost {
+                match st.sched.cancel(id) {
+                    CancelPlan::Running => {
+                        if let Some(control) = st.live.get(id).and_then(|l| l.control.clone()) {
+                            running.push((id.clone(), control));
+                        }
+                    }
+                    CancelPlan::Finalize { holds_context, .. } => {
+                        tracing::warn!(task = %id, "forgetting a task another host took over before it ran here");
+                        st.live.remove(id);
+                        if holds_context {
+                            holders.push(id.clone());
+                        }
+                    }
+                }
+            }
+            let mut starts = Vec::new();
+            for id in holders {
+                starts.extend(st.sched.finish(&id));
+            }
+            (running, self.inner.prepare(&mut st, starts))
+        };
+        // What this host kept of their ends is not theirs: reads show the store's version.
+        for id in &lost {
+            self.inner.health.forget(id);
+        }
+        self.inner.turn_ended.notify_waiters();
+        for (id, control) in running {
+            tracing::warn!(task = %id, "stopping a task another host took over");
+            let _ = control.send(Control::Shutdown);
+        }
+        self.inner.spawn(turns);
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Restores a stored context this host does not know (with several hosts: one another
+    /// host ran, which a follow-up here continues, its session resumed), before a message
+    /// in it is admitted. Nothing on a single host, which restored every context at start.
+    pub(super) async fn adopt_stored_context(&self, context_id: &str) -> Result<(), A2AError> {
+        if self.cluster().is_none() || lock(&self.inner.state).sched.knows(context_id) {
+            return Ok(());
+        }
+        let Some(record) = self
+            .inner
+            .store
+            .context(context_id)
+            .await
+            .map_err(|e| A2AError::Internal(e.to_string()))?
+        else {
+            return Ok(());
+        };
+        if let Some(cwd) = record.cwd.as_deref() {
+            self.inner.note_work_dir(std::path::Path::new(cwd));
+        }
+        let mut st = lock(&self.inner.state);
+        if !st.sched.knows(context_id) {
+            st.sched.restore_context(record);
         }
         Ok(())
     }
@@ -200,6 +271,19 @@ impl Engine {
     pub(super) fn remote_watch(&self, task_id: &str) -> Option<(watch::Receiver<u64>, Duration)> {
         let (c, role) = self.cluster()?;
         Some((c.watch_task(task_id), role.heartbeat))
+    }
+}
+
+impl Inner {
+    /// Whether this host may start or resume the task's program: always on a single host;
+    /// one of several, only while it owns the task, its lease renewed by the same statement
+    /// ([`ClusterStore::hold_task`]), so that no host takes the task over for a lease from
+    /// now.
+    pub(super) async fn may_run(&self, task_id: &str) -> Result<bool, StoreError> {
+        let (Some(c), Some(role)) = (self.store.cluster(), self.cluster.get()) else {
+            return Ok(true);
+        };
+        c.hold_task(task_id, &role.me.id, role.lease).await
     }
 }
 

@@ -384,6 +384,9 @@ impl Engine {
             }
             None => uuid::Uuid::new_v4().to_string(),
         };
+        // One of several hosts: a context this host does not know may be another host's,
+        // taken over (or about to be): its session, owner and folder are read from the store.
+        self.adopt_stored_context(&context_id).await?;
         // Checked and reserved in one step: ownership of a new context, and a place within
         // the running and queued limits.
         let ticket = {

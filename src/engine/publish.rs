@@ -54,6 +54,11 @@ impl StoreHealth {
             .cloned()
     }
 
+    /// Forgets the refused end of a task another host owns now (its end is that host's).
+    pub(super) fn forget(&self, task_id: &str) {
+        guard(&self.unstored).remove(task_id);
+    }
+
     /// A snapshot with the refused end applied.
     pub(super) fn patch(&self, snap: &mut Snapshot) {
         if let Some(e) = guard(&self.unstored).get(&snap.task.id) {
@@ -127,6 +132,12 @@ impl Inner {
                     hook(task_id);
                 }
                 Some(seq)
+            }
+            // Taken over by another host, whose word the store holds now: nothing to keep
+            // aside (reads show the store's version), and no failure of the store.
+            Err(e) if e.is_not_owner() => {
+                tracing::warn!(task = %task_id, error = %e, "another host owns this task now; its events from this host are not stored");
+                None
             }
             Err(e) => {
                 tracing::error!(task = %task_id, error = %e, "could not store task events");

@@ -177,6 +177,24 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         traceparent,
         tool_trace,
     } = *turn;
+    // One of several hosts: the task may have been taken over while it waited here (this
+    // host stalled past its lease). Its program never starts on a host that does not own it.
+    match inner.may_run(&task_id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("not starting a task another host took over");
+            return false;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not confirm this host still owns the task");
+            let mut m = TurnMapper::new(&task_id, &context_id);
+            let ev = m.on_exit(ExitReason::StoreFailed(format!(
+                "agent-host could not confirm that this host still owns the task: {e}"
+            )));
+            inner.publish(&task_id, &notify, ev).await;
+            return false;
+        }
+    }
     let (workspace, cwd) =
         changes::turn_workspace(inner.config.workspaces.as_ref(), &context_id, &cwd).await;
     let ends = Ends {
@@ -251,7 +269,11 @@ async fn announce(
         mapper.add_metadata("budget", b);
     }
     let started = if continuing {
-        mapper.continue_answer();
+        // Its text goes on the answer the task has; a task that has none yet (it asked a
+        // question before any answer) starts it, as a turn that was not cut off would.
+        if has_answer(inner, ends.task_id).await {
+            mapper.continue_answer();
+        }
         mapper.resumed(if controls::continues_at_budget(ends.prompt) {
             if inner.launch.can_resume() {
                 "Continuing the agent's session with the raised budget"
@@ -266,6 +288,23 @@ async fn announce(
     };
     inner.publish(ends.task_id, ends.notify, started).await;
     (mapper, controls)
+}
+
+/// Whether the task has an answer artifact already (true when the store cannot say: a
+/// piece added to an answer the task lacks is less harm than one that replaces its answer).
+async fn has_answer(inner: &Arc<Inner>, task_id: &str) -> bool {
+    match inner.store.get(task_id).await {
+        Ok(Some(snap)) => snap
+            .task
+            .artifacts
+            .iter()
+            .any(|a| a.artifact_id == crate::task::mapping::ANSWER_ARTIFACT),
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read whether the task has an answer yet");
+            true
+        }
+    }
 }
 
 /// What starting a turn's program takes besides the turn's ids and prompt.

@@ -126,6 +126,18 @@ pub enum StoreError {
     Poisoned,
 }
 
+impl StoreError {
+    /// The write was refused because another host owns the task now (it took this host's
+    /// tasks over): the store works, this host merely no longer writes to that task.
+    pub fn is_not_owner(&self) -> bool {
+        match self {
+            StoreError::NotOwner { .. } => true,
+            StoreError::Background(e) => e.is_not_owner(),
+            _ => false,
+        }
+    }
+}
+
 /// A PostgreSQL error with what the server said (the driver's own text is only "db error").
 /// What the pool says, with the database's own reason when a connection failed (the pool's
 /// words alone, "Error occurred while creating a new object: db error", do not tell a missing
@@ -261,6 +273,15 @@ pub trait TaskStore: Send + Sync {
 
     /// Every recorded context.
     async fn contexts(&self) -> Result<Vec<ContextRecord>, StoreError>;
+
+    /// One recorded context.
+    async fn context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+        Ok(self
+            .contexts()
+            .await?
+            .into_iter()
+            .find(|c| c.context_id == context_id))
+    }
 
     /// Records the process group running a task's CLI and its leader's start time, so that
     /// a host restarted after a crash can stop what the dead host left running.

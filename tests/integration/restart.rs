@@ -322,3 +322,52 @@ async fn call_answers_a_task_left_waiting_by_a_killed_host() {
     })
     .await;
 }
+
+/// A turn that resumes a task after a restart adds to the task's answer only when the task
+/// has one: the first piece of an answer the task lacks starts the `assistant-response`
+/// artifact (no `append`), as it does without a restart.
+#[tokio::test]
+async fn an_answer_after_a_restart_starts_the_answer_it_lacks() {
+    limit(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("agent-host.db");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).expect("repo");
+        let mut a = Host::start(&db, &repo).await;
+        let asking = a.rpc("SendMessage", send_params("question")).await["result"]["task"].clone();
+        assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{asking}");
+        let has_answer = |t: &Value| {
+            t["artifacts"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|x| x["artifactId"] == "assistant-response"))
+        };
+        assert!(!has_answer(&asking), "{asking}");
+        let id = asking["id"].as_str().expect("task id").to_string();
+        a.kill9();
+        let b = Host::start(&db, &repo).await;
+        let mut reply = send_params("src/main.rs");
+        reply["message"]["taskId"] = json!(id);
+        let body = b
+            .client
+            .post(format!("{}/", b.base))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": reply}))
+            .send()
+            .await
+            .expect("send")
+            .text()
+            .await
+            .expect("the stream");
+        let first = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .map(|f| f["result"]["artifactUpdate"].clone())
+            .find(|u| u["artifact"]["artifactId"] == "assistant-response")
+            .unwrap_or_else(|| panic!("an assistant-response update: {body}"));
+        assert_ne!(first["append"], json!(true), "{first}");
+        let text = first["artifact"]["parts"][0]["text"].as_str().unwrap_or("");
+        assert!(!text.starts_with('\n'), "{first}");
+    })
+    .await;
+}

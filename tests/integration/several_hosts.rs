@@ -158,6 +158,16 @@ async fn a_host_started_beside_a_live_one_leaves_its_tasks_and_programs_alone() 
 /// Host A, a real process (so that it can be killed mid-task) serving the demo agent with
 /// `env` set, and host B in this process, both on `db` with a short heartbeat and lease.
 async fn short_leases(db: &Schema, env: &[(&str, &str)]) -> (HostProcess, TestServer) {
+    short_leases_in(db, env, Vec::new()).await
+}
+
+/// [`short_leases`] with B allowing `roots` as working directories (besides its own folder
+/// when empty).
+async fn short_leases_in(
+    db: &Schema,
+    env: &[(&str, &str)],
+    roots: Vec<std::path::PathBuf>,
+) -> (HostProcess, TestServer) {
     let mut vars = vec![("AGENT_SANDBOX", "off"), ("AGENT_ADAPTER", "demo")];
     vars.extend(env.iter().copied());
     let a = HostProcess::spawn(
@@ -180,6 +190,7 @@ async fn short_leases(db: &Schema, env: &[(&str, &str)]) -> (HostProcess, TestSe
             lease: Duration::from_millis(1000),
             ..ClusterSettings::default()
         }),
+        workspace_roots: roots,
         ..on(db)
     })
     .await;
@@ -321,6 +332,212 @@ async fn a_taken_over_context_keeps_working_in_its_own_folder() {
         assert_eq!(cwd, json!(a_repo), "B's folder is {}", b.dir().display());
         let said = done["status"]["message"].to_string();
         assert!(said.contains("The directory has 2 entries"), "{said}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// The id of the task a `SendMessage` with `returnImmediately` made on `host`.
+async fn sent(host: &HostProcess, text: &str) -> String {
+    let mut p = send_params(text);
+    p["configuration"] = json!({"returnImmediately": true});
+    let r = host.rpc("/", "SendMessage", p, &[]).await;
+    r["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task id: {r}"))
+        .to_string()
+}
+
+/// A host that stalls past its lease (SIGSTOP) while a task waits in its queue: another
+/// host takes the task over and runs it; the stalled host, once it goes on, lets go of the
+/// task and never runs its program (docs/several-hosts.md: "A host only ever starts, stops,
+/// resumes or fails the tasks it owns").
+#[tokio::test]
+async fn a_stalled_host_runs_none_of_the_tasks_taken_from_it() {
+    limit(async {
+        let Some(db) = Schema::new("stalled").await else {
+            return;
+        };
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (a, b) = short_leases(
+            &db,
+            &[
+                ("AGENT_REPO_PATH", repo_path),
+                ("AGENT_HOST_MAX_RUNNING_TASKS", "1"),
+            ],
+        )
+        .await;
+        let notes = repo.path().join("NOTES.md");
+        let edits = || {
+            std::fs::read_to_string(&notes)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("queued-task-ran"))
+                .count()
+        };
+        // A runs a task that never ends; the next one waits for its slot.
+        let hang = sent(&a, "hang").await;
+        b.task_when(&hang, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let queued = sent(&a, "edit queued-task-ran").await;
+        // A stalls past its lease: B takes both over, fails the running one and runs the
+        // queued one.
+        a.pause();
+        let done = b
+            .task_when(&queued, |t| {
+                t["status"]["state"]
+                    .as_str()
+                    .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED")
+            })
+            .await;
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        assert_eq!(edits(), 1);
+        a.resume();
+        // A finds the queued task taken and lets go of it (or, without that, runs it again).
+        eventually("A lets go of the queued task", WAIT, async || {
+            let let_go = a
+                .log_lines(&[&queued, "took over"])
+                .into_iter()
+                .any(|l| !l.contains("stopping"));
+            ready(let_go || edits() > 1, edits())
+        })
+        .await;
+        assert_eq!(edits(), 1, "the queued task ran twice");
+        assert_eq!(
+            a.log_lines(&[&queued, "agent started"]),
+            Vec::<String>::new()
+        );
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// A (a real process) with a task working (`hang`) and one waiting for an answer
+/// (`question`) stalls past its lease (SIGSTOP) until B has taken both over, then goes on:
+/// it finds both taken (B, on the same machine, stopped their programs meanwhile). Returns
+/// once A has dealt with both turns' ends (tried to store them, or kept the task as it is).
+async fn lose_the_lease(db: &Schema) -> (HostProcess, TestServer, String, String) {
+    let (a, b) = short_leases(db, &[]).await;
+    let hang = sent(&a, "hang").await;
+    let asking = sent(&a, "question").await;
+    b.task_when(&hang, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+        .await;
+    b.task_when(&asking, |t| {
+        t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    })
+    .await;
+    a.pause();
+    let failed = b
+        .task_when(&hang, |t| t["status"]["state"] == "TASK_STATE_FAILED")
+        .await;
+    assert!(
+        failed["status"]["message"].to_string().contains("was lost"),
+        "{failed}"
+    );
+    a.resume();
+    for id in [&hang, &asking] {
+        eventually(
+            "A deals with the end of a task taken from it",
+            WAIT,
+            async || {
+                let lines = a.log_lines(&[id.as_str()]);
+                let dealt = lines.iter().any(|l| {
+                    l.contains("could not store task events")
+                        || l.contains("another host owns")
+                        || l.contains("kept for the next start")
+                });
+                ready(dealt, lines)
+            },
+        )
+        .await;
+    }
+    (a, b, hang, asking)
+}
+
+/// A host whose writes were refused because another host took its tasks over is not a host
+/// whose store fails: its `/health` says healthy once it registered again.
+#[tokio::test]
+async fn a_host_that_lost_its_lease_stays_healthy() {
+    limit(async {
+        let Some(db) = Schema::new("lost_health").await else {
+            return;
+        };
+        let (a, b, _, _) = lose_the_lease(&db).await;
+        let r = reqwest::get(format!("{}/health", a.base))
+            .await
+            .expect("GET /health");
+        let status = r.status();
+        let body = r.text().await.expect("body");
+        assert_eq!(status, 200, "{body}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// A host that lost its lease reads the tasks taken from it as the store has them (their
+/// new owner's word), not as it last saw them: the working one failed because the host was
+/// lost, the one waiting for an answer still waiting.
+#[tokio::test]
+async fn a_host_that_lost_its_lease_reads_its_former_tasks_from_the_store() {
+    limit(async {
+        let Some(db) = Schema::new("lost_reads").await else {
+            return;
+        };
+        let (a, b, hang, asking) = lose_the_lease(&db).await;
+        for id in [&hang, &asking] {
+            let on_a = a.rpc("/", "GetTask", json!({"id": id}), &[]).await["result"].clone();
+            let on_b = b.rpc("GetTask", json!({"id": id})).await["result"].clone();
+            assert_eq!(on_a["status"], on_b["status"], "task {id}");
+        }
+        let on_a = a.rpc("/", "GetTask", json!({"id": asking}), &[]).await["result"].clone();
+        assert_eq!(
+            on_a["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{on_a}"
+        );
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// A context whose host died with no unfinished task in it moves to the taker with its CLI
+/// session: the taker's next turn in it resumes that session.
+#[tokio::test]
+async fn a_taken_over_context_resumes_its_session_on_the_taker() {
+    limit(async {
+        let Some(db) = Schema::new("takeover_session").await else {
+            return;
+        };
+        // A's folder is one B allows: the context keeps working in it there.
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (mut a, b) = short_leases_in(
+            &db,
+            &[("AGENT_REPO_PATH", repo_path)],
+            vec![repo.path().canonicalize().expect("canonical")],
+        )
+        .await;
+        let first =
+            a.rpc("/", "SendMessage", send_params("hello"), &[]).await["result"]["task"].clone();
+        assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+        let context = first["contextId"].as_str().expect("a context").to_string();
+        a.kill9().await;
+        // Taken by B once A's lease expired (until then B passes the message to A, which is
+        // gone: UNAVAILABLE).
+        let next = eventually("B runs the follow-up itself", WAIT, async || {
+            let mut p = send_params("hello again");
+            p["message"]["contextId"] = json!(context);
+            let r = b.rpc("SendMessage", p).await;
+            ready(r.get("error").is_none(), r)
+        })
+        .await;
+        let task = &next["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{next}");
+        assert!(task.to_string().contains("Resuming session"), "{next}");
         b.shutdown().await;
         db.drop_now().await;
     })

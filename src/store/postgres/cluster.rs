@@ -113,6 +113,31 @@ impl ClusterStore for PgStore {
         Ok(n == 1)
     }
 
+    async fn hold_task(
+        &self,
+        task_id: &str,
+        me: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        // The UPDATE waits for a claim that holds the row locked, and then finds it deleted:
+        // `renewed` is empty and the answer false, whatever the statement's snapshot shows
+        // of the task.
+        let row = self
+            .client()
+            .await?
+            .query_one(
+                "WITH renewed AS (
+                    UPDATE hosts SET heartbeat_at = now(),
+                        lease_until = now() + $3::BIGINT * interval '1 millisecond'
+                    WHERE id = $2 RETURNING id)
+                 SELECT EXISTS (SELECT 1 FROM tasks t JOIN renewed r ON r.id = t.host
+                    WHERE t.id = $1)",
+                &[&task_id, &me, &millis(lease)],
+            )
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
     async fn hosts(&self) -> Result<Vec<HostInfo>, StoreError> {
         let sql = format!("SELECT {HOST_COLUMNS} FROM hosts h ORDER BY h.id");
         let rows = self.client().await?.query(sql.as_str(), &[]).await?;
@@ -209,11 +234,15 @@ impl ClusterStore for PgStore {
             .iter()
             .map(|r| r.try_get(0))
             .collect::<Result<Vec<String>, _>>()?;
-        tx.execute(
-            "UPDATE contexts SET host = $1 WHERE host = $2",
-            &[&me, &dead.id],
-        )
-        .await?;
+        let contexts = tx
+            .query(
+                "UPDATE contexts SET host = $1 WHERE host = $2 RETURNING context_id",
+                &[&me, &dead.id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<Vec<String>, _>>()?;
         // The dead host's push claims (held under its id) are freed now rather than when they
         // expire, with a wake-up per task at the commit: the hosts watching those configs
         // take the deliveries up at once.
@@ -227,7 +256,11 @@ impl ClusterStore for PgStore {
         .await?;
         let tasks = self.load_many(&*tx, &ids).await?;
         tx.commit().await?;
-        Ok(Some(Takeover { host: dead, tasks }))
+        Ok(Some(Takeover {
+            host: dead,
+            tasks,
+            contexts,
+        }))
     }
 
     fn watch_task(&self, task_id: &str) -> watch::Receiver<u64> {

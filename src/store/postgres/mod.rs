@@ -579,16 +579,19 @@ impl TaskStore for PgStore {
                 &[],
             )
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ContextRecord {
-                    context_id: r.try_get(0)?,
-                    session_id: Some(r.try_get::<_, String>(1)?).filter(|s| !s.is_empty()),
-                    owner: r.try_get(2)?,
-                    cwd: r.try_get(3)?,
-                })
-            })
-            .collect()
+        rows.iter().map(context_record).collect()
+    }
+
+    async fn context(&self, context_id: &str) -> Result<Option<ContextRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT context_id, session_id, owner, cwd FROM contexts WHERE context_id = $1",
+                &[&context_id],
+            )
+            .await?;
+        row.as_ref().map(context_record).transpose()
     }
 
     async fn record_process(
@@ -636,6 +639,16 @@ impl TaskStore for PgStore {
     async fn flush_writes(&self) -> Result<(), StoreError> {
         self.flush().await
     }
+}
+
+/// A row of `contexts` (context_id, session_id, owner, cwd).
+fn context_record(r: &tokio_postgres::Row) -> Result<ContextRecord, StoreError> {
+    Ok(ContextRecord {
+        context_id: r.try_get(0)?,
+        session_id: Some(r.try_get::<_, String>(1)?).filter(|s| !s.is_empty()),
+        owner: r.try_get(2)?,
+        cwd: r.try_get(3)?,
+    })
 }
 
 #[cfg(test)]

@@ -242,6 +242,8 @@ pub struct HostProcess {
     pub card: Value,
     /// Its log (stderr) up to the line naming its address: what it said at start.
     pub start_log: Vec<String>,
+    /// Its log after the start, as it comes.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -323,7 +325,13 @@ impl HostProcess {
             ),
         };
         // Keep reading the log so that the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock().expect("log lock").push(line);
+            }
+        });
         let base = format!("http://{addr}");
         let card = get_until_closed(&addr, "/.well-known/agent-card.json").await;
         let card = serde_json::from_str(&card).unwrap_or_else(|e| panic!("card JSON: {e}: {card}"));
@@ -332,8 +340,36 @@ impl HostProcess {
             base,
             card,
             start_log: seen,
+            log,
             _dir: dir,
         }
+    }
+
+    /// Its log lines since the start that contain every one of `words`.
+    pub fn log_lines(&self, words: &[&str]) -> Vec<String> {
+        self.log
+            .lock()
+            .expect("log lock")
+            .iter()
+            .filter(|l| words.iter().all(|w| l.contains(w)))
+            .cloned()
+            .collect()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self._child.id().expect("the host runs")
+    }
+
+    /// Stops the host (SIGSTOP), as a host that stalls: it neither works nor renews its
+    /// lease until [`HostProcess::resume`].
+    pub fn pause(&self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a paused host go on (SIGCONT).
+    pub fn resume(&self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGCONT);
     }
 
     /// Kills the host (SIGKILL, as a crash) and waits until it is gone.
@@ -345,4 +381,9 @@ impl HostProcess {
     pub async fn kill9(&mut self) {
         let _ = self._child.kill().await;
     }
+}
+
+fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid"));
+    nix::sys::signal::kill(pid, sig).expect("signal the host");
 }
