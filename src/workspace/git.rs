@@ -90,7 +90,7 @@ pub(crate) struct Git {
     /// Configuration overrides (name, value): of this repository's own filter drivers, and
     /// any a caller adds; given to git as `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`.
     filters: Vec<(String, String)>,
-    /// A git folder of the host's used in place of the workspace's `.git` ([`Git::detached`]).
+    /// A git folder of the host's used in place of the workspace's `.git` ([`Git::host_owned`]).
     git_dir: Option<PathBuf>,
     /// The objects folder, when not the git folder's own ([`Git::host_owned`]).
     objects: Option<PathBuf>,
@@ -162,23 +162,6 @@ impl Git {
         Ok(git)
     }
 
-    /// git on a workspace's files with `git_dir`, a git folder of the host's, in place of the
-    /// workspace's `.git`: nothing the agent wrote there (configuration, attributes, hooks,
-    /// objects) is read, so such a git may run while the agent does (a program its
-    /// configuration named could otherwise be run between a check and the call).
-    pub(crate) fn detached(checkout: &Path, git_dir: &Path) -> Git {
-        Git {
-            dir: checkout.to_path_buf(),
-            workspace: Some(checkout.to_path_buf()),
-            filters: Vec::new(),
-            git_dir: Some(git_dir.to_path_buf()),
-            objects: None,
-            index: None,
-            env: Vec::new(),
-            user: owner_of(checkout),
-        }
-    }
-
     /// git on a workspace's files with a git folder of the host's, `scratch/name`, made or
     /// brought up to date here: a configuration of its own (the workspace's object format,
     /// nothing else), the workspace's ignore rules and attributes copied from its
@@ -214,9 +197,16 @@ impl Git {
             let text = read_regular(&from, MAX_INFO_FILE).unwrap_or_default();
             write_if_changed(&dir.join("info").join(file), &text).map_err(io(&dir))?;
         }
-        let mut git = Git::detached(checkout, &dir);
-        git.objects = Some(checkout.join(".git").join("objects"));
-        Ok(git)
+        Ok(Git {
+            dir: checkout.to_path_buf(),
+            workspace: Some(checkout.to_path_buf()),
+            filters: Vec::new(),
+            objects: Some(checkout.join(".git").join("objects")),
+            git_dir: Some(dir),
+            index: None,
+            env: Vec::new(),
+            user: owner_of(checkout),
+        })
     }
 
     /// The same git with another index file (a temporary one for the host's diffs).
