@@ -9,7 +9,7 @@
 //!
 //! Also a TCP proxy that cuts one streaming connection, for the resume test.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{eventually, ready};
+use crate::common::{eventually, limit_to, ready};
 
 /// Browser tests run one at a time (two cores, one Chromium each).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -46,21 +46,52 @@ pub fn screenshot_dir() -> PathBuf {
     target.join("console-screenshots")
 }
 
+/// A browser test's whole budget, browser start included, counted from when the test's turn
+/// with the browser begins.
+pub const BROWSER_LIMIT: Duration = Duration::from_secs(90);
+
+/// Runs `body` with a headless Chromium, or skips loudly when it is not installed outside CI
+/// (under `CI=true` a missing Chromium or chromedriver fails the test).
+///
+/// Browser tests take turns, and [`BROWSER_LIMIT`] counts from the start of this test's
+/// turn: the wait for it is the other browser tests' time, not a hang of this one (seen in
+/// CI: a test queued behind the others ran out of its limit before its browser started).
+/// Every turn is bounded by its own limit, so the wait is too.
+pub async fn with_browser(body: impl AsyncFnOnce(Browser)) {
+    let Some((chromium, driver)) = installed() else {
+        return;
+    };
+    let turn = ONE_AT_A_TIME.lock().await;
+    limit_to(BROWSER_LIMIT, async move {
+        body(Browser::start(&chromium, &driver, turn).await).await
+    })
+    .await
+}
+
+/// Chromium's and chromedriver's paths, or None (with a loud message) when one is missing
+/// outside CI.
+fn installed() -> Option<(PathBuf, PathBuf)> {
+    let chromium = find(&["chromium", "chromium-browser", "google-chrome"]);
+    let driver = find(&["chromedriver"]);
+    let (Some(chromium), Some(driver)) = (chromium, driver) else {
+        let msg =
+            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true: {msg}; the console's browser tests cannot run");
+        }
+        eprintln!("\n!!!!!!!! SKIPPED console browser test: {msg} !!!!!!!!\n");
+        return None;
+    };
+    Some((chromium, driver))
+}
+
 impl Browser {
-    /// A headless Chromium, or None (with a loud message) when it is not installed outside
-    /// CI. Under `CI=true` a missing Chromium or chromedriver fails the test.
-    pub async fn start() -> Option<Browser> {
-        let chromium = find(&["chromium", "chromium-browser", "google-chrome"]);
-        let driver = find(&["chromedriver"]);
-        let (Some(chromium), Some(driver)) = (chromium, driver) else {
-            let msg = "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true: {msg}; the console's browser tests cannot run");
-            }
-            eprintln!("\n!!!!!!!! SKIPPED console browser test: {msg} !!!!!!!!\n");
-            return None;
-        };
-        let turn = ONE_AT_A_TIME.lock().await;
+    /// Chromium driven by a chromedriver of its own, for the test holding `turn`.
+    async fn start(
+        chromium: &Path,
+        driver: &Path,
+        turn: tokio::sync::MutexGuard<'static, ()>,
+    ) -> Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -90,12 +121,12 @@ impl Browser {
         let serde_json::Value::Object(caps) = caps else {
             unreachable!()
         };
-        Some(Browser {
+        Browser {
             client: connect(&url, caps).await,
             driver: child,
             _profile: profile,
             _turn: turn,
-        })
+        }
     }
 
     pub async fn goto(&self, url: &str) {

@@ -9,11 +9,8 @@ use agent_host::settings::{Credential, Secret, Security};
 use agent_host::store::{SqliteStore, TaskStore};
 use serde_json::{json, Value};
 
-use crate::browser::{Browser, CuttingProxy};
+use crate::browser::{with_browser, Browser, CuttingProxy};
 use crate::common::*;
-
-/// A browser test's whole budget (browser start included).
-const BROWSER_LIMIT: Duration = Duration::from_secs(90);
 
 /// Starts a task from the New task page and waits for its page.
 async fn start_task(b: &Browser, base: &str, prompt: &str) {
@@ -125,10 +122,7 @@ fn token_security() -> Security {
 
 #[tokio::test]
 async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::start().await;
         start_task(&b, &s.base, "please approval").await;
         b.el("#approve-allow").await;
@@ -192,10 +186,7 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
 /// end); the header's counts still come to 0 running.
 #[tokio::test]
 async fn the_header_counts_follow_a_task_that_ends_while_its_page_is_open() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let scenario = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/scenarios/done-then-exit-later.jsonl"
@@ -235,10 +226,7 @@ fn processes_with(marker: &str) -> Vec<u32> {
 
 #[tokio::test]
 async fn a_hanging_task_is_canceled_from_the_page_and_its_process_is_gone() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::start().await;
         let marker = format!("hang-{}", uuid::Uuid::new_v4());
         start_task(&b, &s.base, &format!("hang {marker}")).await;
@@ -263,10 +251,7 @@ async fn a_hanging_task_is_canceled_from_the_page_and_its_process_is_gone() {
 
 #[tokio::test]
 async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::start().await;
         let upstream: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
         let proxy = CuttingProxy::start(upstream, 40_000).await;
@@ -356,10 +341,7 @@ async fn store_with_tasks(path: &std::path::Path, n: usize) {
 
 #[tokio::test]
 async fn five_hundred_tasks_page_and_filter() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("tasks.db");
         store_with_tasks(&db, 500).await;
@@ -410,10 +392,7 @@ async fn five_hundred_tasks_page_and_filter() {
 
 #[tokio::test]
 async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::with(Options {
             security: token_security(),
             ..Options::default()
@@ -474,10 +453,7 @@ async fn with_a_token_the_page_asks_for_it_and_agent_text_stays_text() {
 
 #[tokio::test]
 async fn a_new_task_takes_a_root_as_working_directory_and_an_attachment() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::start().await;
         let root = s.dir().canonicalize().unwrap();
         // A directory outside the roots is refused, with the host's reason on the page.
@@ -554,10 +530,7 @@ async fn fits(b: &Browser) -> bool {
 
 #[tokio::test]
 async fn a_task_reads_for_people_title_timeline_changes_markdown_banner_and_narrow_list() {
-    limit_to(BROWSER_LIMIT, async {
-        let Some(b) = Browser::start().await else {
-            return;
-        };
+    with_browser(async |b| {
         let s = TestServer::start().await;
         git_repo(s.dir());
 
