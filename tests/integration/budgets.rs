@@ -41,21 +41,43 @@ fn question(task: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Streams a new task of the looping agent (`prompt`, e.g. `tools=20`) with `budget` as its
+/// message's budget until it stops at that budget (asserted: waiting on a budget question);
+/// returns its id and the task.
+async fn parked_at_budget(s: &TestServer, prompt: &str, budget: Value) -> (String, Value) {
+    let frames = s
+        .stream(
+            "SendStreamingMessage",
+            send_md(prompt, json!({ "budget": budget }), None),
+        )
+        .await;
+    let (state, id) = last(&frames);
+    assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+    let task = s.get_task(&id).await;
+    assert_eq!(question(&task)["kind"], "budget", "{task}");
+    (id, task)
+}
+
+/// A blocking send of a new task (`prompt`, with `budget`), which returns waiting on its
+/// budget question (asserted); the task.
+async fn sent_until_budget(s: &TestServer, prompt: &str, budget: Value) -> Value {
+    let r = s
+        .rpc(
+            "SendMessage",
+            send_md(prompt, json!({ "budget": budget }), None),
+        )
+        .await;
+    let task = r["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    task
+}
+
 #[tokio::test]
 async fn a_looping_agent_stops_at_its_tool_calls_continues_and_stops() {
     limit(async {
         let s = TestServer::start().await;
-        let frames = s
-            .stream(
-                "SendStreamingMessage",
-                send_md("tools=20", json!({"budget": {"toolCalls": 5}}), None),
-            )
-            .await;
-        let (state, id) = last(&frames);
-        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
-        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
+        let (id, task) = parked_at_budget(&s, "tools=20", json!({"toolCalls": 5})).await;
         let q = question(&task);
-        assert_eq!(q["kind"], "budget");
         assert_eq!(q["spent"]["toolCalls"], 5);
         assert_eq!(q["allowed"]["toolCalls"], 5);
         assert_eq!(task["metadata"]["budget"]["spent"]["toolCalls"], 5);
@@ -258,16 +280,7 @@ async fn a_task_parked_at_its_budget_does_not_hold_up_the_shutdown() {
             ..Options::default()
         })
         .await;
-        let frames = s
-            .stream(
-                "SendStreamingMessage",
-                send_md("tools=20", json!({"budget": {"toolCalls": 2}}), None),
-            )
-            .await;
-        let (state, id) = last(&frames);
-        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
-        let task = s.rpc("GetTask", json!({"id": id})).await["result"].clone();
-        assert_eq!(question(&task)["kind"], "budget");
+        parked_at_budget(&s, "tools=20", json!({"toolCalls": 2})).await;
         // Within TestServer::shutdown's limit (20 s), well before the grace (60 s).
         s.shutdown().await;
     })
@@ -281,16 +294,8 @@ async fn a_task_parked_at_its_budget_does_not_hold_up_the_shutdown() {
 async fn a_budget_question_refuses_an_answer_for_another_question() {
     limit(async {
         let s = TestServer::start().await;
-        let frames = s
-            .stream(
-                "SendStreamingMessage",
-                send_md("tools=20", json!({"budget": {"toolCalls": 1}}), None),
-            )
-            .await;
-        let (state, id) = last(&frames);
-        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
-        let q = question(&s.get_task(&id).await);
-        assert_eq!(q["kind"], "budget");
+        let (id, task) = parked_at_budget(&s, "tools=20", json!({"toolCalls": 1})).await;
+        let q = question(&task);
         let mut data = send_md("", json!({}), Some(&id));
         data["message"]["parts"] = json!([{"data": {"approvalId": "wrong", "option": "continue"}}]);
         let by_meta = send_md("stop", json!({"approvalId": "wrong"}), Some(&id));
@@ -368,14 +373,7 @@ async fn a_budget_task_continued_while_the_slots_are_taken_says_it_waits() {
             ..Options::default()
         })
         .await;
-        let frames = s
-            .stream(
-                "SendStreamingMessage",
-                send_md("tools=20", json!({"budget": {"toolCalls": 1}}), None),
-            )
-            .await;
-        let (state, id) = last(&frames);
-        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let (id, _) = parked_at_budget(&s, "tools=20", json!({"toolCalls": 1})).await;
         // Another task takes the one slot.
         let mut p = send_params("hang");
         p["configuration"] = json!({"returnImmediately": true});
@@ -426,12 +424,7 @@ async fn a_continued_session_keeps_its_tool_calls_in_the_sandbox() {
             ..crate::common::Options::default()
         })
         .await;
-        let md = json!({"budget": {"toolCalls": 5}});
-        let frames = s
-            .stream("SendStreamingMessage", send_md("tools=12", md, None))
-            .await;
-        let (state, id) = last(&frames);
-        assert_eq!(state, "TASK_STATE_INPUT_REQUIRED", "{frames:?}");
+        let (id, _) = parked_at_budget(&s, "tools=12", json!({"toolCalls": 5})).await;
         let frames = s
             .stream(
                 "SendStreamingMessage",
@@ -463,17 +456,7 @@ async fn concurrent_answers_to_a_budget_question_are_taken_once() {
         })
         .await;
         for round in 0..6 {
-            let r = s
-                .rpc(
-                    "SendMessage",
-                    send_md("tools=30", json!({"budget": {"toolCalls": 2}}), None),
-                )
-                .await;
-            let task = r["result"]["task"].clone();
-            assert_eq!(
-                task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
-                "round {round}: {r}"
-            );
+            let task = sent_until_budget(&s, "tools=30", json!({"toolCalls": 2})).await;
             let id = task["id"].as_str().unwrap_or_default().to_string();
             let answer = |w: &'static str| s.rpc("SendMessage", send_md(w, json!({}), Some(&id)));
             let (a, b, c) = tokio::join!(answer("continue"), answer("continue"), answer("stop"));
@@ -517,14 +500,7 @@ async fn continue_on_an_adapter_without_sessions_starts_again_with_the_request()
             ..Options::default()
         })
         .await;
-        let r = s
-            .rpc(
-                "SendMessage",
-                send_md("tools=30", json!({"budget": {"toolCalls": 2}}), None),
-            )
-            .await;
-        let task = r["result"]["task"].clone();
-        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+        let task = sent_until_budget(&s, "tools=30", json!({"toolCalls": 2})).await;
         let text = task["status"]["message"]["parts"][0]["text"]
             .as_str()
             .unwrap_or_default()
