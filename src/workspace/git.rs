@@ -101,6 +101,10 @@ pub(crate) struct Git {
     /// to the user its agents run as (`sandbox_user`), so that what git writes there stays
     /// the agent's to write.
     user: Option<(u32, u32)>,
+    /// The host user's own configuration is read (its ignore rules, its filters such as
+    /// git-lfs's): for git on the source repository's files ([`Git::over_source`]), which
+    /// are the host user's, never for a workspace's.
+    host_config: bool,
 }
 
 impl Git {
@@ -115,6 +119,7 @@ impl Git {
             index: None,
             env: Vec::new(),
             user: None,
+            host_config: false,
         }
     }
 
@@ -157,6 +162,7 @@ impl Git {
             index: None,
             env: Vec::new(),
             user: owner_of(checkout),
+            host_config: false,
         };
         git.check_contained()?;
         Ok(git)
@@ -179,33 +185,71 @@ impl Git {
         name: &str,
         object_format: &str,
     ) -> Result<Git, WorkspaceError> {
-        let dir = scratch.join(name);
+        let repo = checkout.join(".git");
+        let mut git =
+            Git::host_owned_in(checkout, &repo, &scratch.join(name), object_format, None)?;
+        git.user = owner_of(checkout);
+        Ok(git)
+    }
+
+    /// git on the source repository's work tree `top` with a git folder of the host's, `dir`,
+    /// in the way of [`Git::host_owned`]: `repo` is the source's (common) git folder, whose
+    /// objects, ignore rules and attributes it takes, and `head` the commit its `HEAD` names
+    /// (none: a branch with no commit yet). The source's configuration is not read, so a
+    /// filter written into it while git runs (by an agent working there in a `shared`
+    /// workspace) cannot run; the host user's own configuration is, as in any git of theirs.
+    pub(crate) fn over_source(
+        top: &Path,
+        repo: &Path,
+        dir: &Path,
+        object_format: &str,
+        head: Option<&str>,
+    ) -> Result<Git, WorkspaceError> {
+        let mut git = Git::host_owned_in(top, repo, dir, object_format, head)?;
+        git.host_config = true;
+        Ok(git)
+    }
+
+    /// A git folder of the host's at `dir` for the work tree `work_tree` of the repository
+    /// whose git folder is `repo`; `HEAD` detached at `head`, or on an unborn branch.
+    fn host_owned_in(
+        work_tree: &Path,
+        repo: &Path,
+        dir: &Path,
+        object_format: &str,
+        head: Option<&str>,
+    ) -> Result<Git, WorkspaceError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| WorkspaceError::Io { path, source }
         };
         for sub in ["refs", "info"] {
-            std::fs::create_dir_all(dir.join(sub)).map_err(io(&dir))?;
+            std::fs::create_dir_all(dir.join(sub)).map_err(io(dir))?;
         }
         let config = format!(
             "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tobjectformat = {object_format}\n"
         );
-        write_if_changed(&dir.join("config"), config.as_bytes()).map_err(io(&dir))?;
-        write_if_changed(&dir.join("HEAD"), b"ref: refs/heads/host\n").map_err(io(&dir))?;
+        write_if_changed(&dir.join("config"), config.as_bytes()).map_err(io(dir))?;
+        let head = head.map_or_else(
+            || "ref: refs/heads/host\n".to_string(),
+            |c| format!("{c}\n"),
+        );
+        write_if_changed(&dir.join("HEAD"), head.as_bytes()).map_err(io(dir))?;
         for file in ["exclude", "attributes"] {
-            let from = checkout.join(".git").join("info").join(file);
+            let from = repo.join("info").join(file);
             let text = read_regular(&from, MAX_INFO_FILE).unwrap_or_default();
-            write_if_changed(&dir.join("info").join(file), &text).map_err(io(&dir))?;
+            write_if_changed(&dir.join("info").join(file), &text).map_err(io(dir))?;
         }
         Ok(Git {
-            dir: checkout.to_path_buf(),
-            workspace: Some(checkout.to_path_buf()),
+            dir: work_tree.to_path_buf(),
+            workspace: Some(work_tree.to_path_buf()),
             filters: Vec::new(),
-            objects: Some(checkout.join(".git").join("objects")),
-            git_dir: Some(dir),
+            objects: Some(repo.join("objects")),
+            git_dir: Some(dir.to_path_buf()),
             index: None,
             env: Vec::new(),
-            user: owner_of(checkout),
+            user: None,
+            host_config: false,
         })
     }
 
@@ -326,8 +370,10 @@ impl Git {
                 .objects
                 .clone()
                 .unwrap_or_else(|| dot_git.join("objects"));
-            cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_DIR", &dot_git)
+            if !self.host_config {
+                cmd.env("GIT_CONFIG_GLOBAL", "/dev/null");
+            }
+            cmd.env("GIT_DIR", &dot_git)
                 .env("GIT_COMMON_DIR", &dot_git)
                 .env("GIT_WORK_TREE", top)
                 .env("GIT_OBJECT_DIRECTORY", objects);
@@ -358,7 +404,7 @@ impl Git {
                 .env_remove("XDG_CONFIG_HOME");
         }
         cmd.arg("-C").arg(&self.dir);
-        let own = self.workspace.is_some().then_some(WORKSPACE_PINNED);
+        let own = (self.workspace.is_some() && !self.host_config).then_some(WORKSPACE_PINNED);
         for c in PINNED.iter().chain(own.into_iter().flatten()) {
             cmd.arg("-c").arg(c);
         }

@@ -549,8 +549,9 @@ impl Workspaces {
             .join(format!(".making-{}", uuid::Uuid::new_v4().simple()));
         // Whether the source has uncommitted changes is asked while the checkout is made:
         // side by side they cost little more time than the checkout.
+        let head = (base_ref == "HEAD").then_some(base_commit.as_str());
         let (asked, made) = std::thread::scope(|s| {
-            let asked = s.spawn(|| source_dirty(&source.top, &self.host_folders()));
+            let asked = s.spawn(|| source_dirty(source, head, &self.root, &self.host_folders()));
             let made = self.make_in(&tmp, source, &base_commit, &branch_name(context_id));
             let asked = asked.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::GitMissing(
@@ -1148,19 +1149,53 @@ fn disk_use(dir: &Path) -> u64 {
     total
 }
 
-/// Whether the source repository at `top` has uncommitted changes, the host's own folders
-/// in it not counted (`host`: the workspaces' folder and any other the host keeps there,
-/// untracked when inside the repository; and the `.agent-host/` folders a task's
-/// attachments and long prompts go to). Its configuration is not
-/// the host's: an agent that worked in the folder before it was a repository, or in a
-/// `shared` workspace, may have written it. So `git status` runs with the filter drivers it
-/// defines overridden (a clean filter would run on the host, on the files status reads),
-/// without descending into submodules (whose own configuration could name more), and
-/// without the optional lock (status would otherwise write the refreshed index back: the
-/// source is never written).
-fn source_dirty(top: &Path, host: &[PathBuf]) -> Result<bool, WorkspaceError> {
-    let git = Git::trusted(top)
-        .with_own_filters()?
+/// Whether the source repository has uncommitted changes, the host's own folders in it not
+/// counted (`host`: the workspaces' folder and any other the host keeps there, untracked
+/// when inside the repository; and the `.agent-host/` folders a task's attachments and long
+/// prompts go to). `head` is the commit its `HEAD` names, when the caller knows it.
+///
+/// Its configuration is not the host's: an agent that worked in the folder before it was a
+/// repository, or works there in a `shared` workspace, may have written it, and a filter it
+/// defines would run on the host, on the files status reads. So `git status` runs with a
+/// git folder of the host's made for the question under `scratch` ([`Git::over_source`]:
+/// the source's objects, ignore rules and `HEAD`, a copy of its index, no configuration of
+/// the source's), where reading the source's filters and overriding them left a window in
+/// which the agent could swap them. Without descending into submodules, and without the
+/// optional lock (the copied index is not written back).
+fn source_dirty(
+    source: &Source,
+    head: Option<&str>,
+    scratch: &Path,
+    host: &[PathBuf],
+) -> Result<bool, WorkspaceError> {
+    let head = match head {
+        Some(h) => Some(h.to_string()),
+        None => source.head()?,
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".status-")
+        .tempdir_in(scratch)
+        .map_err(|e| WorkspaceError::Io {
+            path: scratch.to_path_buf(),
+            source: e,
+        })?;
+    let dir = tmp.path();
+    let git = Git::over_source(
+        &source.top,
+        &source.git_dir,
+        dir,
+        &source.object_format,
+        head.as_deref(),
+    )?;
+    let index = dir.join("index");
+    changes::copy_index(&source.own_git_dir.join("index"), &index).map_err(|e| {
+        WorkspaceError::Io {
+            path: index.clone(),
+            source: e,
+        }
+    })?;
+    let git = git
+        .with_index(&index)
         .with_env(&[("GIT_OPTIONAL_LOCKS", "0")]);
     let mut args: Vec<std::ffi::OsString> = [
         "status",
@@ -1172,7 +1207,7 @@ fn source_dirty(top: &Path, host: &[PathBuf]) -> Result<bool, WorkspaceError> {
     .iter()
     .map(Into::into)
     .collect();
-    args.extend(host_pathspecs(top, host));
+    args.extend(host_pathspecs(&source.top, host));
     let status = git.output(args)?;
     Ok(!status.is_empty())
 }

@@ -18,6 +18,9 @@ pub(crate) struct Source {
     pub(crate) top: PathBuf,
     /// The git folder its worktrees share (canonical).
     pub(crate) git_dir: PathBuf,
+    /// The git folder of this work tree (its index, its `HEAD`): `git_dir`, or the folder
+    /// of a linked worktree.
+    pub(crate) own_git_dir: PathBuf,
     /// `sha1` or `sha256`.
     pub(crate) object_format: String,
     /// The commit the base asked for names, when it names one.
@@ -107,6 +110,7 @@ impl Source {
                 "--show-toplevel",
                 "--path-format=absolute",
                 "--git-common-dir",
+                "--git-dir",
                 "--show-object-format",
                 "--verify",
                 "--quiet",
@@ -117,9 +121,13 @@ impl Source {
         )?;
         let out = String::from_utf8_lossy(&out);
         let mut lines = out.lines();
-        let (Some("true"), Some(top), Some(git_dir), Some(format)) =
-            (lines.next(), lines.next(), lines.next(), lines.next())
-        else {
+        let (Some("true"), Some(top), Some(git_dir), Some(own_git_dir), Some(format)) = (
+            lines.next(),
+            lines.next(),
+            lines.next(),
+            lines.next(),
+            lines.next(),
+        ) else {
             return Ok(None);
         };
         let top = canonical(top);
@@ -131,6 +139,7 @@ impl Source {
         Ok(Some(Source {
             top,
             git_dir: canonical(git_dir),
+            own_git_dir: canonical(own_git_dir),
             object_format: format.to_string(),
             // One object name, nothing else (`--verify` prints one line per revision).
             commit: lines
@@ -175,6 +184,14 @@ impl Source {
 }
 
 impl Source {
+    /// The commit `HEAD` names, if it names one.
+    pub(crate) fn head(&self) -> Result<Option<String>, WorkspaceError> {
+        let out = Git::trusted(&self.top)
+            .output_allow(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], &[1])?;
+        let head = String::from_utf8_lossy(&out).trim().to_string();
+        Ok((!head.is_empty() && head.chars().all(|c| c.is_ascii_hexdigit())).then_some(head))
+    }
+
     /// Why `HEAD` names no commit: the repository has none at all, or `HEAD` is on a branch
     /// that has none while others have (two git processes, asked only then).
     pub(crate) fn why_no_commit(&self) -> WorkspaceError {

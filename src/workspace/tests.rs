@@ -1419,3 +1419,70 @@ fn the_objects_a_shared_clone_borrows_are_named_for_the_sandbox() {
     let own = all.for_turn("own", &src, None).unwrap().unwrap();
     assert_eq!(own.borrowed_objects(), [src.join(".git/objects")]);
 }
+
+/// The check whether the source has uncommitted changes reads no configuration of the
+/// source's: a filter written there after the host could have looked (by an agent working
+/// in the source, in a `shared` workspace) is not run. The status with the source's filters
+/// read before the swap (none), as the host ran it before, does run it.
+#[test]
+fn a_filter_written_into_the_source_after_the_host_looked_is_not_run_by_the_dirty_check() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let looked = Git::trusted(&src).with_own_filters().unwrap();
+    assert!(looked.filter_overrides().is_empty());
+    let marker = t.path().join("ran");
+    let cmd = format!("touch {}; cat", marker.display());
+    git(&src, &["config", "filter.late.clean", &cmd]);
+    std::fs::write(src.join(".git/info/attributes"), "*.txt filter=late\n").unwrap();
+    // A size kept: git reads the file (and would clean it) to tell.
+    std::fs::write(src.join("a.txt"), "one\ntwo\nthree\nFOUR\n").unwrap();
+    let found = Source::find(&src, None).unwrap().expect("a repository");
+    let scratch = t.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    assert!(
+        source_dirty(&found, None, &scratch, &[]).unwrap(),
+        "the edit is seen"
+    );
+    assert!(
+        !marker.exists(),
+        "the host ran the filter written into the source"
+    );
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "the check's git folder is left behind"
+    );
+    // What the host ran before: the source's git, its filters read before the swap.
+    let _ = looked
+        .with_env(&[("GIT_OPTIONAL_LOCKS", "0")])
+        .output(["status", "--porcelain"]);
+    assert!(marker.exists());
+}
+
+/// A source that is a linked worktree (`git worktree add`): its own index and `HEAD` are
+/// the ones compared, and a clean one is clean.
+#[test]
+fn a_linked_worktree_source_is_clean_until_it_is_edited() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let linked = t.path().join("linked");
+    git(
+        &src,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "side",
+            linked.to_str().unwrap(),
+            "v1",
+        ],
+    );
+    let linked = std::fs::canonicalize(linked).unwrap();
+    let found = Source::find(&linked, None).unwrap().expect("a repository");
+    let scratch = t.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    assert!(!source_dirty(&found, None, &scratch, &[]).unwrap());
+    std::fs::write(linked.join("new.txt"), "new\n").unwrap();
+    assert!(source_dirty(&found, None, &scratch, &[]).unwrap());
+}
