@@ -228,6 +228,44 @@ async fn a_follow_up_naming_another_adapter_than_its_conversations_is_refused() 
         let rest: Value = rest.json().await.unwrap();
         assert_eq!(rest["error"]["status"], "INVALID_ARGUMENT", "{rest}");
         says_both(&rest, &rest["error"]["message"], context.as_str().unwrap());
+        // The 0.3 bindings alike: `message/stream` answers its error as a stream, as its
+        // handler does; HTTP+JSON 0.3 with 400.
+        let mut v03 = send_params03("echo again");
+        v03["message"]["contextId"] = context.clone();
+        v03["message"]["metadata"] = json!({"agent": "demo"});
+        let client = reqwest::Client::new();
+        let stream = client
+            .post(format!("{}/", host.base))
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "message/stream", "params": v03}))
+            .send()
+            .await
+            .unwrap();
+        let is_sse = stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream");
+        let text = stream.text().await.unwrap();
+        assert!(
+            is_sse && text.contains("-32602") && text.contains("'jsonl'"),
+            "{text}"
+        );
+        let mut rest03 = follow_up(&context, Some("demo"));
+        let parts = rest03["message"]
+            .as_object_mut()
+            .and_then(|m| m.remove("parts"));
+        rest03["message"]["content"] = parts.unwrap_or_default();
+        let rest03 = client
+            .post(format!("{}/a2a/rest03/v1/message:send", host.base))
+            .json(&rest03)
+            .send()
+            .await
+            .unwrap();
+        let status = rest03.status();
+        let rest03 = rest03.text().await.unwrap();
+        assert!(
+            status == 400 && rest03.contains("'jsonl'"),
+            "{status} {rest03}"
+        );
         // A conversation of the default adapter, continued naming the other one: refused
         // too, by its context and by its task.
         let on_demo = host
