@@ -242,10 +242,11 @@ impl Guard {
         found.map(|n| Some(n.to_string())).ok_or(())
     }
 
-    /// Whether these headers carry valid credentials (or none are needed): what a layer
-    /// that must read the body before the guard runs (`--route-by-metadata`) asks first.
-    pub fn admits(&self, headers: &HeaderMap) -> bool {
-        self.authenticate(headers).is_ok()
+    /// The caller these headers carry valid credentials of (`Caller(None)` when none are
+    /// needed), None when they carry none: what a layer that must read the body before the
+    /// guard runs (`--route-by-metadata`) asks first.
+    pub fn caller_of(&self, headers: &HeaderMap) -> Option<Caller> {
+        self.authenticate(headers).ok().map(Caller)
     }
 
     /// Takes `cost` tokens from the caller's bucket; Err(seconds to wait) when it has too few.

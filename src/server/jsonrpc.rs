@@ -207,10 +207,17 @@ pub async fn handle(
         }
         Err(e) => e,
     };
-    if method.is_streaming() && version == Version::V03 {
-        return sse_error_response(&id, &e);
+    refusal(&id, method, &e)
+}
+
+/// The answer refusing a call of `method` with `err`: a v0.3 streaming method's as a stream
+/// of that one error response, any other's as a JSON-RPC error response. The handler answers
+/// its errors with it, and so does the routing layer ([`super::route`]).
+pub(super) fn refusal(id: &Value, method: Method, err: &A2AError) -> Response {
+    if method.is_streaming() && method.version() == Version::V03 {
+        return sse_error_response(id, err);
     }
-    error_response(&id, &e, Some(version))
+    error_response(id, err, Some(method.version()))
 }
 
 fn id_json(id: &Value) -> String {

@@ -228,10 +228,9 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
 /// runs; router tests call it with `tower::ServiceExt::oneshot`.
 pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
     let routes = Arc::new(route::Routes {
-        others: if limits.route_by_metadata {
+        agents: if limits.route_by_metadata {
             agents
                 .iter()
-                .skip(1)
                 .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
                 .collect()
         } else {

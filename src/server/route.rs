@@ -4,7 +4,9 @@
 //! the task it is about belongs to that adapter, or (naming no adapter) the context it
 //! continues does. Everything else stays at the root (the
 //! default adapter). The request is rewritten, not proxied: the nested router then checks the
-//! caller, the owner and the request itself as usual.
+//! caller, the owner and the request itself as usual. A message that continues one adapter's
+//! conversation (its task or context) but names another adapter is refused here, as its
+//! binding refuses invalid params (JSON-RPC -32602, HTTP 400).
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
@@ -14,12 +16,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::engine::Engine;
+use crate::protocol::{A2AError, Method as ProtoMethod};
 
 /// The adapters a root request may be routed to.
 #[derive(Clone)]
 pub struct Routes {
-    /// `(adapter id, engine)` of every adapter but the default one.
-    pub others: Vec<(String, Engine)>,
+    /// `(adapter id, engine)` of every adapter, the default one first; empty when requests
+    /// are not routed.
+    pub agents: Vec<(String, Engine)>,
     /// Largest request body read to find the adapter.
     pub body_limit: usize,
     /// The guard: a body is read only for a caller it lets through (None: nothing to
@@ -27,7 +31,24 @@ pub struct Routes {
     pub guard: Option<std::sync::Arc<crate::server::guard::Guard>>,
 }
 
-/// The middleware: rewrites the URI of a root request that belongs to another adapter.
+impl Routes {
+    /// Every adapter but the default one: those a root request may be sent on to.
+    fn others(&self) -> &[(String, Engine)] {
+        self.agents.get(1..).unwrap_or_default()
+    }
+
+    /// The adapter a `metadata.agent` name sends a message to: the one of that id, else
+    /// (a name this host does not serve) the default one.
+    fn named(&self, name: &str) -> Option<&(String, Engine)> {
+        self.agents
+            .iter()
+            .find(|(id, _)| id == name)
+            .or_else(|| self.agents.first())
+    }
+}
+
+/// The middleware: rewrites the URI of a root request that belongs to another adapter, and
+/// refuses a message that names another adapter than the conversation it continues.
 pub async fn route(
     State(routes): State<std::sync::Arc<Routes>>,
     req: Request,
@@ -37,11 +58,14 @@ pub async fn route(
     // Authentication comes before any body is read (or any task looked up): a caller the
     // guard would refuse is passed on unrouted, and the guard answers it (401) without
     // reading the body.
-    let allowed = routes
+    let caller = routes
         .guard
         .as_ref()
-        .is_some_and(|g| g.admits(req.headers()));
-    if routes.others.is_empty() || path.starts_with("/agents/") || !allowed {
+        .and_then(|g| g.caller_of(req.headers()));
+    let Some(caller) = caller else {
+        return next.run(req).await;
+    };
+    if routes.others().is_empty() || path.starts_with("/agents/") {
         return next.run(req).await;
     }
     let rest_task = rest_task_id(&path);
@@ -49,10 +73,9 @@ pub async fn route(
         "" => "/",
         p => p,
     };
+    let rpc = super::paths::JSONRPC_PATHS.contains(&trimmed);
     let needs_body = req.method() == Method::POST
-        && (super::paths::JSONRPC_PATHS.contains(&trimmed)
-            || path.ends_with("message:send")
-            || path.ends_with("message:stream"));
+        && (rpc || path.ends_with("message:send") || path.ends_with("message:stream"));
     let (parts, body) = req.into_parts();
     let (body, target) = if needs_body {
         // Only an authenticated caller gets here; its body is bounded by the body limit.
@@ -63,7 +86,10 @@ pub async fn route(
             }
         };
         let target = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(v) => target_of_body(&routes, &v).await,
+            Ok(v) => match target_of_body(&routes, &v, rpc, caller.owner()).await {
+                Ok(target) => target,
+                Err(refusal) => return refusal,
+            },
             // Not JSON: the root answers with the right parse error.
             Err(_) => None,
         };
@@ -96,47 +122,164 @@ pub async fn route(
     next.run(req).await
 }
 
-/// The adapter a JSON-RPC or HTTP+JSON body belongs to: the task it names (`taskId`,
-/// `message.taskId`, `id`), else `message.metadata.agent`.
-async fn target_of_body(routes: &Routes, v: &Value) -> Option<String> {
+/// The adapter a JSON-RPC (`rpc`) or HTTP+JSON body belongs to: the task it names
+/// (`taskId`, `message.taskId`, `id`), else `message.metadata.agent`, else the context it
+/// continues; Err(the answer refusing it) when it sends a message that names another
+/// adapter than the conversation it continues ([`check_named`]).
+async fn target_of_body(
+    routes: &Routes,
+    v: &Value,
+    rpc: bool,
+    owner: Option<&str>,
+) -> Result<Option<String>, Response> {
     // JSON-RPC puts the request in `params` (its top-level `id` is the request's); HTTP+JSON
     // sends it as the body.
     let p = if v.get("jsonrpc").is_some() {
-        v.get("params")?
+        v.get("params")
     } else {
-        v
+        Some(v)
     };
+    let Some(p) = p else { return Ok(None) };
     let message = p.get("message");
-    let task = p
-        .get("taskId")
-        .or_else(|| message.and_then(|m| m.get("taskId")))
-        .or_else(|| p.get("id"))
-        .and_then(Value::as_str);
-    if let Some(task) = task {
+    let named = message
+        .and_then(|m| m.get("metadata"))
+        .and_then(|m| m.get("agent"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|a| !a.is_empty());
+    if let (Some(name), Some(sender)) = (named, Sender::of(rpc, v)) {
+        if let Err(e) = check_named(routes, p, name, owner).await {
+            return Err(sender.refuse(e));
+        }
+    }
+    if let Some(task) = task_of(p) {
         if let Some(id) = owner_of(routes, task).await {
+            return Ok(Some(id));
+        }
+    }
+    let Some(name) = named else {
+        // A follow-up in a context goes where the context is: another adapter's context
+        // continued at the root would split the conversation between two CLIs.
+        let context = message
+            .and_then(|m| m.get("contextId"))
+            .and_then(Value::as_str);
+        return Ok(match context {
+            Some(c) => context_holder(routes, c).await,
+            None => None,
+        });
+    };
+    Ok(routes
+        .others()
+        .iter()
+        .find(|(id, _)| id == name)
+        .map(|(id, _)| id.clone()))
+}
+
+/// The task a request names: `taskId`, `message.taskId` or `id`.
+fn task_of(p: &Value) -> Option<&str> {
+    p.get("taskId")
+        .or_else(|| p.get("message").and_then(|m| m.get("taskId")))
+        .or_else(|| p.get("id"))
+        .and_then(Value::as_str)
+}
+
+/// Refuses a message that continues a conversation of one adapter (the task it names, else
+/// its context) but names another in `metadata.agent` (`name`): sent there, it would start
+/// a second conversation under the same context id, on another CLI. MCP's `start_task`
+/// refuses the same. Only the caller's own tasks and contexts count: another caller's
+/// conversation is none of its business (and is not found where it goes).
+async fn check_named(
+    routes: &Routes,
+    p: &Value,
+    name: &str,
+    owner: Option<&str>,
+) -> Result<(), A2AError> {
+    let Some((chosen, engine)) = routes.named(name) else {
+        return Ok(());
+    };
+    if let Some(task) = task_of(p) {
+        if let Some(holder) = task_holder(routes, task, owner).await {
+            if holder == chosen {
+                return Ok(());
+            }
+            return Err(A2AError::InvalidParams(format!(
+                "task {task} is part of a conversation with agent '{holder}', not '{name}': leave metadata.agent out (or name '{holder}') to continue it"
+            )));
+        }
+    }
+    let context = p
+        .get("message")
+        .and_then(|m| m.get("contextId"))
+        .and_then(Value::as_str);
+    let Some(context) = context else {
+        return Ok(());
+    };
+    if engine.has_context(context, owner).await {
+        return Ok(());
+    }
+    for (holder, e) in &routes.agents {
+        if e.has_context(context, owner).await {
+            return Err(A2AError::InvalidParams(format!(
+                "context {context} is a conversation with agent '{holder}', not '{name}': leave metadata.agent out (or name '{holder}') to continue it, or leave contextId out to start a new one on '{name}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The adapter (the default one too) that holds the caller's task, if any.
+async fn task_holder<'a>(routes: &'a Routes, task: &str, owner: Option<&str>) -> Option<&'a str> {
+    for (id, engine) in &routes.agents {
+        if engine.get_snapshot(task, owner).await.is_ok() {
             return Some(id);
         }
     }
-    let agent = message?
-        .get("metadata")
-        .and_then(|m| m.get("agent"))
-        .and_then(Value::as_str);
-    let Some(agent) = agent else {
-        // A follow-up in a context goes where the context is: another adapter's context
-        // continued at the root would split the conversation between two CLIs.
-        let context = message?.get("contextId")?.as_str()?;
-        return context_holder(routes, context).await;
-    };
-    routes
-        .others
-        .iter()
-        .find(|(id, _)| id == agent)
-        .map(|(id, _)| id.clone())
+    None
+}
+
+/// A request that sends a message, answered in its binding's error format when refused.
+enum Sender {
+    /// A JSON-RPC send method, with the request's id.
+    JsonRpc { id: Value, method: ProtoMethod },
+    /// `message:send` or `message:stream` of an HTTP+JSON binding.
+    Rest,
+}
+
+impl Sender {
+    /// The sender of a body posted to a JSON-RPC path (`rpc`) or to an HTTP+JSON send path;
+    /// None for a JSON-RPC call of a method that sends no message.
+    fn of(rpc: bool, v: &Value) -> Option<Sender> {
+        if !rpc {
+            return Some(Sender::Rest);
+        }
+        let method = v.get("method")?.as_str()?.parse::<ProtoMethod>().ok()?;
+        let sends = matches!(
+            method,
+            ProtoMethod::SendMessage
+                | ProtoMethod::SendStreamingMessage
+                | ProtoMethod::MessageSend
+                | ProtoMethod::MessageStream
+        );
+        let id = v
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .cloned()
+            .unwrap_or(Value::Null);
+        sends.then_some(Sender::JsonRpc { id, method })
+    }
+
+    /// The answer refusing the request with `err`: what its handler answers for it.
+    fn refuse(self, err: A2AError) -> Response {
+        match self {
+            Sender::JsonRpc { id, method } => super::jsonrpc::refusal(&id, method, &err),
+            Sender::Rest => super::rest::Reject::from(err).into_response(),
+        }
+    }
 }
 
 /// The other adapter that holds the task, if any.
 async fn owner_of(routes: &Routes, task_id: &str) -> Option<String> {
-    for (id, engine) in &routes.others {
+    for (id, engine) in routes.others() {
         if engine.has_task(task_id).await {
             return Some(id.clone());
         }
@@ -146,7 +289,7 @@ async fn owner_of(routes: &Routes, task_id: &str) -> Option<String> {
 
 /// The other adapter that holds the context, if any.
 async fn context_holder(routes: &Routes, context_id: &str) -> Option<String> {
-    for (id, engine) in &routes.others {
+    for (id, engine) in routes.others() {
         if engine.has_context(context_id, None).await {
             return Some(id.clone());
         }

@@ -1,6 +1,6 @@
 //! Metrics and trace context.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::*;
 
@@ -167,6 +167,140 @@ async fn several_adapters_are_served_on_one_port() {
             unknown["result"]["task"]["metadata"]["adapter"], "demo",
             "{unknown}"
         );
+    })
+    .await;
+}
+
+/// With route-by-metadata, a message that continues a conversation (its `contextId`, or a
+/// `taskId`) but names another adapter in `metadata.agent` than the conversation's is refused
+/// with invalid params naming both adapters, over JSON-RPC and HTTP+JSON (before, it went to
+/// the named adapter, which started a second conversation under the same context id). The
+/// same follow-up naming no adapter, or the conversation's, goes to the conversation's.
+#[tokio::test]
+async fn a_follow_up_naming_another_adapter_than_its_conversations_is_refused() {
+    limit(async {
+        let host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_ROUTE_BY_METADATA", "true"),
+            ],
+            &[],
+        )
+        .await;
+        let follow_up = |context: &Value, agent: Option<&str>| {
+            let mut params = send_params("echo again");
+            params["message"]["contextId"] = context.clone();
+            if let Some(a) = agent {
+                params["message"]["metadata"] = json!({"agent": a});
+            }
+            params
+        };
+        let mut params = send_params("echo first");
+        params["message"]["metadata"] = json!({"agent": "jsonl"});
+        let first = host.rpc("/", "SendMessage", params, &[]).await;
+        assert_eq!(
+            first["result"]["task"]["metadata"]["adapter"], "jsonl",
+            "{first}"
+        );
+        let context = first["result"]["task"]["contextId"].clone();
+        let says_both = |v: &Value, message: &Value, what: &str| {
+            let text = message.as_str().unwrap_or_default();
+            assert!(
+                text.contains(what) && text.contains("'jsonl'") && text.contains("'demo'"),
+                "{v}"
+            );
+        };
+        for method in ["SendMessage", "SendStreamingMessage"] {
+            let r = host
+                .rpc("/", method, follow_up(&context, Some("demo")), &[])
+                .await;
+            assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+            says_both(&r, &r["error"]["message"], context.as_str().unwrap());
+        }
+        let rest = reqwest::Client::new()
+            .post(format!("{}/a2a/rest/message:send", host.base))
+            .header("A2A-Version", "1.0")
+            .json(&follow_up(&context, Some("demo")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 400);
+        let rest: Value = rest.json().await.unwrap();
+        assert_eq!(rest["error"]["status"], "INVALID_ARGUMENT", "{rest}");
+        says_both(&rest, &rest["error"]["message"], context.as_str().unwrap());
+        // The 0.3 bindings alike: `message/stream` answers its error as a stream, as its
+        // handler does; HTTP+JSON 0.3 with 400.
+        let mut v03 = send_params03("echo again");
+        v03["message"]["contextId"] = context.clone();
+        v03["message"]["metadata"] = json!({"agent": "demo"});
+        let client = reqwest::Client::new();
+        let stream = client
+            .post(format!("{}/", host.base))
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "message/stream", "params": v03}))
+            .send()
+            .await
+            .unwrap();
+        let is_sse = stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream");
+        let text = stream.text().await.unwrap();
+        assert!(
+            is_sse && text.contains("-32602") && text.contains("'jsonl'"),
+            "{text}"
+        );
+        let mut rest03 = follow_up(&context, Some("demo"));
+        let parts = rest03["message"]
+            .as_object_mut()
+            .and_then(|m| m.remove("parts"));
+        rest03["message"]["content"] = parts.unwrap_or_default();
+        let rest03 = client
+            .post(format!("{}/a2a/rest03/v1/message:send", host.base))
+            .json(&rest03)
+            .send()
+            .await
+            .unwrap();
+        let status = rest03.status();
+        let rest03 = rest03.text().await.unwrap();
+        assert!(
+            status == 400 && rest03.contains("'jsonl'"),
+            "{status} {rest03}"
+        );
+        // A conversation of the default adapter, continued naming the other one: refused
+        // too, by its context and by its task.
+        let on_demo = host
+            .rpc("/", "SendMessage", send_params("echo on demo"), &[])
+            .await;
+        let demo_context = on_demo["result"]["task"]["contextId"].clone();
+        let demo_task = on_demo["result"]["task"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = host
+            .rpc(
+                "/",
+                "SendMessage",
+                follow_up(&demo_context, Some("jsonl")),
+                &[],
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        says_both(&r, &r["error"]["message"], demo_context.as_str().unwrap());
+        let mut by_task = send_params("echo again");
+        by_task["message"]["taskId"] = json!(demo_task);
+        by_task["message"]["metadata"] = json!({"agent": "jsonl"});
+        let r = host.rpc("/", "SendMessage", by_task, &[]).await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        says_both(&r, &r["error"]["message"], &demo_task);
+        // Naming no adapter, or the conversation's own, continues it where it runs.
+        for agent in [None, Some("jsonl")] {
+            let r = host
+                .rpc("/", "SendMessage", follow_up(&context, agent), &[])
+                .await;
+            let task = &r["result"]["task"];
+            assert_eq!(task["metadata"]["adapter"], "jsonl", "{agent:?}: {r}");
+            assert_eq!(task["contextId"], context, "{r}");
+        }
     })
     .await;
 }
