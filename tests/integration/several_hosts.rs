@@ -543,3 +543,94 @@ async fn a_taken_over_context_resumes_its_session_on_the_taker() {
     })
     .await;
 }
+
+/// The context's row: (owner host, CLI session).
+async fn context_row(db: &Schema, context: &str) -> (Option<String>, String) {
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT host, session_id FROM contexts WHERE context_id = $1",
+            &[&context],
+        )
+        .await
+        .expect("the context's row");
+    (row.get(0), row.get(1))
+}
+
+/// A host that stalls (SIGSTOP) while its turn's program starts, past its lease, goes on
+/// with that turn's first line (the CLI's session) after another host took the context over
+/// and ran a turn of its own in it: the context stays the taker's, with the taker's
+/// session, and a follow-up through the taker resumes that session there.
+#[tokio::test]
+async fn a_stalled_host_does_not_take_a_context_back() {
+    limit(async {
+        let Some(db) = Schema::new("context_back").await else {
+            return;
+        };
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (a, b) = short_leases_in(
+            &db,
+            &[("AGENT_REPO_PATH", repo_path)],
+            vec![repo.path().canonicalize().expect("canonical")],
+        )
+        .await;
+        // A's program prints its session once the test opens its gate: A, stalled by then,
+        // reads it only when it goes on.
+        let mut p = send_params("gate edit hello");
+        p["configuration"] = json!({"returnImmediately": true});
+        let task = a.rpc("/", "SendMessage", p, &[]).await["result"]["task"].clone();
+        let id = task["id"].as_str().expect("task id").to_string();
+        let context = task["contextId"].as_str().expect("a context").to_string();
+        eventually("A starts the program", WAIT, async || {
+            let started = a.log_lines(&[&id, "agent started"]);
+            ready(!started.is_empty(), started)
+        })
+        .await;
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        a.pause();
+        std::fs::write(repo.path().join("GATE"), "").expect("the gate");
+        // The program went on past its session (to its edit) before B took A's tasks over
+        // (and stopped the program).
+        let notes = repo.path().join("NOTES.md");
+        eventually("A's program prints its session", WAIT, async || {
+            ready(notes.exists(), ())
+        })
+        .await;
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_FAILED")
+            .await;
+        // B runs a turn in the context it took: the context has B's session now.
+        let follow_up = |text: &str| {
+            let mut p = send_params(text);
+            p["message"]["contextId"] = json!(context);
+            p
+        };
+        let next = b.rpc("SendMessage", follow_up("hello again")).await;
+        assert_eq!(
+            next["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{next}"
+        );
+        let before = context_row(&db, &context).await;
+        assert!(!before.1.is_empty(), "{before:?}");
+        a.resume();
+        eventually("A deals with its turn's session", WAIT, async || {
+            let refused = a.log_lines(&[&context, "another host owns"]);
+            let now = context_row(&db, &context).await;
+            ready(!refused.is_empty() || now != before, now)
+        })
+        .await;
+        assert_eq!(context_row(&db, &context).await, before, "A took it back");
+        // A follow-up through B runs on B, in B's session.
+        let last = b.rpc("SendMessage", follow_up("hello once more")).await;
+        let said = last["result"]["task"].to_string();
+        assert!(
+            said.contains(&format!("Resuming session {}", before.1)),
+            "{last}"
+        );
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
