@@ -634,3 +634,51 @@ async fn a_stalled_host_does_not_take_a_context_back() {
     })
     .await;
 }
+
+/// Clients following tasks on the host that owns them while that host stalls past its
+/// lease: the task it ran (failed by the taker) and one waiting in its queue (run by the
+/// taker). Once the host goes on and lets go of them, its streams go on with what the taker
+/// writes, to each task's end: the queued task's stream, whose task this host forgot, does
+/// not end with the task still running on the taker.
+#[tokio::test]
+async fn streams_on_a_stalled_host_follow_its_tasks_to_the_ends_the_taker_writes() {
+    limit(async {
+        let Some(db) = Schema::new("stalled_streams").await else {
+            return;
+        };
+        let (a, b) = short_leases(&db, &[("AGENT_HOST_MAX_RUNNING_TASKS", "1")]).await;
+        let hang = sent(&a, "hang").await;
+        b.task_when(&hang, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let mut ran = a.open_stream("SubscribeToTask", json!({"id": hang})).await;
+        // Queued behind `hang`; on the taker its lines come 400 ms apart.
+        let mut queued = a
+            .open_stream("SendStreamingMessage", send_params("sleep=400 hello"))
+            .await;
+        let id = task_id(&queued.next().await.expect("a first frame"));
+        a.pause();
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        a.resume();
+        let frames = queued.all().await;
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{frames:?}"
+        );
+        let frames = ran.all().await;
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_FAILED"),
+            "{frames:?}"
+        );
+        let last = frames
+            .last()
+            .map(|f| f.data.to_string())
+            .unwrap_or_default();
+        assert!(last.contains("was lost"), "{last}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
