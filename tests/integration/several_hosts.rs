@@ -682,3 +682,72 @@ async fn streams_on_a_stalled_host_follow_its_tasks_to_the_ends_the_taker_writes
     })
     .await;
 }
+
+/// Makes the next statement that updates `tasks` (by any host) wait 3 s before it touches a
+/// row: the commit of the next task event a host writes comes late.
+async fn delay_next_task_update(db: &Schema) {
+    db.client()
+        .await
+        .batch_execute(
+            "CREATE SEQUENCE delay_once;
+             CREATE FUNCTION delay_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                IF nextval('delay_once') = 1 THEN PERFORM pg_sleep(3); END IF;
+                RETURN NULL;
+             END $$;
+             CREATE TRIGGER delay_once BEFORE UPDATE ON tasks
+                FOR EACH STATEMENT EXECUTE FUNCTION delay_once();",
+        )
+        .await
+        .expect("the delaying trigger");
+}
+
+/// A host that stalls (SIGSTOP) right after it started a task's program, past its lease,
+/// while the task's `working` is still on its way to the database: the host that takes its
+/// tasks over must find the task started, and fail it (its host was lost) rather than run
+/// it a second time.
+#[tokio::test]
+async fn a_task_started_before_its_host_stalled_is_not_run_again() {
+    limit(async {
+        let Some(db) = Schema::new("started_once").await else {
+            return;
+        };
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (a, b) = short_leases(&db, &[("AGENT_REPO_PATH", repo_path)]).await;
+        let notes = repo.path().join("NOTES.md");
+        let edits = || {
+            std::fs::read_to_string(&notes)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("started-once"))
+                .count()
+        };
+        delay_next_task_update(&db).await;
+        let id = sent(&a, "gate edit started-once").await;
+        eventually("A starts the program", WAIT, async || {
+            let started = a.log_lines(&[&id, "agent started"]);
+            ready(!started.is_empty(), started)
+        })
+        .await;
+        a.pause();
+        std::fs::write(repo.path().join("GATE"), "").expect("the gate");
+        eventually("A's program makes its edit", WAIT, async || {
+            ready(edits() > 0, edits())
+        })
+        .await;
+        let done = b
+            .task_when(&id, |t| {
+                t["status"]["state"]
+                    .as_str()
+                    .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED")
+            })
+            .await;
+        assert_eq!(edits(), 1, "the task ran twice: {done}");
+        assert_eq!(done["status"]["state"], "TASK_STATE_FAILED", "{done}");
+        assert!(done.to_string().contains("was lost"), "{done}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
