@@ -278,11 +278,14 @@ impl Inner {
     /// Whether this host may start or resume the task's program: always on a single host;
     /// one of several, only while it owns the task, its lease renewed by the same statement
     /// ([`ClusterStore::hold_task`]), so that no host takes the task over for a lease from
-    /// now.
+    /// now. The task's events written so far (the turn's `working`) are committed first, so
+    /// that a takeover after this check finds the task started: it fails the task instead
+    /// of running it again.
     pub(super) async fn may_run(&self, task_id: &str) -> Result<bool, StoreError> {
         let (Some(c), Some(role)) = (self.store.cluster(), self.cluster.get()) else {
             return Ok(true);
         };
+        self.store.flush_writes().await?;
         c.hold_task(task_id, &role.me.id, role.lease).await
     }
 }

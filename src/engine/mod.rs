@@ -878,8 +878,27 @@ impl Inner {
     /// Remembers the CLI session of a context, for resuming it on the next turn.
     async fn set_session(&self, context_id: &str, session_id: &str) {
         let record = lock(&self.state).sched.set_session(context_id, session_id);
-        if let Err(e) = self.store.put_context(&record).await {
-            tracing::error!(context = %context_id, error = %e, "could not store the context's session");
+        match self.store.put_context(&record).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_owner() => {
+                tracing::warn!(context = %context_id, error = %e, "another host owns this context now; its session from this host is not stored");
+                self.reload_context(context_id).await;
+            }
+            Err(e) => {
+                tracing::error!(context = %context_id, error = %e, "could not store the context's session")
+            }
+        }
+    }
+
+    /// Takes the stored context (its new owner's session and folder) in place of what this
+    /// host remembers of it.
+    async fn reload_context(&self, context_id: &str) {
+        match self.store.context(context_id).await {
+            Ok(Some(record)) => lock(&self.state).sched.restore_context(record),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(context = %context_id, error = %e, "could not read a context another host owns")
+            }
         }
     }
 }

@@ -28,6 +28,10 @@ pub struct EventStream {
     /// Set when another host writes the task: `rx` is the store's wake-up, which may be
     /// lost, so the log is also read again after this long without one.
     pub(super) poll: Option<std::time::Duration>,
+    /// With several hosts, this host's id and its heartbeat: a task that stops being live
+    /// here because another host took it over is then followed through the store, polled
+    /// every heartbeat, as a task another host runs.
+    pub(super) here: Option<(String, std::time::Duration)>,
     pub(super) buf: VecDeque<Arc<LoggedEvent>>,
     pub(super) done: bool,
     /// The last event returned was a settled state (terminal, or waiting for input).
@@ -116,8 +120,9 @@ impl EventStream {
             match (&mut self.rx, self.poll) {
                 (Some(rx), None) => {
                     if rx.changed().await.is_err() {
-                        // The task is no longer live: read what is left, then end.
-                        self.rx = None;
+                        // The task is no longer live here: read what is left, then end;
+                        // unless another host took it over, which writes its end.
+                        self.rx = self.taken_over().await;
                     }
                 }
                 (Some(rx), Some(every)) => {
@@ -134,6 +139,25 @@ impl EventStream {
                 (None, _) => return None,
             }
         }
+    }
+
+    /// The store's wake-up for a task no longer live here that another host owns now (it
+    /// took the task over from this host), polled every heartbeat from now on. None when
+    /// this host still owns it (it ended here, or this host stops) or is the only one.
+    async fn taken_over(&mut self) -> Option<watch::Receiver<u64>> {
+        let (me, every) = self.here.clone()?;
+        let c = self.store.cluster()?;
+        match c.task_host(&self.task_id).await {
+            Ok(Some(owner)) if owner.record.id != me => {}
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(task = %self.task_id, error = %e, "could not tell which host runs the task now; the stream ends");
+                return None;
+            }
+        }
+        self.here = None;
+        self.poll = Some(every);
+        Some(c.watch_task(&self.task_id))
     }
 
     /// Whether a task another host writes has ended (or is gone) with nothing after the
@@ -226,6 +250,10 @@ impl Engine {
                 None => (None, None, Weak::new()),
             },
         };
+        let here = match (poll, self.inner.cluster.get()) {
+            (None, Some(c)) => Some((c.me.id.clone(), c.heartbeat)),
+            _ => None,
+        };
         EventStream {
             store: self.inner.store.clone(),
             health: self.inner.health.clone(),
@@ -234,6 +262,7 @@ impl Engine {
             rx,
             notify,
             poll,
+            here,
             buf: VecDeque::new(),
             done: false,
             settled: false,

@@ -177,23 +177,10 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
         traceparent,
         tool_trace,
     } = *turn;
-    // One of several hosts: the task may have been taken over while it waited here (this
-    // host stalled past its lease). Its program never starts on a host that does not own it.
-    match inner.may_run(&task_id).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!("not starting a task another host took over");
-            return false;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "could not confirm this host still owns the task");
-            let mut m = TurnMapper::new(&task_id, &context_id);
-            let ev = m.on_exit(ExitReason::StoreFailed(format!(
-                "agent-host could not confirm that this host still owns the task: {e}"
-            )));
-            inner.publish(&task_id, &notify, ev).await;
-            return false;
-        }
+    // Checked before anything of the turn is made here, and again once its first update
+    // is committed.
+    if !held_here(inner, &task_id, &context_id, &notify).await {
+        return false;
     }
     let (workspace, cwd) =
         changes::turn_workspace(inner.config.workspaces.as_ref(), &context_id, &cwd).await;
@@ -207,6 +194,9 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     // A terminal update reported before the program exited, held for the `changes` artifact.
     let mut held = Vec::new();
     let (mut mapper, controls) = announce(inner, &ends, tool_trace, continuing).await;
+    if !held_here(inner, &task_id, &context_id, &notify).await {
+        return false;
+    }
     let how = HowToStart {
         message_id: &message_id,
         session: &session,
@@ -250,6 +240,35 @@ async fn drive(inner: &Arc<Inner>, turn: Box<Turn>) -> bool {
     running.open(&session, continuing).await;
     let end = running.run(&mut control).await;
     running.teardown(end).await
+}
+
+/// Whether the turn may go on here. One of several hosts, the task may have been taken over
+/// while it waited here (this host stalled past its lease): its program never starts on a
+/// host that does not own it. Checked last right before the program starts, with the turn's
+/// first update committed: a host that takes the task over after that finds it started,
+/// and fails it rather than running it again.
+async fn held_here(
+    inner: &Arc<Inner>,
+    task_id: &str,
+    context_id: &str,
+    notify: &watch::Sender<u64>,
+) -> bool {
+    match inner.may_run(task_id).await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!("not starting a task another host took over");
+            false
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not confirm this host still owns the task");
+            let mut m = TurnMapper::new(task_id, context_id);
+            let ev = m.on_exit(ExitReason::StoreFailed(format!(
+                "agent-host could not confirm that this host still owns the task: {e}"
+            )));
+            inner.publish(task_id, notify, ev).await;
+            false
+        }
+    }
 }
 
 /// The mapper of a turn and its budget and rules, with the turn's first update published.

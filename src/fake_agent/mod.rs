@@ -70,6 +70,8 @@ Keywords in the prompt (case-insensitive words, may combine):
     exit=N          print init and a text chunk, then exit N without done
     hang            print init, then sleep forever
     slow            300 ms between lines; sleep=MS sets the pause explicitly
+    gate            before the first line (init), wait until a file GATE exists in the working
+                    directory (at most 60 s)
     flood=N         N more text chunks back to back
     noise           interleave non-JSON lines: plain, ANSI-colored, CRLF, blank, broken JSON
     stderr          also write a few lines to stderr
@@ -167,6 +169,8 @@ struct Keywords {
     exit: Option<i32>,
     hang: bool,
     sleep_ms: Option<u64>,
+    /// `gate`: wait for a file `GATE` before the first line.
+    gate: bool,
     flood: Option<usize>,
     noise: bool,
     stderr: bool,
@@ -201,6 +205,7 @@ fn parse_keywords(prompt: &str) -> Keywords {
             ("hang", None) => k.hang = true,
             ("slow", None) => k.sleep_ms = k.sleep_ms.or(Some(300)),
             ("sleep", Some(n)) => k.sleep_ms = Some(n),
+            ("gate", None) => k.gate = true,
             ("flood", Some(n)) => k.flood = usize::try_from(n).ok(),
             ("tools", Some(n)) => k.tools = usize::try_from(n).ok(),
             ("noise", None) => k.noise = true,
@@ -580,6 +585,9 @@ fn run(args: &Args, cwd: &Path, out: &mut Out, input: &mut dyn BufRead) -> io::R
     if let Some(ms) = kw.sleep_ms {
         out.delay = Duration::from_millis(ms);
     }
+    if kw.gate {
+        wait_for_gate(cwd);
+    }
     if kw.ignore_sigterm {
         // SAFETY: installs SIG_IGN (no handler code runs); nothing else here touches SIGTERM.
         unsafe {
@@ -591,6 +599,14 @@ fn run(args: &Args, cwd: &Path, out: &mut Out, input: &mut dyn BufRead) -> io::R
         .map_err(io::Error::from)?;
     }
     run_session(args, &prompt, cwd, out, input)
+}
+
+/// Waits until a file `GATE` exists in `cwd` (a test lets the program go on), at most 60 s.
+fn wait_for_gate(cwd: &Path) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !cwd.join("GATE").exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Runs fake-agent with these arguments (without the program name) and exits.

@@ -180,6 +180,7 @@ fn keywords_and_args_parse() {
         (Some(4), Some(20), Some(3), Some(9))
     );
     assert_eq!(parse_keywords("slow").sleep_ms, Some(300));
+    assert!(parse_keywords("gate hello").gate);
     assert_eq!(
         parse_keywords("long-line=5 long-lines=3").long_lines,
         Some(3)
@@ -302,4 +303,20 @@ fn usage_reports_the_time_the_session_took() {
     let floor = 200 * (u64::try_from(before).expect("count") - 1);
     let ms = v[before]["duration_ms"].as_u64().expect("duration_ms");
     assert!(ms >= floor && floor > 850, "{ms} ms, at least {floor}");
+}
+
+#[test]
+fn a_gated_session_starts_once_its_gate_exists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = dir.path().join("GATE");
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::write(gate, "").expect("the gate");
+    });
+    let started = Instant::now();
+    let (lines, _, end) = run_in(dir.path(), &["gate hello"], "");
+    opener.join().expect("the opener");
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    let (v, _) = values(&lines);
+    assert_eq!((&v[0]["type"], end), (&json!("init"), End::Exit(0)));
 }

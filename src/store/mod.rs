@@ -113,6 +113,10 @@ pub enum StoreError {
     /// longer write to it.
     #[error("task {task} is owned by agent-host {host} now; this host no longer writes to it")]
     NotOwner { task: String, host: String },
+    /// Another live host owns the context now (it took this host's contexts over): this
+    /// host may no longer record its session.
+    #[error("context {context} is owned by agent-host {host} now; this host no longer records it")]
+    ContextNotOwned { context: String, host: String },
     /// Another live host has registered this host id.
     #[error("host id '{}' is in use by a live host (pid {} on {}, {}, since {}); give this host another --host-id", .0.record.id, .0.record.pid, .0.record.machine, .0.record.address, .0.started_at)]
     HostIdInUse(Box<HostInfo>),
@@ -127,11 +131,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The write was refused because another host owns the task now (it took this host's
-    /// tasks over): the store works, this host merely no longer writes to that task.
+    /// The write was refused because another host owns the task or context now (it took
+    /// this host's tasks over): the store works, this host merely no longer writes to it.
     pub fn is_not_owner(&self) -> bool {
         match self {
-            StoreError::NotOwner { .. } => true,
+            StoreError::NotOwner { .. } | StoreError::ContextNotOwned { .. } => true,
             StoreError::Background(e) => e.is_not_owner(),
             _ => false,
         }
@@ -268,7 +272,9 @@ pub trait TaskStore: Send + Sync {
     async fn unfinished(&self) -> Result<Vec<Snapshot>, StoreError>;
 
     /// Records a context: its CLI session (so later turns, also after a restart, resume
-    /// it), its owner and its working directory.
+    /// it), its owner and its working directory. With several hosts, refused
+    /// ([`StoreError::ContextNotOwned`]) when another live host owns the context: the one
+    /// that took it over from this host.
     async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError>;
 
     /// Every recorded context.

@@ -543,3 +543,211 @@ async fn a_taken_over_context_resumes_its_session_on_the_taker() {
     })
     .await;
 }
+
+/// The context's row: (owner host, CLI session).
+async fn context_row(db: &Schema, context: &str) -> (Option<String>, String) {
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT host, session_id FROM contexts WHERE context_id = $1",
+            &[&context],
+        )
+        .await
+        .expect("the context's row");
+    (row.get(0), row.get(1))
+}
+
+/// A host that stalls (SIGSTOP) while its turn's program starts, past its lease, goes on
+/// with that turn's first line (the CLI's session) after another host took the context over
+/// and ran a turn of its own in it: the context stays the taker's, with the taker's
+/// session, and a follow-up through the taker resumes that session there.
+#[tokio::test]
+async fn a_stalled_host_does_not_take_a_context_back() {
+    limit(async {
+        let Some(db) = Schema::new("context_back").await else {
+            return;
+        };
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (a, b) = short_leases_in(
+            &db,
+            &[("AGENT_REPO_PATH", repo_path)],
+            vec![repo.path().canonicalize().expect("canonical")],
+        )
+        .await;
+        // A's program prints its session once the test opens its gate: A, stalled by then,
+        // reads it only when it goes on.
+        let mut p = send_params("gate edit hello");
+        p["configuration"] = json!({"returnImmediately": true});
+        let task = a.rpc("/", "SendMessage", p, &[]).await["result"]["task"].clone();
+        let id = task["id"].as_str().expect("task id").to_string();
+        let context = task["contextId"].as_str().expect("a context").to_string();
+        eventually("A starts the program", WAIT, async || {
+            let started = a.log_lines(&[&id, "agent started"]);
+            ready(!started.is_empty(), started)
+        })
+        .await;
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        a.pause();
+        std::fs::write(repo.path().join("GATE"), "").expect("the gate");
+        // The program went on past its session (to its edit) before B took A's tasks over
+        // (and stopped the program).
+        let notes = repo.path().join("NOTES.md");
+        eventually("A's program prints its session", WAIT, async || {
+            ready(notes.exists(), ())
+        })
+        .await;
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_FAILED")
+            .await;
+        // B runs a turn in the context it took: the context has B's session now.
+        let follow_up = |text: &str| {
+            let mut p = send_params(text);
+            p["message"]["contextId"] = json!(context);
+            p
+        };
+        let next = b.rpc("SendMessage", follow_up("hello again")).await;
+        assert_eq!(
+            next["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{next}"
+        );
+        let before = context_row(&db, &context).await;
+        assert!(!before.1.is_empty(), "{before:?}");
+        a.resume();
+        eventually("A deals with its turn's session", WAIT, async || {
+            let refused = a.log_lines(&[&context, "another host owns"]);
+            let now = context_row(&db, &context).await;
+            ready(!refused.is_empty() || now != before, now)
+        })
+        .await;
+        assert_eq!(context_row(&db, &context).await, before, "A took it back");
+        // A follow-up through B runs on B, in B's session.
+        let last = b.rpc("SendMessage", follow_up("hello once more")).await;
+        let said = last["result"]["task"].to_string();
+        assert!(
+            said.contains(&format!("Resuming session {}", before.1)),
+            "{last}"
+        );
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// Clients following tasks on the host that owns them while that host stalls past its
+/// lease: the task it ran (failed by the taker) and one waiting in its queue (run by the
+/// taker). Once the host goes on and lets go of them, its streams go on with what the taker
+/// writes, to each task's end: the queued task's stream, whose task this host forgot, does
+/// not end with the task still running on the taker.
+#[tokio::test]
+async fn streams_on_a_stalled_host_follow_its_tasks_to_the_ends_the_taker_writes() {
+    limit(async {
+        let Some(db) = Schema::new("stalled_streams").await else {
+            return;
+        };
+        let (a, b) = short_leases(&db, &[("AGENT_HOST_MAX_RUNNING_TASKS", "1")]).await;
+        let hang = sent(&a, "hang").await;
+        b.task_when(&hang, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        let mut ran = a.open_stream("SubscribeToTask", json!({"id": hang})).await;
+        // Queued behind `hang`; on the taker its lines come 400 ms apart.
+        let mut queued = a
+            .open_stream("SendStreamingMessage", send_params("sleep=400 hello"))
+            .await;
+        let id = task_id(&queued.next().await.expect("a first frame"));
+        a.pause();
+        b.task_when(&id, |t| t["status"]["state"] == "TASK_STATE_WORKING")
+            .await;
+        a.resume();
+        let frames = queued.all().await;
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_COMPLETED"),
+            "{frames:?}"
+        );
+        let frames = ran.all().await;
+        assert_eq!(
+            states(&frames).last().map(String::as_str),
+            Some("TASK_STATE_FAILED"),
+            "{frames:?}"
+        );
+        let last = frames
+            .last()
+            .map(|f| f.data.to_string())
+            .unwrap_or_default();
+        assert!(last.contains("was lost"), "{last}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}
+
+/// Makes the next statement that updates `tasks` (by any host) wait 3 s before it touches a
+/// row: the commit of the next task event a host writes comes late.
+async fn delay_next_task_update(db: &Schema) {
+    db.client()
+        .await
+        .batch_execute(
+            "CREATE SEQUENCE delay_once;
+             CREATE FUNCTION delay_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                IF nextval('delay_once') = 1 THEN PERFORM pg_sleep(3); END IF;
+                RETURN NULL;
+             END $$;
+             CREATE TRIGGER delay_once BEFORE UPDATE ON tasks
+                FOR EACH STATEMENT EXECUTE FUNCTION delay_once();",
+        )
+        .await
+        .expect("the delaying trigger");
+}
+
+/// A host that stalls (SIGSTOP) right after it started a task's program, past its lease,
+/// while the task's `working` is still on its way to the database: the host that takes its
+/// tasks over must find the task started, and fail it (its host was lost) rather than run
+/// it a second time.
+#[tokio::test]
+async fn a_task_started_before_its_host_stalled_is_not_run_again() {
+    limit(async {
+        let Some(db) = Schema::new("started_once").await else {
+            return;
+        };
+        let repo = tempfile::tempdir().expect("tempdir");
+        let repo_path = repo.path().to_str().expect("a UTF-8 path");
+        let (a, b) = short_leases(&db, &[("AGENT_REPO_PATH", repo_path)]).await;
+        let notes = repo.path().join("NOTES.md");
+        let edits = || {
+            std::fs::read_to_string(&notes)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("started-once"))
+                .count()
+        };
+        delay_next_task_update(&db).await;
+        let id = sent(&a, "gate edit started-once").await;
+        eventually("A starts the program", WAIT, async || {
+            let started = a.log_lines(&[&id, "agent started"]);
+            ready(!started.is_empty(), started)
+        })
+        .await;
+        a.pause();
+        std::fs::write(repo.path().join("GATE"), "").expect("the gate");
+        eventually("A's program makes its edit", WAIT, async || {
+            ready(edits() > 0, edits())
+        })
+        .await;
+        let done = b
+            .task_when(&id, |t| {
+                t["status"]["state"]
+                    .as_str()
+                    .is_some_and(|s| s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED")
+            })
+            .await;
+        assert_eq!(edits(), 1, "the task ran twice: {done}");
+        assert_eq!(done["status"]["state"], "TASK_STATE_FAILED", "{done}");
+        assert!(done.to_string().contains("was lost"), "{done}");
+        b.shutdown().await;
+        db.drop_now().await;
+    })
+    .await;
+}

@@ -489,22 +489,35 @@ impl TaskStore for PgStore {
     }
 
     async fn put_context(&self, ctx: &ContextRecord) -> Result<(), StoreError> {
-        self.exec(
-            "INSERT INTO contexts (context_id, session_id, updated_at, owner, cwd, host)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (context_id) DO UPDATE SET session_id = $2, updated_at = $3,
-                owner = $4, cwd = $5, host = COALESCE($6, contexts.host)",
-            &[
-                &ctx.context_id,
-                &ctx.session_id.as_deref().unwrap_or(""),
-                &crate::task::now_timestamp(),
-                &ctx.owner,
-                &ctx.cwd,
-                &self.host.get(),
-            ],
-        )
-        .await?;
-        Ok(())
+        // A context another live host owns is not this host's to write (it took this host's
+        // contexts over while this one stalled): the row stays the new owner's. One whose
+        // owner's lease expired is written, and becomes this host's.
+        let n = self
+            .exec(
+                "INSERT INTO contexts AS c (context_id, session_id, updated_at, owner, cwd, host)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (context_id) DO UPDATE SET session_id = $2, updated_at = $3,
+                    owner = $4, cwd = $5, host = COALESCE($6, c.host)
+                 WHERE $6 IS NULL OR c.host IS NULL OR c.host = $6 OR NOT EXISTS (
+                    SELECT 1 FROM hosts h WHERE h.id = c.host AND h.lease_until >= now())",
+                &[
+                    &ctx.context_id,
+                    &ctx.session_id.as_deref().unwrap_or(""),
+                    &crate::task::now_timestamp(),
+                    &ctx.owner,
+                    &ctx.cwd,
+                    &self.host.get(),
+                ],
+            )
+            .await?;
+        if n == 1 {
+            return Ok(());
+        }
+        let host = crate::store::ClusterStore::context_host(self, &ctx.context_id).await?;
+        Err(StoreError::ContextNotOwned {
+            context: ctx.context_id.clone(),
+            host: host.unwrap_or_default(),
+        })
     }
 
     async fn terminal_tasks(&self) -> Result<Vec<crate::store::TerminalTask>, StoreError> {

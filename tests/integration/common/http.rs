@@ -106,6 +106,19 @@ impl HostProcess {
             .await
             .expect("JSON-RPC response")
     }
+
+    /// Opens a v1.0 streaming call at the root.
+    pub async fn open_stream(&self, method: &str, params: Value) -> SseReader {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/", self.base))
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(resp.status(), 200);
+        SseReader::from_response(resp)
+    }
 }
 
 /// A v1.0 SendMessageRequest with one text part.

@@ -151,6 +151,48 @@ async fn an_expired_host_is_claimed_once_with_its_unfinished_tasks() {
     assert_eq!(b.hosts().await.unwrap().len(), 2);
 }
 
+fn context(id: &str, session: &str) -> crate::store::ContextRecord {
+    crate::store::ContextRecord {
+        context_id: id.into(),
+        session_id: Some(session.into()),
+        ..Default::default()
+    }
+}
+
+/// A host whose contexts were taken over while it stalled does not write them back: the
+/// taker's session and ownership stay. A context whose owner's lease expired (not claimed
+/// yet) is written, and becomes the writer's.
+#[tokio::test]
+async fn a_context_another_live_host_took_is_not_written_back() {
+    let Some(db) = TestDb::new("context_fence").await else {
+        return;
+    };
+    let (a, b) = (db.store().await, db.store().await);
+    a.register(&host("a", 1), Duration::from_millis(1), false)
+        .await
+        .unwrap();
+    a.put_context(&context("c1", "from-a")).await.unwrap();
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // `a`'s lease expired: `b` may write its context, which becomes `b`'s.
+    b.put_context(&context("c1", "from-b")).await.unwrap();
+    assert_eq!(b.context_host("c1").await.unwrap().as_deref(), Some("b"));
+    // `a` goes on (registered again) and would store its turn's session: refused.
+    a.register(&host("a", 1), LONG, true).await.unwrap();
+    let late = a.put_context(&context("c1", "late-from-a")).await;
+    assert!(
+        matches!(&late, Err(e @ StoreError::ContextNotOwned { host, .. }) if host == "b" && e.is_not_owner()),
+        "{late:?}"
+    );
+    let stored = a.context("c1").await.unwrap().unwrap();
+    assert_eq!(stored.session_id.as_deref(), Some("from-b"));
+    assert_eq!(a.context_host("c1").await.unwrap().as_deref(), Some("b"));
+    // Its own contexts it writes as before.
+    a.put_context(&context("c2", "new")).await.unwrap();
+    a.put_context(&context("c2", "newer")).await.unwrap();
+    assert_eq!(a.context_host("c2").await.unwrap().as_deref(), Some("a"));
+}
+
 #[tokio::test]
 async fn another_store_wakes_a_follower_of_its_task() {
     let Some(db) = TestDb::new("wake").await else {
