@@ -228,14 +228,11 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
 /// runs; router tests call it with `tower::ServiceExt::oneshot`.
 pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
     let routes = Arc::new(route::Routes {
-        agents: if limits.route_by_metadata {
-            agents
-                .iter()
-                .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        },
+        agents: agents
+            .iter()
+            .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
+            .collect(),
+        by_metadata: limits.route_by_metadata,
         body_limit: limits.body_limit,
         guard: agents.first().map(|a| a.guard.clone()),
     });

@@ -5,8 +5,10 @@
 //! continues does. Everything else stays at the root (the
 //! default adapter). The request is rewritten, not proxied: the nested router then checks the
 //! caller, the owner and the request itself as usual. A message that continues one adapter's
-//! conversation (its task or context) but names another adapter is refused here, as its
-//! binding refuses invalid params (JSON-RPC -32602, HTTP 400).
+//! conversation (its task or context) but names another adapter, or is sent to another
+//! adapter's endpoints (`/agents/{id}/`, or the root without `--route-by-metadata`), is
+//! refused here, as its binding refuses invalid params (JSON-RPC -32602, HTTP 400): taken,
+//! it would start a second conversation under the same context id, on another CLI.
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{Request, State};
@@ -21,9 +23,11 @@ use crate::protocol::{A2AError, Method as ProtoMethod};
 /// The adapters a root request may be routed to.
 #[derive(Clone)]
 pub struct Routes {
-    /// `(adapter id, engine)` of every adapter, the default one first; empty when requests
-    /// are not routed.
+    /// `(adapter id, engine)` of every adapter served, the default one first.
     pub agents: Vec<(String, Engine)>,
+    /// `--route-by-metadata`: a root request goes to the adapter its message names or its
+    /// conversation is with; else the root is the default adapter's.
+    pub by_metadata: bool,
     /// Largest request body read to find the adapter.
     pub body_limit: usize,
     /// The guard: a body is read only for a caller it lets through (None: nothing to
@@ -65,8 +69,15 @@ pub async fn route(
     let Some(caller) = caller else {
         return next.run(req).await;
     };
-    if routes.others().is_empty() || path.starts_with("/agents/") {
+    if routes.others().is_empty() {
         return next.run(req).await;
+    }
+    if let Some((agent, rest)) = addressed(&path) {
+        return check_addressed(&routes, &agent, &rest, req, caller.owner(), next).await;
+    }
+    if !routes.by_metadata {
+        let default = routes.agents[0].0.clone();
+        return check_addressed(&routes, &default, &path, req, caller.owner(), next).await;
     }
     let rest_task = rest_task_id(&path);
     let trimmed = match path.trim_end_matches('/') {
@@ -175,6 +186,68 @@ async fn target_of_body(
         .map(|(id, _)| id.clone()))
 }
 
+/// The adapter a path addresses (`/agents/{id}/…`) and the path within its endpoints.
+fn addressed(path: &str) -> Option<(String, String)> {
+    let after = path.strip_prefix("/agents/")?;
+    let (id, rest) = after.split_once('/').unwrap_or((after, ""));
+    Some((id.to_string(), format!("/{rest}")))
+}
+
+/// Whether a POST to `path` (within one adapter's endpoints) may send a message: the
+/// JSON-RPC paths (`rpc`) and the HTTP+JSON send paths.
+fn sends_at(path: &str) -> Option<bool> {
+    let trimmed = match path.trim_end_matches('/') {
+        "" => "/",
+        p => p,
+    };
+    let rpc = super::paths::JSONRPC_PATHS.contains(&trimmed);
+    (rpc || path.ends_with("message:send") || path.ends_with("message:stream")).then_some(rpc)
+}
+
+/// Passes on a request sent to the endpoints of adapter `agent` (`path` within them),
+/// refusing a message that continues another adapter's conversation.
+async fn check_addressed(
+    routes: &Routes,
+    agent: &str,
+    path: &str,
+    req: Request,
+    owner: Option<&str>,
+    next: Next,
+) -> Response {
+    let served = routes.agents.iter().any(|(id, _)| id == agent);
+    let rpc = match sends_at(path) {
+        Some(rpc) if served && req.method() == Method::POST => rpc,
+        _ => return next.run(req).await,
+    };
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = to_bytes(body, routes.body_limit).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+    };
+    if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+        let p = if v.get("jsonrpc").is_some() {
+            v.get("params")
+        } else {
+            Some(&v)
+        };
+        if let (Some(p), Some(sender)) = (p, Sender::of(rpc, &v)) {
+            if let Err(e) = check_conversation(routes, p, agent, How::Addressed, owner).await {
+                return sender.refuse(e);
+            }
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// How a message chose its adapter, for the refusal's advice.
+#[derive(Clone, Copy)]
+enum How {
+    /// By `metadata.agent`.
+    Named,
+    /// By the endpoints it was sent to.
+    Addressed,
+}
+
 /// The task a request names: `taskId`, `message.taskId` or `id`.
 fn task_of(p: &Value) -> Option<&str> {
     p.get("taskId")
@@ -186,16 +259,33 @@ fn task_of(p: &Value) -> Option<&str> {
 /// Refuses a message that continues a conversation of one adapter (the task it names, else
 /// its context) but names another in `metadata.agent` (`name`): sent there, it would start
 /// a second conversation under the same context id, on another CLI. MCP's `start_task`
-/// refuses the same. Only the caller's own tasks and contexts count: another caller's
-/// conversation is none of its business (and is not found where it goes).
+/// refuses the same.
 async fn check_named(
     routes: &Routes,
     p: &Value,
     name: &str,
     owner: Option<&str>,
 ) -> Result<(), A2AError> {
-    let Some((chosen, engine)) = routes.named(name) else {
+    let Some((chosen, _)) = routes.named(name) else {
         return Ok(());
+    };
+    check_conversation(routes, p, chosen, How::Named, owner).await
+}
+
+/// Refuses a message for adapter `chosen` that continues a conversation (the task it
+/// names, else its context) of another adapter. Only the caller's own tasks and contexts
+/// count: another caller's conversation is none of its business (and is not found where it
+/// goes).
+async fn check_conversation(
+    routes: &Routes,
+    p: &Value,
+    chosen: &str,
+    how: How,
+    owner: Option<&str>,
+) -> Result<(), A2AError> {
+    let advice = |holder: &str| match how {
+        How::Named => format!("leave metadata.agent out (or name '{holder}') to continue it"),
+        How::Addressed => format!("send it to /agents/{holder}/ to continue it"),
     };
     if let Some(task) = task_of(p) {
         if let Some(holder) = task_holder(routes, task, owner).await {
@@ -203,7 +293,8 @@ async fn check_named(
                 return Ok(());
             }
             return Err(A2AError::InvalidParams(format!(
-                "task {task} is part of a conversation with agent '{holder}', not '{name}': leave metadata.agent out (or name '{holder}') to continue it"
+                "task {task} is part of a conversation with agent '{holder}', not '{chosen}': {}",
+                advice(holder)
             )));
         }
     }
@@ -214,13 +305,17 @@ async fn check_named(
     let Some(context) = context else {
         return Ok(());
     };
-    if engine.has_context(context, owner).await {
-        return Ok(());
+    let engines = &routes.agents;
+    if let Some((_, engine)) = engines.iter().find(|(id, _)| id == chosen) {
+        if engine.has_context(context, owner).await {
+            return Ok(());
+        }
     }
-    for (holder, e) in &routes.agents {
+    for (holder, e) in engines.iter().filter(|(id, _)| id != chosen) {
         if e.has_context(context, owner).await {
             return Err(A2AError::InvalidParams(format!(
-                "context {context} is a conversation with agent '{holder}', not '{name}': leave metadata.agent out (or name '{holder}') to continue it, or leave contextId out to start a new one on '{name}'"
+                "context {context} is a conversation with agent '{holder}', not '{chosen}': {}, or leave contextId out to start a new one on '{chosen}'",
+                advice(holder)
             )));
         }
     }
@@ -309,6 +404,33 @@ fn rest_task_id(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_adapter_a_path_addresses_and_whether_it_sends() {
+        let a = |p: &str| {
+            addressed(p).map(|(id, rest)| {
+                let sends = sends_at(&rest);
+                (id, rest, sends)
+            })
+        };
+        assert_eq!(
+            a("/agents/codex"),
+            Some(("codex".into(), "/".into(), Some(true)))
+        );
+        assert_eq!(
+            a("/agents/codex/a2a/rest/message:stream"),
+            Some((
+                "codex".into(),
+                "/a2a/rest/message:stream".into(),
+                Some(false)
+            ))
+        );
+        assert_eq!(
+            a("/agents/codex/a2a/rest/tasks/t1"),
+            Some(("codex".into(), "/a2a/rest/tasks/t1".into(), None))
+        );
+        assert_eq!(a("/a2a"), None);
+    }
 
     #[test]
     fn task_ids_in_rest_paths() {

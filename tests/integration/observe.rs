@@ -305,6 +305,87 @@ async fn a_follow_up_naming_another_adapter_than_its_conversations_is_refused() 
     .await;
 }
 
+/// Without `--route-by-metadata` the root is the default adapter's and `/agents/{id}/` each
+/// adapter's: a follow-up sent to one adapter's endpoints that continues another's
+/// conversation is refused (-32602 over JSON-RPC, 400 over HTTP+JSON), naming both and where
+/// to send it (before, the adapter addressed started a second conversation under the same
+/// context id). Sent to its own adapter's endpoints, it continues there.
+#[tokio::test]
+async fn a_follow_up_sent_to_another_adapters_endpoints_is_refused() {
+    limit(async {
+        for routed in ["false", "true"] {
+            let host = HostProcess::spawn(
+                &[
+                    ("AGENT_ADAPTER", "demo,jsonl"),
+                    ("AGENT_ROUTE_BY_METADATA", routed),
+                ],
+                &[],
+            )
+            .await;
+            sent_to_another_adapters_endpoints(&host, routed == "true").await;
+        }
+    })
+    .await;
+}
+
+/// [`a_follow_up_sent_to_another_adapters_endpoints_is_refused`] on `host` (`routed`: the
+/// root routes by the conversation, so only `/agents/demo/` is another adapter's there).
+async fn sent_to_another_adapters_endpoints(host: &HostProcess, routed: bool) {
+    let first = host
+        .rpc(
+            "/agents/jsonl/",
+            "SendMessage",
+            send_params("echo first"),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        first["result"]["task"]["metadata"]["adapter"], "jsonl",
+        "{first}"
+    );
+    let context = first["result"]["task"]["contextId"].clone();
+    let follow_up = || {
+        let mut params = send_params("echo again");
+        params["message"]["contextId"] = context.clone();
+        params
+    };
+    let paths: &[&str] = if routed {
+        &["/agents/demo/"]
+    } else {
+        &["/", "/agents/demo/"]
+    };
+    for path in paths {
+        let r = host.rpc(path, "SendMessage", follow_up(), &[]).await;
+        assert_eq!(r["error"]["code"], -32602, "{path}: {r}");
+        let text = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(context.as_str().unwrap())
+                && text.contains("'jsonl'")
+                && text.contains("'demo'")
+                && text.contains("/agents/jsonl/"),
+            "{path}: {r}"
+        );
+    }
+    let rest = reqwest::Client::new()
+        .post(format!("{}/agents/demo/a2a/rest/message:send", host.base))
+        .header("A2A-Version", "1.0")
+        .json(&follow_up())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 400);
+    let r = host
+        .rpc("/agents/jsonl/", "SendMessage", follow_up(), &[])
+        .await;
+    assert_eq!(r["result"]["task"]["metadata"]["adapter"], "jsonl", "{r}");
+    assert_eq!(r["result"]["task"]["contextId"], context, "{r}");
+    // A new conversation on the default adapter at the root is untouched.
+    let r = host
+        .rpc("/", "SendMessage", send_params("echo on demo"), &[])
+        .await;
+    assert_eq!(r["result"]["task"]["metadata"]["adapter"], "demo", "{r}");
+}
+
 #[tokio::test]
 async fn the_tool_trace_extension_adds_typed_parts_when_asked_for() {
     limit(async {
