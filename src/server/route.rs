@@ -230,7 +230,9 @@ async fn check_addressed(
             Some(&v)
         };
         if let (Some(p), Some(sender)) = (p, Sender::of(rpc, &v)) {
-            if let Err(e) = check_conversation(routes, p, agent, How::Addressed, owner).await {
+            if let Err(e) =
+                check_conversation(&routes.agents, p, agent, How::Addressed, owner).await
+            {
                 return sender.refuse(e);
             }
         }
@@ -241,11 +243,13 @@ async fn check_addressed(
 
 /// How a message chose its adapter, for the refusal's advice.
 #[derive(Clone, Copy)]
-enum How {
+pub(super) enum How {
     /// By `metadata.agent`.
     Named,
     /// By the endpoints it was sent to.
     Addressed,
+    /// By gRPC's `tenant`.
+    Tenant,
 }
 
 /// The task a request names: `taskId`, `message.taskId` or `id`.
@@ -269,15 +273,15 @@ async fn check_named(
     let Some((chosen, _)) = routes.named(name) else {
         return Ok(());
     };
-    check_conversation(routes, p, chosen, How::Named, owner).await
+    check_conversation(&routes.agents, p, chosen, How::Named, owner).await
 }
 
 /// Refuses a message for adapter `chosen` that continues a conversation (the task it
 /// names, else its context) of another adapter. Only the caller's own tasks and contexts
 /// count: another caller's conversation is none of its business (and is not found where it
 /// goes).
-async fn check_conversation(
-    routes: &Routes,
+pub(super) async fn check_conversation(
+    agents: &[(String, Engine)],
     p: &Value,
     chosen: &str,
     how: How,
@@ -286,9 +290,10 @@ async fn check_conversation(
     let advice = |holder: &str| match how {
         How::Named => format!("leave metadata.agent out (or name '{holder}') to continue it"),
         How::Addressed => format!("send it to /agents/{holder}/ to continue it"),
+        How::Tenant => format!("send it with tenant '{holder}' to continue it"),
     };
     if let Some(task) = task_of(p) {
-        if let Some(holder) = task_holder(routes, task, owner).await {
+        if let Some(holder) = task_holder(agents, task, owner).await {
             if holder == chosen {
                 return Ok(());
             }
@@ -305,13 +310,12 @@ async fn check_conversation(
     let Some(context) = context else {
         return Ok(());
     };
-    let engines = &routes.agents;
-    if let Some((_, engine)) = engines.iter().find(|(id, _)| id == chosen) {
+    if let Some((_, engine)) = agents.iter().find(|(id, _)| id == chosen) {
         if engine.has_context(context, owner).await {
             return Ok(());
         }
     }
-    for (holder, e) in engines.iter().filter(|(id, _)| id != chosen) {
+    for (holder, e) in agents.iter().filter(|(id, _)| id != chosen) {
         if e.has_context(context, owner).await {
             return Err(A2AError::InvalidParams(format!(
                 "context {context} is a conversation with agent '{holder}', not '{chosen}': {}, or leave contextId out to start a new one on '{chosen}'",
@@ -323,8 +327,12 @@ async fn check_conversation(
 }
 
 /// The adapter (the default one too) that holds the caller's task, if any.
-async fn task_holder<'a>(routes: &'a Routes, task: &str, owner: Option<&str>) -> Option<&'a str> {
-    for (id, engine) in &routes.agents {
+async fn task_holder<'a>(
+    agents: &'a [(String, Engine)],
+    task: &str,
+    owner: Option<&str>,
+) -> Option<&'a str> {
+    for (id, engine) in agents {
         if engine.get_snapshot(task, owner).await.is_ok() {
             return Some(id);
         }

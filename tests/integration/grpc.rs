@@ -524,3 +524,58 @@ async fn grpc_needs_credentials_and_keeps_tasks_to_their_owner() {
     })
     .await;
 }
+
+/// With several adapters, gRPC's `tenant` picks one: a message under one tenant that
+/// continues another adapter's conversation (its context) is refused with InvalidArgument
+/// naming both, as the HTTP bindings refuse it (before, the tenant's adapter started a second
+/// conversation under the same context id); under its own tenant it continues.
+#[tokio::test]
+async fn a_message_under_another_tenant_than_its_conversations_is_refused() {
+    limit(async {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+            .to_string();
+        let _host = HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_HOST_GRPC_PORT", port.as_str()),
+            ],
+            &[],
+        )
+        .await;
+        let mut c = A2aServiceClient::connect(format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("connect");
+        let under = |tenant: &str, context: &str| {
+            let mut r = send("echo again", false);
+            r.tenant = tenant.into();
+            if let Some(m) = r.message.as_mut() {
+                m.context_id = context.into();
+            }
+            r
+        };
+        let first = task_of(
+            c.send_message(under("jsonl", ""))
+                .await
+                .expect("send")
+                .into_inner(),
+        );
+        let context = first.context_id.clone();
+        let st = c.send_message(under("", &context)).await.unwrap_err();
+        assert_eq!(st.code(), Code::InvalidArgument, "{st:?}");
+        assert!(
+            st.message().contains("'jsonl'") && st.message().contains("'demo'"),
+            "{st:?}"
+        );
+        let same = task_of(
+            c.send_message(under("jsonl", &context))
+                .await
+                .expect("a follow-up under its own tenant")
+                .into_inner(),
+        );
+        assert_eq!(same.context_id, context);
+    })
+    .await;
+}

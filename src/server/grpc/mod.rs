@@ -141,6 +141,28 @@ impl Calls {
         ))
     }
 
+    /// Refuses a message for the call's agent that continues another agent's conversation
+    /// (its context or task), as the HTTP bindings do ([`super::route::check_conversation`]):
+    /// taken, it would start a second conversation under the same context id.
+    async fn check_conversation(
+        &self,
+        call: &Call,
+        r: &crate::protocol::v1::SendMessageRequest,
+    ) -> Result<(), A2AError> {
+        if self.agents.len() < 2 {
+            return Ok(());
+        }
+        let agents: Vec<(String, crate::engine::Engine)> = self
+            .agents
+            .iter()
+            .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
+            .collect();
+        let chosen = call.state.engine.launch().adapter.id.clone();
+        let p = serde_json::to_value(r).map_err(|e| A2AError::Internal(e.to_string()))?;
+        let how = super::route::How::Tenant;
+        super::route::check_conversation(&agents, &p, &chosen, how, call.owner()).await
+    }
+
     /// The agent a `tenant` names: the default when empty, else the adapter of that id.
     fn agent(&self, tenant: &str) -> Result<AppState, A2AError> {
         let tenant = tenant.trim();

@@ -42,6 +42,7 @@ impl A2aService for A2aGrpc {
         let (call, msg) = self.calls.admit(req, "SendMessage", |m| &m.tenant)?;
         call.run(async {
             let r: v1::SendMessageRequest = from_pb(&msg)?;
+            self.calls.check_conversation(&call, &r).await?;
             let resp =
                 ops::send_blocking(&call.state, call.owner(), r, &call.options(), push::V1).await?;
             to_pb(&resp)
@@ -58,6 +59,7 @@ impl A2aService for A2aGrpc {
             .admit(req, "SendStreamingMessage", |m| &m.tenant)?;
         call.run(async {
             let r: v1::SendMessageRequest = from_pb(&msg)?;
+            self.calls.check_conversation(&call, &r).await?;
             let ts = ops::open_send_stream(&call.state, call.owner(), r, &call.options(), push::V1)
                 .await?;
             Ok(events(ts))
