@@ -1135,14 +1135,7 @@ async fn json_that_is_no_mcp_message_is_400_and_params_that_do_not_fit_are_32602
 #[tokio::test]
 async fn a_follow_up_goes_to_the_agent_whose_conversation_it_is() {
     limit(async {
-        let host = HostProcess::spawn(
-            &[
-                ("AGENT_ADAPTER", "demo,jsonl"),
-                ("AGENT_ROUTE_BY_METADATA", "true"),
-            ],
-            &[],
-        )
-        .await;
+        let host = HostProcess::two_adapters(true).await;
         let client = reqwest::Client::new();
         let start = |args: Value| {
             mcp_2025_at(

@@ -93,14 +93,7 @@ async fn traceparent_reaches_the_cli_and_the_task() {
 #[tokio::test]
 async fn several_adapters_are_served_on_one_port() {
     limit(async {
-        let host = HostProcess::spawn(
-            &[
-                ("AGENT_ADAPTER", "demo,jsonl"),
-                ("AGENT_ROUTE_BY_METADATA", "true"),
-            ],
-            &[],
-        )
-        .await;
+        let host = HostProcess::two_adapters(true).await;
         let client = reqwest::Client::new();
         let base = host.base.clone();
         let root = &host.card;
@@ -179,14 +172,7 @@ async fn several_adapters_are_served_on_one_port() {
 #[tokio::test]
 async fn a_follow_up_naming_another_adapter_than_its_conversations_is_refused() {
     limit(async {
-        let host = HostProcess::spawn(
-            &[
-                ("AGENT_ADAPTER", "demo,jsonl"),
-                ("AGENT_ROUTE_BY_METADATA", "true"),
-            ],
-            &[],
-        )
-        .await;
+        let host = HostProcess::two_adapters(true).await;
         let follow_up = |context: &Value, agent: Option<&str>| {
             let mut params = send_params("echo again");
             params["message"]["contextId"] = context.clone();
@@ -313,16 +299,9 @@ async fn a_follow_up_naming_another_adapter_than_its_conversations_is_refused() 
 #[tokio::test]
 async fn a_follow_up_sent_to_another_adapters_endpoints_is_refused() {
     limit(async {
-        for routed in ["false", "true"] {
-            let host = HostProcess::spawn(
-                &[
-                    ("AGENT_ADAPTER", "demo,jsonl"),
-                    ("AGENT_ROUTE_BY_METADATA", routed),
-                ],
-                &[],
-            )
-            .await;
-            sent_to_another_adapters_endpoints(&host, routed == "true").await;
+        for routed in [false, true] {
+            let host = HostProcess::two_adapters(routed).await;
+            sent_to_another_adapters_endpoints(&host, routed).await;
         }
     })
     .await;

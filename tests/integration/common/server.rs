@@ -270,6 +270,20 @@ async fn get_until_closed(addr: &str, path: &str) -> String {
 }
 
 impl HostProcess {
+    /// A host serving the `demo` and `jsonl` adapters on one port, the root routed by
+    /// message metadata and conversation when `routed` (`--route-by-metadata`).
+    pub async fn two_adapters(routed: bool) -> HostProcess {
+        let routed = if routed { "true" } else { "false" };
+        HostProcess::spawn(
+            &[
+                ("AGENT_ADAPTER", "demo,jsonl"),
+                ("AGENT_ROUTE_BY_METADATA", routed),
+            ],
+            &[],
+        )
+        .await
+    }
+
     pub async fn spawn(env: &[(&str, &str)], args: &[&str]) -> HostProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         // A memory store unless the arguments name one.
