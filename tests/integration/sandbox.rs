@@ -503,7 +503,7 @@ pub(super) async fn escapes(mode: &str, extra: &[(&str, &str)]) -> Escapes {
         .await;
     let id = v["result"]["task"]["id"]
         .as_str()
-        .expect("task id")
+        .unwrap_or_else(|| panic!("a task: {v}"))
         .to_string();
     said(&host, &id, "spawned").await;
     let c = host.rpc("CancelTask", json!({"id": id})).await;
