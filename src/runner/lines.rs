@@ -56,7 +56,7 @@ impl LineSplitter {
     /// Feed a chunk; complete lines are appended to `out`.
     pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut Vec<Piece>) {
         while !chunk.is_empty() {
-            let newline = chunk.iter().position(|&b| b == b'\n');
+            let newline = memchr::memchr(b'\n', chunk);
             let (part, rest) = match newline {
                 Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
                 None => (chunk, None),
@@ -119,7 +119,7 @@ const REUSE_MAX: usize = 64 * 1024;
 /// [`clean`] of a line the caller gives away: cleaned in place, and its buffer reused as the
 /// string when it is valid UTF-8.
 pub(crate) fn clean_owned(mut line: Vec<u8>) -> String {
-    if line.iter().any(|&b| b == 0x1b || b == b'\r') {
+    if needs_cleaning(&line) {
         let mut kept = 0;
         let mut i = 0;
         while i < line.len() {
@@ -148,8 +148,8 @@ pub(crate) fn clean_owned(mut line: Vec<u8>) -> String {
 /// Safe for JSON lines: valid JSON never contains a raw ESC or CR byte, so the fast path (no
 /// ESC, no CR) leaves them untouched.
 pub(crate) fn clean(line: &[u8]) -> String {
-    if !line.iter().any(|&b| b == 0x1b || b == b'\r') {
-        return String::from_utf8_lossy(line).into_owned();
+    if !needs_cleaning(line) {
+        return lossy(line);
     }
     let mut kept = Vec::with_capacity(line.len());
     let mut i = 0;
@@ -163,7 +163,22 @@ pub(crate) fn clean(line: &[u8]) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&kept).into_owned()
+    lossy(&kept)
+}
+
+/// Whether `line` holds a `\r` or an ESC. `memchr` looks at a word or a vector register at a
+/// time where a byte loop looks at one byte: this runs on every line a CLI prints.
+fn needs_cleaning(line: &[u8]) -> bool {
+    memchr::memchr2(0x1b, b'\r', line).is_some()
+}
+
+/// Lossy UTF-8 decoding, by way of the standard library's validation (which checks ASCII a
+/// word at a time) for the usual valid line; `from_utf8_lossy` walks byte by byte.
+fn lossy(line: &[u8]) -> String {
+    match std::str::from_utf8(line) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(line).into_owned(),
+    }
 }
 
 /// `line[start]` is ESC; returns the index just past the escape sequence.

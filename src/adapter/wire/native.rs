@@ -48,6 +48,10 @@ fn u64_of(v: &Value, key: &str) -> Option<u64> {
 
 impl WireParser for NativeParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>, _reply: &mut Vec<u8>) {
+        if let Some(ev) = text_line(line) {
+            out.push(ev);
+            return;
+        }
         let Some(mut v) = super::json_line(line, out, 200) else {
             return;
         };
@@ -173,6 +177,31 @@ impl WireParser for NativeParser {
     }
 }
 
+/// A `text` line, the one a CLI prints most, read straight into its event: no map of the
+/// line's fields is built (and freed) for it. Any other line, or a text line this shape does
+/// not take (a repeated key, a `delta` that is not a boolean), is `None`, and the general
+/// path reads it the same way as before.
+fn text_line(line: &str) -> Option<AgentEvent> {
+    #[derive(serde::Deserialize)]
+    enum Tag {
+        #[serde(rename = "text")]
+        Text,
+    }
+    #[derive(serde::Deserialize)]
+    struct TextLine {
+        #[serde(rename = "type")]
+        _tag: Tag,
+        text: String,
+        #[serde(default)]
+        delta: Option<bool>,
+    }
+    let t: TextLine = serde_json::from_str(line.trim()).ok()?;
+    Some(AgentEvent::Text {
+        text: t.text,
+        delta: t.delta.unwrap_or(true),
+    })
+}
+
 /// Why an `artifact` line was ignored.
 #[derive(Debug, thiserror::Error)]
 enum BadArtifact {
@@ -219,6 +248,50 @@ mod tests {
         let mut out = Vec::new();
         NativeParser::default().parse_line(line, &mut out, &mut Vec::new());
         out
+    }
+
+    #[test]
+    fn text_lines_read_the_same_on_the_short_path_and_the_general_one() {
+        let text = |t: &str, delta| {
+            vec![AgentEvent::Text {
+                text: t.into(),
+                delta,
+            }]
+        };
+        // The short path: any key order, other keys ignored, escapes decoded.
+        assert_eq!(parse(r#"{"type":"text","text":"hi"}"#), text("hi", true));
+        assert_eq!(
+            parse(r#" {"delta":false,"x":[1,{"y":2}],"text":"a\"b\u00e9","type":"text"} "#),
+            text("a\"b\u{e9}", false)
+        );
+        assert_eq!(
+            parse(r#"{"type":"text","text":"x","delta":null}"#),
+            text("x", true)
+        );
+        assert!(text_line(r#"{"type":"text","text":"x"}"#).is_some());
+        // What it leaves to the general path, which reads it as it always did.
+        for line in [
+            r#"{"type":"text","text":"x","delta":"no"}"#,
+            r#"{"type":"text"}"#,
+            r#"{"type":"text","text":null}"#,
+            r#"{"type":"text","text":"a","text":"b"}"#,
+            r#"{"type":"thinking","text":"x"}"#,
+        ] {
+            assert!(text_line(line).is_none(), "{line}");
+        }
+        assert_eq!(
+            parse(r#"{"type":"text","text":"x","delta":"no"}"#),
+            text("x", true)
+        );
+        assert_eq!(parse(r#"{"type":"text"}"#), text("", true));
+        assert_eq!(
+            parse(r#"{"type":"text","text":"a","text":"b"}"#),
+            text("b", true)
+        );
+        assert_eq!(
+            parse(r#"{"type":"thinking","text":"x"}"#),
+            vec![AgentEvent::Thinking { text: "x".into() }]
+        );
     }
 
     #[test]
