@@ -11,7 +11,7 @@ use axum::response::Response;
 use crate::engine::EventStream;
 use crate::protocol::v03;
 use crate::protocol::v1::StreamResponse;
-use crate::task::{LoggedEvent, TaskEvent};
+use crate::task::{LoggedEvent, TaskEvent, CACHE_MAX};
 
 /// How a stream event is written.
 #[derive(Debug, Clone)]
@@ -25,11 +25,6 @@ pub enum Flavor {
     /// v0.3 HTTP+JSON: the bare v0.3 proto `StreamResponse` (ProtoJSON), no envelope.
     V03Rest,
 }
-
-/// Longest event JSON kept in an event's cache ([`LoggedEvent::v1_json`] and the others). A
-/// larger event (a long line of output) is serialized straight into each frame, so it is held
-/// once per frame being sent, never a second time in a cache that lives as long as the event.
-pub const CACHE_MAX: usize = 64 * 1024;
 
 const RPC_HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
 const RPC_RESULT: &str = r#","result":"#;

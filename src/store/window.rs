@@ -62,16 +62,6 @@ impl EventWindow {
         self.events.back().map(|(_, e)| e.seq)
     }
 
-    /// Drops the oldest events until at most `n` of at most `max_bytes` are left.
-    pub(crate) fn keep_last(&mut self, n: usize, max_bytes: usize) {
-        while self.events.len() > n || self.bytes > max_bytes {
-            match self.events.pop_front() {
-                Some((size, _)) => self.bytes -= size,
-                None => break,
-            }
-        }
-    }
-
     /// Every event kept, oldest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<LoggedEvent>> {
         self.events.iter().map(|(_, e)| e)
@@ -90,7 +80,6 @@ impl EventWindow {
     }
 
     /// The stored size of what is kept.
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
@@ -151,9 +140,9 @@ mod tests {
         w.forget(12, 13);
         assert_eq!(seqs(&w, 11, u64::MAX, 2), vec![14, 15]);
         assert_eq!(seqs(&w, 12, u64::MAX, 1), vec![14]);
-        w.keep_last(4, 3);
-        assert_eq!(w.first_seq(), Some(18));
-        assert_eq!(w.last_seq(), Some(20));
-        assert_eq!(w.bytes, 3);
+        assert_eq!(
+            (w.first_seq(), w.last_seq(), w.bytes()),
+            (Some(10), Some(20), 9)
+        );
     }
 }

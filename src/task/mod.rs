@@ -57,6 +57,11 @@ pub struct LoggedEvent {
     pub v03_rest_json: OnceLock<Box<str>>,
 }
 
+/// Longest event JSON kept in an event's cache ([`LoggedEvent::v1_json`] and the others). A
+/// larger event (a long line of output) is serialized straight into each frame, so it is held
+/// once per frame being sent, never a second time in a cache that lives as long as the event.
+pub const CACHE_MAX: usize = 64 * 1024;
+
 impl LoggedEvent {
     pub fn new(seq: u64, event: TaskEvent) -> LoggedEvent {
         LoggedEvent {
@@ -67,6 +72,35 @@ impl LoggedEvent {
             v03_rest_json: OnceLock::new(),
         }
     }
+
+    /// An event as a store keeps it: `stored` is its JSON in the stored form (serde's form of
+    /// [`TaskEvent`]), which for a stream event is `{"stream":` + its v1.0 wire JSON + `}`.
+    /// That wire JSON becomes the event's v1.0 encoding, so the serialization that stored
+    /// the event (or the text read back) also serves every v1.0 subscriber.
+    pub fn stored(seq: u64, event: TaskEvent, stored: &str) -> LoggedEvent {
+        let logged = LoggedEvent::new(seq, event);
+        if let TaskEvent::Stream(_) = logged.event {
+            if let Some(wire) = stream_wire(stored).filter(|w| w.len() <= CACHE_MAX) {
+                let _ = logged.v1_json.set(wire.into());
+            }
+        }
+        logged
+    }
+
+    /// An event read back from a store's stored JSON ([`LoggedEvent::stored`]).
+    pub fn parse_stored(seq: u64, stored: &str) -> Result<LoggedEvent, serde_json::Error> {
+        Ok(LoggedEvent::stored(
+            seq,
+            serde_json::from_str(stored)?,
+            stored,
+        ))
+    }
+}
+
+/// The v1.0 wire JSON inside a stream event's stored JSON, when it is in the form serde
+/// writes (no space around the tag); any other text, even if it parses, gives none.
+fn stream_wire(stored: &str) -> Option<&str> {
+    stored.strip_prefix("{\"stream\":")?.strip_suffix('}')
 }
 
 /// Marks (in its message's metadata) a `working` status message that also goes to the
@@ -261,6 +295,33 @@ mod tests {
             last_chunk: false,
             metadata: None,
         }))
+    }
+
+    #[test]
+    fn a_stored_stream_event_brings_its_wire_json_and_nothing_else_does() {
+        let ev = artifact_update("a \"quoted\" line\n", false);
+        let stored = serde_json::to_string(&ev).unwrap();
+        let TaskEvent::Stream(sr) = &ev else {
+            unreachable!()
+        };
+        let wire = serde_json::to_string(sr).unwrap();
+        let read = LoggedEvent::parse_stored(7, &stored).unwrap();
+        assert_eq!((read.seq, &read.event), (7, &ev));
+        assert_eq!(read.v1_json.get().map(|j| &**j), Some(wire.as_str()));
+        assert!(read.v03_json.get().is_none());
+        // A user message has no wire form; text in another layout is parsed, not cached.
+        let msg = TaskEvent::UserMessage(Message::default());
+        let read = LoggedEvent::parse_stored(1, &serde_json::to_string(&msg).unwrap()).unwrap();
+        assert!(read.v1_json.get().is_none());
+        let spaced = stored.replacen('{', "{ ", 1);
+        let read = LoggedEvent::parse_stored(1, &spaced).unwrap();
+        assert_eq!(read.event, ev);
+        assert!(read.v1_json.get().is_none());
+        // Nor is an event over the cache's bound.
+        let big = artifact_update(&"x".repeat(CACHE_MAX), false);
+        let stored = serde_json::to_string(&big).unwrap();
+        assert!(LoggedEvent::stored(1, big, &stored).v1_json.get().is_none());
+        assert!(LoggedEvent::parse_stored(1, "{\"stream\":{}").is_err());
     }
 
     #[test]

@@ -188,10 +188,10 @@ fn answered(row: &tokio_postgres::Row, i: usize, asks: &[Ask], so_far: Answer) -
     let Some(json) = col::<Option<&str>>(row, WHAT, 3)? else {
         return Ok(evs);
     };
-    evs.push(Arc::new(LoggedEvent::new(
+    evs.push(Arc::new(LoggedEvent::parse_stored(
         unsigned(row, WHAT, 2)?,
-        serde_json::from_str(json)?,
-    )));
+        json,
+    )?));
     Ok(evs)
 }
 

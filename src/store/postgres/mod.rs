@@ -307,7 +307,7 @@ impl PgStore {
         }
         for ((seq, ev), json) in (first_seq..).zip(events).zip(&rows) {
             l.window
-                .keep(json.len(), Arc::new(LoggedEvent::new(seq, ev)));
+                .keep(json.len(), Arc::new(LoggedEvent::stored(seq, ev, json)));
         }
         l.last_seq += rows.len() as u64;
         let (reply, rx) = if wait {

@@ -70,10 +70,10 @@ pub(super) async fn events(
         .await?;
     rows.iter()
         .map(|r| {
-            Ok(Arc::new(LoggedEvent::new(
+            Ok(Arc::new(LoggedEvent::parse_stored(
                 unsigned(r, EVENTS, 0)?,
-                serde_json::from_str(col::<&str>(r, EVENTS, 1)?)?,
-            )))
+                col::<&str>(r, EVENTS, 1)?,
+            )?))
         })
         .collect()
 }

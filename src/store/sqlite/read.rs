@@ -66,7 +66,7 @@ pub(super) fn read_events(
         return Ok(out);
     }
     for_each_event(conn, id, after, |seq, json| {
-        out.push(Arc::new(LoggedEvent::new(seq, serde_json::from_str(json)?)));
+        out.push(Arc::new(LoggedEvent::parse_stored(seq, json)?));
         Ok(out.len() < limit)
     })?;
     Ok(out)

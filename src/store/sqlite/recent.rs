@@ -11,15 +11,19 @@ use std::sync::Arc;
 
 use crate::protocol::v1::Task;
 use crate::store::window::EventWindow;
+#[cfg(doc)]
+use crate::store::window::{WINDOW, WINDOW_BYTES};
 use crate::store::Snapshot;
 use crate::task::{apply, LoggedEvent};
 
 /// Ended tasks kept, the most recent.
 pub(super) const RECENT_TASKS: usize = 64;
-/// Events kept of each, the last ones.
-pub(super) const RECENT_EVENTS: usize = 256;
-/// Bytes (of their stored JSON) kept of each, at most.
-pub(super) const RECENT_BYTES: usize = 256 * 1024;
+/// Bytes (of their stored JSON) kept of all of them together, at most: the tasks that ended
+/// longest ago go first. Each keeps what its live window held (up to [`WINDOW`] events and
+/// [`WINDOW_BYTES`]), because a stream that fell behind a task that printed its lines back to
+/// back is still reading them when the task ends; the last 256 events alone left most of
+/// such a stream to be read back from the database after the end.
+pub(super) const RECENT_BYTES: usize = 16 << 20;
 
 /// A task's owner as the store knows it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,31 +47,40 @@ pub(super) struct Ended {
 pub(super) struct Recent {
     order: VecDeque<Arc<str>>,
     tasks: HashMap<Arc<str>, Ended>,
+    /// The stored bytes of every kept task's events.
+    bytes: usize,
 }
 
 impl Recent {
     /// Keeps an ended task's last events, forgetting the task that ended longest ago when
     /// there are too many.
-    pub(super) fn keep(&mut self, id: Arc<str>, mut ended: Ended) {
-        ended.window.keep_last(RECENT_EVENTS, RECENT_BYTES);
+    pub(super) fn keep(&mut self, id: Arc<str>, ended: Ended) {
+        self.forget(&id);
         if ended.window.last_seq() != Some(ended.last_seq) {
             // Its end is not among what is kept (too large): nothing to answer from.
-            self.forget(&id);
             return;
         }
-        if self.tasks.insert(id.clone(), ended).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > RECENT_TASKS {
-            if let Some(old) = self.order.pop_front() {
-                self.tasks.remove(&old);
+        self.bytes += ended.window.bytes();
+        self.tasks.insert(id.clone(), ended);
+        self.order.push_back(id);
+        while self.order.len() > RECENT_TASKS || self.bytes > RECENT_BYTES {
+            match self.order.pop_front() {
+                Some(old) => self.drop_task(&old),
+                None => break,
             }
         }
     }
 
     pub(super) fn forget(&mut self, id: &str) {
-        if self.tasks.remove(id).is_some() {
+        if self.tasks.contains_key(id) {
             self.order.retain(|o| &**o != id);
+            self.drop_task(id);
+        }
+    }
+
+    fn drop_task(&mut self, id: &str) {
+        if let Some(e) = self.tasks.remove(id) {
+            self.bytes -= e.window.bytes();
         }
     }
 
@@ -110,13 +123,19 @@ mod tests {
     use super::*;
     use crate::protocol::v1::{StreamResponse, TaskState};
     use crate::store::suite::{answer, chunk, status, task};
+    use crate::store::window::WINDOW;
     use crate::task::TaskEvent;
 
     fn ended(id: &str, events: usize) -> Ended {
+        ended_of(id, events, 10)
+    }
+
+    /// An ended task of `events` chunks, each counted as `size` stored bytes.
+    fn ended_of(id: &str, events: usize, size: usize) -> Ended {
         let mut window = EventWindow::default();
         let mut seq = 1;
         let mut push = |ev: TaskEvent| {
-            window.keep(10, Arc::new(LoggedEvent::new(seq, ev)));
+            window.keep(size, Arc::new(LoggedEvent::new(seq, ev)));
             seq += 1;
         };
         push(TaskEvent::Stream(StreamResponse::Task(task(
@@ -151,13 +170,41 @@ mod tests {
             .collect();
         assert_eq!(seqs, vec![10, 11, 12]);
 
-        r.keep("long".into(), ended("long", 1000));
+        // What the live window held stays: a stream that fell behind reads on from memory.
+        let n = WINDOW + 100;
+        r.keep("long".into(), ended("long", n));
         assert!(r.snapshot("long").is_none(), "its first events are gone");
         assert!(r.events_after("long", 0, 10).is_none());
-        let last = r.events_after("long", 1000, 10).unwrap();
+        assert_eq!(r.events_after("long", 200, 10).unwrap()[0].seq, 201);
+        let last = r.events_after("long", n as u64, 10).unwrap();
         assert_eq!(last.len(), 2);
         r.forget("short");
         assert!(r.snapshot("short").is_none());
+    }
+
+    #[test]
+    fn the_tasks_that_ended_first_go_when_all_kept_are_over_the_byte_bound() {
+        let mut r = Recent::default();
+        // About 0.9 MiB each: 17 fit in 16 MiB.
+        let size = 300 << 10;
+        for i in 0..20 {
+            r.keep(format!("t{i}").into(), ended_of(&format!("t{i}"), 1, size));
+        }
+        assert!(r.bytes <= RECENT_BYTES, "{}", r.bytes);
+        assert_eq!(
+            r.bytes,
+            r.tasks.values().map(|e| e.window.bytes()).sum::<usize>()
+        );
+        assert!(r.snapshot("t0").is_none());
+        assert!(r.snapshot("t19").is_some());
+        assert_eq!(r.tasks.len(), RECENT_BYTES / (3 * size));
+        // Kept again (the host does not do it, but the count stays true).
+        r.keep("t19".into(), ended_of("t19", 1, size));
+        r.forget("t18");
+        assert_eq!(
+            r.bytes,
+            r.tasks.values().map(|e| e.window.bytes()).sum::<usize>()
+        );
     }
 
     #[test]

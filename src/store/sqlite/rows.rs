@@ -18,25 +18,11 @@ pub(super) const ROW_BYTES: usize = 64 * 1024;
 
 /// An event's stored JSON, and the event as logged. For a stream event the stored form is
 /// `{"stream":` + its v1.0 wire JSON + `}` (serde's form of [`TaskEvent::Stream`]), so one
-/// serialization serves the store and, cached on the logged event, every v1.0 subscriber.
+/// serialization serves the store and, cached on the logged event, every v1.0 subscriber
+/// ([`LoggedEvent::stored`]).
 pub(super) fn encode(seq: u64, ev: TaskEvent) -> Result<(String, LoggedEvent), StoreError> {
-    const HEAD: &str = "{\"stream\":";
-    let logged = LoggedEvent::new(seq, ev);
-    let json = match &logged.event {
-        TaskEvent::Stream(sr) => {
-            let mut buf = Vec::with_capacity(256);
-            buf.extend_from_slice(HEAD.as_bytes());
-            serde_json::to_writer(&mut buf, sr)?;
-            buf.push(b'}');
-            // serde_json writes UTF-8 only.
-            let json = String::from_utf8(buf)
-                .map_err(|e| StoreError::Json(serde::ser::Error::custom(e.utf8_error())))?;
-            let wire = &json[HEAD.len()..json.len() - 1];
-            let _ = logged.v1_json.set(wire.into());
-            json
-        }
-        other => serde_json::to_string(other)?,
-    };
+    let json = serde_json::to_string(&ev)?;
+    let logged = LoggedEvent::stored(seq, ev, &json);
     Ok((json, logged))
 }
 
