@@ -228,10 +228,7 @@ pub fn app_many(agents: &[AppState], limits: &HttpLimits) -> Router {
 /// runs; router tests call it with `tower::ServiceExt::oneshot`.
 pub fn service(agents: &[AppState], limits: &HttpLimits) -> Router {
     let routes = Arc::new(route::Routes {
-        agents: agents
-            .iter()
-            .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
-            .collect(),
+        agents: route::engines(agents),
         by_metadata: limits.route_by_metadata,
         body_limit: limits.body_limit,
         guard: agents.first().map(|a| a.guard.clone()),

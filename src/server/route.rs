@@ -35,6 +35,14 @@ pub struct Routes {
     pub guard: Option<std::sync::Arc<crate::server::guard::Guard>>,
 }
 
+/// `(adapter id, engine)` of each adapter served, in order.
+pub(super) fn engines(agents: &[super::AppState]) -> Vec<(String, Engine)> {
+    agents
+        .iter()
+        .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
+        .collect()
+}
+
 impl Routes {
     /// Every adapter but the default one: those a root request may be sent on to.
     fn others(&self) -> &[(String, Engine)] {
@@ -80,15 +88,13 @@ pub async fn route(
         return check_addressed(&routes, &default, &path, req, caller.owner(), next).await;
     }
     let rest_task = rest_task_id(&path);
-    let trimmed = match path.trim_end_matches('/') {
-        "" => "/",
-        p => p,
+    let sends = if req.method() == Method::POST {
+        sends_at(&path)
+    } else {
+        None
     };
-    let rpc = super::paths::JSONRPC_PATHS.contains(&trimmed);
-    let needs_body = req.method() == Method::POST
-        && (rpc || path.ends_with("message:send") || path.ends_with("message:stream"));
     let (parts, body) = req.into_parts();
-    let (body, target) = if needs_body {
+    let (body, target) = if let Some(rpc) = sends {
         // Only an authenticated caller gets here; its body is bounded by the body limit.
         let bytes = match to_bytes(body, routes.body_limit).await {
             Ok(b) => b,
@@ -143,14 +149,9 @@ async fn target_of_body(
     rpc: bool,
     owner: Option<&str>,
 ) -> Result<Option<String>, Response> {
-    // JSON-RPC puts the request in `params` (its top-level `id` is the request's); HTTP+JSON
-    // sends it as the body.
-    let p = if v.get("jsonrpc").is_some() {
-        v.get("params")
-    } else {
-        Some(v)
+    let Some(p) = request_of(v) else {
+        return Ok(None);
     };
-    let Some(p) = p else { return Ok(None) };
     let message = p.get("message");
     let named = message
         .and_then(|m| m.get("metadata"))
@@ -171,10 +172,7 @@ async fn target_of_body(
     let Some(name) = named else {
         // A follow-up in a context goes where the context is: another adapter's context
         // continued at the root would split the conversation between two CLIs.
-        let context = message
-            .and_then(|m| m.get("contextId"))
-            .and_then(Value::as_str);
-        return Ok(match context {
+        return Ok(match context_of(p) {
             Some(c) => context_holder(routes, c).await,
             None => None,
         });
@@ -224,12 +222,7 @@ async fn check_addressed(
         return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
     };
     if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-        let p = if v.get("jsonrpc").is_some() {
-            v.get("params")
-        } else {
-            Some(&v)
-        };
-        if let (Some(p), Some(sender)) = (p, Sender::of(rpc, &v)) {
+        if let (Some(p), Some(sender)) = (request_of(&v), Sender::of(rpc, &v)) {
             if let Err(e) =
                 check_conversation(&routes.agents, p, agent, How::Addressed, owner).await
             {
@@ -250,6 +243,23 @@ pub(super) enum How {
     Addressed,
     /// By gRPC's `tenant`.
     Tenant,
+}
+
+/// The request in a body: JSON-RPC puts it in `params` (its top-level `id` is the
+/// request's); HTTP+JSON sends it as the body.
+fn request_of(v: &Value) -> Option<&Value> {
+    if v.get("jsonrpc").is_some() {
+        v.get("params")
+    } else {
+        Some(v)
+    }
+}
+
+/// The context a request's message continues.
+fn context_of(p: &Value) -> Option<&str> {
+    p.get("message")
+        .and_then(|m| m.get("contextId"))
+        .and_then(Value::as_str)
 }
 
 /// The task a request names: `taskId`, `message.taskId` or `id`.
@@ -303,11 +313,7 @@ pub(super) async fn check_conversation(
             )));
         }
     }
-    let context = p
-        .get("message")
-        .and_then(|m| m.get("contextId"))
-        .and_then(Value::as_str);
-    let Some(context) = context else {
+    let Some(context) = context_of(p) else {
         return Ok(());
     };
     if let Some((_, engine)) = agents.iter().find(|(id, _)| id == chosen) {

@@ -152,11 +152,7 @@ impl Calls {
         if self.agents.len() < 2 {
             return Ok(());
         }
-        let agents: Vec<(String, crate::engine::Engine)> = self
-            .agents
-            .iter()
-            .map(|a| (a.engine.launch().adapter.id.clone(), a.engine.clone()))
-            .collect();
+        let agents = super::route::engines(&self.agents);
         let chosen = call.state.engine.launch().adapter.id.clone();
         let p = serde_json::to_value(r).map_err(|e| A2AError::Internal(e.to_string()))?;
         let how = super::route::How::Tenant;
