@@ -133,6 +133,7 @@ impl SqliteStore {
             files::create_dir_all(dir).map_err(StoreError::io(path))?;
         }
         let lock = DataLock::acquire(path)?;
+        schema::create_private(path)?;
         let mut conn = schema::connect(path)?;
         schema::migrate(&mut conn)?;
         let queue = Arc::new(Queue::new());

@@ -100,11 +100,23 @@ pub(super) const PAGE_SIZE: i64 = 8192;
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
 
-/// Opens a connection with the settings every connection uses. The database file is created
-/// 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the database's
-/// mode); files an older agent-host left wider are narrowed.
-pub(super) fn connect(path: &Path) -> Result<Connection, StoreError> {
+/// Creates the database file 0600 before SQLite first opens it (SQLite gives its WAL and
+/// shared-memory files the database's mode), or narrows one an older agent-host left wider.
+///
+/// Called once, before the store's first connection, never beside an open one: SQLite's
+/// locks are POSIX record locks, which the kernel drops for the whole process when *any*
+/// descriptor of the file closes. A file opened and closed here while a connection was open
+/// would leave that connection holding no lock, and another process (a `sqlite3` shell, a
+/// command reading the store) could then checkpoint the database and delete its WAL under
+/// the host: "disk I/O error" from then on.
+pub(super) fn create_private(path: &Path) -> Result<(), StoreError> {
     files::open_private(path).map_err(StoreError::io(path))?;
+    Ok(())
+}
+
+/// Opens a connection with the settings every connection uses (the file is made private by
+/// [`create_private`] first; the side files by their path, which opens no descriptor).
+pub(super) fn connect(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // A new database gets 8 KiB pages (fewer page splits and WAL frames per batch of event

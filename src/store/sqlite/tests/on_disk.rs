@@ -369,3 +369,48 @@ async fn a_recently_ended_task_is_read_from_memory_as_the_database_has_it() {
     s.delete_terminal(&["r".into()]).await.unwrap();
     assert!(s.get("r").await.unwrap().is_none());
 }
+
+/// Another process that opens the database and closes it (a `sqlite3` shell, say) while the
+/// host runs. SQLite deletes the WAL on a close when it can lock the database exclusively,
+/// which it can only when the host holds no lock: the host's locks must survive its own
+/// readers being opened (each used to open and close the file first, which drops every POSIX
+/// lock the process held on it, and the next outside close deleted the WAL under the host).
+#[tokio::test]
+async fn an_outside_reader_closing_the_database_leaves_the_hosts_wal_alone() {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sqlite3"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !python {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 with its sqlite3 module is needed for this test"
+        );
+        eprintln!("SKIPPED an_outside_reader_closing...: python3 (sqlite3 module) not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent-host.db");
+    let s = SqliteStore::open(&path).unwrap();
+    s.create(task("t", "c", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    s.append("t", vec![chunk("t", "one", false)]).await.unwrap();
+    s.flush().await.unwrap();
+    // A read opens a reader connection beside the writer's.
+    s.get("missing").await.unwrap();
+    let [wal, _] = schema::side_files(&path);
+    assert!(wal.exists());
+    let outside = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM tasks').fetchall(); c.close()")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{outside:?}");
+    assert!(wal.exists(), "the outside reader deleted the host's WAL");
+    s.append("t", vec![chunk("t", "two", false)]).await.unwrap();
+    s.flush().await.unwrap();
+    let got = s.get("t").await.unwrap().expect("the task reads back");
+    assert_eq!(got.last_seq, 3);
+}
