@@ -2,16 +2,41 @@
 //! read them without a query: bounded in count and in bytes (a long line of output is not
 //! kept, and its followers read it from the database). Shared by the SQLite and PostgreSQL
 //! stores.
+//!
+//! How much a task keeps depends on how many tasks the store is writing ([`bound_for`]): a
+//! CLI that prints its lines back to back runs ahead of its stream by thousands of events
+//! (the stream's task waits for a core while the CLI's is parsed and stored), and a stream
+//! that falls out of the window reads the rest from the database, parsing every event again:
+//! with 1 MiB per task, a stream of 10,000 back-to-back events read nine tenths of them back,
+//! about a tenth of the SQLite store's CPU per event. A few tasks keep up to
+//! [`WINDOW_BYTES_MAX`] each; many share [`LIVE_WINDOWS_BYTES`], each keeping at least
+//! [`WINDOW_BYTES`].
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::task::LoggedEvent;
 
-/// Events kept in memory per task being written, at most.
-pub const WINDOW: usize = 1024;
-/// Bytes (of their stored JSON) of the events kept in memory per task being written, at most.
+/// Bytes (of their stored JSON) of the events kept in memory per task being written, at
+/// least: what each keeps when many tasks are written at once. An event larger than a
+/// window's bound is not kept.
 pub const WINDOW_BYTES: usize = 1 << 20;
+/// Bytes a task's window keeps at most, when few tasks are written at once.
+pub const WINDOW_BYTES_MAX: usize = 4 << 20;
+/// Bytes of all the windows of a store together, shared by its tasks being written (beyond
+/// [`LIVE_WINDOWS_BYTES`] / [`WINDOW_BYTES`] tasks, each keeps [`WINDOW_BYTES`]).
+pub const LIVE_WINDOWS_BYTES: usize = 32 << 20;
+/// Stored bytes per event the count bound allows for: a window of `b` bytes keeps at most
+/// `b / EVENT_BYTES` events, so a window of tiny events (each also held parsed) stays small.
+pub const EVENT_BYTES: usize = 256;
+/// Events a window keeps at most.
+#[cfg(test)]
+pub const WINDOW: usize = WINDOW_BYTES_MAX / EVENT_BYTES;
+
+/// The byte bound of each window of a store writing `live` tasks.
+pub(crate) fn bound_for(live: usize) -> usize {
+    (LIVE_WINDOWS_BYTES / live.max(1)).clamp(WINDOW_BYTES, WINDOW_BYTES_MAX)
+}
 
 /// A task's recent events, contiguous up to the last one kept, each with its stored size.
 #[derive(Default)]
@@ -21,17 +46,19 @@ pub(crate) struct EventWindow {
 }
 
 impl EventWindow {
-    /// Keeps the event just appended, dropping the oldest ones past either bound; an event
-    /// over the byte bound empties the window instead.
-    pub(crate) fn keep(&mut self, size: usize, event: Arc<LoggedEvent>) {
-        if size > WINDOW_BYTES {
+    /// Keeps the event just appended, dropping the oldest ones past either bound (`max`
+    /// bytes, from [`bound_for`], and `max / EVENT_BYTES` events); an event over the byte
+    /// bound empties the window instead.
+    pub(crate) fn keep(&mut self, size: usize, event: Arc<LoggedEvent>, max: usize) {
+        if size > max {
             self.events.clear();
             self.bytes = 0;
             return;
         }
         self.events.push_back((size, event));
         self.bytes += size;
-        while self.events.len() > WINDOW || self.bytes > WINDOW_BYTES {
+        let count = max / EVENT_BYTES;
+        while self.events.len() > count || self.bytes > max {
             match self.events.pop_front() {
                 Some((n, _)) => self.bytes -= n,
                 None => break,
@@ -109,25 +136,57 @@ mod tests {
     fn bounded_in_count_and_bytes_and_a_huge_event_empties_it() {
         let mut w = EventWindow::default();
         for s in 1..=(WINDOW as u64 + 5) {
-            w.keep(10, ev(s));
+            w.keep(10, ev(s), WINDOW_BYTES_MAX);
         }
         assert_eq!(w.first_seq(), Some(6));
-        w.keep(WINDOW_BYTES / 2, ev(WINDOW as u64 + 6));
-        w.keep(WINDOW_BYTES / 2, ev(WINDOW as u64 + 7));
-        assert!(w.bytes <= WINDOW_BYTES);
-        w.keep(WINDOW_BYTES + 1, ev(WINDOW as u64 + 8));
+        w.keep(
+            WINDOW_BYTES_MAX / 2,
+            ev(WINDOW as u64 + 6),
+            WINDOW_BYTES_MAX,
+        );
+        w.keep(
+            WINDOW_BYTES_MAX / 2,
+            ev(WINDOW as u64 + 7),
+            WINDOW_BYTES_MAX,
+        );
+        assert!(w.bytes <= WINDOW_BYTES_MAX);
+        w.keep(
+            WINDOW_BYTES_MAX + 1,
+            ev(WINDOW as u64 + 8),
+            WINDOW_BYTES_MAX,
+        );
         assert_eq!(w.first_seq(), None);
-        w.keep(1, ev(WINDOW as u64 + 9));
-        w.keep(1, ev(WINDOW as u64 + 10));
+        w.keep(1, ev(WINDOW as u64 + 9), WINDOW_BYTES_MAX);
+        w.keep(1, ev(WINDOW as u64 + 10), WINDOW_BYTES_MAX);
         w.forget(WINDOW as u64 + 10, WINDOW as u64 + 10);
         assert_eq!(w.after(0, u64::MAX, 10).len(), 1);
+    }
+
+    #[test]
+    fn a_few_tasks_share_the_memory_of_many_each_keeping_at_least_a_floor() {
+        assert_eq!(bound_for(0), WINDOW_BYTES_MAX);
+        assert_eq!(bound_for(1), WINDOW_BYTES_MAX);
+        assert_eq!(bound_for(8), WINDOW_BYTES_MAX);
+        assert_eq!(bound_for(16), LIVE_WINDOWS_BYTES / 16);
+        assert_eq!(bound_for(32), WINDOW_BYTES);
+        assert_eq!(bound_for(10_000), WINDOW_BYTES);
+        // The count bound follows the byte bound.
+        let mut w = EventWindow::default();
+        for s in 1..=(WINDOW as u64) {
+            w.keep(1, ev(s), WINDOW_BYTES);
+        }
+        assert_eq!(w.len(), WINDOW_BYTES / EVENT_BYTES);
+        for s in 1..=(WINDOW as u64) {
+            w.keep(1, ev(WINDOW as u64 + s), WINDOW_BYTES_MAX);
+        }
+        assert_eq!(w.len(), WINDOW);
     }
 
     #[test]
     fn events_after_a_position_are_found_in_order_and_bounded() {
         let mut w = EventWindow::default();
         for s in 10..=20 {
-            w.keep(1, ev(s));
+            w.keep(1, ev(s), WINDOW_BYTES);
         }
         fn seqs(w: &EventWindow, after: u64, upto: u64, limit: usize) -> Vec<u64> {
             w.after(after, upto, limit).iter().map(|e| e.seq).collect()

@@ -55,7 +55,7 @@ use self::writer::{Queued, Shared, Write};
 use super::memory::decode_token;
 use super::{ContextRecord, ListPage, ListQuery, Snapshot, StoreError, TaskStore};
 use crate::protocol::v1::{StreamResponse, Task};
-use crate::store::window::EventWindow;
+use crate::store::window::{self, EventWindow};
 use crate::task::{LoggedEvent, TaskEvent};
 
 #[cfg(test)]
@@ -284,6 +284,7 @@ impl PgStore {
         wait: bool,
     ) -> Result<(Option<oneshot::Receiver<Result<(), StoreError>>>, u64, bool), StoreError> {
         let mut live = self.live.lock().map_err(poisoned)?;
+        let max = window::bound_for(live.len());
         let l = live
             .get_mut(task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
@@ -306,8 +307,11 @@ impl PgStore {
             }
         }
         for ((seq, ev), json) in (first_seq..).zip(events).zip(&rows) {
-            l.window
-                .keep(json.len(), Arc::new(LoggedEvent::stored(seq, ev, json)));
+            l.window.keep(
+                json.len(),
+                Arc::new(LoggedEvent::stored(seq, ev, json)),
+                max,
+            );
         }
         l.last_seq += rows.len() as u64;
         let (reply, rx) = if wait {
@@ -369,11 +373,13 @@ impl TaskStore for PgStore {
             reply,
         })?;
         rx.await.map_err(|_| StoreError::WriterStopped)??;
-        let mut live = Live::at(1, state);
-        live.ticket = ticket;
-        live.window
-            .keep(first_len, Arc::new(LoggedEvent::new(1, first_event)));
-        self.live.lock().map_err(poisoned)?.insert(id, live);
+        let mut l = Live::at(1, state);
+        l.ticket = ticket;
+        let mut live = self.live.lock().map_err(poisoned)?;
+        let max = window::bound_for(live.len() + 1);
+        l.window
+            .keep(first_len, Arc::new(LoggedEvent::new(1, first_event)), max);
+        live.insert(id, l);
         Ok(1)
     }
 

@@ -6,7 +6,8 @@
 //! row per batch of a task's events written together ([`rows`]), `snapshots` each task's
 //! latest checkpoint. Every write goes through one writer thread ([`writer`]) that commits
 //! whatever is queued in one transaction. Memory holds only a bounded window of recent events
-//! of the tasks being written (at most [`WINDOW`] events and [`WINDOW_BYTES`] bytes each),
+//! of the tasks being written (at most [`window::WINDOW_BYTES_MAX`] bytes each, less when many are
+//! written at once: see [`window`]),
 //! from which live subscribers read, and the last events of the tasks that ended most
 //! recently ([`recent`]); older or larger events and every other read come from the
 //! database, on blocking threads.
@@ -57,8 +58,7 @@ use crate::task::{LoggedEvent, TaskEvent};
 
 pub(crate) use writer::Progress;
 
-use crate::store::window::EventWindow;
-use crate::store::window::WINDOW_BYTES;
+use crate::store::window::{self, EventWindow, WINDOW_BYTES};
 #[cfg(test)]
 use schema::SCHEMA_VERSION;
 /// Reader connections kept open.
@@ -341,7 +341,8 @@ impl TaskStore for SqliteStore {
         let mut live = self.live.lock().map_err(poisoned)?;
         let mut l = Live::new(&id, 1, state);
         l.owner = KnownOwner::Is(owner);
-        l.window.keep(first_len, Arc::new(first_event));
+        let max = window::bound_for(live.len() + 1);
+        l.window.keep(first_len, Arc::new(first_event), max);
         live.insert(id, l);
         Ok(1)
     }
@@ -370,6 +371,7 @@ impl TaskStore for SqliteStore {
         let wait = events.iter().any(must_wait);
         let (rx, first, last, ended, epoch, queued) = {
             let mut live = self.live.lock().map_err(poisoned)?;
+            let max = window::bound_for(live.len());
             let l = live
                 .get_mut(task_id)
                 .ok_or_else(|| StoreError::NotFound(task_id.to_string()))?;
@@ -405,7 +407,7 @@ impl TaskStore for SqliteStore {
                 let logged = Arc::new(logged);
                 let size = json.len();
                 rows.push((logged.clone(), json));
-                l.window.keep(size, logged);
+                l.window.keep(size, logged, max);
             }
             let (reply, rx) = if wait {
                 let (reply, rx) = oneshot::channel();

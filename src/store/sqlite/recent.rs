@@ -12,15 +12,15 @@ use std::sync::Arc;
 use crate::protocol::v1::Task;
 use crate::store::window::EventWindow;
 #[cfg(doc)]
-use crate::store::window::{WINDOW, WINDOW_BYTES};
+use crate::store::window::WINDOW_BYTES_MAX;
 use crate::store::Snapshot;
 use crate::task::{apply, LoggedEvent};
 
 /// Ended tasks kept, the most recent.
 pub(super) const RECENT_TASKS: usize = 64;
 /// Bytes (of their stored JSON) kept of all of them together, at most: the tasks that ended
-/// longest ago go first. Each keeps what its live window held (up to [`WINDOW`] events and
-/// [`WINDOW_BYTES`]), because a stream that fell behind a task that printed its lines back to
+/// longest ago go first. Each keeps what its live window held (up to [`WINDOW_BYTES_MAX`]),
+/// because a stream that fell behind a task that printed its lines back to
 /// back is still reading them when the task ends; the last 256 events alone left most of
 /// such a stream to be read back from the database after the end.
 pub(super) const RECENT_BYTES: usize = 16 << 20;
@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use crate::protocol::v1::{StreamResponse, TaskState};
     use crate::store::suite::{answer, chunk, status, task};
-    use crate::store::window::WINDOW;
+    use crate::store::window::{WINDOW, WINDOW_BYTES_MAX};
     use crate::task::TaskEvent;
 
     fn ended(id: &str, events: usize) -> Ended {
@@ -135,7 +135,7 @@ mod tests {
         let mut window = EventWindow::default();
         let mut seq = 1;
         let mut push = |ev: TaskEvent| {
-            window.keep(size, Arc::new(LoggedEvent::new(seq, ev)));
+            window.keep(size, Arc::new(LoggedEvent::new(seq, ev)), WINDOW_BYTES_MAX);
             seq += 1;
         };
         push(TaskEvent::Stream(StreamResponse::Task(task(

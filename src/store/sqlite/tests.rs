@@ -195,7 +195,8 @@ async fn long_tasks_are_compacted_and_ended_tasks_leave_memory() {
     s.create(task("long", "c", "2026-01-01T00:00:00.000Z"))
         .await
         .unwrap();
-    let n = 2000;
+    // More events than a window keeps, past the first checkpoint's size.
+    let n = crate::store::window::WINDOW + 1000;
     for i in 0..n {
         s.append("long", vec![chunk("long", "x", i > 0)])
             .await
@@ -256,7 +257,8 @@ async fn readers_never_see_an_end_before_it_is_committed() {
         let l = live.get_mut("t1").unwrap();
         l.last_seq += 1;
         let ev = status("t1", TaskState::Completed, "2026-01-01T00:00:02.000Z");
-        l.window.keep(1, Arc::new(LoggedEvent::new(l.last_seq, ev)));
+        l.window
+            .keep(1, Arc::new(LoggedEvent::new(l.last_seq, ev)), WINDOW_BYTES);
     }
     // A subscriber does not get it, so it cannot act on a state that GetTask does not show.
     let seen = store.events_after("t1", 0, 10).await.unwrap();

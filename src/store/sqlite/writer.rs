@@ -32,10 +32,18 @@ const KEEP_TASK_BYTES: usize = 16 * 1024 * 1024;
 /// a copy here; beyond it, a task's checkpoints are read back.
 const KEEP_ALL_BYTES: usize = 32 * 1024 * 1024;
 
-/// Event bytes since a task's checkpoint that always earn a new one (a checkpoint is also
-/// written when they reach the size of the last checkpoint: so checkpoints of a growing task
-/// are written at doubling sizes, and their total cost stays proportional to the task).
-pub const CHECKPOINT_MIN_BYTES: usize = 256 * 1024;
+/// Event bytes since a task's checkpoint that always earn a new one. A checkpoint is also
+/// written when the events since reach those before it, so a growing task is checkpointed
+/// each time its event log doubles, and its checkpoints together cost at most about three
+/// times the task (twice while it grows, and the one at its end); a read replays at most
+/// half of its events on top of the checkpoint.
+///
+/// Counted in event bytes, not against the checkpoint's size: a stream's event carries its
+/// task's and artifact's ids besides the text, so a task of short lines is a fifth of its
+/// events' size, and "events as large as the checkpoint" came every fifth of growth (a task
+/// of 10,000 lines was checkpointed eleven times, writing as many bytes of checkpoints as of
+/// events; 100,000 lines wrote more).
+pub const CHECKPOINT_MIN_BYTES: usize = 1024 * 1024;
 
 /// Background writes that failed, by task: the task's epoch at the time, and the error.
 /// An append made in that epoch is not tried; the store reports the error once, at the
@@ -105,20 +113,27 @@ pub const FEW_EVENTS: usize = 16;
 /// See [`FEW_EVENTS`]: the size of the store's memory window per task.
 pub const LARGE_EVENTS_BYTES: usize = super::WINDOW_BYTES;
 
-/// Bytes of a task's last checkpoint and of its events since, how many events those are
-/// (the PostgreSQL store's writer follows the same rule), and the task as of its last written
-/// event when the writer holds it (so a checkpoint need not read the task back; SQLite only).
+/// Bytes of a task's last checkpoint, of its events before it and since, how many events
+/// those since are (the PostgreSQL store's writer follows the same rule), and the task as of
+/// its last written event when the writer holds it (so a checkpoint need not read the task
+/// back; SQLite only).
 pub(crate) struct Progress {
     pub(crate) snapshot: usize,
+    /// Event bytes up to the last checkpoint; for a task read back after a restart, the
+    /// checkpoint's size stands for them (smaller: checkpoints come sooner, never later).
+    before: usize,
     pub(crate) since: usize,
     pub(crate) rows: usize,
     task: Option<(Task, u64)>,
 }
 
 impl Progress {
+    /// A task just created, or just checkpointed at `snapshot` bytes by a writer that did not
+    /// follow it before.
     pub(crate) fn fresh(snapshot: usize) -> Progress {
         Progress {
             snapshot,
+            before: snapshot,
             since: 0,
             rows: 0,
             task: None,
@@ -128,19 +143,29 @@ impl Progress {
     /// Read back from the database: nothing held.
     pub(crate) fn measured(snapshot: usize, since: usize, rows: usize) -> Progress {
         Progress {
-            snapshot,
             since,
             rows,
-            task: None,
+            ..Progress::fresh(snapshot)
         }
     }
 
-    /// Just checkpointed at `snapshot` bytes, holding `task` when given.
-    fn holding(snapshot: usize, task: Option<(Task, u64)>) -> Progress {
-        Progress {
-            task,
-            ..Progress::fresh(snapshot)
+    /// Just checkpointed at `snapshot` bytes, holding `task` when given; `before` were the
+    /// progress until then.
+    fn holding(snapshot: usize, before: Option<&Progress>, task: Option<(Task, u64)>) -> Progress {
+        let mut p = Progress::fresh(snapshot);
+        p.task = task;
+        if let Some(b) = before {
+            p.before = b.before + b.since;
         }
+        p
+    }
+
+    /// The progress of a task just checkpointed at `snapshot` bytes.
+    pub(crate) fn checkpointed(&mut self, snapshot: usize) {
+        self.before += self.since;
+        self.snapshot = snapshot;
+        self.since = 0;
+        self.rows = 0;
     }
 
     /// The events since the checkpoint are a few large ones (long lines of output): no
@@ -154,8 +179,9 @@ impl Progress {
     }
 
     /// Counts `rows` events of `bytes` appended; true when a checkpoint is due: the task's
-    /// state changed (`state_changed`, `ended`) or the events since reached the size of the
-    /// checkpoint (at least [`CHECKPOINT_MIN_BYTES`]), unless they are few and large.
+    /// state changed (`state_changed`, `ended`) or the events since reached those before the
+    /// checkpoint (and at least its size and [`CHECKPOINT_MIN_BYTES`]), unless they are few
+    /// and large.
     pub(crate) fn appended(
         &mut self,
         rows: usize,
@@ -165,8 +191,8 @@ impl Progress {
     ) -> bool {
         self.since += bytes;
         self.rows += rows;
-        let wanted =
-            state_changed || ended || self.since >= self.snapshot.max(CHECKPOINT_MIN_BYTES);
+        let grown = self.since >= self.before.max(self.snapshot).max(CHECKPOINT_MIN_BYTES);
+        let wanted = state_changed || ended || grown;
         wanted && !self.few_and_large()
     }
 }
@@ -343,10 +369,8 @@ fn write_all(
             progress.remove(id);
         } else {
             let room = may_hold(progress, size);
-            progress.insert(
-                id.to_string(),
-                Progress::holding(size, task.filter(|_| room)),
-            );
+            let next = Progress::holding(size, progress.get(id), task.filter(|_| room));
+            progress.insert(id.to_string(), next);
         }
     }
     tx.commit()?;
@@ -480,12 +504,11 @@ fn measure(tx: &Transaction, task_id: &str) -> Result<Progress, StoreError> {
         params![task_id, seq],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    Ok(Progress {
-        snapshot: snapshot as usize,
-        since: since as usize,
-        rows: rows as usize,
-        task: None,
-    })
+    Ok(Progress::measured(
+        snapshot as usize,
+        since as usize,
+        rows as usize,
+    ))
 }
 
 /// Writes a new checkpoint of a task: the task the writer holds (`held`), or else its last

@@ -333,7 +333,12 @@ pub(super) async fn write_in(
         written?;
         committed?;
         for (id, json) in c_id.iter().zip(&c_json) {
-            progress.insert(id.clone(), Progress::fresh(json.len()));
+            match progress.get_mut(id) {
+                Some(p) => p.checkpointed(json.len()),
+                None => {
+                    progress.insert(id.clone(), Progress::fresh(json.len()));
+                }
+            }
         }
     }
     for id in ended {

@@ -55,8 +55,9 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
         0,
         "neither the new task nor its start is a checkpoint (its first event is the task)"
     );
-    // 1 KB chunks: count the checkpoints written while the task grows to 2 MB.
-    let text = "y".repeat(1024);
+    // Chunks of 1/256 of the first checkpoint's size: count the checkpoints written while
+    // the task grows to 8 times that size.
+    let text = "y".repeat(writer::CHECKPOINT_MIN_BYTES / 256);
     let mut checkpoints = 0;
     let mut last = 0;
     for i in 0..2048 {
@@ -71,11 +72,11 @@ async fn checkpoints_come_at_state_changes_and_at_doubling_sizes_not_per_event()
             assert_eq!(now, 0, "not one checkpoint per event");
         }
     }
-    // 256 KiB, then each as large as the task: about log2(2 MB / 256 KiB) + 1 of them.
-    assert!((3..=8).contains(&checkpoints), "{checkpoints} checkpoints");
+    // The first, then each as large as the task: about log2(8) + 1 of them.
+    assert!((3..=6).contains(&checkpoints), "{checkpoints} checkpoints");
     // A read rebuilds the task from the checkpoint and the events after it.
     let snap = s.get("k").await.unwrap().unwrap();
-    assert_eq!(answer(&snap.task).len(), 2048 * 1024);
+    assert_eq!(answer(&snap.task).len(), 2048 * text.len());
     assert_eq!(snap.last_seq, 2 + 2048);
     // The same state again is no checkpoint; waiting for the client is one.
     let before = checkpoint_seq(&path, "k");
@@ -189,7 +190,7 @@ async fn a_few_long_lines_are_kept_out_of_memory_and_never_checkpointed() {
     s.create(task("big", "c", "2026-01-01T00:00:00.000Z"))
         .await
         .unwrap();
-    let line = "z".repeat(WINDOW_BYTES + 1);
+    let line = "z".repeat(crate::store::window::WINDOW_BYTES_MAX + 1);
     for i in 0..3 {
         s.append("big", vec![chunk("big", &line, i > 0)])
             .await

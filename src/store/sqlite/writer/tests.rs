@@ -3,7 +3,7 @@ use super::*;
 const MIB: usize = 1024 * 1024;
 
 fn held(snapshot: usize) -> Progress {
-    Progress::holding(snapshot, Some((Task::default(), 1)))
+    Progress::holding(snapshot, None, Some((Task::default(), 1)))
 }
 
 /// `n` events to apply (their encoded form is not read: `appended` is told their bytes).
@@ -59,4 +59,23 @@ fn the_tasks_held_together_stay_within_their_bound() {
     progress.insert("c".into(), Progress::fresh(KEEP_ALL_BYTES));
     assert!(may_hold(&progress, MIB));
     assert!(!may_hold(&progress, MIB + 1));
+}
+
+#[test]
+fn a_task_of_short_lines_is_checkpointed_as_its_event_log_doubles() {
+    // 100,000 events of 300 bytes, each adding 60 bytes to the task (its text, without the
+    // ids every event carries): checkpoints at 1, 2, 4, 8 and 16 MiB of events, then the end.
+    let mut p = Progress::fresh(0);
+    let (mut checkpoints, mut written) = (0, 0);
+    for i in 1..=100_000usize {
+        let ended = i == 100_000;
+        if p.appended(1, 300, false, ended) {
+            checkpoints += 1;
+            written += 60 * i;
+            p.checkpointed(60 * i);
+        }
+    }
+    assert_eq!(checkpoints, 6);
+    // All checkpoints together: those while it doubled (twice the last of them) and the end.
+    assert!(written < 3 * 60 * 100_000, "{written}");
 }
