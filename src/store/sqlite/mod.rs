@@ -326,8 +326,9 @@ fn opt_text(s: Option<&str>) -> rusqlite::types::Value {
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn create_owned(&self, task: Task, owner: Option<String>) -> Result<u64, StoreError> {
-        let (first, first_event) =
-            encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let queued = encode(1, TaskEvent::Stream(StreamResponse::Task(task.clone())))?;
+        let first_event = queued.event.clone();
+        let first = queued.into_text();
         let first_len = first.len();
         let id = task.id.clone();
         let state = task.status.state.as_proto_name().to_string();
@@ -342,7 +343,7 @@ impl TaskStore for SqliteStore {
         let mut l = Live::new(&id, 1, state);
         l.owner = KnownOwner::Is(owner);
         let max = window::bound_for(live.len() + 1);
-        l.window.keep(first_len, Arc::new(first_event), max);
+        l.window.keep(first_len, first_event, max);
         live.insert(id, l);
         Ok(1)
     }
@@ -403,11 +404,10 @@ impl TaskStore for SqliteStore {
                     ));
                     ended |= u.status.state.is_terminal();
                 }
-                let (json, logged) = encode(l.last_seq, ev)?;
-                let logged = Arc::new(logged);
-                let size = json.len();
-                rows.push((logged.clone(), json));
-                l.window.keep(size, logged, max);
+                let queued = encode(l.last_seq, ev)?;
+                let size = queued.len();
+                l.window.keep(size, queued.event.clone(), max);
+                rows.push(queued);
             }
             let (reply, rx) = if wait {
                 let (reply, rx) = oneshot::channel();

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::rows::Queued;
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
-use crate::task::LoggedEvent;
 
 /// How a write is answered: once it is committed (or failed).
 pub(super) type Reply = oneshot::Sender<Result<(), StoreError>>;
@@ -36,7 +36,7 @@ pub(super) enum Write {
         /// The task's failure epoch when the append was made (see [`super::writer::Failures`]).
         epoch: u32,
         /// Each event (its sequence number in it) with its stored JSON.
-        rows: Vec<(Arc<LoggedEvent>, String)>,
+        rows: Vec<Queued>,
         /// New state and status timestamp, when the events changed the status.
         status: Option<(String, String)>,
         /// Checkpoint now (the task now waits for its client).

@@ -10,20 +10,89 @@
 //! append's cost does not depend on the task's length; and a stream of events written
 //! together costs one B-tree insert per [`ROW_BYTES`] rather than one per event.
 
+use std::sync::Arc;
+
 use crate::store::StoreError;
-use crate::task::{LoggedEvent, TaskEvent};
+use crate::task::{LoggedEvent, TaskEvent, CACHE_MAX};
 
 /// The most bytes one row takes events up to (a larger event has a row of its own).
 pub(super) const ROW_BYTES: usize = 64 * 1024;
 
-/// An event's stored JSON, and the event as logged. For a stream event the stored form is
-/// `{"stream":` + its v1.0 wire JSON + `}` (serde's form of [`TaskEvent::Stream`]), so one
-/// serialization serves the store and, cached on the logged event, every v1.0 subscriber
-/// ([`LoggedEvent::stored`]).
-pub(super) fn encode(seq: u64, ev: TaskEvent) -> Result<(String, LoggedEvent), StoreError> {
-    let json = serde_json::to_string(&ev)?;
-    let logged = LoggedEvent::stored(seq, ev, &json);
-    Ok((json, logged))
+/// The start of a stream event's stored JSON: serde's form of [`TaskEvent::Stream`] is
+/// `{"stream":` + its v1.0 wire JSON + `}`.
+const STREAM_OPEN: &str = "{\"stream\":";
+
+/// An event queued for the writer: the event as logged, and its stored JSON. For a stream
+/// event that is `{"stream":` + its v1.0 wire JSON + `}`, and the wire JSON is serialized
+/// once, straight into the event's v1.0 cache ([`LoggedEvent::v1_json`]) that every v1.0
+/// subscriber reads: the writer copies it into the row between those two pieces, and no
+/// second copy of the event's JSON is made for the store.
+pub(super) struct Queued {
+    pub(super) event: Arc<LoggedEvent>,
+    /// The stored JSON when it is not the event's cached wire JSON: an event that is not a
+    /// stream event, or one too large to cache ([`CACHE_MAX`]).
+    text: Option<String>,
+}
+
+impl Queued {
+    /// The stored JSON, in pieces to be joined.
+    pub(super) fn pieces(&self) -> [&str; 3] {
+        match (&self.text, self.event.v1_json.get()) {
+            (None, Some(wire)) => [STREAM_OPEN, wire, "}"],
+            (Some(text), _) => [text, "", ""],
+            // Not made by `encode`.
+            (None, None) => ["", "", ""],
+        }
+    }
+
+    /// The stored JSON's length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.pieces().iter().map(|p| p.len()).sum()
+    }
+
+    /// The stored JSON, joined.
+    pub(super) fn into_text(self) -> String {
+        match self.text {
+            Some(text) => text,
+            None => self.pieces().concat(),
+        }
+    }
+}
+
+/// Serializes `value` into a buffer sized for a typical event (serde_json's own starts at
+/// 128 bytes and grows twice for one).
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    let mut buf = Vec::with_capacity(512);
+    serde_json::to_writer(&mut buf, value)?;
+    // serde_json writes UTF-8 only.
+    String::from_utf8(buf).map_err(|e| StoreError::Json(serde::ser::Error::custom(e)))
+}
+
+/// An event as queued for the writer (see [`Queued`]).
+pub(super) fn encode(seq: u64, ev: TaskEvent) -> Result<Queued, StoreError> {
+    let wire = match &ev {
+        TaskEvent::Stream(sr) => Some(to_json(sr)?),
+        _ => None,
+    };
+    let (logged, text) = match wire {
+        Some(wire) if wire.len() <= CACHE_MAX => {
+            let logged = LoggedEvent::new(seq, ev);
+            let _ = logged.v1_json.set(wire.into_boxed_str());
+            (logged, None)
+        }
+        Some(wire) => {
+            let text = [STREAM_OPEN, &wire, "}"].concat();
+            (LoggedEvent::new(seq, ev), Some(text))
+        }
+        None => {
+            let text = to_json(&ev)?;
+            (LoggedEvent::new(seq, ev), Some(text))
+        }
+    };
+    Ok(Queued {
+        event: Arc::new(logged),
+        text,
+    })
 }
 
 /// One row being built: events `first..=last` of a task.
@@ -34,19 +103,20 @@ pub(super) struct Row {
     pub(super) json: String,
 }
 
-/// Adds event `seq` (stored JSON `json`) to the rows being built for a task: to the last one
-/// when it follows on and fits, else to a new one.
-pub(super) fn pack(rows: &mut Vec<Row>, seq: u64, json: &str) {
+/// Adds event `seq` (its stored JSON in `pieces`, joined) to the rows being built for a task:
+/// to the last one when it follows on and fits, else to a new one.
+pub(super) fn pack(rows: &mut Vec<Row>, seq: u64, pieces: [&str; 3]) {
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
     if let Some(row) = rows.last_mut() {
-        if row.last + 1 == seq && row.json.len() + 1 + json.len() <= ROW_BYTES {
+        if row.last + 1 == seq && row.json.len() + 1 + len <= ROW_BYTES {
             row.json.push('\n');
-            row.json.push_str(json);
+            row.json.extend(pieces);
             row.last = seq;
             return;
         }
     }
-    let mut buf = String::with_capacity(json.len().clamp(4096, ROW_BYTES));
-    buf.push_str(json);
+    let mut buf = String::with_capacity(len.clamp(4096, ROW_BYTES));
+    buf.extend(pieces);
     rows.push(Row {
         first: seq,
         last: seq,
@@ -139,7 +209,7 @@ mod tests {
     fn events_written_together_share_a_row_and_read_back_from_any_position() {
         let mut rows = Vec::new();
         for seq in 5..=9 {
-            pack(&mut rows, seq, &format!("{{\"n\":{seq}}}"));
+            pack(&mut rows, seq, [&format!("{{\"n\":{seq}}}"), "", ""]);
         }
         assert_eq!(rows.len(), 1);
         let row = &rows[0];
@@ -160,13 +230,13 @@ mod tests {
         let mut rows = Vec::new();
         let chunk = "x".repeat(ROW_BYTES / 4);
         for seq in 1..=8 {
-            pack(&mut rows, seq, &chunk);
+            pack(&mut rows, seq, [&chunk, "", ""]);
         }
         assert!(rows.len() >= 2);
         assert!(rows.iter().all(|r| r.json.len() <= ROW_BYTES));
         let big = "y".repeat(ROW_BYTES * 2);
-        pack(&mut rows, 9, &big);
-        pack(&mut rows, 10, "{}");
+        pack(&mut rows, 9, [&big, "", ""]);
+        pack(&mut rows, 10, ["{}", "", ""]);
         let n = rows.len();
         assert_eq!((rows[n - 2].first, rows[n - 2].last), (9, 9));
         assert_eq!(rows[n - 2].json, big);
@@ -192,8 +262,8 @@ mod tests {
     #[test]
     fn a_gap_in_the_sequence_starts_a_new_row() {
         let mut rows = Vec::new();
-        pack(&mut rows, 1, "a");
-        pack(&mut rows, 3, "b");
+        pack(&mut rows, 1, ["a", "", ""]);
+        pack(&mut rows, 3, ["b", "", ""]);
         assert_eq!(rows.len(), 2);
     }
 

@@ -15,10 +15,10 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction};
 
 use super::queue::{Queue, StopGuard, Write};
 use super::read::{load_task, TERMINAL};
-use super::rows::{pack, Row};
+use super::rows::{pack, Queued, Row};
 use crate::protocol::v1::Task;
 use crate::store::StoreError;
-use crate::task::{apply, LoggedEvent};
+use crate::task::apply;
 
 /// The largest task the writer keeps in memory (its last checkpoint and the events since,
 /// in bytes) to checkpoint it from there; a larger one is read back from its last checkpoint
@@ -201,14 +201,14 @@ impl Progress {
     /// Applies an append's events to the task held, or lets go of a task grown too large or
     /// made of a few large events (long lines of output: no checkpoint comes for those, so
     /// holding them would only hold their bytes).
-    fn apply(&mut self, rows: &[(Arc<LoggedEvent>, String)]) {
+    fn apply(&mut self, rows: &[Queued]) {
         if self.few_and_large() || self.snapshot + self.since > KEEP_TASK_BYTES {
             self.task = None;
         }
         if let Some((task, seq)) = &mut self.task {
-            for (ev, _) in rows {
-                apply(task, &ev.event);
-                *seq = ev.seq;
+            for q in rows {
+                apply(task, &q.event.event);
+                *seq = q.event.seq;
             }
         }
     }
@@ -293,7 +293,11 @@ fn write_all(
                 task, first, owner, ..
             } => {
                 create(&tx, task, owner.as_deref())?;
-                pack(packed.entry(task.id.as_str()).or_default(), 1, first);
+                pack(
+                    packed.entry(task.id.as_str()).or_default(),
+                    1,
+                    [first, "", ""],
+                );
                 // No checkpoint: the first event is the task as created.
                 progress.insert(
                     task.id.clone(),
@@ -315,12 +319,13 @@ fn write_all(
             } => {
                 let into = packed.entry(&**task_id).or_default();
                 let mut bytes = 0;
-                for (ev, json) in rows {
-                    pack(into, ev.seq, json);
-                    bytes += json.len();
+                for q in rows {
+                    let pieces = q.pieces();
+                    pack(into, q.event.seq, pieces);
+                    bytes += pieces.iter().map(|p| p.len()).sum::<usize>();
                 }
                 let t = touched.entry(task_id).or_insert((0, None));
-                t.0 = rows.last().map(|r| r.0.seq).unwrap_or(t.0);
+                t.0 = rows.last().map(|q| q.event.seq).unwrap_or(t.0);
                 if status.is_some() {
                     t.1 = status.as_ref();
                 }

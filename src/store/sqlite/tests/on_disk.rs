@@ -9,16 +9,26 @@ fn an_event_is_stored_as_serde_encodes_it() {
         chunk("t", "Hello \"quoted\" ü", true),
         status("t", TaskState::Working, "2026-01-01T00:00:01.000Z"),
         TaskEvent::UserMessage(crate::protocol::v1::Message::default()),
+        // Too large to cache: stored whole, no v1.0 JSON kept.
+        chunk("t", &"z".repeat(crate::task::CACHE_MAX), true),
     ];
     for ev in events {
-        let (json, logged) = encode(7, ev.clone()).unwrap();
-        assert_eq!(json, serde_json::to_string(&ev).unwrap());
-        if let TaskEvent::Stream(sr) = &ev {
-            assert_eq!(
-                logged.v1_json.get().map(|s| &**s),
-                Some(serde_json::to_string(sr).unwrap().as_str())
-            );
+        let queued = encode(7, ev.clone()).unwrap();
+        let json = serde_json::to_string(&ev).unwrap();
+        assert_eq!(queued.pieces().concat(), json);
+        assert_eq!(queued.len(), json.len());
+        let cached = queued.event.v1_json.get().map(|s| s.to_string());
+        match &ev {
+            TaskEvent::Stream(sr) if json.len() <= crate::task::CACHE_MAX => {
+                assert_eq!(cached, Some(serde_json::to_string(sr).unwrap()));
+            }
+            _ => assert_eq!(cached, None),
         }
+        // A row holds it as serde wrote it, and reads back as the same event.
+        let mut rows = Vec::new();
+        rows::pack(&mut rows, 7, queued.pieces());
+        assert_eq!(rows[0].json, json);
+        assert_eq!(queued.into_text(), json);
     }
 }
 

@@ -7,14 +7,11 @@ fn held(snapshot: usize) -> Progress {
 }
 
 /// `n` events to apply (their encoded form is not read: `appended` is told their bytes).
-fn rows(n: usize) -> Vec<(Arc<LoggedEvent>, String)> {
+fn rows(n: usize) -> Vec<Queued> {
     let event =
         crate::task::TaskEvent::Stream(crate::protocol::v1::StreamResponse::Task(Task::default()));
     (0..n)
-        .map(|i| {
-            let ev = Arc::new(LoggedEvent::new(i as u64 + 2, event.clone()));
-            (ev, String::new())
-        })
+        .map(|i| super::super::rows::encode(i as u64 + 2, event.clone()).unwrap())
         .collect()
 }
 
