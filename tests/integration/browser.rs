@@ -156,6 +156,12 @@ impl Browser {
         .await
     }
 
+    /// The text of `css` now, found again if the page replaced it between finding it and
+    /// reading it (a live page re-renders its header, lists and badges).
+    pub async fn text(&self, css: &str) -> String {
+        self.text_until(css, |_| true).await
+    }
+
     /// Waits for the task's state badge to read `state`.
     pub async fn state_is(&self, state: &str) {
         self.text_until("#task-state", |t| t == state).await;

@@ -166,7 +166,7 @@ async fn approvals_allowed_and_denied_and_a_question_answered_in_the_page() {
         b.click("#approve-deny").await;
         b.text_until("#task-state", |t| t != "input-required" && t != "working")
             .await;
-        let body = b.el("main").await.text().await.unwrap();
+        let body = b.text("main").await;
         assert!(body.to_lowercase().contains("deni"), "{body}");
 
         start_task(&b, &s.base, "a question for you").await;
@@ -275,7 +275,7 @@ async fn a_long_stream_cut_by_a_proxy_resumes_without_gaps_or_duplicates() {
         let before = b.js(chunks).await.as_u64().unwrap();
         eventually("more chunks arrive", crate::browser::WAIT, async || {
             let n = b.js(chunks).await.as_u64().unwrap();
-            let state = b.el("#task-state").await.text().await.unwrap();
+            let state = b.text("#task-state").await;
             ready(n >= before + 50 || state == "completed", (n, state))
         })
         .await;
@@ -373,7 +373,7 @@ async fn five_hundred_tasks_page_and_filter() {
         let next_disabled = b.js("return document.getElementById('page-next').disabled").await;
         assert_eq!(next_disabled, json!(true));
         // The first line of the prompt, not the rest.
-        let prompt = b.el("#list tr.task-row td.prompt").await.text().await.unwrap();
+        let prompt = b.text("#list tr.task-row td.prompt").await;
         assert!(prompt.starts_with("prompt number") && !prompt.contains("second"), "{prompt}");
 
         b.goto(&format!("{}/ui/#/?state=TASK_STATE_FAILED", s.base)).await;
@@ -487,7 +487,7 @@ async fn a_new_task_takes_a_root_as_working_directory_and_an_attachment() {
             .join(id.as_str().unwrap())
             .join("shot.bin");
         assert_eq!(std::fs::read(&saved).unwrap(), [0u8, 1, 2, 255]);
-        let cwd = b.el("#task-meta").await.text().await.unwrap();
+        let cwd = b.text("#task-meta").await;
         assert!(cwd.contains(&root.display().to_string()), "{cwd}");
         b.close().await;
         s.shutdown().await;
@@ -537,14 +537,14 @@ async fn a_task_reads_for_people_title_timeline_changes_markdown_banner_and_narr
         // Titled with its prompt; its steps with durations; the change it made.
         start_task(&b, &s.base, "edit=notes.txt add a note\nsecond line").await;
         b.state_is("completed").await;
-        let title = b.el("#task-title").await.text().await.unwrap();
+        let title = b.text("#task-title").await;
         assert_eq!(title, "edit=notes.txt add a note");
         let doc_title = b.js("return document.title").await;
         assert!(
             doc_title.as_str().unwrap().contains("edit=notes.txt add a note"),
             "{doc_title}"
         );
-        let id = b.el("#task-id").await.text().await.unwrap();
+        let id = b.text("#task-id").await;
         assert!(!doc_title.as_str().unwrap().contains(&id), "{doc_title}");
         let tools = b
             .js("return [...document.querySelectorAll('.step-tool')].map(r => [r.dataset.status, r.querySelector('.dur').textContent])")
@@ -616,7 +616,7 @@ async fn a_task_reads_for_people_title_timeline_changes_markdown_banner_and_narr
             .await;
         assert_eq!(display, json!("flex"), "rows become cards");
         assert!(fits(&b).await, "the list scrolls sideways at 400 px");
-        let header = b.el("#waiting-count").await.text().await.unwrap();
+        let header = b.text("#waiting-count").await;
         assert!(header.contains("waiting for input"), "{header}");
         b.screenshot("console-tasks-400.png").await;
         b.close().await;
