@@ -14,11 +14,12 @@
 //!
 //! **What waits for the disk.** An append of streamed progress (artifact chunks, `working`
 //! updates) returns once its events are queued for the writer and in the window, so
-//! subscribers see them at once, and the writer commits them within [`LINGER`] (group
-//! commit: a fast stream costs a few transactions, not one per event). An append that
-//! carries what a client is answered with or was told was taken (a terminal state, a
-//! question to the user, a user's message) returns only after its commit, and is not shown
-//! to readers before; so is every other write (a new task, a context, a process group).
+//! subscribers see them at once, and the writer commits them within
+//! [`LINGER`](queue::LINGER) (group commit: a fast stream costs a few transactions, not one
+//! per event). An append that carries what a client is answered with or was told was taken
+//! (a terminal state, a question to the user, a user's message) returns only after its
+//! commit, and is not shown to readers before; so is every other write (a new task, a
+//! context, a process group).
 //! Writes are committed in the order they were made, so a committed end means everything
 //! before it is committed too. Reads that go to the database (a task, a listing, events
 //! older than the window) first wait for the writes they depend on. A background write
