@@ -97,10 +97,14 @@ impl LoggedEvent {
     }
 }
 
+/// The start of a stream event's stored JSON: serde's form of [`TaskEvent::Stream`] is
+/// `{"stream":` + its v1.0 wire JSON + `}`.
+pub const STREAM_OPEN: &str = "{\"stream\":";
+
 /// The v1.0 wire JSON inside a stream event's stored JSON, when it is in the form serde
 /// writes (no space around the tag); any other text, even if it parses, gives none.
 fn stream_wire(stored: &str) -> Option<&str> {
-    stored.strip_prefix("{\"stream\":")?.strip_suffix('}')
+    stored.strip_prefix(STREAM_OPEN)?.strip_suffix('}')
 }
 
 /// Marks (in its message's metadata) a `working` status message that also goes to the

@@ -13,14 +13,10 @@
 use std::sync::Arc;
 
 use crate::store::StoreError;
-use crate::task::{LoggedEvent, TaskEvent, CACHE_MAX};
+use crate::task::{LoggedEvent, TaskEvent, CACHE_MAX, STREAM_OPEN};
 
 /// The most bytes one row takes events up to (a larger event has a row of its own).
 pub(super) const ROW_BYTES: usize = 64 * 1024;
-
-/// The start of a stream event's stored JSON: serde's form of [`TaskEvent::Stream`] is
-/// `{"stream":` + its v1.0 wire JSON + `}`.
-const STREAM_OPEN: &str = "{\"stream\":";
 
 /// An event queued for the writer: the event as logged, and its stored JSON. For a stream
 /// event that is `{"stream":` + its v1.0 wire JSON + `}`, and the wire JSON is serialized

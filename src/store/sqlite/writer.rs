@@ -320,9 +320,8 @@ fn write_all(
                 let into = packed.entry(&**task_id).or_default();
                 let mut bytes = 0;
                 for q in rows {
-                    let pieces = q.pieces();
-                    pack(into, q.event.seq, pieces);
-                    bytes += pieces.iter().map(|p| p.len()).sum::<usize>();
+                    pack(into, q.event.seq, q.pieces());
+                    bytes += q.len();
                 }
                 let t = touched.entry(task_id).or_insert((0, None));
                 t.0 = rows.last().map(|q| q.event.seq).unwrap_or(t.0);
