@@ -538,10 +538,18 @@ async fn contained_child_has_its_limit_and_cgroup_from_its_start() {
                 .any(|l| l.starts_with("Max file size") && l.contains("1048576")),
             "{out:?}"
         );
-        if !sandbox::Capabilities::get().cgroups.list.is_empty() {
-            let task = format!("agent-host-{}/task-", std::process::id());
-            assert!(lines.iter().any(|l| l.contains(&task)), "{out:?}");
-        }
+        // In every hierarchy that tracks it (v1 through `tasks`, v2 through `cgroup.procs`);
+        // memory and CPU folders only come with a limit.
+        use sandbox::cgroup::Kind;
+        let tracking = sandbox::Capabilities::get()
+            .cgroups
+            .list
+            .iter()
+            .filter(|h| matches!(h.kind, Kind::Unified | Kind::Pids | Kind::Freezer))
+            .count();
+        let task = format!("agent-host-{}/task-", std::process::id());
+        let joined = lines.iter().filter(|l| l.contains(&task)).count();
+        assert_eq!(joined, tracking, "{out:?}");
     })
     .await;
 }

@@ -1,16 +1,18 @@
 //! A cgroup per task, through the plain cgroupfs files.
 //!
 //! Why not a crate: the maintained one (`cgroups-rs`) manages whole hierarchies, devices and
-//! systemd slices; a task needs five files (`cgroup.procs`, `cgroup.kill` or `freezer.state`,
-//! `pids.max`, `memory.*`, `cpu.*`) and the join must happen in the task's first process
-//! before its program runs ([`super::setup`]), where a fallback pre-exec hook allows only raw
-//! system calls on prepared paths. Writing those files directly is shorter than adapting the
-//! crate's model and keeps that hook allocation-free.
+//! systemd slices; a task needs five files (`cgroup.procs` or v1's `tasks`, `cgroup.kill` or
+//! `freezer.state`, `pids.max`, `memory.*`, `cpu.*`) and the join must happen in the task's
+//! first process before its program runs ([`super::setup`]), where a fallback pre-exec hook
+//! allows only raw system calls on prepared paths. Writing those files directly is shorter
+//! than adapting the crate's model and keeps that hook allocation-free.
 //!
 //! Where: under the host's own cgroup in every hierarchy it can write (the unified cgroup2
-//! hierarchy and the v1 `pids`, `memory`, `freezer` and `cpu` ones), in a folder
-//! `agent-host-<host pid>` holding one `task-<n>` folder per running process, and those of
-//! tasks that ended cleanly, kept for the next tasks with the same limits ([`spare`]).
+//! hierarchy and the v1 `pids`, `memory`, `freezer` and `cpu` ones; not an empty unified one
+//! beside the v1 `pids` and `freezer`, whose join costs each start a wait, see
+//! [`v1_over_an_empty_unified`]), in a folder `agent-host-<host pid>` holding one
+//! `task-<n>` folder per running process, and those of tasks that ended cleanly, kept for
+//! the next tasks with the same limits ([`spare`]).
 
 use std::ffi::CString;
 use std::io;
@@ -116,6 +118,9 @@ impl Hierarchies {
                 controllers,
             });
         }
+        if let Some(unused) = v1_over_an_empty_unified(&mut list) {
+            let _ = std::fs::remove_dir(&unused.base);
+        }
         Hierarchies {
             list,
             spare: Spare::default(),
@@ -176,7 +181,7 @@ impl Hierarchies {
             let dir = h.base.join(format!("task-{n}"));
             std::fs::create_dir(&dir)?;
             cg.join.push(
-                CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+                CString::new(dir.join(join_file(h.kind)).as_os_str().as_bytes())
                     .map_err(io::Error::other)?,
             );
             cg.dirs.push((h.kind, dir.clone()));
@@ -212,6 +217,45 @@ impl Hierarchies {
             keep_limits_from_the_task(&dir)?;
         }
         Ok(cg)
+    }
+}
+
+/// On a machine that mounts both versions (the v1 controllers and an empty unified
+/// hierarchy beside them), takes the unified one off `list` when it limits nothing and the
+/// v1 `pids` and `freezer` hierarchies track and kill a task's processes; returns it.
+///
+/// Why: a process that joins a cgroup v2 folder writes `cgroup.procs`, for which the kernel
+/// takes a lock shared by every fork of the machine for writing, and that waits for an RCU
+/// grace period unless the hierarchy is mounted with `favordynmods`: 7–39 ms measured per
+/// task start spaced 50 ms apart (0.1 ms when starts come back to back, within one grace
+/// period of each other). A v1 folder is joined through `tasks` ([`join_file`]), which
+/// moves the calling thread alone and takes no such lock. On a v2-only machine there is no
+/// such choice; `favordynmods` takes the wait away there (see docs/security.md).
+fn v1_over_an_empty_unified(list: &mut Vec<Hierarchy>) -> Option<Hierarchy> {
+    let has = |list: &[Hierarchy], kind: Kind| list.iter().any(|h| h.kind == kind);
+    if !(has(list, Kind::Pids) && has(list, Kind::Freezer)) {
+        return None;
+    }
+    let i = list
+        .iter()
+        .position(|h| h.kind == Kind::Unified && h.controllers.is_empty())?;
+    Some(list.remove(i))
+}
+
+/// The file of a task's folder in a hierarchy of `kind` that its first process writes `0`
+/// to, to move itself in ([`TaskCgroup::join_self`]).
+///
+/// v1: `tasks`, which moves the writing thread alone, so the kernel takes only that thread's
+/// locks, where `cgroup.procs` takes the machine-wide lock described at
+/// [`v1_over_an_empty_unified`] and waits for a grace period. The thread is the whole
+/// process: the join runs in the task's first process before anything in it started a
+/// thread (the setup executable's first step, or a pre-exec hook in a forked child, which
+/// has one thread). v2 has only `cgroup.procs` for this (its `cgroup.threads` moves a thread
+/// only within a threaded subtree).
+fn join_file(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Unified => "cgroup.procs",
+        Kind::Pids | Kind::Memory | Kind::Freezer | Kind::Cpu => "tasks",
     }
 }
 
@@ -260,7 +304,8 @@ fn keep_limits_from_the_task(dir: &Path) -> io::Result<()> {
 #[derive(Debug)]
 pub struct TaskCgroup {
     dirs: Vec<(Kind, PathBuf)>,
-    /// `cgroup.procs` of each folder, ready for [`TaskCgroup::join_self`].
+    /// The file of each folder that moves the first process in ([`join_file`]), ready for
+    /// [`TaskCgroup::join_self`].
     join: Vec<CString>,
     memory_limit: Option<u64>,
     pids_limit: Option<u64>,
@@ -300,9 +345,9 @@ impl TaskCgroup {
         }
     }
 
-    /// Runs in the task's first process before its program: moves it into every folder of the
-    /// task. Only raw system calls on the prepared paths (async-signal-safe, no allocation:
-    /// it may run between fork and exec).
+    /// Runs in the task's first process before its program, while it has one thread: moves it
+    /// into every folder of the task ([`join_file`]). Only raw system calls on the prepared
+    /// paths (async-signal-safe, no allocation: it may run between fork and exec).
     pub fn join_self(paths: &[CString]) -> io::Result<()> {
         for p in paths {
             // SAFETY: `p` is a valid NUL-terminated path and open is async-signal-safe.
@@ -324,7 +369,7 @@ impl TaskCgroup {
         Ok(())
     }
 
-    /// The `cgroup.procs` paths for [`TaskCgroup::join_self`].
+    /// The paths for [`TaskCgroup::join_self`] ([`join_file`] of each folder).
     pub fn join_paths(&self) -> Vec<CString> {
         self.join.clone()
     }
@@ -585,6 +630,56 @@ mod tests {
         }
         let left: Vec<_> = folders.iter().filter(|f| f.exists()).collect();
         assert!(left.is_empty(), "not removed: {left:?}");
+    }
+
+    fn hierarchy(kind: Kind, controllers: &[&str]) -> Hierarchy {
+        Hierarchy {
+            kind,
+            base: PathBuf::from(format!("/sys/fs/cgroup/{kind:?}/agent-host-1")),
+            controllers: controllers.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_empty_unified_hierarchy_beside_v1_pids_and_freezer_is_left_unused() {
+        let kinds = |l: &[Hierarchy]| l.iter().map(|h| h.kind).collect::<Vec<_>>();
+        // Both versions mounted, the controllers all on v1 (as on the project's machines).
+        let mut hybrid = vec![
+            hierarchy(Kind::Unified, &[]),
+            hierarchy(Kind::Pids, &[]),
+            hierarchy(Kind::Memory, &[]),
+            hierarchy(Kind::Freezer, &[]),
+        ];
+        let dropped = v1_over_an_empty_unified(&mut hybrid).map(|h| h.kind);
+        assert_eq!(dropped, Some(Kind::Unified));
+        assert_eq!(kinds(&hybrid), [Kind::Pids, Kind::Memory, Kind::Freezer]);
+        // A unified hierarchy that limits something stays, and so does one that is needed
+        // to kill (no v1 freezer).
+        for mut list in [
+            vec![
+                hierarchy(Kind::Unified, &["memory"]),
+                hierarchy(Kind::Pids, &[]),
+                hierarchy(Kind::Freezer, &[]),
+            ],
+            vec![
+                hierarchy(Kind::Unified, &[]),
+                hierarchy(Kind::Pids, &[]),
+                hierarchy(Kind::Memory, &[]),
+            ],
+            vec![hierarchy(Kind::Unified, &["memory", "pids"])],
+        ] {
+            let before = kinds(&list);
+            assert!(v1_over_an_empty_unified(&mut list).is_none(), "{before:?}");
+            assert_eq!(kinds(&list), before);
+        }
+    }
+
+    #[test]
+    fn a_task_joins_v1_folders_by_its_thread_and_v2_ones_by_its_process() {
+        assert_eq!(join_file(Kind::Unified), "cgroup.procs");
+        for kind in [Kind::Pids, Kind::Memory, Kind::Freezer, Kind::Cpu] {
+            assert_eq!(join_file(kind), "tasks", "{kind:?}");
+        }
     }
 
     #[test]
