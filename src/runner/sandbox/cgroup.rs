@@ -63,6 +63,22 @@ pub struct Hierarchy {
     pub base: PathBuf,
     /// Unified only: the controllers its task folders get (`memory`, `pids`, `cpu`).
     pub controllers: Vec<String>,
+    /// A task's first process joins its folder without waiting for the kernel: always on
+    /// v1 ([`join_file`]), on v2 when mounted with `favordynmods`.
+    pub quick_join: bool,
+}
+
+impl Hierarchy {
+    /// How a v2 hierarchy tracks a task, in words (for the log and doctor): with the wait
+    /// of its join when it has one ([`v1_over_an_empty_unified`]) and how to take it off.
+    pub fn v2_tracking(&self) -> &'static str {
+        if self.quick_join {
+            "cgroup v2 (cgroup.kill)"
+        } else {
+            "cgroup v2 (cgroup.kill; each task's start waits for the kernel to let it join, up \
+             to tens of ms: mount the hierarchy with favordynmods to take that off)"
+        }
+    }
 }
 
 /// The hierarchies this host may create task cgroups in.
@@ -86,7 +102,8 @@ impl Hierarchies {
             return Hierarchies::default();
         };
         let mut list = Vec::new();
-        for (kind, mount, root) in mounts(&mountinfo) {
+        for m in mounts(&mountinfo) {
+            let (kind, root) = (m.kind, m.root);
             let Some(own_path) = own_path(&own, kind) else {
                 continue;
             };
@@ -94,7 +111,7 @@ impl Hierarchies {
                 .strip_prefix(root.as_str())
                 .unwrap_or(&own_path)
                 .trim_start_matches('/');
-            let parent = mount.join(rel);
+            let parent = m.point.join(rel);
             let base = parent.join(format!("agent-host-{}", std::process::id()));
             sweep_dead_hosts(&parent);
             if std::fs::create_dir(&base).is_err() && !base.is_dir() {
@@ -116,6 +133,7 @@ impl Hierarchies {
                 kind,
                 base,
                 controllers,
+                quick_join: kind != Kind::Unified || m.quick_join,
             });
         }
         if let Some(unused) = v1_over_an_empty_unified(&mut list) {
@@ -637,6 +655,7 @@ mod tests {
             kind,
             base: PathBuf::from(format!("/sys/fs/cgroup/{kind:?}/agent-host-1")),
             controllers: controllers.iter().map(|c| c.to_string()).collect(),
+            quick_join: kind != Kind::Unified,
         }
     }
 
@@ -672,6 +691,16 @@ mod tests {
             assert!(v1_over_an_empty_unified(&mut list).is_none(), "{before:?}");
             assert_eq!(kinds(&list), before);
         }
+    }
+
+    #[test]
+    fn a_v2_hierarchy_without_favordynmods_says_how_to_take_its_wait_off() {
+        let mut h = hierarchy(Kind::Unified, &[]);
+        assert!(h
+            .v2_tracking()
+            .contains("mount the hierarchy with favordynmods"));
+        h.quick_join = true;
+        assert_eq!(h.v2_tracking(), "cgroup v2 (cgroup.kill)");
     }
 
     #[test]

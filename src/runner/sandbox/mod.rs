@@ -340,8 +340,9 @@ impl Capabilities {
     /// How the processes of a task are tracked, in words.
     pub fn tracking(&self) -> &'static str {
         use cgroup::Kind;
-        if self.cgroups.has(Kind::Unified) {
-            "cgroup v2 (cgroup.kill)"
+        let unified = self.cgroups.list.iter().find(|h| h.kind == Kind::Unified);
+        if let Some(h) = unified {
+            h.v2_tracking()
         } else if self.cgroups.has(Kind::Freezer) {
             "cgroup v1 (freezer)"
         } else if self.cgroups.has(Kind::Pids) {

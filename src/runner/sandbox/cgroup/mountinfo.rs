@@ -5,8 +5,21 @@ use std::path::PathBuf;
 
 use super::Kind;
 
-/// The cgroup hierarchies mounted: (what it offers, mount point, root of the mount).
-pub(super) fn mounts(mountinfo: &str) -> Vec<(Kind, PathBuf, String)> {
+/// One cgroup hierarchy mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Mount {
+    /// What it offers.
+    pub kind: Kind,
+    pub point: PathBuf,
+    /// The root of the mount in the hierarchy.
+    pub root: String,
+    /// Mounted with `favordynmods`: joining a cgroup of it does not wait for the kernel
+    /// (see [`super::v1_over_an_empty_unified`]).
+    pub quick_join: bool,
+}
+
+/// The cgroup hierarchies mounted.
+pub(super) fn mounts(mountinfo: &str) -> Vec<Mount> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -18,13 +31,20 @@ pub(super) fn mounts(mountinfo: &str) -> Vec<(Kind, PathBuf, String)> {
             continue;
         };
         let point = PathBuf::from(point.replace("\\040", " "));
+        let opts = r.get(2).copied().unwrap_or("");
+        let quick_join = opts.split(',').any(|o| o == "favordynmods");
+        let mount = |kind| Mount {
+            kind,
+            point: point.clone(),
+            root: root.to_string(),
+            quick_join,
+        };
         match *fstype {
-            "cgroup2" => out.push((Kind::Unified, point, root.to_string())),
+            "cgroup2" => out.push(mount(Kind::Unified)),
             "cgroup" => {
-                let opts = r.get(2).copied().unwrap_or("");
                 for kind in [Kind::Pids, Kind::Memory, Kind::Freezer, Kind::Cpu] {
                     if opts.split(',').any(|o| Some(o) == kind.v1_name()) {
-                        out.push((kind, point.clone(), root.to_string()));
+                        out.push(mount(kind));
                     }
                 }
             }
@@ -55,19 +75,23 @@ mod tests {
     fn mountinfo_and_proc_cgroup_lines() {
         let mi = "35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:9 - cgroup cgroup rw,pids\n\
                   36 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
-                  37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
+                  37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+                  38 25 0:33 /x /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate,favordynmods\n";
         let m = mounts(mi);
-        assert_eq!(m.len(), 3);
-        assert_eq!(m[0].0, Kind::Pids);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].kind, Kind::Pids);
         assert_eq!(
             m[1],
-            (
-                Kind::Unified,
-                PathBuf::from("/sys/fs/cgroup/unified"),
-                "/".into()
-            )
+            Mount {
+                kind: Kind::Unified,
+                point: PathBuf::from("/sys/fs/cgroup/unified"),
+                root: "/".into(),
+                quick_join: false,
+            }
         );
-        assert_eq!(m[2].0, Kind::Cpu);
+        assert_eq!(m[2].kind, Kind::Cpu);
+        assert_eq!((m[3].kind, m[3].root.as_str()), (Kind::Unified, "/x"));
+        assert!(m[3].quick_join, "{:?}", m[3]);
         let pc = "8:pids:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n";
         assert_eq!(own_path(pc, Kind::Memory).as_deref(), Some("/a/b"));
         assert_eq!(own_path(pc, Kind::Unified).as_deref(), Some("/user.slice"));
