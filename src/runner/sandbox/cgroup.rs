@@ -245,8 +245,8 @@ impl Hierarchies {
 /// Why: a process that joins a cgroup v2 folder writes `cgroup.procs`, for which the kernel
 /// takes a lock shared by every fork of the machine for writing, and that waits for an RCU
 /// grace period unless the hierarchy is mounted with `favordynmods`: 7–39 ms measured per
-/// task start spaced 50 ms apart (0.1 ms when starts come back to back, within one grace
-/// period of each other). A v1 folder is joined through `tasks` ([`join_file`]), which
+/// join when joins came 50 ms apart (about 0.1 ms back to back, a recent writer having left
+/// the lock in its slow mode). A v1 folder is joined through `tasks` ([`join_file`]), which
 /// moves the calling thread alone and takes no such lock. On a v2-only machine there is no
 /// such choice; `favordynmods` takes the wait away there (see docs/security.md).
 fn v1_over_an_empty_unified(list: &mut Vec<Hierarchy>) -> Option<Hierarchy> {
