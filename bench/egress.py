@@ -12,7 +12,9 @@
    (absolute-form HTTP), under `open` directly.
 
 Usage: egress.py AGENT_HOST_BINARY [N] [M] (ROUNDS=R: the modes alternate R times, default 4,
-each round N/R starts and M/R requests per way). Prints a markdown table on stdout.
+each round N/R starts and M/R requests per way; GAP_MS=G: a pause of G ms before each start,
+default none: starts a person sends now and then pay what back-to-back starts share, such as
+the kernel's wait when a process joins a cgroup). Prints a markdown table on stdout.
 """
 
 import http.client
@@ -31,6 +33,7 @@ BIN = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 M = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
+GAP = float(os.environ.get("GAP_MS", "0")) / 1000
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -177,7 +180,10 @@ def starts(work, network, sandbox="auto"):
     try:
         send_stream(port, "warm up")
         c0 = cpu(p.pid)
-        ts = [send_stream(port, f"hello {i}")[0] for i in range(N)]
+        ts = []
+        for i in range(N):
+            time.sleep(GAP)
+            ts.append(send_stream(port, f"hello {i}")[0])
         c1 = cpu(p.pid)
     finally:
         p.terminate()
@@ -241,7 +247,8 @@ def main():
         port += first_bytes(work, "proxy", model_port, "proxyport")
     c_open, c_proxy, c_off = (sum(c) / ROUNDS for c in (c_open, c_proxy, c_off))
     # The sandbox's own price (issue 38: the default sandbox against none) in the same run.
-    print(f"| task start ({len(s_off)} starts each; {ROUNDS} rounds alternating) | no sandbox | sandbox, `open` | sandbox − none |")
+    apart = f"; {GAP * 1000:g} ms apart" if GAP else ""
+    print(f"| task start ({len(s_off)} starts each{apart}; {ROUNDS} rounds alternating) | no sandbox | sandbox, `open` | sandbox − none |")
     print("|---|---|---|---|")
     start_rows(s_off, s_open, c_off, c_open)
     print()

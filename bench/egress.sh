@@ -6,6 +6,8 @@
 #
 # Usage: bench/egress.sh [N_STARTS] [N_REQUESTS]
 #   AGENT_HOST_BIN=path  the binary to measure (default: a release build, made here)
+#   GAP_MS=G             a pause of G ms before each start (default none: back to back)
+#   ROUNDS=R             the modes alternate R times (default 4)
 # Needs bubblewrap (the sandbox), curl and python3. Prints a markdown table on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
