@@ -63,16 +63,16 @@ pub struct Hierarchy {
     pub base: PathBuf,
     /// Unified only: the controllers its task folders get (`memory`, `pids`, `cpu`).
     pub controllers: Vec<String>,
-    /// A task's first process joins its folder without waiting for the kernel: always on
-    /// v1 ([`join_file`]), on v2 when mounted with `favordynmods`.
-    pub quick_join: bool,
+    /// Mounted with `favordynmods`, under which a v2 join does not wait for the kernel (a v1
+    /// join never does, [`join_file`]).
+    pub favordynmods: bool,
 }
 
 impl Hierarchy {
     /// How a v2 hierarchy tracks a task, in words (for the log and doctor): with the wait
     /// of its join when it has one ([`v1_over_an_empty_unified`]) and how to take it off.
     pub fn v2_tracking(&self) -> &'static str {
-        if self.quick_join {
+        if self.favordynmods {
             "cgroup v2 (cgroup.kill)"
         } else {
             "cgroup v2 (cgroup.kill; each task's start waits for the kernel to let it join, up \
@@ -133,7 +133,7 @@ impl Hierarchies {
                 kind,
                 base,
                 controllers,
-                quick_join: kind != Kind::Unified || m.quick_join,
+                favordynmods: m.favordynmods,
             });
         }
         if let Some(unused) = v1_over_an_empty_unified(&mut list) {
@@ -655,7 +655,7 @@ mod tests {
             kind,
             base: PathBuf::from(format!("/sys/fs/cgroup/{kind:?}/agent-host-1")),
             controllers: controllers.iter().map(|c| c.to_string()).collect(),
-            quick_join: kind != Kind::Unified,
+            favordynmods: false,
         }
     }
 
@@ -699,7 +699,7 @@ mod tests {
         assert!(h
             .v2_tracking()
             .contains("mount the hierarchy with favordynmods"));
-        h.quick_join = true;
+        h.favordynmods = true;
         assert_eq!(h.v2_tracking(), "cgroup v2 (cgroup.kill)");
     }
 

@@ -13,9 +13,8 @@ pub(super) struct Mount {
     pub point: PathBuf,
     /// The root of the mount in the hierarchy.
     pub root: String,
-    /// Mounted with `favordynmods`: joining a cgroup of it does not wait for the kernel
-    /// (see [`super::v1_over_an_empty_unified`]).
-    pub quick_join: bool,
+    /// Mounted with `favordynmods` (see [`super::v1_over_an_empty_unified`]).
+    pub favordynmods: bool,
 }
 
 /// The cgroup hierarchies mounted.
@@ -32,12 +31,12 @@ pub(super) fn mounts(mountinfo: &str) -> Vec<Mount> {
         };
         let point = PathBuf::from(point.replace("\\040", " "));
         let opts = r.get(2).copied().unwrap_or("");
-        let quick_join = opts.split(',').any(|o| o == "favordynmods");
+        let favordynmods = opts.split(',').any(|o| o == "favordynmods");
         let mount = |kind| Mount {
             kind,
             point: point.clone(),
             root: root.to_string(),
-            quick_join,
+            favordynmods,
         };
         match *fstype {
             "cgroup2" => out.push(mount(Kind::Unified)),
@@ -86,12 +85,12 @@ mod tests {
                 kind: Kind::Unified,
                 point: PathBuf::from("/sys/fs/cgroup/unified"),
                 root: "/".into(),
-                quick_join: false,
+                favordynmods: false,
             }
         );
         assert_eq!(m[2].kind, Kind::Cpu);
         assert_eq!((m[3].kind, m[3].root.as_str()), (Kind::Unified, "/x"));
-        assert!(m[3].quick_join, "{:?}", m[3]);
+        assert!(m[3].favordynmods, "{:?}", m[3]);
         let pc = "8:pids:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n";
         assert_eq!(own_path(pc, Kind::Memory).as_deref(), Some("/a/b"));
         assert_eq!(own_path(pc, Kind::Unified).as_deref(), Some("/user.slice"));

@@ -66,7 +66,7 @@ mod tests {
                 kind: Kind::Pids,
                 base: root.to_path_buf(),
                 controllers: Vec::new(),
-                quick_join: true,
+                favordynmods: false,
             }],
             ..Default::default()
         }
