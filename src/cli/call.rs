@@ -519,7 +519,13 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
     match task_id {
         // Interrupted: detached (the task goes on) or canceled; nothing to apply.
         Some(t) if code != EXIT_USAGE && code != EXIT_INTERRUPTED => {
-            after_answer(&client, &args, &t, code, &mut out, &mut err).await
+            let wanted = Wanted {
+                apply: args.apply,
+                fetch: args.fetch,
+                url: &args.url,
+                connect: &args.connect,
+            };
+            after_answer(&client, &wanted, &t, code, &mut out, &mut err).await
         }
         _ => code,
     }
@@ -573,11 +579,21 @@ fn note_task(slot: &std::sync::Mutex<Option<String>>, id: Option<&str>) {
     }
 }
 
+/// What to do with a task's change once the task is followed to its end: `--apply` and
+/// `--fetch` of `call` and of `tasks watch`.
+pub(super) struct Wanted<'a> {
+    pub(super) apply: bool,
+    pub(super) fetch: bool,
+    /// The agent's base URL as given.
+    pub(super) url: &'a str,
+    pub(super) connect: &'a ConnectArgs,
+}
+
 /// The changed files after the answer, and `--apply` / `--fetch`; the exit code (1 when one
 /// of them failed on an answer that was otherwise a success).
-async fn after_answer<O: Write, E: Write>(
+pub(super) async fn after_answer<O: Write, E: Write>(
     client: &Client,
-    args: &CallArgs,
+    args: &Wanted<'_>,
     task_id: &str,
     code: i32,
     out: &mut O,
@@ -598,7 +614,7 @@ async fn after_answer<O: Write, E: Write>(
     let act = super::changes::ChangeActions {
         apply: args.apply && done,
         fetch: args.fetch && done,
-        base_url: args.url.clone(),
+        base_url: args.url.to_string(),
         token: args.connect.token.clone(),
         show: !args.connect.json,
     };

@@ -1,8 +1,11 @@
 //! `agent-host tasks list|get|cancel|watch`: the tasks of an A2A agent, for a person (a
 //! table, a followed stream) or, with `--json`, a script.
 
-use super::call::{connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io};
-use crate::client::ClientError;
+use super::call::{
+    after_answer, connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io,
+    Wanted, EXIT_INTERRUPTED, EXIT_USAGE,
+};
+use crate::client::{Client, ClientError};
 use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
 use crate::task::mapping::METADATA_ARTIFACT;
 use clap::{Args, Subcommand};
@@ -69,6 +72,17 @@ pub enum TasksCommand {
         /// Replay from after this event id.
         #[arg(long)]
         last_event_id: Option<String>,
+        /// Once the task has completed (or waits for input), apply its change (its `changes`
+        /// patch) to the current directory's repository with git apply, as `call --apply`
+        /// does; on a conflict nothing is applied and the files are named. Also for a task
+        /// that ended before.
+        #[arg(long)]
+        apply: bool,
+        /// Once the task has completed (or waits for input), fetch the context's branch
+        /// (agent-host/...) from the host into the current directory's repository, as
+        /// `call --fetch` does.
+        #[arg(long)]
+        fetch: bool,
         #[command(flatten)]
         connect: ConnectArgs,
     },
@@ -180,29 +194,47 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
             Err(e) => fail(&e),
         },
         TasksCommand::Watch {
-            id, last_event_id, ..
+            id,
+            last_event_id,
+            apply,
+            fetch,
+            ..
         } => {
-            let io = Io::terminal(json);
-            // Ctrl-C stops watching; the task goes on (and the command says so).
-            let interrupt = Interrupt::catch(false);
-            match client.subscribe_from(&id, last_event_id.as_deref()).await {
-                Ok(events) => drive(&client, events, json, io, interrupt).await,
-                // The task has ended (a server only streams a task that has not): show how.
-                Err(ClientError::Remote(r))
-                    if r.reason.as_deref() == Some("UNSUPPORTED_OPERATION") =>
-                {
-                    match client.get_task(&id).await {
-                        Ok(t) if t.status.state.is_terminal() => {
-                            show_task(&client, StreamResponse::Task(t), json, io)
-                        }
-                        Ok(_) => fail(&ClientError::Remote(r)),
-                        Err(e) => fail(&e),
-                    }
+            let code = watch(&client, &id, last_event_id.as_deref(), json).await;
+            if !(apply || fetch) || code == EXIT_USAGE || code == EXIT_INTERRUPTED {
+                return code;
+            }
+            let wanted = Wanted {
+                apply,
+                fetch,
+                url: &url,
+                connect: &how,
+            };
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            after_answer(&client, &wanted, &id, code, &mut out, &mut err).await
+        }
+        TasksCommand::Prune(_) => EXIT_USAGE,
+    }
+}
+
+/// `tasks watch`: follows the task to its end (or its question), or shows how it ended.
+async fn watch(client: &Client, id: &str, last_event_id: Option<&str>, json: bool) -> i32 {
+    let io = Io::terminal(json);
+    // Ctrl-C stops watching; the task goes on (and the command says so).
+    let interrupt = Interrupt::catch(false);
+    match client.subscribe_from(id, last_event_id).await {
+        Ok(events) => drive(client, events, json, io, interrupt).await,
+        // The task has ended (a server only streams a task that has not): show how.
+        Err(ClientError::Remote(r)) if r.reason.as_deref() == Some("UNSUPPORTED_OPERATION") => {
+            match client.get_task(id).await {
+                Ok(t) if t.status.state.is_terminal() => {
+                    show_task(client, StreamResponse::Task(t), json, io)
                 }
+                Ok(_) => fail(&ClientError::Remote(r)),
                 Err(e) => fail(&e),
             }
         }
-        TasksCommand::Prune(_) => super::call::EXIT_USAGE,
+        Err(e) => fail(&e),
     }
 }
 

@@ -1438,6 +1438,77 @@ async fn apply_on_each_turn_of_a_context_leaves_every_turns_files() {
     .await;
 }
 
+/// `agent-host tasks watch URL ID ARGS` in `dir`, as [`call_in`] runs `call`.
+async fn watch_in(h: &Host, dir: &Path, id: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(["tasks", "watch", &h.base, id])
+        .args(args)
+        .current_dir(dir)
+        .env("A2A_TOKEN", "ws-secret-token")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("agent-host tasks watch runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The change of a task that ended before: `tasks watch --apply` applies it and `--fetch`
+/// fetches its branch, into checkouts that had neither; a failed task's change is neither.
+#[tokio::test]
+async fn tasks_watch_applies_or_fetches_the_change_of_a_task_that_ended_before() {
+    limit(async {
+        let h = Host::start(&[]).await;
+        let mine = h.clone_of_source("mine");
+        let ctx = format!("later-{}", super::common::uuid());
+        let (code, out, err) = call_in(&h, &mine, "edit one", &["--context", &ctx]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(
+            !mine.join("own-one.txt").exists(),
+            "call alone applies nothing"
+        );
+        let list = h.rpc("ListTasks", json!({"contextId": ctx})).await;
+        let task = list["result"]["tasks"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+
+        let (code, out, err) = watch_in(&h, &mine, &task, &["--apply"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains(" own-one.txt | 1 +"), "{out}");
+        assert!(err.contains("applied the change"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("own-one.txt")).unwrap(),
+            "made by one\n"
+        );
+
+        let theirs = h.clone_of_source("theirs");
+        let (code, out, err) = watch_in(&h, &theirs, &task, &["--fetch"]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        let branch = format!("agent-host/{ctx}");
+        assert!(err.contains(&format!("fetched {branch}")), "{err}");
+        assert_eq!(
+            git(&theirs, &["rev-parse", &branch]),
+            git(&h.checkout_of(&ctx), &["rev-parse", "HEAD"])
+        );
+        assert!(!theirs.join("own-one.txt").exists(), "fetched, not applied");
+
+        // Without either, the task is shown as it ended and nothing else happens.
+        let (code, out, err) = watch_in(&h, &theirs, &task, &[]).await;
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(!err.contains("applied") && !theirs.join("own-one.txt").exists());
+        h.stop().await;
+    })
+    .await;
+}
+
 /// A git repository with one commit, in a fresh folder under the target's scratch space.
 fn small_repo() -> (tempfile::TempDir, PathBuf) {
     let root = tempfile::Builder::new()
