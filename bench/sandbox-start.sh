@@ -3,6 +3,9 @@
 # each timed alone with `perf stat -r N` (elapsed time and task-clock, the CPU of the command
 # and its children), on /bin/true as the program, so that each row's difference from the one
 # above is that piece's price:
+#   bare exec        a program with no C library that only exits (built here with cc when
+#                    there is one): the kernel's fork and exec alone, so that the row below
+#                    shows what the C library's start costs every program of the chain
 #   exec             /bin/true itself (fork and exec from perf)
 #   setup exec       the setup mode (`__exec-setup`), which then execs the program: of
 #                    agent-host itself, and of the small `agent-host-exec` beside it (what the
@@ -46,6 +49,19 @@ measure() {
 
 echo "| piece | elapsed (mean of $runs) | CPU, task-clock (mean) |"
 echo "|---|---|---|"
+# exit_group(0) straight from the entry point: no loader, no C library start.
+cat >"$work/bare.c" <<'C'
+void _start(void) {
+#if defined(__x86_64__)
+    __asm__ volatile("mov $231, %eax\n xor %edi, %edi\n syscall");
+#elif defined(__aarch64__)
+    __asm__ volatile("mov x0, #0\n mov x8, #94\n svc #0");
+#endif
+}
+C
+if cc -O2 -static -nostdlib -o "$work/bare" "$work/bare.c" 2>/dev/null; then
+    measure "exec of a program with no C library" "$work/bare"
+fi
 measure "exec of /bin/true" /bin/true
 small="$(dirname "$bin")/agent-host-exec"
 measure "setup exec (agent-host), then /bin/true" "$bin" __exec-setup -- /bin/true
