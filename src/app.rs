@@ -181,6 +181,27 @@ fn open_workspaces(
     Ok(Some(all))
 }
 
+/// The small program a root task's sandbox runs before the task's own
+/// ([`crate::runner::sandbox::enter`]), written into the data folder (the SQLite database's,
+/// else the default one) unless the sandbox is off.
+async fn prepare_sandbox_programs(settings: &Settings) {
+    if settings.sandbox.mode == Some(crate::runner::sandbox::Mode::Off) {
+        return;
+    }
+    let dir = match &settings.store {
+        StoreChoice::Sqlite(db) => db.parent().map(std::path::Path::to_path_buf),
+        _ => crate::settings::default_db_path()
+            .ok()
+            .and_then(|db| db.parent().map(std::path::Path::to_path_buf)),
+    };
+    if let Some(dir) = dir {
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::runner::sandbox::enter::prepare(&dir);
+        })
+        .await;
+    }
+}
+
 /// The folder of the contexts' CLI homes for `store` (the default adapter's; another
 /// adapter's is a folder of its own in it): `homes/` in the data folder (the SQLite
 /// database's; for PostgreSQL the default one, where the push key is kept), so that sessions
@@ -387,6 +408,7 @@ impl App {
     /// push service, the guard, and the card. `local_addr` is the address the service answers
     /// on (the listener's, already bound: it names the server in Host checks and cards).
     pub async fn start(settings: &Settings, local_addr: SocketAddr) -> Result<App, StartError> {
+        prepare_sandbox_programs(settings).await;
         let registry = registry(settings)?;
         let adapters = adapters_to_serve(settings, &registry)?;
         if let Some(signer) = &settings.card_signer {

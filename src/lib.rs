@@ -146,6 +146,8 @@
 //!   built in.
 //! - `ui/`: the web console's HTML, CSS and ES modules, embedded by [`server::ui`].
 //! - `proto/a2a.proto`: the A2A 1.0 gRPC service; `build.rs` generates its code.
+//!   `helpers/enter.rs`: `agent-host-enter`, the step a root task's sandbox runs before its
+//!   program, with no C library; `build.rs` builds it and [`runner::sandbox::enter`] embeds it.
 //! - `config/agent-host.toml`: an annotated config file with every key;
 //!   `contrib/agent-host.service`: a systemd unit.
 //! - Unit tests sit beside their module, in `MODULE/tests.rs` (several files:

@@ -338,6 +338,14 @@ async fn a_root_task_cannot_undo_its_sandbox() {
         let text = text_of(&host.run(&prompt).await);
         let etc_written = Path::new(&etc).exists();
         let _ = std::fs::remove_file(&etc);
+        // The step that locks the mounts ran as the small program with no C library, written
+        // into the data folder at the host's start.
+        let enter = std::fs::read_dir(&data).unwrap().flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("agent-host-enter-")
+        });
+        assert!(enter, "no agent-host-enter in {}", data.display());
 
         // The protection off: bubblewrap with the mounts alone, the task root with every
         // capability in the namespace that owns them.

@@ -21,6 +21,7 @@
 pub(crate) mod bwrap;
 pub(crate) mod cgroup;
 pub(crate) mod config;
+pub(crate) mod enter;
 mod landlock;
 pub(crate) mod net;
 mod pin;
@@ -642,10 +643,16 @@ fn agent_reachable(policy: &SandboxPolicy, cwd: &Path) -> Vec<PathBuf> {
 
 /// For a task that is root in its sandbox: keeps it from undoing the sandbox's mounts.
 /// Adds to bubblewrap's arguments `all` what that needs, and returns what runs inside the
-/// sandbox before the program: the setup mode entering a user namespace of the task's own
-/// ([`setup::Steps::own_userns`], which says why), shown at a path of the sandbox's `/run`.
-/// Without an executable that offers the setup mode, the task runs without capabilities.
+/// sandbox before the program: a step entering a user namespace of the task's own
+/// ([`setup::Steps::own_userns`], which says why), shown at a path of the sandbox's `/run`:
+/// [`enter`]'s small program when the host has it, else the setup mode. Without either,
+/// the task runs without capabilities.
 fn lock_mounts(all: &mut Vec<String>) -> Vec<String> {
+    if let Some(enter) = enter::program() {
+        let enter = enter.display().to_string();
+        all.extend(["--ro-bind".into(), enter, enter::IN_SANDBOX.into()]);
+        return vec![enter::IN_SANDBOX.to_string()];
+    }
     // By its real path: bubblewrap would read `/proc/self/exe` (the helper when it is the
     // host's own executable) as its own.
     static REAL: OnceLock<Option<PathBuf>> = OnceLock::new();
