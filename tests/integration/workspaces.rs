@@ -1089,11 +1089,15 @@ async fn git_fetch_brings_the_branch_to_its_owner_only_and_refuses_a_push() {
 /// `agent-host call URL PROMPT ARGS...` run in `dir` with the host's token; exit code,
 /// stdout, stderr.
 async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, String, String) {
+    let mut argv = vec!["call", &h.base, prompt];
+    argv.extend_from_slice(args);
+    agent_host_in(dir, &argv).await
+}
+
+/// `agent-host ARGV` in `dir`, with the host's token, git kept from the user's settings.
+async fn agent_host_in(dir: &Path, argv: &[&str]) -> (i32, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-        .arg("call")
-        .arg(&h.base)
-        .arg(prompt)
-        .args(args)
+        .args(argv)
         .current_dir(dir)
         .env("A2A_TOKEN", "ws-secret-token")
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -1103,7 +1107,7 @@ async fn call_in(h: &Host, dir: &Path, prompt: &str, args: &[&str]) -> (i32, Str
         .kill_on_drop(true)
         .output()
         .await
-        .expect("agent-host call runs");
+        .expect("agent-host runs");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1440,24 +1444,9 @@ async fn apply_on_each_turn_of_a_context_leaves_every_turns_files() {
 
 /// `agent-host tasks watch URL ID ARGS` in `dir`, as [`call_in`] runs `call`.
 async fn watch_in(h: &Host, dir: &Path, id: &str, args: &[&str]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-        .args(["tasks", "watch", &h.base, id])
-        .args(args)
-        .current_dir(dir)
-        .env("A2A_TOKEN", "ws-secret-token")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR")
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("agent-host tasks watch runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut argv = vec!["tasks", "watch", &h.base, id];
+    argv.extend_from_slice(args);
+    agent_host_in(dir, &argv).await
 }
 
 /// The change of a task that ended before: `tasks watch --apply` applies it and `--fetch`
