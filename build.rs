@@ -82,7 +82,9 @@ fn build_enter() {
         cmd.arg("-C")
             .arg(format!("linker={}", linker.to_string_lossy()));
     }
-    cmd.arg("-o").arg(&exe).arg("helpers/enter.rs");
+    let source = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("helpers/enter.rs");
+    cmd.arg("-o").arg(&exe).arg(source);
     match cmd.output() {
         Ok(o) if o.status.success() => println!("cargo:rustc-cfg=agent_host_enter"),
         Ok(o) => {

@@ -75,12 +75,7 @@ fn write_and_try(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
         tmp.as_file().sync_all()?;
         tmp.persist(&path).map_err(|e| e.error)?;
     }
-    let probe = std::process::Command::new(&path)
-        .arg("--probe")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()?;
+    let probe = probe(&path)?;
     if !probe.success() {
         return Err(std::io::Error::other(format!(
             "{} --probe: {probe}",
@@ -88,6 +83,28 @@ fn write_and_try(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
         )));
     }
     Ok(path)
+}
+
+/// Runs `path --probe`. A file just written may be "busy" for a moment: a process forked
+/// meanwhile by another thread of this one holds its descriptor until its own exec; tried
+/// again then, for up to a second.
+fn probe(path: &Path) -> std::io::Result<std::process::ExitStatus> {
+    let mut tries = 0;
+    loop {
+        let run = std::process::Command::new(path)
+            .arg("--probe")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        match run {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// FNV-1a, 64 bits: a name for the file's content (not a security measure: the folder is
