@@ -358,6 +358,9 @@ async fn a_root_task_cannot_undo_its_sandbox() {
             .arg(&data)
             .arg("--bind")
             .args([&work, &work])
+            // The script where the checkout lies (under /tmp too, which is emptied above).
+            .arg("--ro-bind")
+            .args([probe_script(), probe_script()])
             .arg("--")
             .arg(probe_script())
             .arg(&prompt)

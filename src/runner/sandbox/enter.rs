@@ -60,18 +60,23 @@ pub fn prepare(dir: &Path) {
 
 /// The file of `bytes` in `dir` (written unless the same is there), tried.
 fn write_and_try(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let path = dir.join(format!("agent-host-enter-{:016x}", fnv1a(bytes)));
     let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file())
         && std::fs::read(&path).is_ok_and(|b| b == bytes);
     if !same {
-        std::fs::create_dir_all(dir)?;
+        // The data folder, as the store makes it: its user's only. So is the program (the
+        // task that runs it is root, mapped to the host's root).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
         let mut tmp = tempfile::Builder::new()
             .prefix(".agent-host-enter")
             .tempfile_in(dir)?;
         tmp.write_all(bytes)?;
         tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o755))?;
+            .set_permissions(std::fs::Permissions::from_mode(0o700))?;
         tmp.as_file().sync_all()?;
         tmp.persist(&path).map_err(|e| e.error)?;
     }
