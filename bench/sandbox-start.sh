@@ -14,8 +14,12 @@
 #   + netns          the same with its own network namespace (`--unshare-net`, what the relay
 #                    mode and `none` add)
 #   setup + bwrap    the whole chain of the `open` mode: setup exec, then bubblewrap
+#   root task        the same with the step a root task's sandbox runs before the program
+#                    (its own user namespace), by the setup mode and by `agent-host-enter`,
+#                    the program with no C library that agent-host embeds (as root only)
 #
-# Usage: bench/sandbox-start.sh [RUNS]   (AGENT_HOST_BIN: the binary; default a release build)
+# Usage: bench/sandbox-start.sh [RUNS]   (AGENT_HOST_BIN: the binary; default a release build;
+#   AGENT_HOST_ENTER: agent-host-enter, default the one the release build made)
 # Needs perf and bubblewrap. Prints a markdown table on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -73,3 +77,16 @@ fi
 measure "bubblewrap, then /bin/true" "${bwrap[@]}" -- /bin/true
 measure "bubblewrap with --unshare-net" "${bwrap[@]}" --unshare-net -- /bin/true
 measure "setup exec ($(basename "$small")), bubblewrap, /bin/true" "$small" __exec-setup -- "${bwrap[@]}" -- /bin/true
+if [[ $(id -u) -eq 0 ]]; then
+    inside=(--ro-bind "$small" /run/agent-host/agent-host-exec --
+        /run/agent-host/agent-host-exec __exec-setup --own-userns -- /bin/true)
+    measure "root task: setup exec, bubblewrap, setup exec inside, /bin/true" \
+        "$small" __exec-setup -- "${bwrap[@]}" "${inside[@]}"
+    enter="${AGENT_HOST_ENTER:-$(find "$target/release/build" -path '*/out/agent-host-enter' \
+        -newer "$root/helpers/enter.rs" 2>/dev/null | head -n 1)}"
+    if [[ -n "$enter" && -x "$enter" ]]; then
+        inside=(--ro-bind "$enter" /run/agent-host/enter -- /run/agent-host/enter /bin/true)
+        measure "root task: setup exec, bubblewrap, agent-host-enter inside, /bin/true" \
+            "$small" __exec-setup -- "${bwrap[@]}" "${inside[@]}"
+    fi
+fi
