@@ -182,24 +182,34 @@ fn open_workspaces(
 }
 
 /// The small program a root task's sandbox runs before the task's own
-/// ([`crate::runner::sandbox::enter`]), written into the data folder (the SQLite database's,
-/// else the default one) unless the sandbox is off.
-async fn prepare_sandbox_programs(settings: &Settings) {
+/// ([`crate::runner::sandbox::enter`]), written into the data folder unless the sandbox is
+/// off; in the background, so that the host's start does not wait for it (until it is
+/// ready, a root task's sandbox takes the same step with the setup mode).
+fn prepare_sandbox_programs(settings: &Settings) {
     if settings.sandbox.mode == Some(crate::runner::sandbox::Mode::Off) {
         return;
     }
-    let dir = match &settings.store {
-        StoreChoice::Sqlite(db) => db.parent().map(std::path::Path::to_path_buf),
-        _ => crate::settings::default_db_path()
-            .ok()
-            .and_then(|db| db.parent().map(std::path::Path::to_path_buf)),
-    };
-    if let Some(dir) = dir {
-        let _ = tokio::task::spawn_blocking(move || {
-            crate::runner::sandbox::enter::prepare(&dir);
-        })
-        .await;
+    if let Some(dir) = data_dir(&settings.store) {
+        tokio::task::spawn_blocking(move || {
+            // Made as the store makes it (its user's only), if the store has not yet.
+            match crate::store::files::create_dir_all(&dir) {
+                Ok(()) => crate::runner::sandbox::enter::prepare(&dir),
+                Err(e) => {
+                    tracing::debug!(dir = %dir.display(), error = %e, "agent-host-enter not written")
+                }
+            }
+        });
     }
+}
+
+/// The host's data folder for `store`: the SQLite database's, else the default one (where
+/// the push key is kept).
+fn data_dir(store: &StoreChoice) -> Option<std::path::PathBuf> {
+    let db = match store {
+        StoreChoice::Sqlite(db) => db.clone(),
+        _ => crate::settings::default_db_path().ok()?,
+    };
+    db.parent().map(std::path::Path::to_path_buf)
 }
 
 /// The folder of the contexts' CLI homes for `store` (the default adapter's; another
@@ -207,12 +217,10 @@ async fn prepare_sandbox_programs(settings: &Settings) {
 /// database's; for PostgreSQL the default one, where the push key is kept), so that sessions
 /// outlive a restart; None for the memory store, whose contexts end with the host.
 pub fn homes_dir(store: &StoreChoice) -> Option<std::path::PathBuf> {
-    let db = match store {
-        StoreChoice::Sqlite(db) => db.clone(),
-        StoreChoice::Postgres(_) => crate::settings::default_db_path().ok()?,
-        StoreChoice::Memory => return None,
-    };
-    db.parent().map(|p| p.join("homes"))
+    match store {
+        StoreChoice::Memory => None,
+        _ => data_dir(store).map(|d| d.join("homes")),
+    }
 }
 
 /// The CLI homes of one adapter's contexts ([`homes_dir`], else a temporary folder), when
@@ -408,7 +416,7 @@ impl App {
     /// push service, the guard, and the card. `local_addr` is the address the service answers
     /// on (the listener's, already bound: it names the server in Host checks and cards).
     pub async fn start(settings: &Settings, local_addr: SocketAddr) -> Result<App, StartError> {
-        prepare_sandbox_programs(settings).await;
+        prepare_sandbox_programs(settings);
         let registry = registry(settings)?;
         let adapters = adapters_to_serve(settings, &registry)?;
         if let Some(signer) = &settings.card_signer {

@@ -517,8 +517,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
     };
     let task_id = task_id.lock().ok().and_then(|t| t.clone());
     match task_id {
-        // Interrupted: detached (the task goes on) or canceled; nothing to apply.
-        Some(t) if code != EXIT_USAGE && code != EXIT_INTERRUPTED => {
+        Some(t) => {
             let wanted = Wanted {
                 apply: args.apply,
                 fetch: args.fetch,
@@ -527,7 +526,7 @@ async fn call_with<O: Write, E: Write>(args: CallArgs, mut io: Io<O, E>, catch: 
             };
             after_answer(&client, &wanted, &t, code, &mut out, &mut err).await
         }
-        _ => code,
+        None => code,
     }
 }
 
@@ -590,7 +589,8 @@ pub(super) struct Wanted<'a> {
 }
 
 /// The changed files after the answer, and `--apply` / `--fetch`; the exit code (1 when one
-/// of them failed on an answer that was otherwise a success).
+/// of them failed on an answer that was otherwise a success). Nothing after a usage error
+/// or an interrupt (detached, the task going on, or canceled).
 pub(super) async fn after_answer<O: Write, E: Write>(
     client: &Client,
     args: &Wanted<'_>,
@@ -599,6 +599,9 @@ pub(super) async fn after_answer<O: Write, E: Write>(
     out: &mut O,
     err: &mut E,
 ) -> i32 {
+    if code == EXIT_USAGE || code == EXIT_INTERRUPTED {
+        return code;
+    }
     let task = match client.get_task(task_id).await {
         Ok(t) => t,
         Err(e) if args.apply || args.fetch => return fail(&e).max(code),

@@ -3,7 +3,7 @@
 
 use super::call::{
     after_answer, connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io,
-    Wanted, EXIT_INTERRUPTED, EXIT_USAGE,
+    Wanted, EXIT_USAGE,
 };
 use crate::client::{Client, ClientError};
 use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
@@ -201,7 +201,7 @@ pub async fn run_tasks(args: TasksArgs) -> i32 {
             ..
         } => {
             let code = watch(&client, &id, last_event_id.as_deref(), json).await;
-            if !(apply || fetch) || code == EXIT_USAGE || code == EXIT_INTERRUPTED {
+            if !(apply || fetch) {
                 return code;
             }
             let wanted = Wanted {

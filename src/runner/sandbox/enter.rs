@@ -39,13 +39,13 @@ pub fn program() -> Option<&'static Path> {
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file()))
 }
 
-/// Writes the program into `dir` (made when missing) and tries it; later calls do nothing.
-/// Only a root host needs it (the step is for tasks that are root in their sandbox). What
-/// fails is logged, and the setup mode does the step instead.
+/// Writes the program into `dir` (a folder that exists) and tries it; later calls do nothing.
+/// Only a root host with bubblewrap needs it (the step is for tasks that are root in its
+/// sandbox). What fails is logged, and the setup mode does the step instead.
 pub fn prepare(dir: &Path) {
     READY.get_or_init(|| {
         let bytes = PROGRAM?;
-        if !nix::unistd::geteuid().is_root() {
+        if !nix::unistd::geteuid().is_root() || super::Capabilities::get().bwrap.is_none() {
             return None;
         }
         match write_and_try(dir, bytes) {
@@ -60,17 +60,13 @@ pub fn prepare(dir: &Path) {
 
 /// The file of `bytes` in `dir` (written unless the same is there), tried.
 fn write_and_try(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(format!("agent-host-enter-{:016x}", fnv1a(bytes)));
     let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file())
         && std::fs::read(&path).is_ok_and(|b| b == bytes);
     if !same {
-        // The data folder, as the store makes it: its user's only. So is the program (the
-        // task that runs it is root, mapped to the host's root).
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        // Its user's only, as everything in the data folder (the task that runs it is
+        // root, mapped to the host's root).
         let mut tmp = tempfile::Builder::new()
             .prefix(".agent-host-enter")
             .tempfile_in(dir)?;
