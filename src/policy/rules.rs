@@ -148,7 +148,8 @@ impl Rule {
     pub fn text(&self) -> String {
         let s = &self.spec;
         let mut out = s.decision.word().to_string();
-        if let Some(k) = &s.kind {
+        // "allow tool \"Read\"", not "allow tool tool \"Read\"".
+        if let Some(k) = s.kind.as_ref().filter(|k| !(*k == "tool" && s.tool.is_some())) {
             out.push_str(&format!(" {k}"));
         }
         if let Some(t) = &s.tool {
@@ -216,7 +217,8 @@ fn unwrap_shell(cmd: &str) -> &str {
 }
 
 /// Whether every path in `target` (comma-separated) is inside `cwd`, by its text: relative
-/// paths that do not climb out, absolute ones under `cwd`.
+/// paths that do not climb out, absolute ones under `cwd`. A path a shell or the CLI could
+/// expand (`~/.bashrc`, `$HOME/x`) is not taken as relative: it is outside.
 fn paths_inside(target: &str, cwd: &str) -> bool {
     let cwd = normalize(cwd);
     target
@@ -232,7 +234,8 @@ fn inside(path: &str, cwd: &[&str]) -> bool {
         format!("/{}/{path}", cwd.join("/"))
     };
     let parts = normalize(&full);
-    parts.len() > cwd.len() && parts.starts_with(cwd) && !full.contains('\0')
+    let expands = path.starts_with('~') || path.contains('$');
+    !expands && parts.len() > cwd.len() && parts.starts_with(cwd) && !full.contains('\0')
 }
 
 /// A path's components with `.` and `..` resolved by their text (`..` at the root stays).

@@ -76,10 +76,60 @@ fn workspace_write_allows_safe_commands_and_edits_inside_and_asks_the_rest() {
         "git diff --ext-diff",
         "cargo test --config build.rustc-wrapper=/tmp/evil",
         "go test -exec /tmp/evil ./...",
+        "rg --pre=/bin/sh foo",
+        "rg --pre /tmp/evil x",
+        "rg --hostname-bin=/tmp/evil x",
+        "cargo build --target-dir /tmp/x",
+        "cargo test --manifest-path /elsewhere/Cargo.toml",
+        "npm test --script-shell /tmp/evil",
+        "npm run build --prefix /elsewhere",
+        "go build -o /usr/local/bin/x .",
+        "go test -toolexec /tmp/evil ./...",
+        "pytest --junitxml=/root/.bashrc",
+        "pytest --basetemp /etc",
+        "make -f /tmp/evil",
+        "make -sf/tmp/evil all",
+        "make -C /elsewhere",
+        "make --eval=x",
+        "git branch -D main",
+        "git branch -m main other",
+        "git branch new-branch",
     ] {
         assert_eq!(d("command", "Bash", cmd), Decision::Ask, "{cmd}");
     }
-    assert_eq!(d("command", "Bash", "git log --oneline"), Decision::Allow);
+    for cmd in [
+        "git log --oneline",
+        "git branch",
+        "git branch -a -v",
+        "git branch --show-current",
+        "make",
+        "make -j4 test",
+        "go test ./...",
+        "rg -n foo src",
+        "grep -o foo x",
+        "pytest -q tests",
+        "cargo build --release",
+    ] {
+        assert_eq!(d("command", "Bash", cmd), Decision::Allow, "{cmd}");
+    }
+    // An edit of a path the CLI or a shell expands is not inside.
+    for path in ["~/.bashrc", "~root/.ssh/authorized_keys", "$HOME/.profile", "a.txt, ~/x"] {
+        assert_eq!(d("file-edit", "Write", path), Decision::Ask, "{path}");
+    }
+}
+
+#[test]
+fn a_tool_rule_reads_once() {
+    let r = Rule::new(RuleSpec {
+        decision: Decision::Allow,
+        kind: Some("tool".into()),
+        tool: Some("Read".into()),
+        target: None,
+        target_regex: None,
+        in_workdir: false,
+    })
+    .unwrap();
+    assert_eq!(r.text(), "allow tool \"Read\"");
 }
 
 #[test]
