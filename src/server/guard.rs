@@ -500,12 +500,13 @@ fn too_many_requests(wait: u64) -> Response {
 }
 
 /// What an HTTP request costs before its body is read: reads by method (`GET`, `HEAD`,
-/// `OPTIONS`, and v0.3's `POST /v1/tasks/{id}:subscribe`), and a JSON-RPC call as a read, its handler charging the rest when its method
-/// starts or changes work ([`Guard::charge_write`]); MCP's `POST /mcp` and every other
-/// `POST` or `DELETE` as a write.
+/// `OPTIONS`, and v0.3's `POST /v1/tasks/{id}:subscribe`), and a JSON-RPC call (A2A's, or
+/// MCP's `POST /mcp`) as a read, its handler charging the rest when its method starts or
+/// changes work ([`Guard::charge_write`]); every other `POST` or `DELETE` as a write.
 pub fn weight_of(method: &Method, path: &str) -> Weight {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
         || is_jsonrpc_path(path)
+        || path.trim_end_matches('/') == super::mcp::PATH
         || path.ends_with(":subscribe")
     {
         Weight::Read

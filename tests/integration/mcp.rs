@@ -455,6 +455,54 @@ async fn mcp_can_be_turned_off() {
     .await;
 }
 
+/// The rate limit charges MCP as it charges A2A: a poll (`get_task`, `list_tasks`,
+/// `tasks/get`) costs a tenth of a request, so a caller following its tasks is not refused
+/// (before, every `POST /mcp` cost a whole request, and the SDK's `tasks/get` every 500 ms
+/// used up the default limit with ten tasks followed); a call that starts work still costs
+/// a whole one.
+#[tokio::test]
+async fn mcp_polls_cost_a_tenth_of_the_rate_limit_and_starts_a_whole_request() {
+    limit(async {
+        let s = TestServer::with(Options {
+            host_limits: agent_host::settings::HostLimits {
+                rate_per_minute: 12,
+                ..agent_host::settings::HostLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        for i in 0..40 {
+            let params = json!({"name": "list_tasks", "arguments": {}});
+            let r = mcp_2025(&s, "tools/call", params).await;
+            assert!(r.get("error").is_none(), "poll {i}: {r}");
+        }
+        let mut refused = None;
+        for i in 0..12 {
+            let r = s
+                .client
+                .post(format!("{}/mcp", s.base))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "start_task", "arguments": {"prompt": "hello"}}}))
+                .send()
+                .await
+                .expect("send");
+            if r.status() == 429 {
+                assert!(r.headers().contains_key("retry-after"));
+                refused = Some(i);
+                break;
+            }
+            assert_eq!(r.status(), 200, "start {i}");
+        }
+        let refused = refused.expect("12 starts at a limit of 12 after 40 polls: one refused");
+        assert!(refused >= 6, "starts refused too early: the polls cost more than a tenth ({refused})");
+        s.shutdown().await;
+    })
+    .await;
+}
+
 /// The MCP route takes POST only; GET (a server-started stream) and DELETE (a session's end)
 /// get the host's 405 with `Allow: POST` and its small JSON body, as every route does.
 #[tokio::test]

@@ -183,7 +183,11 @@ fn reads_and_writes_are_told_apart() {
         weight_of(&M::POST, "/agents/codex/message:stream"),
         Weight::Write
     );
-    assert_eq!(weight_of(&M::POST, "/mcp"), Weight::Write);
+    assert_eq!(
+        weight_of(&M::POST, "/mcp"),
+        Weight::Read,
+        "MCP: its front layer charges the calls that start or change work"
+    );
     assert_eq!(
         weight_of(&M::DELETE, "/tasks/a/pushNotificationConfigs/b"),
         Weight::Write

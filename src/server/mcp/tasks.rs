@@ -323,6 +323,14 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
         return refusal;
     }
     let msg = parsed.ok();
+    if msg.as_ref().is_some_and(starts_or_changes_work) {
+        // Charged as a read before its body was read, as a JSON-RPC call is: a call that
+        // starts or changes work pays the rest of a request; polls stay cheap.
+        let key = parts.extensions.get::<super::super::guard::RateKey>();
+        if let Some(refused) = host.agents.first().and_then(|a| a.guard.charge_write(key)) {
+            return refused;
+        }
+    }
     let header = protocol_header(&parts.headers);
     let routed = msg
         .as_ref()
@@ -352,6 +360,19 @@ pub async fn front(State(host): State<McpHost>, req: Request, next: Next) -> Res
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
+    }
+}
+
+/// Whether an MCP message starts or changes work (`start_task`, `reply`, `cancel_task`,
+/// `tasks/cancel`): the rest are reads, initialisation and notifications.
+fn starts_or_changes_work(msg: &Value) -> bool {
+    match msg.get("method").and_then(Value::as_str) {
+        Some("tasks/cancel") => true,
+        Some("tools/call") => matches!(
+            msg.pointer("/params/name").and_then(Value::as_str),
+            Some("start_task" | "reply" | "cancel_task")
+        ),
+        _ => false,
     }
 }
 
