@@ -407,12 +407,26 @@ fn decision_in(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A
                         )))
                     }
                 };
+                let option = d.get("option").and_then(Value::as_str).map(str::to_string);
+                let mut message = d.get("message").and_then(Value::as_str).map(str::to_string);
+                // A question's answer is its text (the data part's, else the message's): a
+                // bare "allow" would give it none (a "deny" declines the question).
+                let empty = |t: Option<&str>| t.is_none_or(|t| t.trim().is_empty());
+                if kind == "question" && allow && option.is_none() && empty(message.as_deref()) {
+                    let text = m.text();
+                    message = Some(text.trim().to_string()).filter(|t| !t.is_empty());
+                }
+                if kind == "question" && allow && option.is_none() && empty(message.as_deref()) {
+                    return Err(A2AError::InvalidParams(
+                        "the task asks a question, not for an approval: answer with text (a text part; over MCP, reply's text)".into(),
+                    ));
+                }
                 return Ok(Decision {
                     message_id: Some(m.message_id.clone()),
                     id: approval_id.to_string(),
                     allow,
-                    option: d.get("option").and_then(Value::as_str).map(str::to_string),
-                    message: d.get("message").and_then(Value::as_str).map(str::to_string),
+                    option,
+                    message,
                 });
             }
         }
@@ -443,7 +457,7 @@ fn decision_in(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A
             message: Some(t.to_string()),
         }),
         _ => Err(A2AError::InvalidParams(
-            "the task waits for an approval: answer 'yes' (allow) or 'no' (deny), or send a data part {\"decision\":\"allow\"|\"deny\"}".into(),
+            "the task waits for an approval: answer 'yes' (allow) or 'no' (deny), or give a decision (a data part {\"decision\":\"allow\"|\"deny\"}; over MCP, reply's decision)".into(),
         )),
     }
 }

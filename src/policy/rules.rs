@@ -149,7 +149,11 @@ impl Rule {
         let s = &self.spec;
         let mut out = s.decision.word().to_string();
         // "allow tool \"Read\"", not "allow tool tool \"Read\"".
-        if let Some(k) = s.kind.as_ref().filter(|k| !(*k == "tool" && s.tool.is_some())) {
+        if let Some(k) = s
+            .kind
+            .as_ref()
+            .filter(|k| !(*k == "tool" && s.tool.is_some()))
+        {
             out.push_str(&format!(" {k}"));
         }
         if let Some(t) = &s.tool {

@@ -497,7 +497,10 @@ async fn mcp_polls_cost_a_tenth_of_the_rate_limit_and_starts_a_whole_request() {
             assert_eq!(r.status(), 200, "start {i}");
         }
         let refused = refused.expect("12 starts at a limit of 12 after 40 polls: one refused");
-        assert!(refused >= 6, "starts refused too early: the polls cost more than a tenth ({refused})");
+        assert!(
+            refused >= 6,
+            "starts refused too early: the polls cost more than a tenth ({refused})"
+        );
         s.shutdown().await;
     })
     .await;

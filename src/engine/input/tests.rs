@@ -246,6 +246,35 @@ fn decisions_from_text_and_data() {
 }
 
 #[test]
+fn a_question_is_answered_with_text_not_a_bare_allow() {
+    let mut bare = text_message("");
+    bare.parts = vec![Part::data(json!({"decision": "allow"}))];
+    let e = decision_of(&bare, "a", "question").unwrap_err();
+    assert!(e.to_string().contains("answer with text"), "{e}");
+    // The text beside the decision, or the data part's own message, is the answer.
+    let mut with_text = text_message("src/main.rs");
+    with_text
+        .parts
+        .push(Part::data(json!({"decision": "allow"})));
+    let d = decision_of(&with_text, "a", "question").unwrap();
+    assert_eq!(d.message.as_deref(), Some("src/main.rs"));
+    let mut with_message = text_message("");
+    with_message.parts = vec![Part::data(json!({"decision": "allow", "message": "42"}))];
+    assert_eq!(
+        decision_of(&with_message, "a", "question")
+            .unwrap()
+            .message
+            .as_deref(),
+        Some("42")
+    );
+    // A deny declines the question; an approval still takes a bare decision.
+    let mut deny = text_message("");
+    deny.parts = vec![Part::data(json!({"decision": "deny"}))];
+    assert!(!decision_of(&deny, "a", "question").unwrap().allow);
+    assert!(decision_of(&bare, "a", "command").unwrap().allow);
+}
+
+#[test]
 fn an_answer_for_another_question_is_refused() {
     let mut m = text_message("yes");
     m.parts.push(Part::data(

@@ -113,7 +113,12 @@ fn workspace_write_allows_safe_commands_and_edits_inside_and_asks_the_rest() {
         assert_eq!(d("command", "Bash", cmd), Decision::Allow, "{cmd}");
     }
     // An edit of a path the CLI or a shell expands is not inside.
-    for path in ["~/.bashrc", "~root/.ssh/authorized_keys", "$HOME/.profile", "a.txt, ~/x"] {
+    for path in [
+        "~/.bashrc",
+        "~root/.ssh/authorized_keys",
+        "$HOME/.profile",
+        "a.txt, ~/x",
+    ] {
         assert_eq!(d("file-edit", "Write", path), Decision::Ask, "{path}");
     }
 }
