@@ -218,11 +218,14 @@ impl Scheduler {
     /// What a turn that waits for a running slot waits for: its place in the queue (1 =
     /// next) and the limits in the way.
     fn slot_queue(&self) -> Wait {
+        // Turns admitted to start that have not yet started hold their slot already: left
+        // out, a queued task read "14 of 16 tasks running" with every slot taken.
+        let running = self.running + self.reserved_start;
         Wait::Slot {
             place: self.ready.len() + self.reserved_queue + 1,
-            running: self.running,
+            running,
             max_running: self.max_running,
-            live: self.running + self.waiting,
+            live: running + self.waiting,
             max_live: self.max_live,
         }
     }

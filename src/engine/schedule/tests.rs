@@ -361,3 +361,23 @@ fn a_task_ending_while_it_waits_for_an_answer_frees_its_live_place() {
     assert_eq!(ids(s.finish("t1")), ["t2"]);
     assert_eq!((s.running(), s.waiting()), (1, 0));
 }
+
+#[test]
+fn a_queued_task_counts_the_turns_admitted_to_start_as_running() {
+    // Two slots: two turns admitted (not yet started) hold both; the third says so.
+    let mut s = Scheduler::new(2, 10, 4);
+    let a = s.admit("a", None, None, &dflt()).expect("a");
+    let b = s.admit("b", None, None, &dflt()).expect("b");
+    assert_eq!((a.wait.clone(), b.wait.clone()), (None, None));
+    let c = s.admit("c", None, None, &dflt()).expect("c");
+    assert_eq!(
+        c.wait,
+        Some(Wait::Slot {
+            place: 1,
+            running: 2,
+            max_running: 2,
+            live: 2,
+            max_live: 4
+        })
+    );
+}
