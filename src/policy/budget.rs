@@ -636,6 +636,8 @@ fn amount_text(kind: &str, v: f64) -> String {
     let n = v as u64;
     let s = if n == 1 { "" } else { "s" };
     match kind {
+        // Cents, but a sum under a cent with its first figures ($0.0012, not $0.00).
+        "usd" if v > 0.0 && v < 0.01 => format!("${v:.4}"),
         "usd" => format!("${v:.2}"),
         "tokens" => format!("{n} token{s}"),
         "toolCalls" => format!("{n} tool call{s}"),

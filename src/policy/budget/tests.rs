@@ -349,3 +349,10 @@ fn usage_figures_that_do_not_add_up_are_guarded() {
     assert!(sum.to_json()["usd"].is_number(), "{}", sum.to_json());
     assert!(huge.to_json()["usd"].is_number(), "{}", huge.to_json());
 }
+
+#[test]
+fn a_sum_under_a_cent_is_shown_with_its_figures() {
+    assert_eq!(amount_text("usd", 0.0012), "$0.0012");
+    assert_eq!(amount_text("usd", 0.0), "$0.00");
+    assert_eq!(amount_text("usd", 2.5), "$2.50");
+}
