@@ -128,6 +128,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// An HTTP answer of the host that carries no JSON-RPC message.
+struct Refused {
+    status: reqwest::StatusCode,
+    retry_after: Option<String>,
+}
+
+impl Refused {
+    /// What the client is told, in the bridge's terms: the headers that say more
+    /// (`WWW-Authenticate`, `Retry-After`) never reach it.
+    fn why(&self, body: &str) -> String {
+        let status = self.status;
+        match status.as_u16() {
+            401 => "the host refused the bridge's credentials (HTTP 401): give the host's token with --token (or A2A_TOKEN), or its API key with --api-key (or AGENT_HOST_MCP_API_KEY)".to_string(),
+            429 => format!(
+                "the host's rate limit for this caller is reached (HTTP 429); retry in {} s",
+                self.retry_after.as_deref().unwrap_or("a few")
+            ),
+            _ => format!("the host answered HTTP {status}: {}", body.trim()),
+        }
+    }
+}
+
 /// Relays between stdin/stdout and the host until either side ends.
 pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
     let url = endpoint(&args.url)?;
@@ -163,11 +185,16 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
             Some(why) = gone_rx.recv() => break Err(BridgeError::Remote(why)),
         }
     };
+    let mut ended = ended;
     if ended.is_ok() {
         // The client closed its input: what it asked is still answered (a client that
         // writes its requests and closes, as a pipe does), then the bridge ends. One that
         // will not wait stops the bridge (SIGTERM, as MCP's stdio shutdown says).
         while relaying.join_next().await.is_some() {}
+        // A host that could not be reached meanwhile ends the bridge as it does otherwise.
+        if let Ok(why) = gone_rx.try_recv() {
+            ended = Err(BridgeError::Remote(why));
+        }
     }
     relaying.abort_all();
     lock(&host.running).clear();
@@ -303,8 +330,17 @@ impl Host {
         if status.is_success() && sse {
             self.pass_events(resp, initialize).await;
         } else {
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
             let body = resp.bytes().await.unwrap_or_default();
-            self.pass_body(status, &body, id.as_ref(), initialize);
+            let refused = Refused {
+                status,
+                retry_after,
+            };
+            self.pass_body(&refused, &body, id.as_ref(), initialize);
         }
         Ok(())
     }
@@ -334,13 +370,8 @@ impl Host {
 
     /// Passes on an answer sent as one JSON body; an HTTP error without a JSON-RPC message
     /// becomes one for the request it answers.
-    fn pass_body(
-        &self,
-        status: reqwest::StatusCode,
-        body: &[u8],
-        id: Option<&Value>,
-        initialize: bool,
-    ) {
+    fn pass_body(&self, refused: &Refused, body: &[u8], id: Option<&Value>, initialize: bool) {
+        let status = refused.status;
         match serde_json::from_slice::<Value>(body) {
             Ok(mut v) if v.get("jsonrpc").is_some() => {
                 // An error the host could not tie to the request (id null) is for this one.
@@ -352,8 +383,7 @@ impl Host {
             _ if status.is_success() => {}
             _ => {
                 let Some(id) = id else { return };
-                let text = String::from_utf8_lossy(body);
-                let why = format!("the host answered HTTP {status}: {}", text.trim());
+                let why = refused.why(&String::from_utf8_lossy(body));
                 let _ = self.out.send(error_line(id, -32603, &why));
             }
         }

@@ -506,6 +506,82 @@ async fn mcp_polls_cost_a_tenth_of_the_rate_limit_and_starts_a_whole_request() {
     .await;
 }
 
+/// The stdio bridge run as a pipe (its input written and closed): what it prints, what it
+/// says on stderr, and whether it exited 0.
+async fn bridge_piped(url: &str, input: &str) -> (String, String, bool) {
+    use tokio::io::AsyncWriteExt;
+    let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+        .args(["mcp", "--url", url])
+        .env_remove("A2A_TOKEN")
+        .env_remove("AGENT_HOST_MCP_API_KEY")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("agent-host mcp");
+    let mut stdin = bridge.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).await.expect("write");
+    drop(stdin);
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        bridge.wait_with_output(),
+    )
+    .await
+    .expect("the bridge ends after its input")
+    .expect("output");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+/// The bridge speaks to its client in its own terms: a host that refused the credentials
+/// names the bridge's options (the client never sees `WWW-Authenticate`), and a host that
+/// could not be reached fails the bridge (exit status and stderr) also when the client
+/// had closed its input first (a pipe: before, it exited 0 and said nothing).
+#[tokio::test]
+async fn the_stdio_bridge_says_what_to_do_about_a_refusal_and_fails_on_a_lost_host_after_a_pipe() {
+    limit(async {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "1"}}});
+        let security = Security {
+            credentials: vec![Credential {
+                name: "alice".into(),
+                secret: Secret::Bearer("alice-token-0123456789".into()),
+            }],
+            ..Security::default()
+        };
+        let s = TestServer::with(Options {
+            security,
+            ..Options::default()
+        })
+        .await;
+        let (out, _, _) = bridge_piped(&s.base, &format!("{init}\n")).await;
+        let answer: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+        let msg = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("--token") && msg.contains("HTTP 401"),
+            "{answer}"
+        );
+        s.shutdown().await;
+
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let (out, err, success) = bridge_piped(&url, &format!("{init}\n")).await;
+        let answer: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+        assert_eq!(answer["error"]["code"], -32603, "{out}");
+        assert!(!success, "exit 0 with the host out of reach: {err}");
+        assert!(err.contains("could not be reached"), "{err}");
+    })
+    .await;
+}
+
 /// The MCP route takes POST only; GET (a server-started stream) and DELETE (a session's end)
 /// get the host's 405 with `Allow: POST` and its small JSON body, as every route does.
 #[tokio::test]
