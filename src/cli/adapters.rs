@@ -58,7 +58,13 @@ pub async fn list_adapters(settings: &Settings) -> Result<String, StartError> {
             Ok(launch) => {
                 let p = launch.program.clone();
                 let version = adapter_version(a, &launch).await;
+                // The built-in agents (`demo`, `conformance`) are this very program, which
+                // its own tests run.
+                let this_build = std::env::current_exe()
+                    .and_then(std::fs::canonicalize)
+                    .is_ok_and(|me| std::fs::canonicalize(&p).is_ok_and(|q| q == me));
                 let tested = match &version {
+                    _ if this_build => "yes",
                     Some(v) if a.tested_versions.iter().any(|t| t == v) => "yes",
                     Some(_) if a.tested_versions.is_empty() => "-",
                     Some(_) => "no",

@@ -68,7 +68,7 @@ pub enum Command {
     /// `agent-host card verify URL` checks a served card's signatures.
     Card(CardArgs),
     /// Send a message to an A2A agent and follow the task (exit: 0 completed, 1 failed,
-    /// 2 usage, 3 canceled, 4 input required).
+    /// 2 usage, 3 canceled, 4 input required, 130 interrupted by Ctrl-C).
     Call(call::CallArgs),
     /// List, show, cancel or follow the tasks of an A2A agent.
     Tasks(tasks::TasksArgs),
@@ -86,8 +86,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print a manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`,
-    /// and each command's: `agent-host man serve > .../agent-host-serve.1`, `agent-host man tasks list`.
+    /// Print a manual page (roff): `agent-host man > /usr/local/share/man/man1/agent-host.1`
+    /// (make the folder first where it is missing), and each command's: `agent-host man serve
+    /// > /usr/local/share/man/man1/agent-host-serve.1`, `agent-host man tasks list`.
     Man {
         /// The command whose page to print (none: the main page)
         command: Vec<String>,

@@ -61,7 +61,7 @@ pub enum TasksCommand {
         connect: ConnectArgs,
     },
     /// Follow a task like `call` does; a task that has ended is shown as it ended (exit as
-    /// `call`: 0 completed, 1 failed, 3 canceled, 4 input required).
+    /// `call`: 0 completed, 1 failed, 3 canceled, 4 input required, 130 interrupted).
     Watch {
         /// The agent's base URL (e.g. http://127.0.0.1:41242).
         #[arg(value_name = "URL")]

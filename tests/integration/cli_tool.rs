@@ -308,6 +308,16 @@ fn help_describes_the_arguments_and_adapters_lists_only_its_own_flags() {
             assert!(out.contains("<ID>   The task id"), "{sub}: {out}");
         }
     }
+    // The built-in agents are this very build, which the tests run: tested, as the README's
+    // table says.
+    let (_, out, _) = agent_host(&["adapters"]);
+    for id in ["demo", "conformance"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_default();
+        assert!(row.split_whitespace().nth(3) == Some("yes"), "{id}: {out}");
+    }
     let (_, out, _) = agent_host(&["adapters", "--help"]);
     for flag in ["--adapters-dir", "--binary", "--repo-path", "--config"] {
         assert!(out.contains(flag), "adapters --help lacks {flag}: {out}");
