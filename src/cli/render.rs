@@ -322,6 +322,11 @@ impl<O: Write, E: Write> Renderer<O, E> {
         if s.is_empty() {
             return;
         }
+        // The agent writes after the answer: the tool it was answered about went first (its
+        // own result may come later, or only in the task at the end, for a quick agent).
+        if self.answer.is_some() && self.pending.iter().any(|p| p.asked) {
+            self.settle_asked();
+        }
         self.show_running();
         self.clear_status();
         self.put(s);
@@ -1024,6 +1029,24 @@ mod tests {
         drop(r);
         let shown = String::from_utf8(out).expect("utf-8");
         assert_eq!(shown, format!("✓ Edit: NOTES.md · approved\n{all}\n"));
+        // One that opens before the text, whose tool's result is never its own event (the
+        // agent ran it before the stream opened): the text still comes after the tool.
+        for yes in [true, false] {
+            let mut out = Vec::new();
+            let mut r = Renderer::new(&mut out, Vec::new(), false, false);
+            r.answered(yes);
+            r.event(&gone_on("TASK_STATE_WORKING", ""));
+            r.event(&chunk(all, false));
+            r.event(&completed(all));
+            drop(r);
+            let shown = String::from_utf8(out).expect("utf-8");
+            let line = if yes {
+                "✓ Edit: NOTES.md · approved"
+            } else {
+                "⊘ Edit: NOTES.md · refused"
+            };
+            assert_eq!(shown, format!("{line}\n{all}\n"));
+        }
     }
 
     fn waiting_task() -> Event {
