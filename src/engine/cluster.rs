@@ -276,9 +276,9 @@ impl Engine {
 
 impl Inner {
     /// Whether this host may start or resume the task's program: always on a single host;
-    /// one of several, only while it owns the task, its lease renewed by the same statement
-    /// ([`ClusterStore::hold_task`]), so that no host takes the task over for a lease from
-    /// now. The task's events written so far (the turn's `working`) are committed first, so
+    /// one of several, only while it owns the task and its lease is live
+    /// ([`ClusterStore::hold_task`]), so that no host takes the task over before the lease
+    /// (renewed every heartbeat) expires. The task's events written so far (the turn's `working`) are committed first, so
     /// that a takeover after this check finds the task started: it fails the task instead
     /// of running it again.
     pub(super) async fn may_run(&self, task_id: &str) -> Result<bool, StoreError> {
@@ -286,7 +286,7 @@ impl Inner {
             return Ok(true);
         };
         self.store.flush_writes().await?;
-        c.hold_task(task_id, &role.me.id, role.lease).await
+        c.hold_task(task_id, &role.me.id).await
     }
 }
 

@@ -65,14 +65,14 @@ pub trait ClusterStore: Send + Sync {
     /// Renews the lease. False when the host's row is gone: another host took its tasks over.
     async fn heartbeat(&self, host_id: &str, lease: Duration) -> Result<bool, StoreError>;
 
-    /// Renews `me`'s lease and tells whether `me` owns the task, in one statement: what a
-    /// host checks before it starts or resumes a task's program. False when `me`'s row is
-    /// gone (another host claimed its tasks) or the task belongs to another host. The claim
-    /// of an expired host locks its row, so the two are ordered: either this statement
-    /// renews the lease first (and no host claims `me` for a lease from now), or it finds
-    /// the row claimed and the task moved.
-    async fn hold_task(&self, task_id: &str, me: &str, lease: Duration)
-        -> Result<bool, StoreError>;
+    /// Whether `me` owns the task while its lease is live, in one statement: what a host
+    /// checks before it starts or resumes a task's program. False when `me`'s row is gone
+    /// (another host claimed its tasks), its lease has expired (a claim may come any
+    /// moment), or the task belongs to another host. The claim of an expired host locks its
+    /// row, so the two are ordered: either this statement finds the lease live first (and
+    /// no host may claim `me` before it expires), or it finds the row claimed and the task
+    /// moved.
+    async fn hold_task(&self, task_id: &str, me: &str) -> Result<bool, StoreError>;
 
     /// Every registered host.
     async fn hosts(&self) -> Result<Vec<HostInfo>, StoreError>;

@@ -113,28 +113,24 @@ impl ClusterStore for PgStore {
         Ok(n == 1)
     }
 
-    async fn hold_task(
-        &self,
-        task_id: &str,
-        me: &str,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        // The UPDATE waits for a claim that holds the row locked, and then finds it deleted:
-        // `renewed` is empty and the answer false, whatever the statement's snapshot shows
-        // of the task.
-        let row = self
-            .client()
-            .await?
-            .query_one(
-                "WITH renewed AS (
-                    UPDATE hosts SET heartbeat_at = now(),
-                        lease_until = now() + $3::BIGINT * interval '1 millisecond'
-                    WHERE id = $2 RETURNING id)
-                 SELECT EXISTS (SELECT 1 FROM tasks t JOIN renewed r ON r.id = t.host
+    async fn hold_task(&self, task_id: &str, me: &str) -> Result<bool, StoreError> {
+        // A share lock of the host's row, not an update of it: a claim (FOR UPDATE) waits
+        // for it or makes it wait (and it then finds the row deleted: the answer is false,
+        // whatever the statement's snapshot shows of the task); starts at once do not wait
+        // for each other. Each start renewing the lease instead made every task start of the
+        // host update one row, one after the other, each waiting for the one before it to
+        // commit: 10 ms a start with 100 tasks starting in half a second
+        // (bench/log/2026-11-30-postgres-task-start.md).
+        let c = self.client().await?;
+        let stmt = c
+            .prepare_cached(
+                "WITH held AS (
+                    SELECT id FROM hosts WHERE id = $2 AND lease_until > now() FOR KEY SHARE)
+                 SELECT EXISTS (SELECT 1 FROM tasks t JOIN held h ON h.id = t.host
                     WHERE t.id = $1)",
-                &[&task_id, &me, &millis(lease)],
             )
             .await?;
+        let row = c.query_one(&stmt, &[&task_id, &me]).await?;
         Ok(row.try_get(0)?)
     }
 

@@ -322,3 +322,71 @@ async fn a_host_that_lost_its_lease_reads_its_former_tasks_from_the_database() {
     assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert!(evs[2].event.ends_stream());
 }
+
+/// The check before a task's program starts: its own task while its lease is live; not an
+/// expired host's (a claim may come any moment), nor another host's. A check does not wait
+/// for an update of the host's row (before, each check updated it, and waited for the one
+/// before it, or a heartbeat, to commit); a claim under way makes the check wait, and it
+/// then finds the task moved.
+#[tokio::test]
+async fn a_host_holds_its_own_task_while_its_lease_is_live_and_never_across_a_claim() {
+    let Some(db) = TestDb::new("hold").await else {
+        return;
+    };
+    let (a, b) = (db.store().await, db.store().await);
+    a.register(&host("a", 1), LONG, false).await.unwrap();
+    b.register(&host("b", 2), LONG, false).await.unwrap();
+    a.create(task("mine", "c1", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    assert!(a.hold_task("mine", "a").await.unwrap());
+    assert!(
+        !b.hold_task("mine", "b").await.unwrap(),
+        "another host's task"
+    );
+    // Another session updates a's row and has not committed yet (a heartbeat whose commit
+    // is slow; before, every other check too): the check does not wait for it.
+    let other = a.client().await.unwrap();
+    other
+        .batch_execute("BEGIN; UPDATE hosts SET heartbeat_at = now() WHERE id = 'a'")
+        .await
+        .unwrap();
+    let quick = tokio::time::timeout(Duration::from_secs(5), a.hold_task("mine", "a")).await;
+    assert!(quick.expect("a check waited for another").unwrap());
+    other.batch_execute("ROLLBACK").await.unwrap();
+    // A claim under way (the row locked for update): the check waits, then finds the row
+    // gone and the task moved.
+    other
+        .batch_execute(
+            "BEGIN; UPDATE hosts SET lease_until = now() - interval '1 s' WHERE id = 'a';
+             SELECT id FROM hosts WHERE id = 'a' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let check = tokio::spawn(async move {
+        let held = a.hold_task("mine", "a").await;
+        (a, held)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!check.is_finished(), "the check did not wait for the claim");
+    other
+        .batch_execute(
+            "DELETE FROM hosts WHERE id = 'a'; UPDATE tasks SET host = 'b' WHERE id = 'mine'; COMMIT",
+        )
+        .await
+        .unwrap();
+    let (a, held) = check.await.unwrap();
+    assert!(!held.unwrap(), "held across a claim");
+    assert!(b.hold_task("mine", "b").await.unwrap());
+    // An expired lease, not claimed yet: not held.
+    a.register(&host("a", 1), LONG, true).await.unwrap();
+    a.create(task("late", "c2", "2026-01-01T00:00:00.000Z"))
+        .await
+        .unwrap();
+    assert!(a.hold_task("late", "a").await.unwrap());
+    other
+        .batch_execute("UPDATE hosts SET lease_until = now() - interval '1 s' WHERE id = 'a'")
+        .await
+        .unwrap();
+    assert!(!a.hold_task("late", "a").await.unwrap(), "an expired lease");
+}
