@@ -367,6 +367,41 @@ pub(super) async fn drive<O: Write, E: Write>(
     }
 }
 
+/// Shows a task that has ended from its events (`events`, replayed from its start): its
+/// tool uses, its questions with their answers, its text and its end, as `call` showed them
+/// (`ended`, the task as it ended, holds the answers and ends the replay that lacks its
+/// end); the exit code.
+pub(super) async fn replay_task<O: Write, E: Write>(
+    events: EventStream,
+    ended: crate::protocol::v1::Task,
+    json: bool,
+    io: Io<O, E>,
+    mut interrupt: Interrupt,
+) -> i32 {
+    let mut r = Renderer::new(io.out, io.err, json, false);
+    r.replaying(&ended);
+    match follow(&mut r, events, &mut interrupt).await {
+        Ok(Followed::Ended) => {}
+        Ok(Followed::Interrupted) => {
+            r.interrupted();
+            return EXIT_INTERRUPTED;
+        }
+        Err(e) if !r.closed() => return fail(&e),
+        Err(_) => return 0,
+    }
+    if !r.decided() && !r.closed() {
+        r.event(&Event {
+            id: None,
+            response: StreamResponse::Task(ended),
+        });
+    }
+    r.ended();
+    if r.closed() {
+        return 0;
+    }
+    r.outcome().exit_code()
+}
+
 /// Shows one task (the answer of a blocking send, a task that has ended) like a stream that
 /// ends with it; the exit code.
 pub(super) fn show_task<O: Write, E: Write>(

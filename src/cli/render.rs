@@ -104,6 +104,10 @@ pub struct Renderer<O: Write, E: Write> {
     /// that waits for input may be the question just answered. Otherwise (`tasks watch`,
     /// a new task) a frame that waits is the question, whatever follows it.
     follows_answer: bool,
+    /// Replaying a task that has ended (`tasks watch` of an ended task): each question it
+    /// asked and the answer it got, by `approvalId`, from the task's history. A question in
+    /// the replay is shown with its answer and the replay goes on.
+    replay: Option<HashMap<String, Answered>>,
 }
 
 /// A task or status timestamp.
@@ -187,6 +191,51 @@ fn answer_of(t: &Task) -> String {
         .unwrap_or_default()
 }
 
+/// The answer a question got, as its task's history holds it.
+#[derive(Debug, Clone)]
+struct Answered {
+    /// Allowed (an approval), or answered at all (a question).
+    yes: bool,
+    text: String,
+}
+
+/// The answers in a task's history: each user message after an agent message that asks
+/// (a data part with `approvalId`), by that id.
+fn answers_in(t: &Task) -> HashMap<String, Answered> {
+    let mut out = HashMap::new();
+    let mut asked: Option<String> = None;
+    for m in &t.history {
+        let data = m.parts.iter().find_map(|p| p.data.as_ref());
+        if m.role == crate::protocol::v1::Role::Agent {
+            if let Some(id) = data.and_then(|d| d.get("approvalId")?.as_str()) {
+                asked = Some(id.to_string());
+            }
+            continue;
+        }
+        let Some(id) = asked.take() else {
+            continue;
+        };
+        let decision = data.and_then(|d| d.get("decision")?.as_str());
+        let text = m.text().trim().to_string();
+        let yes = match decision {
+            Some(d) => matches!(
+                d.to_ascii_lowercase().as_str(),
+                "allow" | "approve" | "approved" | "yes" | "accept"
+            ),
+            None => !matches!(
+                text.to_ascii_lowercase().trim_end_matches(['.', '!']),
+                "no" | "n" | "deny" | "denied" | "reject" | "rejected" | "decline" | "stop"
+            ),
+        };
+        let text = match (decision, text.is_empty()) {
+            (Some(d), true) => d.to_string(),
+            _ => text,
+        };
+        out.insert(id, Answered { yes, text });
+    }
+    out
+}
+
 impl<O: Write, E: Write> Renderer<O, E> {
     pub fn new(out: O, err: E, json: bool, live: bool) -> Self {
         Renderer {
@@ -214,7 +263,14 @@ impl<O: Write, E: Write> Renderer<O, E> {
             last_status_at: None,
             waits: None,
             follows_answer: false,
+            replay: None,
         }
+    }
+
+    /// Shows a replay of a task that has ended, `ended` being the task as it ended (its
+    /// history holds the answers to its questions).
+    pub fn replaying(&mut self, ended: &Task) {
+        self.replay = Some(answers_in(ended));
     }
 
     /// The answer given to an approval: `false` (no) makes a tool that fails next read as
@@ -579,6 +635,10 @@ impl<O: Write, E: Write> Renderer<O, E> {
                 if let Some(a) = &approval {
                     self.tool_asked(a.tool.as_deref(), a.target.as_deref());
                 }
+                if self.replay.is_some() {
+                    self.replayed_question(approval.as_ref(), &text);
+                    return;
+                }
                 let task_id = self.task_id.clone().unwrap_or_default();
                 self.finish(Outcome::InputRequired { task_id, approval }, None);
             }
@@ -748,6 +808,27 @@ impl<O: Write, E: Write> Renderer<O, E> {
                 self.note(&s);
             }
             Outcome::Unfinished => {}
+        }
+    }
+
+    /// A question in a replay: what was asked and what was answered, and the answer taken
+    /// as the one to the tool it asked about.
+    fn replayed_question(&mut self, approval: Option<&Approval>, text: &str) {
+        let answered = approval
+            .and_then(|a| a.approval_id.as_deref())
+            .and_then(|id| self.replay.as_ref()?.get(id).cloned());
+        if self.json {
+            self.answer = answered.map(|a| a.yes);
+            return;
+        }
+        let asked = approval.map_or(text, |a| a.detail.as_str());
+        self.end_text_line();
+        self.clear_status();
+        self.note(&format!("? asked: {}", short(asked, 300)));
+        self.answer = answered.as_ref().map(|a| a.yes);
+        match answered {
+            Some(a) => self.note(&format!("  answered: {}", short(&a.text, 200))),
+            None => self.note("  (no answer)"),
         }
     }
 
@@ -1047,6 +1128,54 @@ mod tests {
             };
             assert_eq!(shown, format!("{line}\n{all}\n"));
         }
+    }
+
+    #[test]
+    fn a_replay_shows_each_question_with_its_answer_and_goes_on_to_the_end() {
+        let ended: Task = serde_json::from_value(json!({"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "history": [
+                {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "approval edit"}]},
+                {"messageId": "q", "role": "ROLE_AGENT", "parts": [
+                    {"text": "Allow Edit: NOTES.md?"},
+                    {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
+                              "target": "NOTES.md", "detail": "add a line",
+                              "options": [{"id": "allow"}, {"id": "deny"}]}}]},
+                {"messageId": "n", "role": "ROLE_USER", "parts": [{"text": "no"}]}]}))
+        .expect("task");
+        let asked = ev(
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [
+                {"text": "Allow Edit: NOTES.md?"},
+                {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
+                          "target": "NOTES.md", "detail": "add a line",
+                          "options": [{"id": "allow"}, {"id": "deny"}]}}]}}}}),
+        );
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut r = Renderer::new(&mut out, &mut err, false, false);
+        r.replaying(&ended);
+        r.event(&asked);
+        assert!(!r.decided(), "a question in a replay does not end it");
+        r.event(&working(
+            json!({"toolUseId": "", "isError": true}),
+            "denied",
+        ));
+        r.event(&chunk("I changed nothing.", false));
+        r.event(&completed("I changed nothing."));
+        r.ended();
+        assert_eq!(r.outcome(), Outcome::Completed);
+        drop(r);
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            "⊘ Edit: NOTES.md · refused\nI changed nothing.\n"
+        );
+        let said = String::from_utf8(err).expect("utf-8");
+        assert!(
+            said.contains("? asked: add a line\n  answered: no\n"),
+            "{said}"
+        );
+        assert!(!said.contains("input required"), "{said}");
     }
 
     fn waiting_task() -> Event {

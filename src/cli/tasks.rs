@@ -2,8 +2,8 @@
 //! table, a followed stream) or, with `--json`, a script.
 
 use super::call::{
-    after_answer, connect, drive, fail, print_stdout, show_task, ConnectArgs, Interrupt, Io,
-    Wanted, EXIT_USAGE,
+    after_answer, connect, drive, fail, print_stdout, replay_task, show_task, ConnectArgs,
+    Interrupt, Io, Wanted, EXIT_USAGE,
 };
 use crate::client::{Client, ClientError};
 use crate::protocol::v1::{ListTasksRequest, StreamResponse, Task, TaskState};
@@ -60,7 +60,8 @@ pub enum TasksCommand {
         #[command(flatten)]
         connect: ConnectArgs,
     },
-    /// Follow a task like `call` does; a task that has ended is shown as it ended (exit as
+    /// Follow a task like `call` does; a task that has ended is shown as `call` showed it, its
+    /// steps and the answers to its questions replayed (exit as
     /// `call`: 0 completed, 1 failed, 3 canceled, 4 input required, 130 interrupted).
     Watch {
         /// The agent's base URL (e.g. http://127.0.0.1:41242).
@@ -227,8 +228,13 @@ async fn watch(client: &Client, id: &str, last_event_id: Option<&str>, json: boo
         // The task has ended (a server only streams a task that has not): show how.
         Err(ClientError::Remote(r)) if r.reason.as_deref() == Some("UNSUPPORTED_OPERATION") => {
             match client.get_task(id).await {
+                // Shown from its events, as `call` showed it, where the host still has them
+                // (a replay from the start); else as it ended.
                 Ok(t) if t.status.state.is_terminal() => {
-                    show_task(client, StreamResponse::Task(t), json, io)
+                    match client.subscribe_from(id, Some("0")).await {
+                        Ok(events) => replay_task(events, t, json, io, interrupt).await,
+                        Err(_) => show_task(client, StreamResponse::Task(t), json, io),
+                    }
                 }
                 Ok(_) => fail(&ClientError::Remote(r)),
                 Err(e) => fail(&e),

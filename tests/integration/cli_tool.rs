@@ -413,7 +413,12 @@ async fn watch_shows_a_finished_task_and_no_stream_hints_how_to_answer() {
         .expect("join");
         let (code, out, err) = done_run;
         assert_eq!(code, 0, "{err}");
-        assert_eq!(out.trim_end(), result_text(&done), "{err}");
+        // Its steps, then its text, as `call` showed them.
+        assert_eq!(
+            out.trim_end(),
+            format!("✓ Bash: ls\n{}", result_text(&done)),
+            "{err}"
+        );
         assert!(err.contains("✓ completed"), "{err}");
         let (code, _, err) = failed_run;
         assert_eq!(code, 1, "{err}");

@@ -696,6 +696,41 @@ async fn watch_of_a_task_already_waiting_shows_the_question_and_exits_4() {
     .await;
 }
 
+/// `tasks watch` of a task that has ended shows it as `call` did: its tool uses (the one
+/// refused as refused), the question with the answer it got, then its text (before, only
+/// the text and the end: the steps were lost once the task had ended).
+#[tokio::test]
+async fn watch_of_an_ended_task_shows_its_steps_and_the_answers_it_got() {
+    limit(async {
+        let s = TestServer::start().await;
+        let r = agent_host(&["call", &s.base, "approval edit=WATCHED.md"]).await;
+        assert_eq!(r.code, 4, "{}", r.stderr);
+        let id = task_id(&r.stderr);
+        let r = agent_host(&["call", &s.base, "--task", &id, "no"]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let r = agent_host(&["tasks", "watch", &s.base, &id]).await;
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines.first(), Some(&"✓ Bash: ls"), "{}", r.stdout);
+        assert_eq!(
+            lines.get(1),
+            Some(&"⊘ Edit: WATCHED.md · refused"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            lines.get(2).is_some_and(|l| l.contains("denied")),
+            "{}",
+            r.stdout
+        );
+        assert!(r.stderr.contains("? asked: "), "{}", r.stderr);
+        assert!(r.stderr.contains("  answered: no"), "{}", r.stderr);
+        assert!(r.stderr.contains("✓ completed"), "{}", r.stderr);
+        assert!(!r.stderr.contains("answer with:"), "{}", r.stderr);
+    })
+    .await;
+}
+
 /// An agent whose final result differs from the text it streamed: `call` (streaming and
 /// `--no-stream`) and `tasks watch` print both, each once.
 #[tokio::test]
