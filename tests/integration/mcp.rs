@@ -160,6 +160,53 @@ async fn a_task_started_and_waited_for_is_an_ordinary_task() {
     .await;
 }
 
+/// A waited call with a progress token gets the task's updates as progress notifications,
+/// each line once (before: "task is working" for each `working`, and the answer as text, as
+/// result and as final status: three times).
+#[tokio::test]
+async fn a_waited_start_sends_each_progress_line_once() {
+    limit(async {
+        let s = TestServer::start().await;
+        let resp = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "start_task", "arguments": {"prompt": "say hello", "wait": true},
+                "_meta": {"progressToken": "p-1"}}}),
+            )
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 200);
+        let body = resp.text().await.expect("body");
+        let messages: Vec<Value> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect();
+        let lines: Vec<&str> = messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .filter_map(|m| m["params"]["message"].as_str())
+            .collect();
+        assert!(!lines.is_empty(), "{body}");
+        let unique: std::collections::HashSet<&&str> = lines.iter().collect();
+        assert_eq!(unique.len(), lines.len(), "a line repeated: {lines:#?}");
+        assert!(
+            messages
+                .iter()
+                .any(|m| m["id"] == 3 && m["result"].is_object()),
+            "{body}"
+        );
+        s.shutdown().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_task_started_without_waiting_is_followed_with_get_task() {
     limit(async {

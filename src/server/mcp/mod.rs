@@ -315,6 +315,9 @@ impl McpHost {
         };
         let mut events = engine.subscribe(task_id, from_seq, who.owner()).await?;
         let mut progress = 0u32;
+        // Each line once: a task says `working` several times, and its answer comes as text,
+        // as its result and in its final status.
+        let mut sent = std::collections::HashSet::new();
         loop {
             let e = tokio::select! {
                 e = events.next() => e,
@@ -324,6 +327,9 @@ impl McpHost {
             let Some(line) = EventView::of(&e).progress_line() else {
                 continue;
             };
+            if !sent.insert(line.clone()) {
+                continue;
+            }
             progress += 1;
             let note = ProgressNotificationParam::new(token.clone(), f64::from(progress))
                 .with_message(line);
