@@ -359,8 +359,13 @@ fn check_counts(n: &Names, l: &LimitsConfig) -> Result<(), SettingsError> {
     }
     // At its default, the live limit rises to the running one (the engine's `max`).
     if l.max_live_tasks < l.max_running_tasks && n.is_set("limits.max_live_tasks") {
+        let default = if n.is_set("limits.max_running_tasks") {
+            ""
+        } else {
+            ", its default"
+        };
         return Err(invalid(format!(
-            "{} ({}) must be at least {} ({}): a running turn that asks a question keeps its program alive",
+            "{} ({}) must be at least {} ({}{default}): a running turn that asks a question keeps its program alive",
             n.of("limits.max_live_tasks"),
             l.max_live_tasks,
             n.of("limits.max_running_tasks"),
