@@ -35,6 +35,39 @@ async fn alice_and_bob(s: &TestServer) -> (Mcp, Mcp) {
     (alice, bob)
 }
 
+/// A test server whose callers are `names`, each with the bearer token
+/// `NAME-token-0123456789`.
+async fn server_of(names: &[&str]) -> TestServer {
+    let credentials = names
+        .iter()
+        .map(|name| Credential {
+            name: (*name).into(),
+            secret: Secret::Bearer(format!("{name}-token-0123456789")),
+        })
+        .collect();
+    TestServer::with(Options {
+        security: Security {
+            credentials,
+            ..Security::default()
+        },
+        ..Options::default()
+    })
+    .await
+}
+
+/// A raw `POST /mcp` of `msg` in protocol `version`, as a client that takes JSON or SSE.
+async fn post_mcp(s: &TestServer, version: &str, msg: &Value) -> reqwest::Response {
+    s.client
+        .post(format!("{}/mcp", s.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .json(msg)
+        .send()
+        .await
+        .expect("send")
+}
+
 async fn call(c: &Mcp, tool: &'static str, args: Value) -> Result<Value, ServiceError> {
     let args = args.as_object().cloned().unwrap_or_default();
     let r = c
@@ -167,20 +200,10 @@ async fn a_task_started_and_waited_for_is_an_ordinary_task() {
 async fn a_waited_start_sends_each_progress_line_once() {
     limit(async {
         let s = TestServer::start().await;
-        let resp = s
-            .client
-            .post(format!("{}/mcp", s.base))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(
-                &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-                "name": "start_task", "arguments": {"prompt": "say hello", "wait": true},
-                "_meta": {"progressToken": "p-1"}}}),
-            )
-            .send()
-            .await
-            .expect("send");
+        let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "start_task", "arguments": {"prompt": "say hello", "wait": true},
+            "_meta": {"progressToken": "p-1"}}});
+        let resp = post_mcp(&s, "2025-06-18", &msg).await;
         assert_eq!(resp.status(), 200);
         let body = resp.text().await.expect("body");
         let messages: Vec<Value> = body
@@ -330,24 +353,7 @@ async fn cancel_task_stops_the_program_and_its_children() {
 #[tokio::test]
 async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
     limit(async {
-        let security = Security {
-            credentials: vec![
-                Credential {
-                    name: "alice".into(),
-                    secret: Secret::Bearer("alice-token-0123456789".into()),
-                },
-                Credential {
-                    name: "bob".into(),
-                    secret: Secret::Bearer("bob-token-0123456789".into()),
-                },
-            ],
-            ..Security::default()
-        };
-        let s = TestServer::with(Options {
-            security,
-            ..Options::default()
-        })
-        .await;
+        let s = server_of(&["alice", "bob"]).await;
         assert!(
             connect(&s, None).await.is_err(),
             "no credentials, yet connected"
@@ -398,19 +404,7 @@ async fn callers_see_only_their_own_tasks_and_anonymous_callers_none() {
 #[tokio::test]
 async fn get_changes_of_another_callers_or_an_unknown_context_is_not_found() {
     limit(async {
-        let credential = |name: &str| Credential {
-            name: name.into(),
-            secret: Secret::Bearer(format!("{name}-token-0123456789")),
-        };
-        let security = Security {
-            credentials: vec![credential("alice"), credential("bob")],
-            ..Security::default()
-        };
-        let s = TestServer::with(Options {
-            security,
-            ..Options::default()
-        })
-        .await;
+        let s = server_of(&["alice", "bob"]).await;
         let (alice, bob) = alice_and_bob(&s).await;
         let t = ok(
             &alice,
@@ -525,17 +519,9 @@ async fn mcp_polls_cost_a_tenth_of_the_rate_limit_and_starts_a_whole_request() {
         }
         let mut refused = None;
         for i in 0..12 {
-            let r = s
-                .client
-                .post(format!("{}/mcp", s.base))
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-11-25")
-                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                    "params": {"name": "start_task", "arguments": {"prompt": "hello"}}}))
-                .send()
-                .await
-                .expect("send");
+            let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "start_task", "arguments": {"prompt": "hello"}}});
+            let r = post_mcp(&s, "2025-11-25", &msg).await;
             if r.status() == 429 {
                 assert!(r.headers().contains_key("retry-after"));
                 refused = Some(i);
@@ -594,18 +580,7 @@ async fn the_stdio_bridge_says_what_to_do_about_a_refusal_and_fails_on_a_lost_ho
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "pipe", "version": "1"}}});
-        let security = Security {
-            credentials: vec![Credential {
-                name: "alice".into(),
-                secret: Secret::Bearer("alice-token-0123456789".into()),
-            }],
-            ..Security::default()
-        };
-        let s = TestServer::with(Options {
-            security,
-            ..Options::default()
-        })
-        .await;
+        let s = server_of(&["alice"]).await;
         let (out, _, _) = bridge_piped(&s.base, &format!("{init}\n")).await;
         let answer: Value = serde_json::from_str(out.trim()).expect("one JSON line");
         let msg = answer["error"]["message"].as_str().unwrap_or_default();
