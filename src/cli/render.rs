@@ -1051,19 +1051,29 @@ mod tests {
         );
     }
 
+    /// The agent's question about an edit of NOTES.md.
+    fn asked_edit() -> Value {
+        json!({"messageId": "q", "role": "ROLE_AGENT", "parts": [
+            {"text": "Allow Edit: NOTES.md?"},
+            {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
+                      "target": "NOTES.md", "detail": "add a line",
+                      "options": [{"id": "allow"}, {"id": "deny"}]}}]})
+    }
+
+    /// A task's history: the prompt, the question, and the user's `answer`.
+    fn asked_and_answered(answer: &str) -> Value {
+        json!([
+            {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "approval edit"}]},
+            asked_edit(),
+            {"messageId": "y", "role": "ROLE_USER", "parts": [{"text": answer}]}])
+    }
+
     /// The task as an answer's stream opens on it when the agent was quick: it ran the
     /// approved tool and wrote its answer (and may have ended) before the stream opened.
     fn gone_on(state: &str, answer: &str) -> Event {
         ev(
             json!({"task": {"id": "t", "contextId": "c", "status": {"state": state},
-            "history": [
-                {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "approval edit"}]},
-                {"messageId": "q", "role": "ROLE_AGENT", "parts": [
-                    {"text": "Allow Edit: NOTES.md?"},
-                    {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
-                              "target": "NOTES.md", "detail": "add a line",
-                              "options": [{"id": "allow"}, {"id": "deny"}]}}]},
-                {"messageId": "y", "role": "ROLE_USER", "parts": [{"text": "yes"}]}],
+            "history": asked_and_answered("yes"),
             "artifacts": [
                 {"artifactId": "assistant-response", "name": "assistant-response",
                  "parts": [{"text": answer}]}]}}),
@@ -1133,24 +1143,11 @@ mod tests {
     #[test]
     fn a_replay_shows_each_question_with_its_answer_and_goes_on_to_the_end() {
         let ended: Task = serde_json::from_value(json!({"id": "t", "contextId": "c",
-            "status": {"state": "TASK_STATE_COMPLETED"},
-            "history": [
-                {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "approval edit"}]},
-                {"messageId": "q", "role": "ROLE_AGENT", "parts": [
-                    {"text": "Allow Edit: NOTES.md?"},
-                    {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
-                              "target": "NOTES.md", "detail": "add a line",
-                              "options": [{"id": "allow"}, {"id": "deny"}]}}]},
-                {"messageId": "n", "role": "ROLE_USER", "parts": [{"text": "no"}]}]}))
+            "status": {"state": "TASK_STATE_COMPLETED"}, "history": asked_and_answered("no")}))
         .expect("task");
         let asked = ev(
             json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-            "state": "TASK_STATE_INPUT_REQUIRED",
-            "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [
-                {"text": "Allow Edit: NOTES.md?"},
-                {"data": {"approvalId": "a1", "kind": "file-edit", "tool": "Edit",
-                          "target": "NOTES.md", "detail": "add a line",
-                          "options": [{"id": "allow"}, {"id": "deny"}]}}]}}}}),
+            "state": "TASK_STATE_INPUT_REQUIRED", "message": asked_edit()}}}),
         );
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut r = Renderer::new(&mut out, &mut err, false, false);

@@ -539,11 +539,9 @@ async fn mcp_polls_cost_a_tenth_of_the_rate_limit_and_starts_a_whole_request() {
     .await;
 }
 
-/// The stdio bridge run as a pipe (its input written and closed): what it prints, what it
-/// says on stderr, and whether it exited 0.
-async fn bridge_piped(url: &str, input: &str) -> (String, String, bool) {
-    use tokio::io::AsyncWriteExt;
-    let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
+/// `agent-host mcp --url URL` with its three streams piped and no credentials.
+fn spawn_bridge(url: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
         .args(["mcp", "--url", url])
         .env_remove("A2A_TOKEN")
         .env_remove("AGENT_HOST_MCP_API_KEY")
@@ -552,7 +550,14 @@ async fn bridge_piped(url: &str, input: &str) -> (String, String, bool) {
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("agent-host mcp");
+        .expect("agent-host mcp")
+}
+
+/// The stdio bridge run as a pipe (its input written and closed): what it prints, what it
+/// says on stderr, and whether it exited 0.
+async fn bridge_piped(url: &str, input: &str) -> (String, String, bool) {
+    use tokio::io::AsyncWriteExt;
+    let mut bridge = spawn_bridge(url);
     let mut stdin = bridge.stdin.take().expect("stdin");
     stdin.write_all(input.as_bytes()).await.expect("write");
     drop(stdin);
@@ -1102,15 +1107,7 @@ async fn the_stdio_bridge_exits_when_the_host_cannot_be_reached() {
             .and_then(|l| l.local_addr())
             .expect("free port")
             .port();
-        let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-host"))
-            .args(["mcp", "--url", &format!("http://127.0.0.1:{port}")])
-            .env_remove("A2A_TOKEN")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("agent-host mcp");
+        let mut bridge = spawn_bridge(&format!("http://127.0.0.1:{port}"));
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "open", "version": "1"}}});
