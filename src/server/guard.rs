@@ -506,7 +506,7 @@ fn too_many_requests(wait: u64) -> Response {
 pub fn weight_of(method: &Method, path: &str) -> Weight {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
         || is_jsonrpc_path(path)
-        || path.trim_end_matches('/') == super::mcp::PATH
+        || path.trim_end_matches('/') == super::paths::MCP
         || path.ends_with(":subscribe")
     {
         Weight::Read

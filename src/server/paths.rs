@@ -10,6 +10,9 @@ pub const V1_BASE: &str = "/a2a/rest";
 /// Interface URL path of the v0.3 HTTP+JSON binding (its routes add `/v1/...`).
 pub const V03_BASE: &str = "/a2a/rest03";
 
+/// The MCP endpoint's path on the host's port.
+pub const MCP: &str = "/mcp";
+
 /// Whether `path` is one of the console's public files (not its API).
 pub(crate) fn is_public_file(path: &str) -> bool {
     path == "/ui" || (path.starts_with("/ui/") && !path.starts_with("/ui/api/"))

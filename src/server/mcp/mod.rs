@@ -51,7 +51,7 @@ pub use params::{
 pub use view::{ChangesView, EventView, TaskView};
 
 /// The MCP endpoint's path on the host's port.
-pub const PATH: &str = "/mcp";
+pub const PATH: &str = super::paths::MCP;
 
 /// The `/mcp` route over one host's agents (the first is the default): rmcp's Streamable
 /// HTTP service behind the layer that serves MCP tasks ([`tasks`]).
