@@ -130,8 +130,35 @@ pub(crate) fn stage_all(
     // and 37 million instructions with it, 21 and 10 without). Git reads such an index since
     // 2.13.
     let git = git.with_index(&tmp).with_config(&[SKIP_HASH]);
-    git.output(["add", "-A", "--", "."])?;
+    git.output_checked(["add", "-A", "--ignore-errors", "--", "."], |code, err| {
+        code == 1 && only_repositories_without_commits(err, checkout)
+    })?;
     Ok((git, guard))
+}
+
+/// Whether `git add`'s errors (`stderr`) all say that a folder is a repository with no
+/// commit yet (a `git init` the agent made and never committed in), which `git add` cannot
+/// take as a gitlink: the rest of the change is taken, those folders are left out (and
+/// named in the host's log). Any other error fails the change as before.
+fn only_repositories_without_commits(stderr: &str, checkout: &Path) -> bool {
+    let mut left_out = Vec::new();
+    for line in stderr.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line
+            .strip_prefix("error: '")
+            .and_then(|l| l.strip_suffix("' does not have a commit checked out"))
+        {
+            Some(folder) => left_out.push(folder.to_string()),
+            None => return false,
+        }
+    }
+    if !left_out.is_empty() {
+        tracing::warn!(
+            workspace = %checkout.display(),
+            folders = ?left_out,
+            "repositories with no commit yet are left out of the change (git add cannot take them)"
+        );
+    }
+    !left_out.is_empty()
 }
 
 /// Copies the index `own` to `tmp` with `own`'s modification time. git takes an entry whose

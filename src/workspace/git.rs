@@ -440,6 +440,20 @@ impl Git {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        self.output_checked(args, |code, _| ok_codes.contains(&code))
+    }
+
+    /// Runs git; its standard output when it exits 0 or when `ok(code, stderr)` takes its
+    /// failure.
+    pub(crate) fn output_checked<I, S>(
+        &self,
+        args: I,
+        ok: impl Fn(i32, &str) -> bool,
+    ) -> Result<Vec<u8>, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let args: Vec<std::ffi::OsString> = args
             .into_iter()
             .map(|a| a.as_ref().to_os_string())
@@ -460,12 +474,13 @@ impl Git {
             source: e,
         })?;
         let code = out.status.code().unwrap_or(-1);
-        if out.status.success() || ok_codes.contains(&code) {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || (code >= 0 && ok(code, &stderr)) {
             return Ok(out.stdout);
         }
         Err(WorkspaceError::Git {
             command: describe(&args),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            message: stderr.trim().to_string(),
         })
     }
 

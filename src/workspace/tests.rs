@@ -655,6 +655,26 @@ fn a_repository_the_agent_made_inside_is_named_as_one() {
     assert_eq!(got, [("nested", true), ("plain.txt", false)]);
 }
 
+/// A repository the agent made and never committed in (`git init` of a scaffold): git
+/// cannot take it as a gitlink; the rest of the change is taken, the folder left out
+/// (before, `git add` failed and the turn's whole change was lost).
+#[test]
+fn a_repository_without_a_commit_inside_is_left_out_and_the_rest_taken() {
+    let t = tempfile::tempdir().unwrap();
+    let src = source(t.path());
+    let all = workspaces(t.path(), 1 << 20);
+    let ws = all.for_turn("fresh", &src, None).unwrap().unwrap();
+    let nested = ws.checkout().join("newproj");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    std::fs::write(nested.join("main.c"), "int main;\n").unwrap();
+    std::fs::write(ws.checkout().join("important.txt"), "work\n").unwrap();
+    let end = all.end_turn(&ws, Some(("scaffold", "t1"))).unwrap();
+    let got: Vec<&str> = end.changes.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(got, ["important.txt"]);
+    assert!(end.committed.is_some());
+}
+
 #[test]
 fn a_removed_git_folder_is_said_to_be_missing() {
     let t = tempfile::tempdir().unwrap();
