@@ -343,6 +343,24 @@ async fn fetch<E: Write>(
         let _ = writeln!(err, "agent-host: the change names no branch to fetch");
         return false;
     };
+    if !has_commit(&ch.data) {
+        // The branch would be the base alone: nothing of the change to fetch.
+        let changed = ch.data["files"].as_array().is_some_and(|f| !f.is_empty());
+        if !changed {
+            let _ = writeln!(err, "agent-host: no change to fetch");
+            return true;
+        }
+        let why = if ch.data["truncated"].as_bool() == Some(true) {
+            format!("and its patch was cut at the host's size limit: {OUT_OF_REACH}")
+        } else {
+            "its change is in the patch (--apply)".to_string()
+        };
+        let _ = writeln!(
+            err,
+            "agent-host: nothing fetched: the workspace has no commit of its own ([workspace] commit = \"off\"?) {why}"
+        );
+        return false;
+    }
     let url = format!(
         "{}/git/{}",
         act.base_url.trim_end_matches('/'),
@@ -370,20 +388,6 @@ async fn fetch<E: Write>(
             let _ = writeln!(
                 err,
                 "agent-host: {how} {branch} ({short}) in this repository"
-            );
-            if has_commit(&ch.data) {
-                return true;
-            }
-            if ch.data["truncated"].as_bool() == Some(true) {
-                let _ = writeln!(
-                    err,
-                    "agent-host: the workspace has no commit of its own ([workspace] commit = \"off\"?) and its patch was cut at the host's size limit: {OUT_OF_REACH}"
-                );
-                return false;
-            }
-            let _ = writeln!(
-                err,
-                "agent-host: the workspace has no commit of its own ([workspace] commit = \"off\"?): its change is in the patch (--apply)"
             );
             true
         }

@@ -1162,6 +1162,42 @@ async fn a_cut_patch_with_no_commit_is_said_to_be_out_of_reach() {
     .await;
 }
 
+/// With `[workspace] commit = "off"` the context's branch holds the base alone: `--fetch`
+/// fetches nothing, makes no branch, says the change is in the patch and exits 1 (before, it
+/// made a branch at the base commit, said "fetched", and exited 0).
+#[tokio::test]
+async fn fetch_of_a_change_with_no_commit_fetches_nothing_and_says_where_it_is() {
+    limit(async {
+        let h = Host::start(&[("AGENT_HOST_WORKSPACE_COMMIT", "off")]).await;
+        let mine = h.clone_of_source("mine");
+        let ctx = format!("nocommit-{}", super::common::uuid());
+        let (code, out, err) = call_in(
+            &h,
+            &mine,
+            "lines small.txt 3",
+            &["--context", &ctx, "--fetch"],
+        )
+        .await;
+        let said = format!("{out}{err}");
+        assert_eq!(code, 1, "{said}");
+        assert!(err.contains("nothing fetched"), "{said}");
+        assert!(err.contains("in the patch (--apply)"), "{said}");
+        assert!(!err.contains("agent-host: fetched"), "{said}");
+        let branches = std::process::Command::new("git")
+            .args(["branch", "--list", "agent-host/*"])
+            .current_dir(&mine)
+            .output()
+            .expect("git branch");
+        assert!(
+            branches.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&branches.stdout)
+        );
+        h.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn call_prints_the_changed_files_and_applies_or_fetches_the_change() {
     limit(async {
