@@ -194,24 +194,45 @@ pub fn args(policy: &SandboxPolicy, cwd: &Path, root: bool, user: Option<&RunAs>
             push(&["--bind", &r, &r]);
         }
     }
-    cover_host_sockets(policy, user, &mut push);
     let cwd = text(cwd);
     push(&["--chdir", &cwd]);
     a
 }
 
-/// `/dev/null` over each host socket the task would otherwise see ([`super::sockets`]):
-/// after every bind, so that one in a folder bound writable (the working directory) is
-/// covered too. Left alone: those in folders the sandbox empties or hides, in the folder of
-/// all workspaces, the sockets the adapter names (`[sandbox] sockets`), and, for a task run
-/// as another user, those that user cannot reach by the file modes.
-fn cover_host_sockets(
+/// `/dev/null` over each host socket the task would otherwise see ([`super::sockets`]), the
+/// arguments to put after every other bind (the program's folders included: a bind of a
+/// folder over a path covers the mounts made on it before), so that one in a folder bound
+/// again (the working directory, a folder written, the program's folder, even under `/tmp`)
+/// is covered too. Left alone: those in folders the sandbox empties or hides and shows no
+/// part of again, in the folder of all workspaces, the sockets the adapter names
+/// (`[sandbox] sockets`), and, for a task run as another user, those that user cannot
+/// reach by the file modes. `shown`: the paths bound for the program ([`super::program`]).
+pub fn cover_host_sockets(
     policy: &SandboxPolicy,
+    cwd: &Path,
+    shown: &[PathBuf],
     user: Option<&RunAs>,
-    push: &mut impl FnMut(&[&str]),
-) {
+) -> Vec<String> {
+    let mut again: Vec<&Path> = vec![cwd];
+    again.extend(policy.write.iter().map(PathBuf::as_path));
+    again.extend(policy.binds.iter().map(|b| b.at.as_path()));
+    again.extend(shown.iter().map(PathBuf::as_path));
+    if let Some(src) = policy.workspace.as_ref().and_then(|w| w.source.as_deref()) {
+        again.push(src);
+    }
+    let hidden = |p: &Path| {
+        policy.hide.iter().any(|h| p.starts_with(h))
+            && !policy.reveal.iter().any(|r| p.starts_with(r))
+    };
+    let emptied = |p: &Path| {
+        ["/tmp", "/run", "/var/run"]
+            .iter()
+            .any(|t| p.starts_with(t))
+            && !again.iter().any(|a| p.starts_with(a))
+    };
     let elsewhere = |p: &Path| {
-        emptied(policy, p)
+        hidden(p)
+            || emptied(p)
             || policy
                 .workspace
                 .as_ref()
@@ -219,15 +240,56 @@ fn cover_host_sockets(
             || policy.sockets.iter().any(|s| s == p)
             || user.is_some_and(|u| !u.can_reach(p))
     };
-    for s in super::sockets::to_cover(super::sockets::listed(), elsewhere) {
-        push(&["--ro-bind", "/dev/null", &s.display().to_string()]);
-    }
+    super::sockets::to_cover(super::sockets::listed(), elsewhere)
+        .into_iter()
+        .flat_map(|s| {
+            [
+                "--ro-bind".to_string(),
+                "/dev/null".to_string(),
+                s.display().to_string(),
+            ]
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runner::sandbox::Network;
+
+    /// A host socket in a working directory under `/tmp` (a folder the sandbox empties, but
+    /// binds the working directory back into) is covered; one in another folder under
+    /// `/tmp` is not visible and left alone; one in the program's folder under `/tmp` is
+    /// covered too. Before, every socket under `/tmp` was taken for hidden, and a task
+    /// working in `mktemp -d` reached its host's socket there.
+    #[test]
+    fn host_sockets_in_folders_bound_back_under_tmp_are_covered() {
+        let under_tmp = || tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let (work, other, prog) = (under_tmp(), under_tmp(), under_tmp());
+        let bind = |d: &tempfile::TempDir| {
+            let p = d.path().join("host.sock");
+            (std::os::unix::net::UnixListener::bind(&p).unwrap(), p)
+        };
+        let ((_w, in_work), (_o, in_other), (_p, in_prog)) =
+            (bind(&work), bind(&other), bind(&prog));
+        let policy = SandboxPolicy::default();
+        let shown = [prog.path().to_path_buf()];
+        let a = cover_host_sockets(&policy, work.path(), &shown, None);
+        let covered = |p: &Path| a.iter().any(|x| x == &p.display().to_string());
+        assert!(covered(&in_work), "{a:?}");
+        assert!(covered(&in_prog), "{a:?}");
+        assert!(!covered(&in_other), "{a:?}");
+        // The sockets the adapter names stay.
+        let named = SandboxPolicy {
+            sockets: vec![in_work.clone()],
+            ..SandboxPolicy::default()
+        };
+        let a = cover_host_sockets(&named, work.path(), &[], None);
+        assert!(
+            !a.iter().any(|x| x == &in_work.display().to_string()),
+            "{a:?}"
+        );
+    }
 
     #[test]
     fn hidden_folders_come_after_writable_ones_and_reveals_last() {

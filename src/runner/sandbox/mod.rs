@@ -590,6 +590,8 @@ impl Prepared {
                 // The program runs wherever it lies (`/tmp` included): shown read-only.
                 let needs = program::needs(program, path_var);
                 all.extend(program::binds(&needs, policy, cwd));
+                let shown: Vec<PathBuf> = needs.iter().map(|s| s.path().to_path_buf()).collect();
+                all.extend(bwrap::cover_host_sockets(policy, cwd, &shown, user));
                 let inside = if root_task {
                     lock_mounts(&mut all)
                 } else {

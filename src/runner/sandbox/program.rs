@@ -36,6 +36,15 @@ pub enum Shown {
     Link(PathBuf, PathBuf),
 }
 
+impl Shown {
+    /// The path shown (a link's own path).
+    pub fn path(&self) -> &Path {
+        match self {
+            Shown::ReadOnly(p) | Shown::Link(p, _) => p,
+        }
+    }
+}
+
 /// What `program` needs to run, found with `path_var` (the task's `PATH`) for `#!/usr/bin/env
 /// NAME` scripts: every path involved, not yet filtered by what the sandbox hides.
 pub fn needs(program: &Path, path_var: Option<&str>) -> Vec<Shown> {
