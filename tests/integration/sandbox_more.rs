@@ -5,7 +5,8 @@
 //!   it adopts; with `sandbox = "off"` on the same host settings they survive;
 //! - with `sandbox_user = "nobody"` on a root host, the agent runs as uid 65534, writes its
 //!   working directory, and cannot read a root-only file that it reads without the user and
-//!   the sandbox.
+//!   the sandbox;
+//! - a root host in a user namespace of its own (`unshare -rn`) runs its tasks sandboxed.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -169,6 +170,50 @@ async fn a_sandbox_user_runs_the_agent_as_that_user() {
         let as_root = whoami("off", &[]).await;
         assert!(as_root.contains("uid=0"), "{as_root}");
         assert!(as_root.contains("read=ok"), "{as_root}");
+    })
+    .await;
+}
+
+/// A root host inside a user namespace of its own (`unshare -rn`: only root is mapped, as a
+/// container runtime or a test harness makes) runs tasks with the default sandbox: before,
+/// the cgroup folders could not be given to `nobody` (unmapped there: EINVAL) and every
+/// task failed to start, while `doctor` passed the cgroup piece.
+#[tokio::test]
+async fn a_root_host_in_a_user_namespace_of_its_own_runs_its_tasks_sandboxed() {
+    if !super::sandbox::sandbox_available() || nix::unistd::geteuid().as_raw() != 0 {
+        eprintln!("\n*** SKIPPED: needs a root host with the sandbox ***\n");
+        assert!(!in_ci(), "CI runs as root with bubblewrap");
+        return;
+    }
+    limit(async {
+        let home = tempfile::tempdir().unwrap();
+        let script = format!(
+            "ip link set lo up || exit 3
+             {bin} serve --port 41399 --store memory --adapter demo >{log} 2>&1 &
+             host=$!
+             for i in $(seq 100); do {bin} card http://127.0.0.1:41399 >/dev/null 2>&1 && break; sleep 0.1; done
+             {bin} call http://127.0.0.1:41399 hello; code=$?
+             kill $host; wait $host; exit $code",
+            bin = env!("CARGO_BIN_EXE_agent-host"),
+            log = home.path().join("host.log").display(),
+        );
+        let out = tokio::time::timeout(
+            Duration::from_secs(90),
+            tokio::process::Command::new("unshare")
+                .args(["-rn", "sh", "-c", &script])
+                .env("HOME", home.path())
+                .env_remove("AGENT_HOST_CONFIG")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("within 90 s")
+        .expect("unshare runs");
+        let log = std::fs::read_to_string(home.path().join("host.log")).unwrap_or_default();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}\nhost log:\n{log}");
+        assert!(err.contains("✓ completed"), "{err}");
+        assert!(log.contains("sandbox: tracking: cgroup"), "{log}");
     })
     .await;
 }

@@ -310,8 +310,11 @@ fn keep_limits_from_the_task(dir: &Path) -> io::Result<()> {
         let file = dir.join(name);
         match std::os::unix::fs::chown(&file, Some(NOBODYS), Some(NOBODYS)) {
             // A host that is not root cannot give files away; its tasks are not root either.
+            // In a user namespace that maps no `nobody` (`unshare -r`: only root is mapped)
+            // the kernel answers EINVAL: the files stay root's, whom the task is not either
+            // (before, every task of such a host failed to start).
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => return Ok(()),
             other => other?,
         }
     }
