@@ -177,7 +177,8 @@ async fn a_sandbox_user_runs_the_agent_as_that_user() {
 /// A root host inside a user namespace of its own (`unshare -rn`: only root is mapped, as a
 /// container runtime or a test harness makes) runs tasks with the default sandbox: before,
 /// the cgroup folders could not be given to `nobody` (unmapped there: EINVAL) and every
-/// task failed to start, while `doctor` passed the cgroup piece.
+/// task failed to start, while `doctor` passed the cgroup piece. The host inside ends by
+/// itself (`timeout`) should the test be cut short.
 #[tokio::test]
 async fn a_root_host_in_a_user_namespace_of_its_own_runs_its_tasks_sandboxed() {
     if !super::sandbox::sandbox_available() || nix::unistd::geteuid().as_raw() != 0 {
@@ -189,7 +190,7 @@ async fn a_root_host_in_a_user_namespace_of_its_own_runs_its_tasks_sandboxed() {
         let home = tempfile::tempdir().unwrap();
         let script = format!(
             "ip link set lo up || exit 3
-             {bin} serve --port 41399 --store memory --adapter demo >{log} 2>&1 &
+             timeout 80 {bin} serve --port 41399 --store memory --adapter demo >{log} 2>&1 &
              host=$!
              for i in $(seq 100); do {bin} card http://127.0.0.1:41399 >/dev/null 2>&1 && break; sleep 0.1; done
              {bin} call http://127.0.0.1:41399 hello; code=$?
