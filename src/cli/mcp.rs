@@ -174,7 +174,7 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
     // Every message being relayed (requests and notifications).
     let mut relaying = tokio::task::JoinSet::new();
     let mut lines = stdin_lines();
-    let ended = loop {
+    let mut ended = loop {
         while relaying.try_join_next().is_some() {}
         tokio::select! {
             line = lines.recv() => match line {
@@ -185,7 +185,6 @@ pub async fn run(args: McpArgs) -> Result<(), BridgeError> {
             Some(why) = gone_rx.recv() => break Err(BridgeError::Remote(why)),
         }
     };
-    let mut ended = ended;
     if ended.is_ok() {
         // The client closed its input: what it asked is still answered (a client that
         // writes its requests and closes, as a pipe does), then the bridge ends. One that

@@ -200,37 +200,31 @@ struct Answered {
 }
 
 /// The answers in a task's history: each user message after an agent message that asks
-/// (a data part with `approvalId`), by that id.
+/// (a data part with `approvalId`), by that id, read as the host read it
+/// ([`crate::engine::input::decision_of`]); an answer it would not take as a decision (a
+/// budget's "continue with 5") counts as a yes.
 fn answers_in(t: &Task) -> HashMap<String, Answered> {
     let mut out = HashMap::new();
-    let mut asked: Option<String> = None;
+    let mut asked: Option<(String, String)> = None;
     for m in &t.history {
         let data = m.parts.iter().find_map(|p| p.data.as_ref());
+        let field = |k: &str| data.and_then(|d| d.get(k)?.as_str()).map(str::to_string);
         if m.role == crate::protocol::v1::Role::Agent {
-            if let Some(id) = data.and_then(|d| d.get("approvalId")?.as_str()) {
-                asked = Some(id.to_string());
+            if let Some(id) = field("approvalId") {
+                asked = Some((id, field("kind").unwrap_or_default()));
             }
             continue;
         }
-        let Some(id) = asked.take() else {
+        let Some((id, kind)) = asked.take() else {
             continue;
         };
-        let decision = data.and_then(|d| d.get("decision")?.as_str());
+        let decision = crate::engine::input::decision_of(m, &id, &kind).ok();
         let text = m.text().trim().to_string();
-        let yes = match decision {
-            Some(d) => matches!(
-                d.to_ascii_lowercase().as_str(),
-                "allow" | "approve" | "approved" | "yes" | "accept"
-            ),
-            None => !matches!(
-                text.to_ascii_lowercase().trim_end_matches(['.', '!']),
-                "no" | "n" | "deny" | "denied" | "reject" | "rejected" | "decline" | "stop"
-            ),
-        };
-        let text = match (decision, text.is_empty()) {
-            (Some(d), true) => d.to_string(),
+        let text = match field("decision") {
+            Some(d) if text.is_empty() => d,
             _ => text,
         };
+        let yes = decision.is_none_or(|d| d.allow);
         out.insert(id, Answered { yes, text });
     }
     out

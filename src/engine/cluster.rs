@@ -278,9 +278,9 @@ impl Inner {
     /// Whether this host may start or resume the task's program: always on a single host;
     /// one of several, only while it owns the task and its lease is live
     /// ([`ClusterStore::hold_task`]), so that no host takes the task over before the lease
-    /// (renewed every heartbeat) expires. The task's events written so far (the turn's `working`) are committed first, so
-    /// that a takeover after this check finds the task started: it fails the task instead
-    /// of running it again.
+    /// (renewed every heartbeat) expires. The task's events written so far (the turn's
+    /// `working`) are committed first, so that a takeover after this check finds the task
+    /// started: it fails the task instead of running it again.
     pub(super) async fn may_run(&self, task_id: &str) -> Result<bool, StoreError> {
         let (Some(c), Some(role)) = (self.store.cluster(), self.cluster.get()) else {
             return Ok(true);

@@ -411,15 +411,15 @@ fn decision_in(m: &Message, approval_id: &str, kind: &str) -> Result<Decision, A
                 let mut message = d.get("message").and_then(Value::as_str).map(str::to_string);
                 // A question's answer is its text (the data part's, else the message's): a
                 // bare "allow" would give it none (a "deny" declines the question).
-                let empty = |t: Option<&str>| t.is_none_or(|t| t.trim().is_empty());
-                if kind == "question" && allow && option.is_none() && empty(message.as_deref()) {
+                let empty = message.as_deref().is_none_or(|t| t.trim().is_empty());
+                if kind == "question" && allow && option.is_none() && empty {
                     let text = m.text();
-                    message = Some(text.trim().to_string()).filter(|t| !t.is_empty());
-                }
-                if kind == "question" && allow && option.is_none() && empty(message.as_deref()) {
-                    return Err(A2AError::InvalidParams(
-                        "the task asks a question, not for an approval: answer with text (a text part; over MCP, reply's text)".into(),
-                    ));
+                    if text.trim().is_empty() {
+                        return Err(A2AError::InvalidParams(
+                            "the task asks a question, not for an approval: answer with text (a text part; over MCP, reply's text)".into(),
+                        ));
+                    }
+                    message = Some(text.trim().to_string());
                 }
                 return Ok(Decision {
                     message_id: Some(m.message_id.clone()),

@@ -95,12 +95,16 @@ fn hide(push: &mut impl FnMut(&[&str]), h: &Path, is_dir: bool) {
     }
 }
 
-/// Whether `p` lies in a folder the sandbox of `policy` empties (`/tmp`, `/run`) or hides.
-fn emptied(policy: &SandboxPolicy, p: &Path) -> bool {
+/// Whether `p` lies in a folder every sandbox empties (`/tmp`, `/run`).
+fn in_emptied_folder(p: &Path) -> bool {
     ["/tmp", "/run", "/var/run"]
         .iter()
         .any(|t| p.starts_with(t))
-        || policy.hide.iter().any(|h| p.starts_with(h))
+}
+
+/// Whether `p` lies in a folder the sandbox of `policy` empties (`/tmp`, `/run`) or hides.
+fn emptied(policy: &SandboxPolicy, p: &Path) -> bool {
+    in_emptied_folder(p) || policy.hide.iter().any(|h| p.starts_with(h))
 }
 
 /// bubblewrap's arguments (before `--`) for `policy`, the task working in `cwd`.
@@ -224,12 +228,7 @@ pub fn cover_host_sockets(
         policy.hide.iter().any(|h| p.starts_with(h))
             && !policy.reveal.iter().any(|r| p.starts_with(r))
     };
-    let emptied = |p: &Path| {
-        ["/tmp", "/run", "/var/run"]
-            .iter()
-            .any(|t| p.starts_with(t))
-            && !again.iter().any(|a| p.starts_with(a))
-    };
+    let emptied = |p: &Path| in_emptied_folder(p) && !again.iter().any(|a| p.starts_with(a));
     let elsewhere = |p: &Path| {
         hidden(p)
             || emptied(p)
